@@ -1,0 +1,32 @@
+# Each target makes its own virtual environment and installs what it needs.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# torch==2.13.0 is the CPU wheel these machines hold locally; any torch>=2.0 works.
+TORCH ?= torch==2.13.0
+
+.PHONY: demo test bench clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+$(VENV)/.test: $(PY) pyproject.toml
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+$(VENV)/.torch: $(VENV)/.test
+	$(PY) -m pip install -q '$(TORCH)' psutil
+	touch $@
+
+demo: $(VENV)/.torch
+	$(PY) -m slipstream demo
+
+test: $(VENV)/.test
+	$(PY) -m pytest -q
+
+bench: $(VENV)/.torch
+	$(PY) benchmarks/bench_loader.py
+
+clean:
+	rm -rf $(VENV)

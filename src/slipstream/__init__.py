@@ -1,0 +1,31 @@
+"""slipstream: feed machine-learning training at hardware speed.
+
+Data containers are anything with ``__len__`` and ``__getitem__``; views compose them; the
+``DataLoader`` batches them in a seeded, sharded, resumable order with worker threads that never
+hang; ``loadparallel`` prefetches any iterable.
+"""
+
+from ._collate import default_collate
+from ._containers import getobs, getobs_into, numobs
+from ._loader import DataLoader
+from ._parallel import loadparallel
+from ._rng import sample_rng
+from ._views import batchview, joinobs, mapobs, obsview, shuffleobs, splitobs
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DataLoader",
+    "batchview",
+    "default_collate",
+    "getobs",
+    "getobs_into",
+    "joinobs",
+    "loadparallel",
+    "mapobs",
+    "numobs",
+    "obsview",
+    "sample_rng",
+    "shuffleobs",
+    "splitobs",
+]

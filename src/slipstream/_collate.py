@@ -1,0 +1,289 @@
+"""Batch structure and default collation.
+
+A *spec* describes one observation: nested dicts, tuples (named too) and lists whose leaves are
+either arrays (a fixed shape and dtype: NumPy arrays and scalars, Python numbers, anything with
+``__array__``) or objects (strings, bytes, None, anything else). A batch of ``n`` observations has
+the same nesting; each array leaf becomes one ``(n, *shape)`` array, each object leaf a list.
+
+``default_collate(samples)`` stacks a list of observations this way. The loader uses the same spec
+to preallocate reusable batch buffers (see ``_slots``) and write samples straight into them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+__all__ = ["ArrayLeaf", "ObjectLeaf", "Spec", "default_collate", "spec_of_data"]
+
+
+class ArrayLeaf:
+    __slots__ = ("shape", "dtype", "slot")
+
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype):
+        self.shape, self.dtype, self.slot = tuple(shape), np.dtype(dtype), -1
+
+
+class ObjectLeaf:
+    __slots__ = ("slot",)
+
+    def __init__(self) -> None:
+        self.slot = -1
+
+
+def _python_dtype(value: Any) -> np.dtype | None:
+    if isinstance(value, bool):
+        return np.dtype(bool)
+    if isinstance(value, int):
+        return np.dtype(np.int64)
+    if isinstance(value, float):
+        return np.dtype(np.float64)
+    if isinstance(value, complex):
+        return np.dtype(np.complex128)
+    return None
+
+
+def _describe(value: Any) -> Any:
+    """A tree of leaves mirroring ``value``'s nesting."""
+    if isinstance(value, Mapping):
+        return {k: _describe(v) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        children = [_describe(v) for v in value]
+        if isinstance(value, tuple) and hasattr(value, "_fields"):
+            return (type(value), children)
+        return (tuple if isinstance(value, tuple) else list, children)
+    dtype = _python_dtype(value)
+    if dtype is not None:
+        return ArrayLeaf((), dtype)
+    if isinstance(value, (np.ndarray, np.generic)):
+        if value.dtype.hasobject:
+            return ObjectLeaf()
+        return ArrayLeaf(value.shape, value.dtype)
+    if hasattr(value, "__array__") and not isinstance(value, (str, bytes)):
+        array = np.asarray(value)
+        if not array.dtype.hasobject:
+            return ArrayLeaf(array.shape, array.dtype)
+    return ObjectLeaf()
+
+
+class Spec:
+    """The structure of one observation, with its leaves numbered in depth-first order."""
+
+    def __init__(self, tree: Any):
+        self.tree = tree
+        self.leaves: list[ArrayLeaf | ObjectLeaf] = []
+        self._number(tree)
+        self.array_leaves = [leaf for leaf in self.leaves if isinstance(leaf, ArrayLeaf)]
+        self.object_leaves = [leaf for leaf in self.leaves if isinstance(leaf, ObjectLeaf)]
+        self._writer = _compile(tree)
+
+    def _number(self, node: Any) -> None:
+        if isinstance(node, (ArrayLeaf, ObjectLeaf)):
+            node.slot = len(self.leaves)
+            self.leaves.append(node)
+        elif isinstance(node, dict):
+            for child in node.values():
+                self._number(child)
+        else:
+            for child in node[1]:
+                self._number(child)
+
+    @classmethod
+    def of(cls, sample: Any) -> Spec:
+        return cls(_describe(sample))
+
+    def allocate(self, n: int) -> list[Any]:
+        """Fresh storage for ``n`` observations: one array or list per leaf, in leaf order."""
+        return [
+            np.empty((n, *leaf.shape), leaf.dtype) if isinstance(leaf, ArrayLeaf) else [None] * n
+            for leaf in self.leaves
+        ]
+
+    def write(self, storage: list[Any], j: int, value: Any, where: str) -> None:
+        """Write observation ``value`` at position ``j`` of ``storage``, checking it against the spec.
+
+        Shapes must match exactly and casts must be safe or same-kind, so a float never lands
+        silently in an int buffer; a mismatch raises ``ValueError``/``TypeError`` naming ``where``.
+        """
+        try:
+            self._writer(storage, j, value)
+        except _Mismatch as mismatch:
+            raise mismatch.kind(f"{where}{''.join(mismatch.path)} {mismatch.message}") from None
+
+    def build(self, storage: list[Any], n: int | None = None) -> Any:
+        """The batch: ``storage`` arranged in the observation's nesting (arrays cut to ``n`` rows)."""
+        return self._build(self.tree, storage, n)
+
+    def _build(self, node: Any, storage: list[Any], n: int | None) -> Any:
+        if isinstance(node, (ArrayLeaf, ObjectLeaf)):
+            leaf = storage[node.slot]
+            return leaf if n is None or len(leaf) == n else leaf[:n]
+        if isinstance(node, dict):
+            return {k: self._build(child, storage, n) for k, child in node.items()}
+        kind, children = node
+        values = [self._build(child, storage, n) for child in children]
+        if kind is list:
+            return values
+        return kind(values) if kind is tuple else kind(*values)
+
+    def views(self, storage: list[Any], j: int) -> Any:
+        """A buffer for observation ``j``: views into the array leaves (object leaves are None)."""
+        return self._views(self.tree, storage, j)
+
+    def _views(self, node: Any, storage: list[Any], j: int) -> Any:
+        if isinstance(node, ArrayLeaf):
+            return storage[node.slot][j, ...]
+        if isinstance(node, ObjectLeaf):
+            return None
+        if isinstance(node, dict):
+            return {k: self._views(child, storage, j) for k, child in node.items()}
+        kind, children = node
+        values = [self._views(child, storage, j) for child in children]
+        if kind is list:
+            return values
+        return kind(values) if kind is tuple else kind(*values)
+
+    def take_objects(self, storage: list[Any], j: int, value: Any) -> None:
+        """Store the object leaves of ``value`` (as returned by ``getobs_into``) at position ``j``."""
+        if self.object_leaves:
+            self._take_objects(self.tree, storage, j, value)
+
+    def _take_objects(self, node: Any, storage: list[Any], j: int, value: Any) -> None:
+        if isinstance(node, ObjectLeaf):
+            storage[node.slot][j] = value
+        elif isinstance(node, dict):
+            for k, child in node.items():
+                self._take_objects(child, storage, j, value[k])
+        elif not isinstance(node, ArrayLeaf):
+            for child, v in zip(node[1], value):
+                self._take_objects(child, storage, j, v)
+
+
+Writer = Callable[[list, int, Any], None]
+
+
+class _Mismatch(Exception):
+    """A sample that does not fit the spec; ``Spec.write`` turns it into a located ValueError/TypeError."""
+
+    def __init__(self, kind: type[Exception], message: str):
+        super().__init__(message)
+        self.kind, self.message, self.path = kind, message, []
+
+
+def _compile(node: Any) -> Writer:
+    """A writer for one node of a spec tree: closures, so the per-sample path does no type dispatch
+    and builds no strings (a mismatch's location is assembled only when it is raised)."""
+    if isinstance(node, ArrayLeaf):
+        return _array_writer(node)
+    if isinstance(node, ObjectLeaf):
+        slot = node.slot
+
+        def write_object(storage: list, j: int, value: Any) -> None:
+            storage[slot][j] = value
+
+        return write_object
+    if isinstance(node, dict):
+        keys = node.keys()
+        members = [(k, _compile(child)) for k, child in node.items()]
+
+        def write_dict(storage: list, j: int, value: Any) -> None:
+            if not isinstance(value, Mapping) or value.keys() != keys:
+                found = sorted(value.keys(), key=str) if isinstance(value, Mapping) else type(value).__name__
+                raise _Mismatch(ValueError, f"has keys {found} but the first sample had {sorted(keys, key=str)}")
+            for k, write in members:
+                try:
+                    write(storage, j, value[k])
+                except _Mismatch as mismatch:
+                    mismatch.path.insert(0, f"[{k!r}]")
+                    raise
+
+        return write_dict
+    kind, children = node
+    writers = list(enumerate(_compile(child) for child in children))
+    count = len(writers)
+
+    def write_sequence(storage: list, j: int, value: Any) -> None:
+        if not isinstance(value, (tuple, list)) or len(value) != count:
+            raise _Mismatch(
+                ValueError, f"is a {type(value).__name__} that does not match the first sample's {kind.__name__} of {count} members"
+            )
+        for (k, write), v in zip(writers, value):
+            try:
+                write(storage, j, v)
+            except _Mismatch as mismatch:
+                mismatch.path.insert(0, f"[{k}]")
+                raise
+
+    return write_sequence
+
+
+def _array_writer(leaf: ArrayLeaf) -> Writer:
+    slot, shape, dtype = leaf.slot, leaf.shape, leaf.dtype
+    scalar_type = {"b": bool, "i": int, "u": int, "f": float, "c": complex}.get(dtype.kind)
+    accepts = {bool: (bool,), int: (int, bool), float: (float, int, bool), complex: (complex, float, int, bool)}.get(scalar_type, ())
+
+    def checked(storage: list, j: int, value: Any) -> None:
+        found = np.shape(value)
+        if found != shape:
+            raise _Mismatch(
+                ValueError,
+                f"has shape {found} but the first sample had shape {shape}: the default collate stacks "
+                f"equal shapes only (pass collate= to batch variable shapes)",
+            )
+        target = storage[slot]
+        try:
+            np.copyto(target[j] if shape else target[j : j + 1], value, casting="same_kind")
+        except TypeError:
+            raise _Mismatch(
+                TypeError,
+                f"has dtype {np.asarray(value).dtype} but the first sample had {dtype}; casting would lose "
+                f"information (convert it in the container or pass collate=)",
+            ) from None
+
+    def write_array(storage: list, j: int, value: Any) -> None:
+        # fast paths: an ndarray (or NumPy scalar) of the exact dtype and shape, or a fitting Python number
+        if (type(value) is np.ndarray or isinstance(value, np.generic)) and value.dtype == dtype and value.shape == shape:
+            storage[slot][j] = value
+        elif not shape and type(value) in accepts:
+            storage[slot][j] = value
+        else:
+            checked(storage, j, value)
+
+    return write_array
+
+
+def spec_of_data(data: Any) -> Spec | None:
+    """The spec of ``data``'s observations when it is known without reading any (arrays and groups of them)."""
+    tree = _array_tree(data)
+    return None if tree is None else Spec(tree)
+
+
+def _array_tree(data: Any) -> Any:
+    if isinstance(data, np.ndarray):
+        return None if data.dtype.hasobject or data.ndim == 0 else ArrayLeaf(data.shape[1:], data.dtype)
+    if isinstance(data, Mapping):
+        children = {k: _array_tree(v) for k, v in data.items()}
+        return None if any(c is None for c in children.values()) else children
+    if isinstance(data, tuple):
+        children = [_array_tree(v) for v in data]
+        if any(c is None for c in children):
+            return None
+        return (type(data), children) if hasattr(data, "_fields") else (tuple, children)
+    return None
+
+
+def default_collate(samples: list[Any]) -> Any:
+    """Stack observations: nested dicts/tuples/lists kept, arrays and numbers stacked, other objects listed.
+
+    Every sample must have the first sample's structure, shapes and (safely castable) dtypes;
+    a mismatch raises ``ValueError``/``TypeError`` naming the sample and the field.
+    """
+    if not samples:
+        raise ValueError("cannot collate an empty list of samples")
+    spec = Spec.of(samples[0])
+    storage = spec.allocate(len(samples))
+    for j, sample in enumerate(samples):
+        spec.write(storage, j, sample, f"sample {j}")
+    return spec.build(storage)

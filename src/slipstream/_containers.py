@@ -1,0 +1,193 @@
+"""The data container protocol: ``numobs``, ``getobs`` and ``getobs_into``.
+
+Anything with ``__len__`` and ``__getitem__(int)`` is a container of observations. NumPy arrays
+hold observations on axis 0. Tuples (named or not) and dicts *group* containers of equal length:
+observation ``i`` of a group is the group of the members' observations ``i``. Lists are plain
+containers (a list of samples), never groups: a list of equal-length arrays is ambiguous, and a
+list of file names or dicts is the common case.
+
+Two optional methods make a container faster, and the loader uses them when present:
+``__getitems__(indices)`` returns a list of observations in one call, and
+``getobs_into(buffer, index)`` writes observation ``index`` into a preallocated ``buffer``
+(a nested structure of arrays shaped like one observation) instead of returning a new one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["getobs", "getobs_into", "is_group", "numobs", "write_obs"]
+
+
+def is_group(data: Any) -> bool:
+    """True for the structures that group containers: tuples and dicts (mappings)."""
+    return isinstance(data, (tuple, Mapping))
+
+
+def _is_namedtuple(data: Any) -> bool:
+    return isinstance(data, tuple) and hasattr(data, "_fields")
+
+
+def _group_items(data: tuple | Mapping) -> list[tuple[Any, Any]]:
+    return list(data.items()) if isinstance(data, Mapping) else list(enumerate(data))
+
+
+def _regroup(data: tuple | Mapping, values: list[Any]) -> Any:
+    if isinstance(data, Mapping):
+        return dict(zip(data.keys(), values))
+    if _is_namedtuple(data):
+        return type(data)(*values)
+    return tuple(values)
+
+
+def numobs(data: Any) -> int:
+    """The number of observations in ``data``.
+
+    Raises ``ValueError`` when the members of a group differ in length (naming them) and
+    ``TypeError`` when ``data`` is not a container.
+    """
+    if isinstance(data, np.ndarray):
+        if data.ndim == 0:
+            raise TypeError("a 0-d array holds no observations: expected an array with at least one axis")
+        return data.shape[0]
+    if is_group(data):
+        items = _group_items(data)
+        if not items:
+            raise ValueError(f"an empty {type(data).__name__} groups no containers: expected at least one member")
+        counts = [(key, numobs(member)) for key, member in items]
+        first_key, first = counts[0]
+        for key, count in counts[1:]:
+            if count != first:
+                raise ValueError(
+                    f"the members of a {type(data).__name__} must hold equal numbers of observations: "
+                    f"member {key!r} has {count} but member {first_key!r} has {first}"
+                )
+        return first
+    if isinstance(data, (str, bytes)):
+        raise TypeError(f"a {type(data).__name__} is not a data container: wrap it in a list to make one observation")
+    try:
+        return len(data)
+    except TypeError:
+        raise TypeError(
+            f"expected a data container (an object with __len__ and __getitem__, a NumPy array, "
+            f"or a tuple/dict of those), got {type(data).__name__}"
+        ) from None
+
+
+def _check_index(data: Any, index: Any) -> int:
+    """Normalise one integer index (negative counts from the end) and bounds-check it."""
+    try:
+        i = int(index)
+    except TypeError:
+        raise TypeError(f"observation index must be an integer, got {type(index).__name__}") from None
+    if i != index or isinstance(index, bool):
+        raise TypeError(f"observation index must be an integer, got {index!r}")
+    n = numobs(data)
+    if i < 0:
+        i += n
+    if not 0 <= i < n:
+        raise IndexError(f"observation index {index} is out of range for a container of {n} observations")
+    return i
+
+
+def _is_many(index: Any) -> bool:
+    return isinstance(index, (Sequence, np.ndarray, range)) and not isinstance(index, (str, bytes))
+
+
+def getobs(data: Any, index: Any) -> Any:
+    """Observation ``index`` of ``data``, or the observations at a sequence of indices.
+
+    One index gives one observation. A sequence of indices gives a batch: a sub-array for arrays,
+    a group of batches for groups, the result of ``__getitems__`` when the container has one,
+    else a list of observations.
+    """
+    if _is_many(index):
+        return _getobs_many(data, index)
+    if isinstance(data, np.ndarray):
+        return data[_check_index(data, index)]
+    if is_group(data):
+        i = _check_index(data, index)
+        return _regroup(data, [getobs(member, i) for _, member in _group_items(data)])
+    return data[index]
+
+
+def _getobs_many(data: Any, indices: Any) -> Any:
+    if isinstance(data, np.ndarray):
+        return data[np.asarray(indices, dtype=np.intp)]
+    if is_group(data):
+        return _regroup(data, [_getobs_many(member, indices) for _, member in _group_items(data)])
+    many = getattr(data, "__getitems__", None)
+    if many is not None:
+        return many([int(i) for i in indices])
+    return [data[int(i)] for i in indices]
+
+
+def write_obs(buffer: Any, value: Any, where: str = "observation") -> Any:
+    """Write ``value`` into the nested array structure ``buffer``; return what the caller should keep.
+
+    Array leaves are written in place (shapes must match exactly; casts must be safe or
+    same-kind, so a float never lands silently in an int buffer). Leaves that are not arrays
+    (strings, objects) cannot be written in place and are returned as they are.
+    """
+    if isinstance(buffer, np.ndarray):
+        shape = np.shape(value)
+        if shape != buffer.shape:
+            raise ValueError(f"{where} has shape {shape} but the buffer expects {buffer.shape}")
+        try:
+            np.copyto(buffer, value, casting="same_kind")
+        except TypeError as exc:
+            raise TypeError(
+                f"{where} has dtype {np.asarray(value).dtype} which cannot be written into a buffer "
+                f"of dtype {buffer.dtype} without losing information"
+            ) from exc
+        return buffer
+    if isinstance(buffer, Mapping):
+        if not isinstance(value, Mapping) or value.keys() != buffer.keys():
+            found = sorted(value.keys()) if isinstance(value, Mapping) else type(value).__name__
+            raise ValueError(f"{where} has keys {found} but the buffer expects {sorted(buffer.keys())}")
+        return {k: write_obs(buffer[k], value[k], f"{where}[{k!r}]") for k in buffer}
+    if isinstance(buffer, (tuple, list)):
+        if not isinstance(value, (tuple, list)) or len(value) != len(buffer):
+            raise ValueError(f"{where} is {type(value).__name__} of {_len_or(value)} but the buffer expects {len(buffer)} members")
+        out = [write_obs(b, v, f"{where}[{k}]") for k, (b, v) in enumerate(zip(buffer, value))]
+        if _is_namedtuple(buffer):
+            return type(buffer)(*out)
+        return type(buffer)(out) if isinstance(buffer, tuple) else out
+    return value
+
+
+def _len_or(value: Any) -> str:
+    try:
+        return f"length {len(value)}"
+    except TypeError:
+        return "no length"
+
+
+def getobs_into(buffer: Any, data: Any, index: int) -> Any:
+    """Write observation ``index`` of ``data`` into ``buffer`` and return the observation.
+
+    ``buffer`` is a nested structure of arrays shaped like one observation. Containers that define
+    ``getobs_into(buffer, index)`` write in place themselves; others fall back to ``getobs`` and a
+    checked copy. Array leaves of the result are the buffer's own arrays; leaves that cannot be
+    written in place (strings, objects) are returned fresh.
+    """
+    if isinstance(data, np.ndarray):
+        return write_obs(buffer, data[_check_index(data, index)], f"observation {index}")
+    if is_group(data):
+        i = _check_index(data, index)
+        items = _group_items(data)
+        if isinstance(data, Mapping):
+            if not isinstance(buffer, Mapping) or buffer.keys() != data.keys():
+                raise ValueError(f"buffer keys {sorted(buffer) if isinstance(buffer, Mapping) else type(buffer).__name__} do not match the data's keys {sorted(data.keys())}")
+            return {k: getobs_into(buffer[k], member, i) for k, member in items}
+        if not isinstance(buffer, (tuple, list)) or len(buffer) != len(items):
+            raise ValueError(f"buffer does not match a group of {len(items)} containers")
+        return _regroup(data, [getobs_into(b, member, i) for b, (_, member) in zip(buffer, items)])
+    into = getattr(data, "getobs_into", None)
+    if into is not None:
+        result = into(buffer, index)
+        return buffer if result is None else result
+    return write_obs(buffer, getobs(data, index), f"observation {index}")

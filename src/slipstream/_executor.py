@@ -1,0 +1,252 @@
+"""Executors: run a stream of jobs, each split into tasks, and hand out results in order.
+
+A *job* is one unit of output (a batch, or one mapped item) made of one or more *tasks* (a few
+samples each). Workers take tasks in job order, so the first job finishes after about
+``tasks / workers`` task-times instead of waiting for one worker to do it alone. At most
+``ahead`` jobs are started and not yet handed out; every blocking wait has a way out (close, an
+error, or a liveness check of the workers), so iteration never hangs.
+
+Contract: ``next()`` is called from one consumer thread at a time. The first failing task of a job
+raises its original exception (type, message, traceback) when the consumer reaches that job;
+after that the executor is closed. ``close()`` is idempotent, safe from any thread, and returns
+once every worker thread has exited (a task already running finishes first).
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+import weakref
+from collections import deque
+from collections.abc import Callable, Iterator
+from typing import Any
+
+__all__ = ["InlineExecutor", "Job", "ThreadExecutor"]
+
+_JOIN_TIMEOUT = 5.0
+_LIVENESS_POLL = 1.0
+
+
+class Job:
+    """One output unit: ``tasks`` run in any order (in parallel), then ``finish()`` makes the result."""
+
+    __slots__ = ("tasks", "finish", "remaining", "error", "error_pos", "result", "done")
+
+    def __init__(self, tasks: list[Callable[[], None]], finish: Callable[[], Any]):
+        self.tasks = tasks
+        self.finish = finish
+        self.remaining = len(tasks)
+        self.error: BaseException | None = None
+        self.error_pos = -1
+        self.result: Any = None
+        self.done = False
+
+    def fail(self, pos: int, error: BaseException) -> None:
+        if self.error is None or pos < self.error_pos:
+            self.error, self.error_pos = error, pos
+
+    def complete(self) -> None:
+        """Run ``finish`` once every task has run (and none failed)."""
+        if self.error is None:
+            try:
+                self.result = self.finish()
+            except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+                self.fail(len(self.tasks), exc)
+        self.tasks = []  # drop closures (and their buffers) as soon as possible
+        self.done = True
+
+
+def _failed_job(error: BaseException) -> Job:
+    job = Job([], lambda: None)
+    job.fail(0, error)
+    job.done = True
+    return job
+
+
+class InlineExecutor:
+    """Runs each job in the consumer's thread when it is asked for: no threads, no prefetch."""
+
+    def __init__(self, source: Iterator[Job]):
+        self._source = source
+        self._closed = False
+
+    def __iter__(self) -> InlineExecutor:
+        return self
+
+    def __next__(self) -> Any:
+        if self._closed:
+            raise StopIteration
+        try:
+            job = next(self._source)
+        except StopIteration:
+            self.close()
+            raise
+        for pos, task in enumerate(job.tasks):
+            try:
+                task()
+            except BaseException as exc:  # noqa: BLE001 - re-raised below
+                job.fail(pos, exc)
+                break
+        job.complete()
+        if job.error is not None:
+            self.close()
+            raise job.error
+        return job.result
+
+    def close(self) -> None:
+        self._closed = True
+        self._source = iter(())
+
+
+_live: weakref.WeakSet[ThreadExecutor] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    for executor in list(_live):
+        executor.close()
+
+
+class ThreadExecutor:
+    """``workers`` threads run the jobs of ``source``; results come out in order (or as ready).
+
+    The source iterator itself is advanced by one worker at a time (never concurrently), outside
+    the executor's lock, so a slow source (reading files, a generator) does not stall the others.
+    """
+
+    def __init__(self, source: Iterator[Job], workers: int, ahead: int, in_order: bool = True, name: str = "slipstream"):
+        if workers < 1 or ahead < 1:
+            raise ValueError(f"ThreadExecutor needs workers >= 1 and ahead >= 1, got {workers} and {ahead}")
+        self._source = source
+        self._ahead = ahead
+        self._in_order = in_order
+        self._cond = threading.Condition(threading.Lock())
+        self._pending: deque[tuple[Job, int]] = deque()
+        self._jobs: dict[int, Job] = {}
+        self._started = 0  # jobs taken from the source
+        self._consumed = 0  # jobs handed to the consumer
+        self._pulling = False
+        self._exhausted = False
+        self._closed = False
+        self._threads = [
+            threading.Thread(target=self._work, name=f"{name}-worker-{k}", daemon=True) for k in range(workers)
+        ]
+        _live.add(self)
+        for thread in self._threads:
+            thread.start()
+
+    # -- workers ---------------------------------------------------------------------------
+    def _work(self) -> None:
+        cond = self._cond
+        while True:
+            with cond:
+                while not (
+                    self._closed
+                    or self._pending
+                    or (not self._exhausted and not self._pulling and self._started - self._consumed < self._ahead)
+                ):
+                    cond.wait()
+                if self._closed:
+                    return
+                if self._pending:
+                    job, pos = self._pending.popleft()
+                    task = job.tasks[pos] if job.error is None else None  # skip the rest of a failed job
+                else:
+                    self._pulling = True
+                    job = None
+            if job is None:
+                self._pull()
+                continue
+            error = None
+            try:
+                if task is not None:
+                    task()
+            except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+                error = exc
+            with cond:
+                if error is not None:
+                    job.fail(pos, error)
+                job.remaining -= 1
+                last = job.remaining == 0
+            if last:
+                job.complete()
+                with cond:
+                    cond.notify_all()
+
+    def _pull(self) -> None:
+        try:
+            job = next(self._source)
+        except StopIteration:
+            job = None
+        except BaseException as exc:  # noqa: BLE001 - the consumer sees it in order
+            job = _failed_job(exc)
+            with self._cond:
+                self._exhausted = True
+        with self._cond:
+            self._pulling = False
+            if job is None:
+                self._exhausted = True
+            elif not self._closed:
+                self._jobs[self._started] = job
+                self._started += 1
+                if job.tasks:
+                    self._pending.extend((job, pos) for pos in range(len(job.tasks)))
+                elif not job.done:
+                    job.complete()
+            self._cond.notify_all()
+
+    # -- consumer --------------------------------------------------------------------------
+    def __iter__(self) -> ThreadExecutor:
+        return self
+
+    def _ready(self) -> int | None:
+        if self._in_order:
+            job = self._jobs.get(self._consumed)
+            return self._consumed if job is not None and job.done else None
+        done = [k for k, job in self._jobs.items() if job.done]
+        return min(done) if done else None
+
+    def __next__(self) -> Any:
+        cond = self._cond
+        with cond:
+            while True:
+                if self._closed:
+                    raise StopIteration
+                key = self._ready()
+                if key is not None:
+                    break
+                if self._exhausted and not self._jobs and not self._pulling:
+                    break
+                if not cond.wait(_LIVENESS_POLL) and not any(t.is_alive() for t in self._threads):
+                    self._closed = True
+                    raise RuntimeError("slipstream: every worker thread has exited while work was pending")
+            if key is None:
+                job = None
+            else:
+                job = self._jobs.pop(key)
+                self._consumed += 1
+                cond.notify_all()
+        if job is None:
+            self.close()
+            raise StopIteration
+        if job.error is not None:
+            self.close()
+            raise job.error
+        return job.result
+
+    def close(self) -> None:
+        """Stop all work: drop queued tasks, wake and join the workers (idempotent)."""
+        with self._cond:
+            self._closed = True
+            self._pending.clear()
+            self._jobs.clear()
+            self._cond.notify_all()
+        current = threading.current_thread()
+        for thread in self._threads:
+            if thread is not current:
+                thread.join(_JOIN_TIMEOUT)
+        _live.discard(self)
+
+    @property
+    def threads(self) -> list[threading.Thread]:
+        return list(self._threads)

@@ -1,0 +1,295 @@
+"""The DataLoader: a container, an order and an executor, composed.
+
+``DataLoader = executor(batches of order(seed, epoch, rank, world_size) read from data)``.
+Each ``iter(loader)`` starts the next epoch; ``len(loader)`` is its exact number of batches.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+import threading
+import weakref
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import numpy as np
+
+from ._collate import Spec
+from ._containers import numobs
+from ._executor import InlineExecutor, Job, ThreadExecutor
+from ._orders import num_batches, permutation, shard, shard_batches, split_batches
+from ._readers import Reader, make_reader
+from ._slots import SlotPool
+
+__all__ = ["DataLoader"]
+
+_STATE_VERSION = 1
+
+
+def _check_int(name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer >= {minimum}, got {type(value).__name__} {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value}")
+    return int(value)
+
+
+class DataLoader:
+    """Batches of ``data`` in a (shuffled, sharded) order, loaded ahead by worker threads.
+
+    Args:
+        data: any container (``__len__`` + ``__getitem__``), array, or tuple/dict of those.
+        batch_size: observations per batch; the last batch is short unless ``drop_last``.
+        shuffle: a new permutation every epoch, a pure function of (seed, epoch).
+        collate: ``f(list_of_samples) -> batch``. The default stacks into reused buffers.
+        seed: seeds the order and ``sample_rng()``; drawn at random when None (and kept in the state).
+        workers: 0 loads in the consumer's thread; ``k > 0`` uses ``k`` threads that split each
+            batch between them, so the first batch arrives after about ``batch_size / k`` reads.
+        prefetch: batches loaded ahead of the consumer (with ``workers > 0``).
+        in_order: False lets a finished batch overtake one that is still loading.
+        rank, world_size: this process's share of each epoch (see ``_orders`` for padding).
+        sampler: an iterable of indices, re-iterated each epoch (``set_epoch(epoch)`` is called
+            when it has one); excludes ``shuffle``.
+        batch_sampler: an iterable of index lists; excludes batch_size, shuffle, sampler, drop_last.
+
+    Batches and buffers: with the default collate, batches are written into a small pool of
+    preallocated buffers. A buffer is reused only when nothing outside the loader references any
+    array of its batch, so a batch (or a view or tensor made from it) that you keep is never
+    overwritten; dropping batches as you go lets the loader allocate nothing in steady state.
+
+    Determinism: the batches depend only on (seed, epoch, rank, world_size) and the data; samples
+    that draw from ``sample_rng()`` draw the same numbers with any number of workers.
+
+    Thread-safety: one iterator is consumed from one thread; several iterators (even at once)
+    are independent. ``state_dict()`` describes the most recently created iterator.
+    """
+
+    def __init__(
+        self,
+        data: Any,
+        batch_size: int = 1,
+        *,
+        shuffle: bool = False,
+        drop_last: bool = False,
+        collate: Callable[[list[Any]], Any] | None = None,
+        seed: int | None = None,
+        workers: int = 0,
+        prefetch: int = 2,
+        in_order: bool = True,
+        rank: int = 0,
+        world_size: int = 1,
+        sampler: Iterable[int] | None = None,
+        batch_sampler: Iterable[Iterable[int]] | None = None,
+    ):
+        self._n = numobs(data)
+        self.batch_size = _check_int("batch_size", batch_size, 1)
+        self.workers = _check_int("workers", workers, 0)
+        self.prefetch = _check_int("prefetch", prefetch, 1)
+        self.world_size = _check_int("world_size", world_size, 1)
+        self.rank = _check_int("rank", rank, 0)
+        if self.rank >= self.world_size:
+            raise ValueError(f"rank must be < world_size ({self.world_size}), got {self.rank}")
+        if seed is not None:
+            seed = _check_int("seed", seed, 0)
+        for name, flag in (("shuffle", shuffle), ("drop_last", drop_last), ("in_order", in_order)):
+            if not isinstance(flag, (bool, np.bool_)):
+                raise TypeError(f"{name} must be True or False, got {flag!r}")
+        if collate is not None and not callable(collate):
+            raise TypeError(f"collate must be a callable or None, got {type(collate).__name__}")
+        if sampler is not None:
+            if shuffle:
+                raise ValueError("sampler and shuffle=True exclude each other: the sampler decides the order")
+            if not isinstance(sampler, Iterable):
+                raise TypeError(f"sampler must be an iterable of indices, got {type(sampler).__name__}")
+        if batch_sampler is not None:
+            if batch_size != 1 or shuffle or sampler is not None or drop_last:
+                raise ValueError(
+                    "batch_sampler excludes batch_size, shuffle, sampler and drop_last (it decides the batches); "
+                    f"got batch_size={batch_size}, shuffle={shuffle}, sampler={sampler!r}, drop_last={drop_last}"
+                )
+            if not isinstance(batch_sampler, Iterable):
+                raise TypeError(f"batch_sampler must be an iterable of index lists, got {type(batch_sampler).__name__}")
+        self.data = data
+        self.shuffle, self.drop_last, self.in_order = bool(shuffle), bool(drop_last), bool(in_order)
+        self.collate = collate
+        self.sampler, self.batch_sampler = sampler, batch_sampler
+        self.seed = secrets.randbits(63) if seed is None else seed
+        self._reader: Reader = make_reader(data)
+        self._pool: SlotPool | None = None
+        if self._reader.spec is not None and collate is None:
+            self._pool = SlotPool(self._reader.spec, self.batch_size, capacity=self.prefetch + 4)
+        self._pool_lock = threading.Lock()
+        self._epoch = 0  # the epoch the next iterator starts
+        self._skip = 0  # batches of that epoch already consumed (after load_state_dict)
+        self._current: Callable[[], _LoaderIterator | None] = lambda: None
+
+    # -- orders ----------------------------------------------------------------------------
+    def _batches(self, epoch: int) -> list[np.ndarray]:
+        if self.batch_sampler is not None:
+            if hasattr(self.batch_sampler, "set_epoch"):
+                self.batch_sampler.set_epoch(epoch)
+            batches = [np.asarray(list(b), dtype=np.intp) for b in self.batch_sampler]
+            return shard_batches(batches, self.rank, self.world_size)
+        if self.sampler is not None:
+            if hasattr(self.sampler, "set_epoch"):
+                self.sampler.set_epoch(epoch)
+            order = np.asarray(list(self.sampler), dtype=np.intp).reshape(-1)
+        elif self.shuffle:
+            order = permutation(self._n, self.seed, epoch)
+        else:
+            order = np.arange(self._n, dtype=np.intp)
+        return split_batches(shard(order, self.rank, self.world_size, self.drop_last), self.batch_size, self.drop_last)
+
+    def __len__(self) -> int:
+        """The exact number of batches this rank gets in one epoch."""
+        if self.batch_sampler is not None:
+            return math.ceil(len(self.batch_sampler) / self.world_size)  # type: ignore[arg-type]
+        n = len(self.sampler) if self.sampler is not None else self._n  # type: ignore[arg-type]
+        share = n // self.world_size if self.drop_last else math.ceil(n / self.world_size)
+        return num_batches(share, self.batch_size, self.drop_last)
+
+    # -- jobs ------------------------------------------------------------------------------
+    def _chunk(self, n: int) -> int:
+        if self.workers == 0 or self._reader.batched:
+            return max(n, 1)
+        if self._reader.vectorized:
+            return max(1, math.ceil(n / self.workers))
+        return max(1, math.ceil(n / (4 * self.workers)))
+
+    def _job(self, indices: np.ndarray, epoch: int, k: int) -> Job:
+        reader, seed, n = self._reader, self.seed, len(indices)
+        where = f"batch {k} of epoch {epoch}"
+        step = self._chunk(n)
+        pool = self._pool
+        if pool is not None:
+            storage = pool.acquire(n)
+            tasks = [
+                (lambda a=a: reader.read(storage, a, indices[a : a + step], seed, epoch, where)) for a in range(0, n, step)
+            ]
+            return Job(tasks, lambda: pool.spec.build(storage, n))
+        parts: list[list[Any]] = [[] for _ in range(0, n, step)]
+
+        def fetch(p: int, a: int) -> None:
+            parts[p] = reader.samples(indices[a : a + step], seed, epoch, where)
+
+        def finish() -> Any:
+            samples = [s for part in parts for s in part]
+            if self.collate is not None:
+                return self.collate(samples)
+            pool = self._establish(samples[0])
+            storage = pool.acquire(n)
+            for j, (i, sample) in enumerate(zip(indices, samples)):
+                pool.spec.write(storage, j, sample, f"sample {int(i)} ({where})")
+            return pool.spec.build(storage, n)
+
+        return Job([(lambda p=p, a=a: fetch(p, a)) for p, a in enumerate(range(0, n, step))], finish)
+
+    def _establish(self, sample: Any) -> SlotPool:
+        """The buffer pool, shaped from the first sample the loader ever saw."""
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = SlotPool(Spec.of(sample), self.batch_size, capacity=self.prefetch + 4)
+                self._reader.spec = self._pool.spec
+            return self._pool
+
+    def _jobs(self, batches: list[np.ndarray], epoch: int, start: int) -> Iterator[Job]:
+        for k in range(start, len(batches)):
+            yield self._job(batches[k], epoch, k)
+
+    # -- iteration and state ---------------------------------------------------------------
+    def __iter__(self) -> _LoaderIterator:
+        epoch, skip = self._epoch, self._skip
+        self._epoch, self._skip = epoch + 1, 0
+        batches = self._batches(epoch)
+        jobs = self._jobs(batches, epoch, skip)
+        if self.workers == 0:
+            executor: Any = InlineExecutor(jobs)
+        else:
+            executor = ThreadExecutor(jobs, self.workers, self.prefetch, self.in_order, name=f"slipstream-e{epoch}")
+        iterator = _LoaderIterator(executor, epoch, skip, len(batches))
+        self._current = weakref.ref(iterator)
+        return iterator
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where the run stands: a small JSON-serializable dict (see ``load_state_dict``)."""
+        iterator = self._current()
+        if iterator is not None and iterator.batch < iterator.total:
+            epoch, batch = iterator.epoch, iterator.batch
+        elif iterator is not None:
+            epoch, batch = iterator.epoch + 1, 0
+        else:
+            epoch, batch = self._epoch, self._skip
+        return {
+            "version": _STATE_VERSION,
+            "seed": self.seed,
+            "epoch": epoch,
+            "batch": batch,
+            "num_observations": self._n,
+            "world_size": self.world_size,
+            "rank": self.rank,
+            "batch_size": self.batch_size,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from ``state``: the next ``iter()`` yields the rest of that epoch, then the epochs after it.
+
+        The loader must be built over the same data with the same batching and sharding; any
+        difference the state can detect raises ``ValueError``.
+        """
+        if not isinstance(state, dict):
+            raise TypeError(f"state must be a dict from state_dict(), got {type(state).__name__}")
+        missing = {"version", "seed", "epoch", "batch"} - state.keys()
+        if missing:
+            raise ValueError(f"state lacks {sorted(missing)}: expected the dict that state_dict() returned")
+        if state["version"] != _STATE_VERSION:
+            raise ValueError(f"state version {state['version']} is not supported (expected {_STATE_VERSION})")
+        mine = {"num_observations": self._n, "world_size": self.world_size, "rank": self.rank, "batch_size": self.batch_size}
+        for key, value in mine.items():
+            if key in state and state[key] != value:
+                raise ValueError(f"state was saved with {key}={state[key]} but this loader has {key}={value}")
+        self.seed = _check_int("state['seed']", state["seed"], 0)
+        self._epoch = _check_int("state['epoch']", state["epoch"], 0)
+        self._skip = _check_int("state['batch']", state["batch"], 0)
+        self._current = lambda: None
+
+    def __repr__(self) -> str:
+        return (
+            f"DataLoader({self._n} observations, batch_size={self.batch_size}, shuffle={self.shuffle}, "
+            f"workers={self.workers}, rank={self.rank}/{self.world_size})"
+        )
+
+
+class _LoaderIterator:
+    """One epoch of a loader. Stops its workers on ``close()``, exhaustion, an error, or garbage collection."""
+
+    def __init__(self, executor: Any, epoch: int, start: int, total: int):
+        self._executor = executor
+        self._close = weakref.finalize(self, executor.close)
+        self.epoch, self.batch, self.total = epoch, min(start, total), total
+
+    def __iter__(self) -> _LoaderIterator:
+        return self
+
+    def __next__(self) -> Any:
+        try:
+            batch = next(self._executor)
+        except BaseException:
+            self._close()
+            raise
+        self.batch += 1
+        return batch
+
+    def __len__(self) -> int:
+        """Batches left in this epoch."""
+        return self.total - self.batch
+
+    def close(self) -> None:
+        """Stop loading: background threads exit (a sample already being read finishes first)."""
+        self._close()
+
+    def __enter__(self) -> _LoaderIterator:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -1,0 +1,149 @@
+"""Readers: fill positions of a batch's storage from a container, the fastest way it allows.
+
+* arrays and tuples/dicts of arrays (through any ``obsview``): one ``np.take`` per leaf into the
+  batch buffer, no per-sample Python at all;
+* containers with ``__getitems__``: one call per batch, then a checked copy per sample;
+* containers with ``getobs_into``: written in place through per-sample views of the buffer;
+* anything else: ``getobs`` and a checked copy per sample.
+
+Per-sample readers run user code inside ``sample_context`` so ``sample_rng()`` works, and an
+exception raised for a sample gets a note naming its index, batch and epoch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ._collate import ArrayLeaf, Spec, spec_of_data
+from ._containers import getobs, getobs_into
+from ._rng import sample_context
+from ._views import ObsView
+
+__all__ = ["Reader", "add_note", "make_reader"]
+
+
+def add_note(error: BaseException, note: str) -> None:
+    """``error.add_note(note)`` (kept in ``__notes__`` on Python 3.10 too)."""
+    if hasattr(error, "add_note"):
+        error.add_note(note)
+    else:  # pragma: no cover - Python 3.10
+        error.__notes__ = [*getattr(error, "__notes__", []), note]
+
+
+class Reader:
+    """Fills ``storage[leaf][a:a+len(indices)]`` with observations ``indices`` of the data."""
+
+    batched = False  # True when one call per whole batch is the natural unit (``__getitems__``)
+    vectorized = False  # True when no per-sample Python runs (arrays)
+
+    def __init__(self, data: Any, index_map: np.ndarray | None):
+        self.data, self.index_map = data, index_map
+        self.spec: Spec | None = None
+
+    def resolve(self, indices: np.ndarray) -> np.ndarray:
+        return indices if self.index_map is None else self.index_map[indices]
+
+    def read(self, storage: list[Any], a: int, indices: np.ndarray, seed: int, epoch: int, where: str) -> None:
+        raise NotImplementedError
+
+    def samples(self, indices: np.ndarray, seed: int, epoch: int, where: str) -> list[Any]:
+        """The observations themselves (for a user's collate, or before the spec is known)."""
+        data, out = self.data, []
+        with sample_context(seed, epoch) as ctx:
+            for i, idx in zip(indices.tolist(), self.resolve(indices).tolist()):
+                ctx.index, ctx.rng = i, None
+                try:
+                    out.append(getobs(data, idx))
+                except BaseException as exc:
+                    add_note(exc, f"slipstream: raised while loading sample {i} ({where})")
+                    raise
+        return out
+
+
+class _ArrayReader(Reader):
+    vectorized = True
+
+    def __init__(self, data: Any, index_map: np.ndarray | None, spec: Spec):
+        super().__init__(data, index_map)
+        self.spec = spec
+        self.pairs: list[tuple[np.ndarray, int]] = []
+        self._pair(data, spec.tree)
+        self.n = len(self.pairs[0][0]) if self.pairs else 0
+
+    def _pair(self, data: Any, node: Any) -> None:
+        if isinstance(node, ArrayLeaf):
+            self.pairs.append((data, node.slot))
+        elif isinstance(node, dict):
+            for k, child in node.items():
+                self._pair(data[k], child)
+        else:
+            for member, child in zip(data, node[1]):
+                self._pair(member, child)
+
+    def read(self, storage: list[Any], a: int, indices: np.ndarray, seed: int, epoch: int, where: str) -> None:
+        rows = self.resolve(indices)
+        if len(rows) and (rows.min() < 0 or rows.max() >= self.n):
+            bad = int(indices[np.argmax((rows < 0) | (rows >= self.n))])
+            raise IndexError(f"sample index {bad} is out of range for {self.n} observations ({where})")
+        b = a + len(rows)
+        for array, slot in self.pairs:
+            # bounds checked above: 'clip' avoids the buffered copy that mode='raise' makes with out=
+            np.take(array, rows, axis=0, out=storage[slot][a:b], mode="clip")
+
+    def samples(self, indices: np.ndarray, seed: int, epoch: int, where: str) -> list[Any]:
+        return [getobs(self.data, int(i)) for i in self.resolve(indices)]
+
+
+class _SampleReader(Reader):
+    def read(self, storage: list[Any], a: int, indices: np.ndarray, seed: int, epoch: int, where: str) -> None:
+        data, spec = self.data, self.spec
+        into = getattr(data, "getobs_into", None) is not None or isinstance(data, (tuple, Mapping))
+        write = spec.write
+        with sample_context(seed, epoch) as ctx:
+            for j, i, idx in zip(range(a, a + len(indices)), indices.tolist(), self.resolve(indices).tolist()):
+                ctx.index, ctx.rng = i, None
+                try:
+                    if into:
+                        spec.take_objects(storage, j, getobs_into(spec.views(storage, j), data, idx))
+                    else:
+                        write(storage, j, data[idx], f"sample {i}")
+                except BaseException as exc:
+                    add_note(exc, f"slipstream: raised while loading sample {i} ({where})")
+                    raise
+
+
+class _ManyReader(Reader):
+    batched = True
+
+    def read(self, storage: list[Any], a: int, indices: np.ndarray, seed: int, epoch: int, where: str) -> None:
+        for j, (i, sample) in enumerate(zip(indices, self.samples(indices, seed, epoch, where)), start=a):
+            self.spec.write(storage, j, sample, f"sample {int(i)}")
+
+    def samples(self, indices: np.ndarray, seed: int, epoch: int, where: str) -> list[Any]:
+        rows = [int(r) for r in self.resolve(indices)]
+        with sample_context(seed, epoch) as ctx:
+            ctx.at(indices[0] if len(indices) else 0)
+            try:
+                samples = list(self.data.__getitems__(rows))
+            except BaseException as exc:
+                add_note(exc, f"slipstream: raised while loading samples {[int(i) for i in indices]} ({where})")
+                raise
+        if len(samples) != len(rows):
+            raise ValueError(f"__getitems__ returned {len(samples)} observations for {len(rows)} indices ({where})")
+        return samples
+
+
+def make_reader(data: Any) -> Reader:
+    """The reader for ``data`` (an ``obsview`` is read through to its parent)."""
+    index_map = None
+    if isinstance(data, ObsView):
+        data, index_map = data.data, data.indices
+    spec = spec_of_data(data)
+    if spec is not None:
+        return _ArrayReader(data, index_map, spec)
+    if hasattr(data, "__getitems__"):
+        return _ManyReader(data, index_map)
+    return _SampleReader(data, index_map)

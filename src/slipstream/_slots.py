@@ -1,0 +1,65 @@
+"""A pool of reusable batch buffers ("slots") that never overwrites a batch anyone still holds.
+
+Each slot owns one freshly allocated array per array leaf of the spec, so every view of a batch,
+however indirect, keeps a reference to one of those arrays (NumPy points views at the array that
+owns the memory). A slot is handed out again only when none of its arrays is referenced from
+outside the pool: not by a batch being filled, not by a batch the user kept, not by a view or a
+``torch.from_numpy`` tensor of one. A training loop that drops each batch before the next-but-one
+cycles through a handful of slots and allocates nothing in steady state; a user who keeps batches
+(``list(loader)``) gets fresh ones, and the kept ones leave the pool.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any
+
+import numpy as np
+
+from ._collate import ArrayLeaf, Spec
+
+__all__ = ["SlotPool"]
+
+
+def _refcounts(arrays: list[np.ndarray]) -> list[int]:
+    return [sys.getrefcount(a) for a in arrays]
+
+
+class _Slot:
+    __slots__ = ("arrays", "base")
+
+    def __init__(self, spec: Spec, batch_size: int):
+        self.arrays = [np.empty((batch_size, *leaf.shape), leaf.dtype) for leaf in spec.array_leaves]
+        self.base = _refcounts(self.arrays)  # the pool's own references; measured the way free() measures
+
+    def free(self) -> bool:
+        return _refcounts(self.arrays) == self.base
+
+
+class SlotPool:
+    """Thread-safe pool of batch slots for one spec and batch size, holding at most ``capacity`` slots."""
+
+    def __init__(self, spec: Spec, batch_size: int, capacity: int):
+        self.spec = spec
+        self.batch_size = batch_size
+        self.capacity = capacity
+        self._slots: list[_Slot] = []
+        self._lock = threading.Lock()
+        self.allocations = 0
+
+    def acquire(self, n: int) -> list[Any]:
+        """Storage for a batch of ``n``: per leaf, an array of an unreferenced slot or a fresh list.
+
+        The slot stays taken for as long as the returned storage, or anything built from it, lives.
+        """
+        with self._lock:
+            slot = next((s for s in self._slots if s.free()), None)
+            if slot is None:
+                if len(self._slots) >= self.capacity:
+                    del self._slots[0]  # its batch is kept elsewhere: the holder owns that memory now
+                slot = _Slot(self.spec, self.batch_size)
+                self._slots.append(slot)
+                self.allocations += 1
+            arrays = iter(slot.arrays)
+            return [next(arrays) if isinstance(leaf, ArrayLeaf) else [None] * n for leaf in self.spec.leaves]
