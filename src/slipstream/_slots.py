@@ -27,10 +27,11 @@ def _refcounts(arrays: list[np.ndarray]) -> list[int]:
 
 
 class _Slot:
-    __slots__ = ("arrays", "base")
+    __slots__ = ("rows", "arrays", "base")
 
-    def __init__(self, spec: Spec, batch_size: int):
-        self.arrays = [np.empty((batch_size, *leaf.shape), leaf.dtype) for leaf in spec.array_leaves]
+    def __init__(self, spec: Spec, rows: int):
+        self.rows = rows
+        self.arrays = [np.empty((rows, *leaf.shape), leaf.dtype) for leaf in spec.array_leaves]
         self.base = _refcounts(self.arrays)  # the pool's own references; measured the way free() measures
 
     def free(self) -> bool:
@@ -38,7 +39,11 @@ class _Slot:
 
 
 class SlotPool:
-    """Thread-safe pool of batch slots for one spec and batch size, holding at most ``capacity`` slots."""
+    """Thread-safe pool of batch slots for one spec, holding at most ``capacity`` slots.
+
+    Slots have room for ``batch_size`` observations, or more when a larger batch asks (a batch
+    sampler's batches vary in size); a batch uses the first rows of its slot.
+    """
 
     def __init__(self, spec: Spec, batch_size: int, capacity: int):
         self.spec = spec
@@ -54,11 +59,11 @@ class SlotPool:
         The slot stays taken for as long as the returned storage, or anything built from it, lives.
         """
         with self._lock:
-            slot = next((s for s in self._slots if s.free()), None)
+            slot = next((s for s in self._slots if s.rows >= n and s.free()), None)
             if slot is None:
                 if len(self._slots) >= self.capacity:
-                    del self._slots[0]  # its batch is kept elsewhere: the holder owns that memory now
-                slot = _Slot(self.spec, self.batch_size)
+                    del self._slots[0]  # kept elsewhere (or too small): whoever holds it owns that memory now
+                slot = _Slot(self.spec, max(n, self.batch_size))
                 self._slots.append(slot)
                 self.allocations += 1
             arrays = iter(slot.arrays)

@@ -1,0 +1,342 @@
+import json
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import slipstream as ss
+from helpers import assert_resumes_exactly, assert_same, snapshot
+
+
+class Plain:
+    """A plain container whose samples draw from sample_rng() and carry a string."""
+
+    def __init__(self, n=37):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if not 0 <= i < self.n:
+            raise IndexError(i)
+        return {"x": np.full(3, i, np.int32), "noise": ss.sample_rng().random(), "name": f"s{i}"}
+
+
+def epoch_indices(loader):
+    return [int(v) for b in loader for v in np.asarray(b["x"])[:, 0]]
+
+
+@given(st.integers(0, 60), st.integers(1, 9), st.booleans(), st.booleans())
+@settings(deadline=None, max_examples=40)
+def test_len_is_the_exact_number_of_batches_and_each_index_comes_once(n, batch_size, shuffle, drop_last):
+    loader = ss.DataLoader(Plain(n), batch_size, shuffle=shuffle, drop_last=drop_last, seed=1)
+    batches = list(loader)
+    assert len(batches) == len(loader)
+    seen = [int(v) for b in batches for v in b["x"][:, 0]]
+    assert len(seen) == len(set(seen))
+    assert len(seen) == ((n // batch_size) * batch_size if drop_last else n)
+    if not shuffle:
+        assert seen == list(range(len(seen)))
+
+
+@given(st.integers(0, 50), st.integers(1, 7), st.integers(1, 5), st.booleans())
+@settings(deadline=None, max_examples=40)
+def test_ranks_get_the_same_number_of_batches_and_together_the_whole_dataset(n, batch_size, world, drop_last):
+    loaders = [ss.DataLoader(np.arange(n), batch_size, shuffle=True, seed=3, rank=r, world_size=world, drop_last=drop_last) for r in range(world)]
+    per_rank = [list(loader) for loader in loaders]
+    assert len({len(b) for b in per_rank}) == 1
+    assert all(len(b) == len(loader) for b, loader in zip(per_rank, loaders))
+    seen = [int(v) for batches in per_rank for b in batches for v in b]
+    if not drop_last:
+        assert set(seen) == set(range(n))
+        assert len(seen) - n == (-n) % world  # duplicates only from padding
+    else:
+        assert len(seen) == len(set(seen))
+
+
+def test_each_epoch_is_a_new_permutation_and_the_same_seed_repeats_it():
+    a = ss.DataLoader(Plain(), 5, shuffle=True, seed=11)
+    b = ss.DataLoader(Plain(), 5, shuffle=True, seed=11)
+    first, second = epoch_indices(a), epoch_indices(a)
+    assert sorted(first) == sorted(second) == list(range(37))
+    assert first != second
+    assert epoch_indices(b) == first and epoch_indices(b) == second
+
+
+@pytest.mark.parametrize("workers", [1, 8])
+def test_the_same_seed_gives_the_same_batches_with_any_number_of_workers(workers):
+    single = ss.DataLoader(Plain(), 4, shuffle=True, seed=5)
+    reference = [snapshot(b) for _ in range(2) for b in single]
+    loader = ss.DataLoader(Plain(), 4, shuffle=True, seed=5, workers=workers, prefetch=3)
+    got = [snapshot(b) for _ in range(2) for b in loader]
+    assert len(got) == len(reference)
+    for k, (x, y) in enumerate(zip(got, reference)):
+        assert_same(x, y, f"batch {k}")
+
+
+def test_a_new_epoch_gives_new_sample_randomness():
+    loader = ss.DataLoader(Plain(), 37, seed=5)
+    first, second = next(iter(loader))["noise"].copy(), next(iter(loader))["noise"].copy()
+    assert not np.array_equal(first, second)
+
+
+def test_two_iterators_at_once_are_independent_epochs():
+    loader = ss.DataLoader(Plain(), 6, shuffle=True, seed=2, workers=2)
+    reference = ss.DataLoader(Plain(), 6, shuffle=True, seed=2)
+    want0, want1 = [snapshot(b) for b in reference], [snapshot(b) for b in reference]
+    it0, it1 = iter(loader), iter(loader)
+    got0, got1 = [], []
+    for b0, b1 in zip(it0, it1):
+        got0.append(snapshot(b0))
+        got1.append(snapshot(b1))
+    for got, want in ((got0, want0), (got1, want1)):
+        assert len(got) == len(want)
+        for x, y in zip(got, want):
+            assert_same(x, y)
+
+
+@pytest.mark.parametrize("workers", [0, 3])
+def test_batches_the_user_keeps_are_never_overwritten(workers):
+    x = np.arange(200, dtype=np.int64).reshape(100, 2)
+    loader = ss.DataLoader(x, 8, shuffle=True, seed=0, workers=workers, prefetch=2)
+    kept = list(loader)  # every batch kept
+    order = np.concatenate([b[:, 0] // 2 for b in kept])
+    np.testing.assert_array_equal(np.concatenate(kept), x[order])
+    view = None
+    for k, batch in enumerate(loader):  # keep only a view of batch 0 while the loader runs on
+        if k == 0:
+            view, expected = batch[1:3], batch[1:3].copy()
+    np.testing.assert_array_equal(view, expected)
+
+
+@pytest.mark.parametrize("data", [np.zeros((64, 4), np.float32), Plain(64)], ids=["array", "container"])
+def test_steady_state_iteration_reuses_a_few_buffers(data):
+    loader = ss.DataLoader(data, 4, shuffle=True, seed=0, workers=2, prefetch=2)
+    addresses = set()
+    for _ in range(3):
+        for batch in loader:
+            arr = batch if isinstance(batch, np.ndarray) else batch["x"]
+            addresses.add(arr.__array_interface__["data"][0])
+            del batch, arr
+    # 48 batches went through; with prefetch 2 only a handful of buffers cycle
+    assert len(addresses) <= loader.prefetch + 4
+
+
+def test_default_collate_stacks_arrays_and_numbers_and_lists_strings():
+    batch = next(iter(ss.DataLoader(Plain(), 4)))
+    assert batch["x"].shape == (4, 3) and batch["x"].dtype == np.int32
+    assert batch["noise"].dtype == np.float64
+    assert batch["name"] == ["s0", "s1", "s2", "s3"]
+
+
+def test_a_custom_collate_receives_the_list_of_samples():
+    loader = ss.DataLoader(Plain(10), 4, collate=lambda samples: [s["name"] for s in samples], workers=2)
+    assert list(loader) == [["s0", "s1", "s2", "s3"], ["s4", "s5", "s6", "s7"], ["s8", "s9"]]
+
+
+def test_arrays_and_groups_of_arrays_are_read_in_batches_through_views():
+    x, y = np.arange(40).reshape(20, 2), np.arange(20) * 10
+    view = ss.obsview((x, y), np.arange(19, -1, -1))
+    batches = list(ss.DataLoader(view, 6, workers=2))
+    np.testing.assert_array_equal(np.concatenate([b[1] for b in batches]), y[::-1])
+    np.testing.assert_array_equal(np.concatenate([b[0] for b in batches]), x[::-1])
+
+
+def test_the_loader_uses_getobs_into_when_the_container_has_it():
+    class InPlace:
+        calls = 0
+
+        def __len__(self):
+            return 9
+
+        def __getitem__(self, i):
+            return np.zeros(2)  # the first batch shapes the buffers from a sample
+
+        def getobs_into(self, buffer, i):
+            InPlace.calls += 1
+            buffer[...] = i
+
+    batches = list(ss.DataLoader(InPlace(), 3, workers=0))
+    np.testing.assert_array_equal(batches[2][:, 0], [6, 7, 8])
+    assert InPlace.calls == 6  # batches 1 and 2 were written in place
+
+
+def test_the_loader_uses_getitems_once_per_batch_when_present():
+    class Many:
+        calls = []
+
+        def __len__(self):
+            return 10
+
+        def __getitem__(self, i):
+            raise AssertionError("__getitems__ should be used")
+
+        def __getitems__(self, indices):
+            Many.calls.append(list(indices))
+            return [np.array([i, ss.sample_rng().integers(1000)]) for i in indices]
+
+    batches = list(ss.DataLoader(Many(), 4, workers=2, seed=0))
+    assert Many.calls == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+    np.testing.assert_array_equal(batches[2][:, 0], [8, 9])
+
+
+def test_an_empty_dataset_gives_no_batches_and_a_large_batch_gives_one_short_one():
+    assert len(ss.DataLoader([], 4)) == 0 and list(ss.DataLoader([], 4, workers=2)) == []
+    loader = ss.DataLoader(np.arange(3), 10)
+    assert len(loader) == 1 and [b.tolist() for b in loader] == [[0, 1, 2]]
+    loader = ss.DataLoader(np.arange(3), 10, drop_last=True, workers=2)
+    assert len(loader) == 0 and list(loader) == []
+
+
+def test_a_sampler_decides_the_order_and_hears_the_epoch():
+    class EvensThenOdds:
+        epochs = []
+
+        def __iter__(self):
+            return iter([0, 2, 4, 1, 3])
+
+        def __len__(self):
+            return 5
+
+        def set_epoch(self, epoch):
+            self.epochs.append(epoch)
+
+    sampler = EvensThenOdds()
+    loader = ss.DataLoader(np.arange(5) * 10, 2, sampler=sampler)
+    assert len(loader) == 3
+    assert [b.tolist() for b in loader] == [[0, 20], [40, 10], [30]]
+    list(loader)
+    assert sampler.epochs == [0, 1]
+
+
+def test_a_batch_sampler_decides_the_batches_and_is_sharded_over_ranks():
+    batches = [[3, 1], [0], [2, 4, 5]]
+    loader = ss.DataLoader(np.arange(6), batch_sampler=batches)
+    assert len(loader) == 3 and [b.tolist() for b in loader] == batches
+    rank1 = ss.DataLoader(np.arange(6), batch_sampler=batches, rank=1, world_size=2)
+    assert len(rank1) == 2 and [b.tolist() for b in rank1] == [[0], [3, 1]]
+
+
+def test_out_of_range_indices_from_a_sampler_raise_index_error():
+    with pytest.raises(IndexError, match="sample index 7 is out of range for 5 observations"):
+        list(ss.DataLoader(np.arange(5), 2, sampler=[0, 7]))
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        ({"batch_size": 0}, ValueError, "batch_size must be an integer >= 1, got 0"),
+        ({"batch_size": 2.5}, TypeError, "batch_size must be an integer"),
+        ({"batch_size": True}, TypeError, "batch_size must be an integer"),
+        ({"workers": -1}, ValueError, "workers must be an integer >= 0, got -1"),
+        ({"prefetch": -2}, ValueError, "prefetch must be an integer >= 1, got -2"),
+        ({"prefetch": 0}, ValueError, "prefetch must be an integer >= 1, got 0"),
+        ({"rank": 2, "world_size": 2}, ValueError, r"rank must be < world_size \(2\), got 2"),
+        ({"world_size": 0}, ValueError, "world_size must be an integer >= 1"),
+        ({"rank": -1}, ValueError, "rank must be an integer >= 0"),
+        ({"seed": -5}, ValueError, "seed must be an integer >= 0"),
+        ({"shuffle": "yes"}, TypeError, "shuffle must be True or False"),
+        ({"collate": 3}, TypeError, "collate must be a callable"),
+        ({"sampler": [0, 1], "shuffle": True}, ValueError, "sampler and shuffle=True exclude each other"),
+        ({"sampler": 5}, TypeError, "sampler must be an iterable"),
+        ({"batch_sampler": [[0]], "batch_size": 4}, ValueError, "batch_sampler excludes batch_size"),
+        ({"batch_sampler": [[0]], "drop_last": True}, ValueError, "batch_sampler excludes"),
+    ],
+)
+def test_bad_arguments_raise_at_construction_saying_what_was_expected(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        ss.DataLoader(np.arange(10), **kwargs)
+
+
+def test_data_that_is_not_a_container_raises_type_error():
+    with pytest.raises(TypeError, match="expected a data container"):
+        ss.DataLoader(object())
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"shuffle": True},
+        {"shuffle": True, "workers": 3, "prefetch": 1},
+        {"shuffle": True, "drop_last": True, "rank": 1, "world_size": 3},
+        {"sampler": [5, 3, 1, 0, 2, 4, 6, 9, 8, 7]},
+        {"batch_sampler": [[1, 2], [0], [9, 8, 7], [3, 4, 5, 6]]},
+        {"collate": lambda samples: [s["name"] for s in samples], "workers": 2},
+    ],
+    ids=["shuffle", "threads", "sharded", "sampler", "batch_sampler", "collate"],
+)
+def test_a_restored_loader_yields_exactly_the_rest_of_the_run(config):
+    batch_size = 1 if "batch_sampler" in config else 3
+    points = assert_resumes_exactly(lambda: ss.DataLoader(Plain(10), batch_size, seed=9, **config), epochs=2)
+    assert points >= 4
+
+
+def test_the_state_is_small_json_and_survives_a_round_trip_mid_epoch():
+    loader = ss.DataLoader(Plain(), 4, shuffle=True)  # seed drawn at random, kept in the state
+    it = iter(loader)
+    next(it), next(it)
+    state = loader.state_dict()
+    assert state["epoch"] == 0 and state["batch"] == 2
+    assert len(json.dumps(state)) < 300
+    restored = ss.DataLoader(Plain(), 4, shuffle=True)
+    restored.load_state_dict(json.loads(json.dumps(state)))
+    assert_same(snapshot(next(iter(restored))), snapshot(next(it)))
+
+
+def test_a_state_from_different_data_is_refused():
+    state = ss.DataLoader(np.arange(10), 2).state_dict()
+    with pytest.raises(ValueError, match="num_observations=10 but this loader has num_observations=12"):
+        ss.DataLoader(np.arange(12), 2).load_state_dict(state)
+    with pytest.raises(ValueError, match="state lacks"):
+        ss.DataLoader(np.arange(10), 2).load_state_dict({"epoch": 0})
+
+
+def test_workers_load_ahead_while_the_consumer_holds_a_batch():
+    loaded = threading.Event()
+
+    class Watch(Plain):
+        def __getitem__(self, i):
+            if i == 7:  # last sample of batch 1
+                loaded.set()
+            return super().__getitem__(i)
+
+    it = iter(ss.DataLoader(Watch(40), 4, workers=2, prefetch=2))
+    next(it)
+    assert loaded.wait(timeout=30), "batch 1 was not loaded ahead while the consumer held batch 0"
+    it.close()
+
+
+def test_at_most_prefetch_batches_are_started_ahead_of_the_consumer():
+    consumed = [0]
+    violations = []
+    prefetch, batch_size = 2, 4
+
+    class Watch(Plain):
+        def __getitem__(self, i):
+            if i // batch_size > consumed[0] + prefetch:
+                violations.append((i, consumed[0]))
+            return super().__getitem__(i)
+
+    for _ in ss.DataLoader(Watch(80), batch_size, workers=4, prefetch=prefetch):
+        consumed[0] += 1
+    assert consumed[0] == 20 and violations == []
+
+
+def test_in_order_false_lets_a_ready_batch_overtake_a_slow_one():
+    release = threading.Event()
+
+    class SlowFirst(Plain):
+        def __getitem__(self, i):
+            if i < 2:
+                release.wait(timeout=10)
+            return super().__getitem__(i)
+
+    it = iter(ss.DataLoader(SlowFirst(4), 2, workers=4, in_order=False))
+    first = next(it)
+    release.set()
+    second = next(it)
+    assert first["x"][:, 0].tolist() == [2, 3]
+    assert second["x"][:, 0].tolist() == [0, 1]
