@@ -340,3 +340,27 @@ def test_in_order_false_lets_a_ready_batch_overtake_a_slow_one():
     second = next(it)
     assert first["x"][:, 0].tolist() == [2, 3]
     assert second["x"][:, 0].tolist() == [0, 1]
+
+
+def test_a_state_saved_after_an_overtaking_batch_resumes_without_repeating_it():
+    release = threading.Event()
+
+    class SlowFirst(Plain):
+        def __getitem__(self, i):
+            if i < 2:
+                release.wait(timeout=10)
+            return super().__getitem__(i)
+
+    loader = ss.DataLoader(SlowFirst(8), 2, workers=4, in_order=False, seed=1)
+    it = iter(loader)
+    first = next(it)
+    state = loader.state_dict()
+    release.set()
+    it.close()
+    assert first["x"][:, 0].tolist() == [2, 3]
+    assert (state["batch"], state["done_ahead"]) == (0, [1])
+    restored = ss.DataLoader(Plain(8), 2, seed=1)
+    restored.load_state_dict(state)
+    it = iter(restored)
+    assert len(it) == 3
+    assert [b["x"][:, 0].tolist() for b in it] == [[0, 1], [4, 5], [6, 7]]

@@ -30,10 +30,11 @@ _LIVENESS_POLL = 1.0
 class Job:
     """One output unit: ``tasks`` run in any order (in parallel), then ``finish()`` makes the result."""
 
-    __slots__ = ("tasks", "finish", "remaining", "error", "error_pos", "result", "done")
+    __slots__ = ("tasks", "finish", "tag", "remaining", "error", "error_pos", "result", "done")
 
-    def __init__(self, tasks: list[Callable[[], None]], finish: Callable[[], Any]):
+    def __init__(self, tasks: list[Callable[[], None]], finish: Callable[[], Any], tag: Any = None):
         self.tasks = tasks
+        self.tag = tag  # the caller's name for the job (the loader's batch number); see ``last_tag``
         self.finish = finish
         self.remaining = len(tasks)
         self.error: BaseException | None = None
@@ -69,6 +70,7 @@ class InlineExecutor:
     def __init__(self, source: Iterator[Job]):
         self._source = source
         self._closed = False
+        self.last_tag: Any = None  # the tag of the job whose result ``next()`` returned last
 
     def __iter__(self) -> InlineExecutor:
         return self
@@ -91,9 +93,10 @@ class InlineExecutor:
         if job.error is not None:
             self.close()
             raise job.error
+        self.last_tag = job.tag
         return job.result
 
-    def close(self) -> None:
+    def close(self, timeout: float | None = None) -> None:
         self._closed = True
         self._source = iter(())
 
@@ -103,8 +106,9 @@ _live: weakref.WeakSet[ThreadExecutor] = weakref.WeakSet()
 
 @atexit.register
 def _close_all() -> None:
+    """At exit, stop every executor without waiting long for a task stuck in user code."""
     for executor in list(_live):
-        executor.close()
+        executor.close(timeout=0.2)
 
 
 class ThreadExecutor:
@@ -128,6 +132,7 @@ class ThreadExecutor:
         self._pulling = False
         self._exhausted = False
         self._closed = False
+        self.last_tag: Any = None  # the tag of the job whose result ``next()`` returned last
         self._threads = [
             threading.Thread(target=self._work, name=f"{name}-worker-{k}", daemon=True) for k in range(workers)
         ]
@@ -232,10 +237,12 @@ class ThreadExecutor:
         if job.error is not None:
             self.close()
             raise job.error
+        self.last_tag = job.tag
         return job.result
 
-    def close(self) -> None:
-        """Stop all work: drop queued tasks, wake and join the workers (idempotent)."""
+    def close(self, timeout: float = _JOIN_TIMEOUT) -> None:
+        """Stop all work: drop queued tasks, wake the workers and wait up to ``timeout`` s for each
+        (a worker inside a task finishes that task first). Idempotent."""
         with self._cond:
             self._closed = True
             self._pending.clear()
@@ -244,7 +251,7 @@ class ThreadExecutor:
         current = threading.current_thread()
         for thread in self._threads:
             if thread is not current:
-                thread.join(_JOIN_TIMEOUT)
+                thread.join(timeout)
         _live.discard(self)
 
     @property

@@ -121,7 +121,8 @@ class DataLoader:
             self._pool = SlotPool(self._reader.spec, self.batch_size, capacity=self.prefetch + 4)
         self._pool_lock = threading.Lock()
         self._epoch = 0  # the epoch the next iterator starts
-        self._skip = 0  # batches of that epoch already consumed (after load_state_dict)
+        self._skip = 0  # batches of that epoch already consumed (after load_state_dict)...
+        self._done: frozenset[int] = frozenset()  # ...and those consumed beyond them out of order
         self._current: Callable[[], _LoaderIterator | None] = lambda: None
 
     # -- orders ----------------------------------------------------------------------------
@@ -167,7 +168,7 @@ class DataLoader:
             tasks = [
                 (lambda a=a: reader.read(storage, a, indices[a : a + step], seed, epoch, where)) for a in range(0, n, step)
             ]
-            return Job(tasks, lambda: pool.spec.build(storage, n))
+            return Job(tasks, lambda: pool.spec.build(storage, n), tag=k)
         parts: list[list[Any]] = [[] for _ in range(0, n, step)]
 
         def fetch(p: int, a: int) -> None:
@@ -183,7 +184,7 @@ class DataLoader:
                 pool.spec.write(storage, j, sample, f"sample {int(i)} ({where})")
             return pool.spec.build(storage, n)
 
-        return Job([(lambda p=p, a=a: fetch(p, a)) for p, a in enumerate(range(0, n, step))], finish)
+        return Job([(lambda p=p, a=a: fetch(p, a)) for p, a in enumerate(range(0, n, step))], finish, tag=k)
 
     def _establish(self, sample: Any) -> SlotPool:
         """The buffer pool, shaped from the first sample the loader ever saw."""
@@ -193,38 +194,45 @@ class DataLoader:
                 self._reader.spec = self._pool.spec
             return self._pool
 
-    def _jobs(self, batches: list[np.ndarray], epoch: int, start: int) -> Iterator[Job]:
+    def _jobs(self, batches: list[np.ndarray], epoch: int, start: int, done: frozenset[int]) -> Iterator[Job]:
         for k in range(start, len(batches)):
-            yield self._job(batches[k], epoch, k)
+            if k not in done:
+                yield self._job(batches[k], epoch, k)
 
     # -- iteration and state ---------------------------------------------------------------
     def __iter__(self) -> _LoaderIterator:
-        epoch, skip = self._epoch, self._skip
-        self._epoch, self._skip = epoch + 1, 0
+        epoch, skip, done = self._epoch, self._skip, self._done
+        self._epoch, self._skip, self._done = epoch + 1, 0, frozenset()
         batches = self._batches(epoch)
-        jobs = self._jobs(batches, epoch, skip)
+        jobs = self._jobs(batches, epoch, skip, done)
         if self.workers == 0:
             executor: Any = InlineExecutor(jobs)
         else:
             executor = ThreadExecutor(jobs, self.workers, self.prefetch, self.in_order, name=f"slipstream-e{epoch}")
-        iterator = _LoaderIterator(executor, epoch, skip, len(batches))
+        iterator = _LoaderIterator(executor, epoch, skip, done, len(batches))
         self._current = weakref.ref(iterator)
         return iterator
 
     def state_dict(self) -> dict[str, Any]:
-        """Where the run stands: a small JSON-serializable dict (see ``load_state_dict``)."""
+        """Where the run stands: a small JSON-serializable dict (see ``load_state_dict``).
+
+        ``epoch`` and ``batch`` say how far the most recent iterator got: batches ``0..batch-1`` of
+        that epoch were handed out. With ``in_order=False`` a few later batches may have overtaken
+        the rest; ``done_ahead`` lists them (at most ``prefetch``), so they are not loaded twice.
+        """
         iterator = self._current()
         if iterator is not None and iterator.batch < iterator.total:
-            epoch, batch = iterator.epoch, iterator.batch
+            epoch, batch, done = iterator.epoch, iterator.batch, iterator.done
         elif iterator is not None:
-            epoch, batch = iterator.epoch + 1, 0
+            epoch, batch, done = iterator.epoch + 1, 0, frozenset()
         else:
-            epoch, batch = self._epoch, self._skip
+            epoch, batch, done = self._epoch, self._skip, self._done
         return {
             "version": _STATE_VERSION,
             "seed": self.seed,
             "epoch": epoch,
             "batch": batch,
+            "done_ahead": sorted(done),
             "num_observations": self._n,
             "world_size": self.world_size,
             "rank": self.rank,
@@ -251,6 +259,7 @@ class DataLoader:
         self.seed = _check_int("state['seed']", state["seed"], 0)
         self._epoch = _check_int("state['epoch']", state["epoch"], 0)
         self._skip = _check_int("state['batch']", state["batch"], 0)
+        self._done = frozenset(_check_int("state['done_ahead'][k]", k, self._skip + 1) for k in state.get("done_ahead", []))
         self._current = lambda: None
 
     def __repr__(self) -> str:
@@ -263,10 +272,13 @@ class DataLoader:
 class _LoaderIterator:
     """One epoch of a loader. Stops its workers on ``close()``, exhaustion, an error, or garbage collection."""
 
-    def __init__(self, executor: Any, epoch: int, start: int, total: int):
+    def __init__(self, executor: Any, epoch: int, start: int, done: frozenset[int], total: int):
         self._executor = executor
         self._close = weakref.finalize(self, executor.close)
-        self.epoch, self.batch, self.total = epoch, min(start, total), total
+        self._close.atexit = False  # the executors' own exit hook stops them without long waits
+        self.epoch, self.total = epoch, total
+        self.batch = min(start, total)  # batches 0..batch-1 have been handed out
+        self.done = set(done)  # and these beyond them (out of order)
 
     def __iter__(self) -> _LoaderIterator:
         return self
@@ -277,12 +289,19 @@ class _LoaderIterator:
         except BaseException:
             self._close()
             raise
-        self.batch += 1
+        tag = self._executor.last_tag
+        if tag == self.batch:
+            self.batch += 1
+            while self.batch in self.done:
+                self.done.discard(self.batch)
+                self.batch += 1
+        else:
+            self.done.add(tag)
         return batch
 
     def __len__(self) -> int:
         """Batches left in this epoch."""
-        return self.total - self.batch
+        return self.total - self.batch - len(self.done)
 
     def close(self) -> None:
         """Stop loading: background threads exit (a sample already being read finishes first)."""

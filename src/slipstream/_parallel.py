@@ -63,6 +63,7 @@ class _Pass:
     def __init__(self, executor: Any):
         self._executor = executor
         self._close = weakref.finalize(self, executor.close)
+        self._close.atexit = False  # the executors' own exit hook stops them without long waits
 
     def __iter__(self) -> _Pass:
         return self
