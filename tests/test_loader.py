@@ -25,6 +25,18 @@ class Plain:
         return {"x": np.full(3, i, np.int32), "noise": ss.sample_rng().random(), "name": f"s{i}"}
 
 
+def slow_first_batch(release):
+    """A Plain subclass whose samples 0 and 1 wait for ``release`` (at most 10 s)."""
+
+    class SlowFirst(Plain):
+        def __getitem__(self, i):
+            if i < 2:
+                release.wait(timeout=10)
+            return super().__getitem__(i)
+
+    return SlowFirst
+
+
 def epoch_indices(loader):
     return [int(v) for b in loader for v in np.asarray(b["x"])[:, 0]]
 
@@ -327,12 +339,7 @@ def test_at_most_prefetch_batches_are_started_ahead_of_the_consumer():
 
 def test_in_order_false_lets_a_ready_batch_overtake_a_slow_one():
     release = threading.Event()
-
-    class SlowFirst(Plain):
-        def __getitem__(self, i):
-            if i < 2:
-                release.wait(timeout=10)
-            return super().__getitem__(i)
+    SlowFirst = slow_first_batch(release)
 
     it = iter(ss.DataLoader(SlowFirst(4), 2, workers=4, in_order=False))
     first = next(it)
@@ -344,12 +351,7 @@ def test_in_order_false_lets_a_ready_batch_overtake_a_slow_one():
 
 def test_a_state_saved_after_an_overtaking_batch_resumes_without_repeating_it():
     release = threading.Event()
-
-    class SlowFirst(Plain):
-        def __getitem__(self, i):
-            if i < 2:
-                release.wait(timeout=10)
-            return super().__getitem__(i)
+    SlowFirst = slow_first_batch(release)
 
     loader = ss.DataLoader(SlowFirst(8), 2, workers=4, in_order=False, seed=1)
     it = iter(loader)

@@ -114,36 +114,16 @@ class Spec:
 
     def build(self, storage: list[Any], n: int | None = None) -> Any:
         """The batch: ``storage`` arranged in the observation's nesting (arrays cut to ``n`` rows)."""
-        return self._build(self.tree, storage, n)
 
-    def _build(self, node: Any, storage: list[Any], n: int | None) -> Any:
-        if isinstance(node, (ArrayLeaf, ObjectLeaf)):
-            leaf = storage[node.slot]
-            return leaf if n is None or len(leaf) == n else leaf[:n]
-        if isinstance(node, dict):
-            return {k: self._build(child, storage, n) for k, child in node.items()}
-        kind, children = node
-        values = [self._build(child, storage, n) for child in children]
-        if kind is list:
-            return values
-        return kind(values) if kind is tuple else kind(*values)
+        def leaf(node: ArrayLeaf | ObjectLeaf) -> Any:
+            value = storage[node.slot]
+            return value if n is None or len(value) == n else value[:n]
+
+        return _assemble(self.tree, leaf)
 
     def views(self, storage: list[Any], j: int) -> Any:
         """A buffer for observation ``j``: views into the array leaves (object leaves are None)."""
-        return self._views(self.tree, storage, j)
-
-    def _views(self, node: Any, storage: list[Any], j: int) -> Any:
-        if isinstance(node, ArrayLeaf):
-            return storage[node.slot][j, ...]
-        if isinstance(node, ObjectLeaf):
-            return None
-        if isinstance(node, dict):
-            return {k: self._views(child, storage, j) for k, child in node.items()}
-        kind, children = node
-        values = [self._views(child, storage, j) for child in children]
-        if kind is list:
-            return values
-        return kind(values) if kind is tuple else kind(*values)
+        return _assemble(self.tree, lambda node: storage[node.slot][j, ...] if isinstance(node, ArrayLeaf) else None)
 
     def take_objects(self, storage: list[Any], j: int, value: Any) -> None:
         """Store the object leaves of ``value`` (as returned by ``getobs_into``) at position ``j``."""
@@ -159,6 +139,19 @@ class Spec:
         elif not isinstance(node, ArrayLeaf):
             for child, v in zip(node[1], value):
                 self._take_objects(child, storage, j, v)
+
+
+def _assemble(node: Any, leaf: Callable[[ArrayLeaf | ObjectLeaf], Any]) -> Any:
+    """Rebuild the nesting of a spec tree with ``leaf(node)`` at each leaf."""
+    if isinstance(node, (ArrayLeaf, ObjectLeaf)):
+        return leaf(node)
+    if isinstance(node, dict):
+        return {k: _assemble(child, leaf) for k, child in node.items()}
+    kind, children = node
+    values = [_assemble(child, leaf) for child in children]
+    if kind is list:
+        return values
+    return kind(values) if kind is tuple else kind(*values)
 
 
 Writer = Callable[[list, int, Any], None]
