@@ -327,9 +327,8 @@ def case_c(n: int, repeats: int, verdicts: list[str]) -> None:
     verdict("throughput: slipstream / torch", paired(ss_thr, t_thr), 1.0, verdicts)
     verdict("first batch: torch time / slipstream time", paired(firsts(results["torch"]), firsts(results["ss"])), 3.0, verdicts)
     verdict("throughput: slipstream / torch persistent (info)", paired(ss_thr, throughputs(results["torchP"])), None, verdicts)
-    verdict(
-        "first batch: torch persistent / slipstream (info)", paired(firsts(results["torchP"]), firsts(results["ss"])), None, verdicts
-    )
+    first_p = paired(firsts(results["torchP"]), firsts(results["ss"]))
+    verdict("first batch: torch persistent / slipstream (info)", first_p, None, verdicts)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -349,8 +348,8 @@ def main(argv: list[str] | None = None) -> int:
     images = np.random.default_rng(SEED).integers(0, 256, (50_000, *SHAPE), dtype=np.uint8)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(
-        f"slipstream {ss.__version__} | torch {torch.__version__} | numpy {np.__version__} | Python {platform.python_version()} | "
-        f"{os.cpu_count()} CPUs, load {load:.2f}"
+        f"slipstream {ss.__version__} | torch {torch.__version__} | numpy {np.__version__} | "
+        f"Python {platform.python_version()} | {os.cpu_count()} CPUs, load {load:.2f}"
     )
     print(
         "footing: torch.set_num_threads(1); pin_memory=False; same data objects; slipstream batches -> torch.from_numpy "

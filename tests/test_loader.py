@@ -233,7 +233,7 @@ def test_a_batch_sampler_decides_the_batches_and_is_sharded_over_ranks():
 
 
 def test_out_of_range_indices_from_a_sampler_raise_index_error():
-    with pytest.raises(IndexError, match="sample index 7 is out of range for 5 observations"):
+    with pytest.raises(IndexError, match="the sampler gave sample index 7, out of range for 5 observations"):
         list(ss.DataLoader(np.arange(5), 2, sampler=[0, 7]))
 
 
@@ -366,3 +366,18 @@ def test_a_state_saved_after_an_overtaking_batch_resumes_without_repeating_it():
     it = iter(restored)
     assert len(it) == 3
     assert [b["x"][:, 0].tolist() for b in it] == [[0, 1], [4, 5], [6, 7]]
+
+
+def test_workers_share_the_first_batch_instead_of_one_worker_reading_it_all():
+    workers, batch_size = 4, 32
+    meeting = threading.Barrier(workers, timeout=10)
+    step = batch_size // (4 * workers)  # samples per task (see DataLoader._chunk)
+
+    class Meet(Plain):
+        def __getitem__(self, i):
+            if i < workers * step and i % step == 0:
+                meeting.wait()  # passes only if `workers` threads work on batch 0 at once
+            return super().__getitem__(i)
+
+    first = next(iter(ss.DataLoader(Meet(64), batch_size, workers=workers)))
+    assert first["x"][:, 0].tolist() == list(range(batch_size))

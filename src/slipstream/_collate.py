@@ -114,6 +114,9 @@ class Spec:
 
     def build(self, storage: list[Any], n: int | None = None) -> Any:
         """The batch: ``storage`` arranged in the observation's nesting (arrays cut to ``n`` rows)."""
+        if isinstance(self.tree, (ArrayLeaf, ObjectLeaf)):  # the common single-array sample, without a walk
+            value = storage[0]
+            return value if n is None or len(value) == n else value[:n]
 
         def leaf(node: ArrayLeaf | ObjectLeaf) -> Any:
             value = storage[node.slot]

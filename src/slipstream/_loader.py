@@ -35,6 +35,14 @@ def _check_int(name: str, value: Any, minimum: int) -> int:
     return int(value)
 
 
+def _check_indices(indices: np.ndarray, n: int, source: str) -> np.ndarray:
+    """``indices`` if all lie in ``[0, n)``; else an IndexError naming the first bad one."""
+    if len(indices) and (indices.min() < 0 or indices.max() >= n):
+        bad = int(indices[np.argmax((indices < 0) | (indices >= n))])
+        raise IndexError(f"the {source} gave sample index {bad}, out of range for {n} observations")
+    return indices
+
+
 class DataLoader:
     """Batches of ``data`` in a (shuffled, sharded) order, loaded ahead by worker threads.
 
@@ -130,12 +138,12 @@ class DataLoader:
         if self.batch_sampler is not None:
             if hasattr(self.batch_sampler, "set_epoch"):
                 self.batch_sampler.set_epoch(epoch)
-            batches = [np.asarray(list(b), dtype=np.intp) for b in self.batch_sampler]
+            batches = [_check_indices(np.asarray(list(b), dtype=np.intp).reshape(-1), self._n, "batch_sampler") for b in self.batch_sampler]
             return shard_batches(batches, self.rank, self.world_size)
         if self.sampler is not None:
             if hasattr(self.sampler, "set_epoch"):
                 self.sampler.set_epoch(epoch)
-            order = np.asarray(list(self.sampler), dtype=np.intp).reshape(-1)
+            order = _check_indices(np.asarray(list(self.sampler), dtype=np.intp).reshape(-1), self._n, "sampler")
         elif self.shuffle:
             order = permutation(self._n, self.seed, epoch)
         else:
@@ -165,9 +173,12 @@ class DataLoader:
         pool = self._pool
         if pool is not None:
             storage = pool.acquire(n)
-            tasks = [
-                (lambda a=a: reader.read(storage, a, indices[a : a + step], seed, epoch, where)) for a in range(0, n, step)
-            ]
+            if step >= n:
+                tasks = [lambda: reader.read(storage, 0, indices, seed, epoch, where)]
+            else:
+                tasks = [
+                    (lambda a=a: reader.read(storage, a, indices[a : a + step], seed, epoch, where)) for a in range(0, n, step)
+                ]
             return Job(tasks, lambda: pool.spec.build(storage, n), tag=k)
         parts: list[list[Any]] = [[] for _ in range(0, n, step)]
 

@@ -59,12 +59,16 @@ class SlotPool:
         The slot stays taken for as long as the returned storage, or anything built from it, lives.
         """
         with self._lock:
-            slot = next((s for s in self._slots if s.rows >= n and s.free()), None)
-            if slot is None:
+            for slot in self._slots:
+                if slot.rows >= n and slot.free():
+                    break
+            else:
                 if len(self._slots) >= self.capacity:
                     del self._slots[0]  # kept elsewhere (or too small): whoever holds it owns that memory now
                 slot = _Slot(self.spec, max(n, self.batch_size))
                 self._slots.append(slot)
                 self.allocations += 1
+            if not self.spec.object_leaves:
+                return list(slot.arrays)
             arrays = iter(slot.arrays)
             return [next(arrays) if isinstance(leaf, ArrayLeaf) else [None] * n for leaf in self.spec.leaves]
