@@ -5,19 +5,40 @@ Data containers are anything with ``__len__`` and ``__getitem__``; views compose
 hang; ``loadparallel`` prefetches any iterable.
 """
 
+from . import fields
 from ._collate import default_collate
 from ._containers import getobs, getobs_into, numobs
+from ._errors import (
+    ChecksumError,
+    CorruptFileError,
+    FormatVersionError,
+    MissingFieldError,
+    NotAPackedFileError,
+    PackedFileError,
+    TruncatedFileError,
+)
 from ._loader import DataLoader
 from ._parallel import loadparallel
+from ._reader import PackedDataset, open
+from ._writer import write
 from ._rng import sample_rng
 from ._views import batchview, joinobs, mapobs, obsview, shuffleobs, splitobs
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ChecksumError",
+    "CorruptFileError",
     "DataLoader",
+    "FormatVersionError",
+    "MissingFieldError",
+    "NotAPackedFileError",
+    "PackedDataset",
+    "PackedFileError",
+    "TruncatedFileError",
     "batchview",
     "default_collate",
+    "fields",
     "getobs",
     "getobs_into",
     "joinobs",
@@ -25,7 +46,9 @@ __all__ = [
     "mapobs",
     "numobs",
     "obsview",
+    "open",
     "sample_rng",
     "shuffleobs",
     "splitobs",
+    "write",
 ]

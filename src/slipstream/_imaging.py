@@ -1,0 +1,184 @@
+"""Image codecs and resizing for packed files: raw, JPEG (libjpeg-turbo via simplejpeg), PNG (Pillow), QOI.
+
+Images are uint8 arrays of shape (height, width, channels), channels 1 (grayscale) or 3 (RGB).
+Every encoder is deterministic (same pixels and settings, same bytes), so rewriting a dataset gives
+a byte-identical file. The heavy calls (JPEG, PNG and QOI coding, resizing) release the GIL.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import numpy as np
+
+__all__ = ["CODECS", "as_image", "decode", "encode", "jpeg_header", "resize_area", "sniff", "target_size", "verify_jpeg"]
+
+# Codes stored per sample; the mapping is written into each file's schema metadata too.
+CODECS = {"raw": 0, "jpeg": 1, "png": 2, "qoi": 3}
+
+
+def _pil():
+    try:
+        from PIL import Image
+    except ImportError as exc:  # pragma: no cover - part of the 'files' extra
+        raise ImportError("image fields need Pillow: pip install 'slipstream[files]'") from exc
+    return Image
+
+
+def _simplejpeg():
+    try:
+        import simplejpeg
+    except ImportError as exc:  # pragma: no cover - part of the 'files' extra
+        raise ImportError("JPEG images need simplejpeg: pip install 'slipstream[files]'") from exc
+    return simplejpeg
+
+
+def sniff(data: bytes | memoryview) -> str | None:
+    """The codec of encoded image bytes, from their magic number (None when unknown)."""
+    head = bytes(data[:8])
+    if head[:3] == b"\xff\xd8\xff":
+        return "jpeg"
+    if head == b"\x89PNG\r\n\x1a\n":
+        return "png"
+    if head[:4] == b"qoif":
+        return "qoi"
+    return None
+
+
+def jpeg_header(data: bytes) -> tuple[int, int, int] | None:
+    """(height, width, channels) of a JPEG that decodes to RGB or grayscale as it is; None for CMYK etc."""
+    height, width, colorspace, _ = _simplejpeg().decode_jpeg_header(data)
+    if colorspace == "Gray":
+        return height, width, 1
+    if colorspace in ("YCbCr", "RGB"):
+        return height, width, 3
+    return None
+
+
+def as_image(value: Any, where: str) -> np.ndarray:
+    """``value`` as a uint8 (H, W, C) array, C in {1, 3}: arrays, PIL images and encoded bytes are accepted."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        codec = sniff(value)
+        if codec is None:
+            raise ValueError(f"{where}: bytes that are not a JPEG, PNG or QOI image (starting {bytes(value[:8])!r})")
+        try:
+            return decode(codec, value, None)
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from exc
+    if not isinstance(value, np.ndarray) and hasattr(value, "mode") and hasattr(value, "convert"):  # a PIL image
+        value = np.asarray(value.convert("L" if value.mode in ("L", "1", "I", "I;16", "F") else "RGB"))
+    array = np.asarray(value)
+    if array.dtype != np.uint8:
+        raise TypeError(f"{where}: an image must be uint8, got {array.dtype} (scale and convert it first)")
+    if array.ndim == 2:
+        array = array[:, :, None]
+    if array.ndim != 3 or array.shape[2] not in (1, 3):
+        raise ValueError(f"{where}: an image must have shape (H, W), (H, W, 1) or (H, W, 3), got {array.shape}")
+    if array.shape[0] == 0 or array.shape[1] == 0:
+        raise ValueError(f"{where}: an image must not be empty, got shape {array.shape}")
+    return np.ascontiguousarray(array)
+
+
+def target_size(height: int, width: int, max_side: int | None, min_side: int | None) -> tuple[int, int]:
+    """The (height, width) after downscaling to fit ``max_side`` (longer side) and ``min_side``
+    (shorter side); never larger than the input, never below 1 pixel."""
+    scale = 1.0
+    if max_side is not None and max(height, width) > max_side:
+        scale = min(scale, max_side / max(height, width))
+    if min_side is not None and min(height, width) > min_side:
+        scale = min(scale, min_side / min(height, width))
+    if scale >= 1.0:
+        return height, width
+    return max(1, round(height * scale)), max(1, round(width * scale))
+
+
+def resize_area(image: np.ndarray, height: int, width: int) -> np.ndarray:
+    """Downscale with area interpolation (Pillow's BOX filter: each output pixel averages the input area it covers)."""
+    if (height, width) == image.shape[:2]:
+        return image
+    Image = _pil()
+    pil = Image.fromarray(image[:, :, 0] if image.shape[2] == 1 else image)
+    out = np.asarray(pil.resize((width, height), Image.Resampling.BOX))
+    return out[:, :, None] if out.ndim == 2 else out
+
+
+def encode(codec: str, image: np.ndarray, quality: int) -> bytes:
+    """Encode a uint8 (H, W, C) image."""
+    if codec == "raw":
+        return image.tobytes()
+    if codec == "jpeg":
+        gray = image.shape[2] == 1
+        return _simplejpeg().encode_jpeg(
+            image, quality=quality, colorspace="GRAY" if gray else "RGB", colorsubsampling="Gray" if gray else "420"
+        )
+    if codec == "png":
+        buffer = io.BytesIO()
+        _pil().fromarray(image[:, :, 0] if image.shape[2] == 1 else image).save(buffer, format="PNG", compress_level=6)
+        return buffer.getvalue()
+    if codec == "qoi":
+        import qoi
+
+        rgb = np.repeat(image, 3, axis=2) if image.shape[2] == 1 else image  # QOI stores RGB(A) only
+        return qoi.encode(np.ascontiguousarray(rgb))
+    raise ValueError(f"unknown image codec {codec!r}; expected one of {sorted(CODECS)}")
+
+
+def verify_jpeg(data: Any, where: str) -> None:
+    """Raise ``ValueError`` unless ``data`` is a whole, decodable JPEG (decoded at 1/8 scale: cheap)."""
+    try:
+        _simplejpeg().decode_jpeg(data, min_height=1, min_width=1, min_factor=8, strict=True)
+    except ValueError as exc:
+        raise ValueError(f"{where}: the JPEG bytes do not decode: {exc}") from exc
+
+
+def decode(codec: str, data: Any, shape: tuple[int, int, int] | None, out: np.ndarray | None = None) -> np.ndarray:
+    """Decode ``data`` to a uint8 (H, W, C) array (into ``out`` when given and the shape fits).
+
+    ``shape`` (from the file) is checked against the decoded image: a mismatch means damage.
+    """
+    try:
+        if codec == "raw":
+            if shape is None:
+                raise ValueError("raw pixels need their shape")
+            image = np.frombuffer(data, np.uint8)
+            if image.size != shape[0] * shape[1] * shape[2]:
+                raise ValueError(f"{image.size} raw bytes cannot hold an image of shape {shape}")
+            image = image.reshape(shape)
+        elif codec == "jpeg":
+            if shape is None:
+                header = jpeg_header(data)
+                gray = header is not None and header[2] == 1
+            else:
+                gray = shape[2] == 1
+            colorspace = "GRAY" if gray else "RGB"
+            if out is not None and shape is not None and out.shape == shape and out.flags.c_contiguous:
+                image = _simplejpeg().decode_jpeg(data, colorspace=colorspace, buffer=out)
+            else:
+                image = _simplejpeg().decode_jpeg(data, colorspace=colorspace)
+        elif codec == "png":
+            with _pil().open(io.BytesIO(data)) as pil:
+                gray = shape[2] == 1 if shape is not None else pil.mode in ("L", "1", "I", "I;16", "LA")
+                image = np.asarray(pil.convert("L" if gray else "RGB"))
+            if image.ndim == 2:
+                image = image[:, :, None]
+        elif codec == "qoi":
+            import qoi
+
+            image = qoi.decode(bytes(data))[:, :, :3]
+            if shape is not None and shape[2] == 1:
+                image = image[:, :, :1]
+        else:
+            raise ValueError(f"unknown image codec {codec!r}")
+    except (ValueError, OSError, RuntimeError, SyntaxError) as exc:
+        raise ValueError(f"cannot decode {codec} image: {exc}") from exc
+    if image.ndim == 2:
+        image = image[:, :, None]
+    if shape is not None and image.shape != tuple(shape):
+        raise ValueError(f"the {codec} image decodes to shape {image.shape} but its stored shape is {tuple(shape)}")
+    if out is not None and image is not out:
+        if out.shape != image.shape:
+            raise ValueError(f"an image of shape {image.shape} does not fit a buffer of shape {out.shape}")
+        np.copyto(out, image)
+        return out
+    return image

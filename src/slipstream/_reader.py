@@ -1,0 +1,202 @@
+"""``ss.open``: a packed file as a data container, read zero-copy from a memory map.
+
+``ds = ss.open(path)``; ``len(ds)``; ``ds[i]`` is a dict of the decoded fields of sample ``i``.
+Reads are thread-safe. Arrays returned for ``F.Array`` fields and raw images are read-only views
+into the file (copy one to modify it); ``getobs_into`` writes fields straight into a batch buffer.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import _format
+from ._errors import (
+    ChecksumError,
+    CorruptFileError,
+    FormatVersionError,
+    MissingFieldError,
+    NotAPackedFileError,
+    TruncatedFileError,
+)
+from .fields import Column, Field, _pa, field_from_spec
+
+__all__ = ["PackedDataset", "open"]
+
+
+def _check_ends(path: Path) -> None:
+    """Tell a cut file from a foreign one before Arrow looks at it."""
+    size = path.stat().st_size
+    with path.open("rb") as handle:
+        head = handle.read(len(_format.MAGIC))
+        handle.seek(max(0, size - len(_format.MAGIC)))
+        tail = handle.read(len(_format.MAGIC))
+    if size == 0:
+        raise NotAPackedFileError(path, "the file is empty; expected a packed (Arrow IPC) file written by slipstream.write")
+    if head != _format.MAGIC[: len(head)]:
+        raise NotAPackedFileError(path, f"not an Arrow IPC file (it starts with {head!r}, expected {_format.MAGIC!r})")
+    if len(head) < len(_format.MAGIC) or tail != _format.MAGIC or size < 2 * len(_format.MAGIC) + 8:
+        raise TruncatedFileError(path, f"the file is cut short ({size} bytes, and no Arrow footer at its end): rewrite or copy it again")
+
+
+class PackedDataset:
+    """A packed file as a container of dict samples (see ``ss.open``)."""
+
+    def __init__(self, path: str | os.PathLike, cache: str = "os", fields: list[str] | None = None):
+        pa = _pa()
+        import pyarrow.ipc  # noqa: F401
+
+        if cache not in ("os", "ram"):
+            raise ValueError(f"cache must be 'os' (memory-mapped, shared through the page cache) or 'ram', got {cache!r}")
+        self.path = Path(path)
+        self.cache = cache
+        _check_ends(self.path)
+        try:
+            source = pa.memory_map(str(self.path)) if cache == "os" else pa.py_buffer(self.path.read_bytes())
+            self._reader = pa.ipc.open_file(source)
+        except pa.ArrowInvalid as exc:
+            raise CorruptFileError(self.path, f"Arrow cannot read the file's structure: {exc}") from None
+        meta = (self._reader.schema.metadata or {}).get(_format.META_KEY)
+        if meta is None:
+            raise NotAPackedFileError(self.path, "an Arrow file, but not one slipstream wrote (no 'slipstream' schema metadata)")
+        try:
+            meta = json.loads(meta)
+        except ValueError:
+            raise CorruptFileError(self.path, "the slipstream schema metadata is not valid JSON") from None
+        if not isinstance(meta, dict) or meta.get("format") != _format.FORMAT:
+            raise NotAPackedFileError(self.path, f"the schema metadata names format {meta.get('format') if isinstance(meta, dict) else meta!r}, not {_format.FORMAT!r}")
+        if not isinstance(meta.get("version"), int) or meta["version"] > _format.VERSION:
+            raise FormatVersionError(self.path, f"format version {meta.get('version')} is newer than this slipstream reads ({_format.VERSION}): upgrade slipstream")
+        self.metadata = meta
+        try:
+            all_fields = {name: field_from_spec(spec) for name, spec in meta["fields"].items()}
+        except (ValueError, TypeError, KeyError) as exc:
+            raise CorruptFileError(self.path, f"the field descriptions cannot be read: {exc}") from None
+        names = [n for n in self._reader.schema.names if n in all_fields] if fields is None else list(fields)
+        missing = [n for n in names if n not in all_fields]
+        if missing:
+            raise MissingFieldError(self.path, f"no field {missing[0]!r} in the file; it has {list(all_fields)}")
+        self.fields: dict[str, Field] = {n: all_fields[n] for n in names}
+        self._columns_index = [self._reader.schema.get_field_index(n) for n in names]
+        starts, checks = [], []
+        total = 0
+        try:
+            for p in range(self._reader.num_record_batches):
+                batch, page_meta = self._reader.get_batch_with_custom_metadata(p)
+                page_meta = page_meta or {}
+                first = int(page_meta.get(_format.PAGE_FIRST, -1))
+                if first != total or int(page_meta.get(_format.PAGE_ROWS, -1)) != batch.num_rows:
+                    raise CorruptFileError(self.path, f"page {p} says it holds samples from {first} but {total} were expected")
+                starts.append(total)
+                checks.append(int(page_meta.get(_format.PAGE_CRC, -1)))
+                total += batch.num_rows
+        except pa.ArrowInvalid as exc:
+            raise CorruptFileError(self.path, f"page structure is damaged: {exc}") from None
+        except (ValueError, TypeError) as exc:
+            if isinstance(exc, CorruptFileError):
+                raise
+            raise CorruptFileError(self.path, f"page metadata is damaged: {exc}") from None
+        self._starts = starts
+        self._checks = checks
+        self._n = total
+        self._pages: list[dict[str, Column] | None] = [None] * len(starts)
+
+    # -- container protocol ------------------------------------------------------------------
+    def __len__(self) -> int:
+        return self._n
+
+    @property
+    def num_pages(self) -> int:
+        return len(self._starts)
+
+    def page_starts(self) -> np.ndarray:
+        """The first sample index of each page (for page-aware orders)."""
+        return np.asarray(self._starts, dtype=np.int64)
+
+    def _page(self, p: int) -> dict[str, Column]:
+        columns = self._pages[p]
+        if columns is None:
+            try:
+                batch = self._reader.get_batch(p)
+                columns = {n: self.fields[n].column(batch.column(k)) for n, k in zip(self.fields, self._columns_index)}
+            except Exception as exc:  # noqa: BLE001 - any failure to map a page is damage
+                raise CorruptFileError(self.path, f"page {p} cannot be read: {exc}") from exc
+            self._pages[p] = columns
+        return columns
+
+    def _locate(self, index: Any) -> tuple[dict[str, Column], int, int]:
+        if isinstance(index, (bool, np.bool_)) or not isinstance(index, (int, np.integer)):
+            raise TypeError(f"sample index must be an integer, got {type(index).__name__}")
+        i = int(index)
+        if i < 0:
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError(f"{self.path}: sample index {index} is out of range for {self._n} samples")
+        p = bisect.bisect_right(self._starts, i) - 1
+        return self._page(p), i - self._starts[p], i
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        columns, row, i = self._locate(index)
+        try:
+            return {name: column.get(row) for name, column in columns.items()}
+        except ValueError as exc:
+            raise self._damage(exc, i, columns, row) from exc
+
+    def getobs_into(self, buffer: Any, index: int) -> dict[str, Any]:
+        """Write sample ``index`` into ``buffer`` (a dict of per-field arrays, or None where a field
+        cannot be written in place); return the sample, whose array fields are the buffer's arrays."""
+        columns, row, i = self._locate(index)
+        get = buffer.get if isinstance(buffer, dict) else (lambda name: None)
+        try:
+            return {name: column.into(get(name), row) for name, column in columns.items()}
+        except ValueError as exc:
+            raise self._damage(exc, i, columns, row) from exc
+
+    def _damage(self, exc: ValueError, i: int, columns: dict[str, Column], row: int) -> Exception:
+        for name, column in columns.items():  # find the field that fails, for the message
+            try:
+                column.get(row)
+            except ValueError:
+                return CorruptFileError(self.path, f"sample {i}, field {name!r}: {exc}")
+        return exc
+
+    # -- checks and inspection ---------------------------------------------------------------
+    def validate(self) -> None:
+        """Check every page against its stored checksum; raise ``ChecksumError`` naming the first bad page."""
+        pa = _pa()
+        for p, (start, expected) in enumerate(zip(self._starts, self._checks)):
+            stop = self._starts[p + 1] if p + 1 < len(self._starts) else self._n
+            try:
+                actual = _format.page_checksum(self._reader.get_batch(p))
+            except pa.ArrowInvalid as exc:
+                raise ChecksumError(self.path, f"page {p} (samples {start}..{stop - 1}) cannot be read: {exc}", p, range(start, stop)) from None
+            if actual != expected:
+                raise ChecksumError(
+                    self.path, f"page {p} (samples {start}..{stop - 1}) fails its checksum (stored {expected}, computed {actual})", p, range(start, stop)
+                )
+
+    def __repr__(self) -> str:
+        return f"ss.open({str(self.path)!r}): {self._n} samples in {self.num_pages} pages, fields {list(self.fields)}"
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"path": str(self.path), "cache": self.cache, "fields": list(self.fields)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["path"], state["cache"], state["fields"])  # type: ignore[misc]
+
+
+def open(path: str | os.PathLike, cache: str = "os", fields: list[str] | None = None) -> PackedDataset:  # noqa: A001
+    """Open a packed file written by ``ss.write`` as a container of dict samples.
+
+    ``cache="os"`` memory-maps the file: pages are shared between processes through the OS page
+    cache and read on demand. ``cache="ram"`` reads the whole file into this process's memory.
+    ``fields`` reads only those fields. Bad files raise the errors of ``slipstream._errors``
+    (``NotAPackedFileError``, ``FormatVersionError``, ``TruncatedFileError``, ``CorruptFileError``,
+    ``MissingFieldError``), each naming the path.
+    """
+    return PackedDataset(path, cache=cache, fields=fields)

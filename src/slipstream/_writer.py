@@ -1,0 +1,195 @@
+"""``ss.write``: pack any container or iterable of dict samples into a packed file, once.
+
+Samples are encoded in parallel worker threads (in order), gathered into pages of about
+``page_size`` bytes and written as they fill, so memory stays bounded however large the dataset.
+The file is written under a temporary name beside ``path`` (``path + ".partial"``) and renamed
+into place only once complete and flushed: an interrupted or failing write never leaves a file
+at ``path`` that looks complete. The same input and settings give a byte-identical file.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import sys
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from . import _format
+from ._containers import getobs, numobs
+from ._parallel import loadparallel
+from .fields import Field, _pa
+
+__all__ = ["write"]
+
+_CHUNK = 32  # samples per encoding task
+
+
+def _is_container(data: Any) -> bool:
+    if isinstance(data, (str, bytes)) or not hasattr(data, "__getitem__"):
+        return False
+    try:
+        numobs(data)
+    except TypeError:
+        return False
+    return True
+
+
+def _chunks(data: Any) -> tuple[Iterator[list[tuple[int, Any]]], int | None, Any]:
+    """Chunks of (index, sample) and the total, reading container samples lazily in the workers."""
+    if _is_container(data):
+        n = numobs(data)
+        first = getobs(data, 0) if n else None
+
+        def ranges() -> Iterator[list[tuple[int, Any]]]:
+            for start in range(0, n, _CHUNK):
+                yield [(i, None) for i in range(start, min(start + _CHUNK, n))]
+
+        return ranges(), n, first
+    iterator = iter(data)
+    try:
+        first = next(iterator)
+    except StopIteration:
+        return iter(()), 0, None
+    total = len(data) if hasattr(data, "__len__") else None
+
+    def batches() -> Iterator[list[tuple[int, Any]]]:
+        chunk = [(0, first)]
+        for i, sample in enumerate(iterator, start=1):
+            chunk.append((i, sample))
+            if len(chunk) == _CHUNK:
+                yield chunk
+                chunk = []
+        if chunk:
+            yield chunk
+
+    return batches(), total, first
+
+
+def infer_fields(sample: Any) -> dict[str, Field]:
+    """Fields for a sample's values: ints, floats, bools, strings, bytes, arrays (fixed shape), JSON otherwise."""
+    import numpy as np
+
+    from . import fields as F
+
+    if not isinstance(sample, Mapping):
+        raise TypeError(f"samples must be dicts of field values to infer fields, got {type(sample).__name__}; pass fields=")
+    out: dict[str, Field] = {}
+    for name, value in sample.items():
+        if isinstance(value, (bool, np.bool_)):
+            out[name] = F.Bool()
+        elif isinstance(value, (int, np.integer)):
+            out[name] = F.Int()
+        elif isinstance(value, (float, np.floating)):
+            out[name] = F.Float()
+        elif isinstance(value, str):
+            out[name] = F.Text()
+        elif isinstance(value, (bytes, bytearray, memoryview)):
+            out[name] = F.Bytes()
+        elif isinstance(value, np.ndarray) and value.dtype.kind in "biufc":
+            out[name] = F.Array(dtype=value.dtype, shape=value.shape)
+        else:
+            out[name] = F.JSON()
+    return out
+
+
+def write(
+    path: str | os.PathLike,
+    data: Any,
+    fields: Mapping[str, Field] | None = None,
+    *,
+    workers: int | None = None,
+    progress: bool | None = None,
+    page_size: int = 8 << 20,
+) -> Path:
+    """Pack ``data`` (a container or an iterable of dict samples) into the file ``path``.
+
+    ``fields`` maps each stored key to its field (``slipstream.fields``); keys a sample has beyond
+    them are ignored, and a missing one raises ``ValueError`` naming the sample. When None, fields
+    are inferred from the first sample. ``workers`` encoding threads (default: the CPU count, at
+    most 8). ``progress``: a tqdm bar (default: when stderr is a terminal). Returns the path.
+    """
+    pa = _pa()
+    import pyarrow.ipc  # noqa: F401 - makes pa.ipc available
+
+    path = Path(path)
+    if page_size < 1:
+        raise ValueError(f"page_size must be >= 1 byte, got {page_size}")
+    chunks, total, first = _chunks(data)
+    if fields is None:
+        if first is None:
+            raise ValueError("cannot infer fields from an empty dataset: pass fields=")
+        fields = infer_fields(first)
+    if not isinstance(fields, Mapping) or not fields:
+        raise TypeError(f"fields must be a non-empty dict of name -> slipstream.fields.Field, got {fields!r}")
+    fields = {str(name): copy.deepcopy(field) for name, field in fields.items()}
+    for name, field in fields.items():
+        if not isinstance(field, Field):
+            raise TypeError(f"field {name!r} must be a slipstream.fields.Field (e.g. F.Int()), got {type(field).__name__}")
+        if first is not None:
+            field.prepare(_value(first, name, 0), f"sample 0, field {name!r}")
+    names = list(fields)
+    schema = pa.schema([(name, fields[name].arrow_type()) for name in names])
+    schema = schema.with_metadata(_format.schema_metadata({n: fields[n].spec() for n in names}, page_size))
+    container = data if _is_container(data) else None
+
+    def encode(chunk: list[tuple[int, Any]]) -> list[tuple[Any, ...]]:
+        rows = []
+        for index, sample in chunk:
+            if container is not None:
+                sample = getobs(container, index)
+            rows.append(tuple(fields[n].encode(_value(sample, n, index), index, f"sample {index}, field {n!r}") for n in names))
+        return rows
+
+    workers = min(8, os.cpu_count() or 1) if workers is None else workers
+    show = sys.stderr.isatty() if progress is None else bool(progress)
+    partial = path.with_name(path.name + ".partial")
+    bar = None
+    try:
+        if show:
+            from tqdm import tqdm
+
+            bar = tqdm(total=total, unit="samples", desc=f"packing {path.name}", file=sys.stderr)
+        with pa.OSFile(str(partial), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
+            page: list[tuple[Any, ...]] = []
+            size, first_row = 0, 0
+            for rows in loadparallel(chunks, encode, workers=workers, prefetch=2 * max(workers, 1)):
+                for row in rows:
+                    page.append(row)
+                    size += sum(fields[n].nbytes(v) for n, v in zip(names, row))
+                    if size >= page_size:
+                        first_row = _flush(writer, schema, fields, names, page, first_row)
+                        page, size = [], 0
+                if bar is not None:
+                    bar.update(len(rows))
+            if page:
+                _flush(writer, schema, fields, names, page, first_row)
+        with open(partial, "rb+") as handle:
+            os.fsync(handle.fileno())
+        os.replace(partial, path)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+    return path
+
+
+def _value(sample: Any, name: str, index: int) -> Any:
+    if not isinstance(sample, Mapping):
+        raise TypeError(f"sample {index}: expected a dict of field values, got {type(sample).__name__}")
+    try:
+        return sample[name]
+    except KeyError:
+        raise ValueError(f"sample {index} lacks field {name!r} (it has {sorted(map(str, sample))})") from None
+
+
+def _flush(writer: Any, schema: Any, fields: dict[str, Field], names: list[str], page: list[tuple[Any, ...]], first_row: int) -> int:
+    pa = _pa()
+    columns = list(zip(*page))
+    arrays = [fields[n].to_arrow(list(col)) for n, col in zip(names, columns)]
+    batch = pa.record_batch(arrays, schema=schema)
+    writer.write_batch(batch, custom_metadata=_format.page_metadata(batch, first_row))
+    return first_row + len(page)
