@@ -17,6 +17,7 @@ from ._errors import (
     PackedFileError,
     TruncatedFileError,
 )
+from ._imagefolder import imagefolder
 from ._loader import DataLoader
 from ._parallel import loadparallel
 from ._reader import PackedDataset, open
@@ -41,6 +42,7 @@ __all__ = [
     "fields",
     "getobs",
     "getobs_into",
+    "imagefolder",
     "joinobs",
     "loadparallel",
     "mapobs",

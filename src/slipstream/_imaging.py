@@ -60,12 +60,18 @@ def as_image(value: Any, where: str) -> np.ndarray:
     """``value`` as a uint8 (H, W, C) array, C in {1, 3}: arrays, PIL images and encoded bytes are accepted."""
     if isinstance(value, (bytes, bytearray, memoryview)):
         codec = sniff(value)
-        if codec is None:
-            raise ValueError(f"{where}: bytes that are not a JPEG, PNG or QOI image (starting {bytes(value[:8])!r})")
-        try:
-            return decode(codec, value, None)
-        except ValueError as exc:
-            raise ValueError(f"{where}: {exc}") from exc
+        if codec is None:  # another format Pillow may know (BMP, TIFF, WebP...)
+            try:
+                with _pil().open(io.BytesIO(value)) as pil:
+                    pil.load()
+                    value = pil.copy()
+            except Exception:  # noqa: BLE001 - Pillow raises many types for unknown data
+                raise ValueError(f"{where}: bytes that are not an image Pillow can read (starting {bytes(value[:8])!r})") from None
+        else:
+            try:
+                return decode(codec, value, None)
+            except ValueError as exc:
+                raise ValueError(f"{where}: {exc}") from exc
     if not isinstance(value, np.ndarray) and hasattr(value, "mode") and hasattr(value, "convert"):  # a PIL image
         value = np.asarray(value.convert("L" if value.mode in ("L", "1", "I", "I;16", "F") else "RGB"))
     array = np.asarray(value)

@@ -1,0 +1,60 @@
+"""``ss.imagefolder(root)``: a class-per-folder image tree (torchvision's ImageFolder layout) as a container.
+
+``root/<class>/<file>``: classes are the sorted sub-folder names, labelled 0, 1, ...; files are
+taken in sorted order within each class (so the order, and a packed file made from it, is
+deterministic). ``ds[i]`` is ``{"image": ..., "label": int, "path": str}`` where the image is the
+file's encoded bytes (the default: ``ss.write`` then stores JPEGs without a second lossy encode)
+or, with ``decode=True``, a uint8 (H, W, C) array.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from . import _imaging
+
+__all__ = ["ImageFolder", "imagefolder"]
+
+EXTENSIONS = (".jpg", ".jpeg", ".png", ".qoi", ".bmp", ".ppm", ".pgm", ".tif", ".tiff", ".webp")
+
+
+class ImageFolder:
+    """A class-per-folder tree of image files (see ``ss.imagefolder``)."""
+
+    def __init__(self, root: str | os.PathLike, decode: bool = False, extensions: tuple[str, ...] = EXTENSIONS):
+        self.root = Path(root)
+        if not self.root.is_dir():
+            raise NotADirectoryError(f"{self.root}: expected a folder with one sub-folder of images per class")
+        self.classes = sorted(entry.name for entry in os.scandir(self.root) if entry.is_dir() and not entry.name.startswith("."))
+        if not self.classes:
+            raise ValueError(f"{self.root}: no class sub-folders found (expected root/<class>/<image files>)")
+        extensions = tuple(e.lower() for e in extensions)
+        self.samples: list[tuple[str, int]] = []
+        for label, name in enumerate(self.classes):
+            for folder, subdirs, files in sorted(os.walk(self.root / name, followlinks=True)):
+                subdirs.sort()
+                for file in sorted(files):
+                    if file.lower().endswith(extensions) and not file.startswith("."):
+                        self.samples.append((os.path.join(folder, file), label))
+        self.decode = decode
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        path, label = self.samples[index]
+        data = Path(path).read_bytes()
+        image: Any = data
+        if self.decode:
+            image = _imaging.as_image(data, path)
+        return {"image": image, "label": label, "path": path}
+
+    def __repr__(self) -> str:
+        return f"ss.imagefolder({str(self.root)!r}): {len(self)} images in {len(self.classes)} classes"
+
+
+def imagefolder(root: str | os.PathLike, decode: bool = False) -> ImageFolder:
+    """The images under ``root/<class>/`` as a container of ``{"image", "label", "path"}`` samples."""
+    return ImageFolder(root, decode=decode)
