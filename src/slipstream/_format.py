@@ -25,6 +25,7 @@ META_KEY = b"slipstream"
 PAGE_CRC = b"slipstream.crc32"
 PAGE_FIRST = b"slipstream.first"
 PAGE_ROWS = b"slipstream.rows"
+PAGE_SCHEMA_CRC = b"slipstream.schema_crc32"  # every page vouches for the schema metadata it was written under
 MAGIC = b"ARROW1"
 
 
@@ -38,5 +39,14 @@ def page_checksum(batch: Any) -> int:
     return zlib.crc32(batch.serialize())
 
 
-def page_metadata(batch: Any, first: int) -> dict[bytes, bytes]:
-    return {PAGE_CRC: str(page_checksum(batch)).encode(), PAGE_FIRST: str(first).encode(), PAGE_ROWS: str(batch.num_rows).encode()}
+def page_metadata(batch: Any, first: int, schema_crc: int) -> dict[bytes, bytes]:
+    return {
+        PAGE_CRC: str(page_checksum(batch)).encode(),
+        PAGE_FIRST: str(first).encode(),
+        PAGE_ROWS: str(batch.num_rows).encode(),
+        PAGE_SCHEMA_CRC: str(schema_crc).encode(),
+    }
+
+
+def metadata_checksum(raw: bytes) -> int:
+    return zlib.crc32(raw)

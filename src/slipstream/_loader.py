@@ -18,13 +18,14 @@ import numpy as np
 from ._collate import Spec
 from ._containers import numobs
 from ._executor import InlineExecutor, Job, ThreadExecutor
-from ._orders import num_batches, permutation, shard, shard_batches, split_batches
+from ._orders import num_batches, permutation, quasi_random, shard, shard_batches, split_batches
 from ._readers import Reader, make_reader
 from ._slots import SlotPool
 
 __all__ = ["DataLoader"]
 
 _STATE_VERSION = 1
+_ORDERS = ("sequential", "random", "quasi_random")
 
 
 def _check_int(name: str, value: Any, minimum: int) -> int:
@@ -60,6 +61,9 @@ class DataLoader:
         sampler: an iterable of indices, re-iterated each epoch (``set_epoch(epoch)`` is called
             when it has one); excludes ``shuffle``.
         batch_sampler: an iterable of index lists; excludes batch_size, shuffle, sampler, drop_last.
+        order: "sequential", "random" (what ``shuffle=True`` means) or "quasi_random": pages of a
+            packed file in random order, samples shuffled within a window of 8 pages, so an epoch
+            reads each page about once (see ``_orders.quasi_random``); works with rank sharding.
 
     Batches and buffers: with the default collate, batches are written into a small pool of
     preallocated buffers. A buffer is reused only when nothing outside the loader references any
@@ -89,6 +93,7 @@ class DataLoader:
         world_size: int = 1,
         sampler: Iterable[int] | None = None,
         batch_sampler: Iterable[Iterable[int]] | None = None,
+        order: str | None = None,
     ):
         self._n = numobs(data)
         self.batch_size = _check_int("batch_size", batch_size, 1)
@@ -105,13 +110,24 @@ class DataLoader:
                 raise TypeError(f"{name} must be True or False, got {flag!r}")
         if collate is not None and not callable(collate):
             raise TypeError(f"collate must be a callable or None, got {type(collate).__name__}")
+        if order is None:
+            order = "random" if shuffle else "sequential"
+        if order not in _ORDERS:
+            raise ValueError(f"order must be one of {sorted(_ORDERS)}, got {order!r}")
+        if shuffle and order != "random":
+            raise ValueError(f"shuffle=True asks for order='random' but order={order!r} was given")
+        if order == "quasi_random" and not callable(getattr(data, "page_starts", None)):
+            raise TypeError(
+                f"order='quasi_random' needs data with page_starts() (a packed file from ss.open), got {type(data).__name__}"
+            )
+        chosen = "shuffle=True" if shuffle else f"order={order!r}"
         if sampler is not None:
-            if shuffle:
-                raise ValueError("sampler and shuffle=True exclude each other: the sampler decides the order")
+            if order != "sequential":
+                raise ValueError(f"sampler and {chosen} exclude each other: the sampler decides the order")
             if not isinstance(sampler, Iterable):
                 raise TypeError(f"sampler must be an iterable of indices, got {type(sampler).__name__}")
         if batch_sampler is not None:
-            if batch_size != 1 or shuffle or sampler is not None or drop_last:
+            if batch_size != 1 or order != "sequential" or sampler is not None or drop_last:
                 raise ValueError(
                     "batch_sampler excludes batch_size, shuffle, sampler and drop_last (it decides the batches); "
                     f"got batch_size={batch_size}, shuffle={shuffle}, sampler={sampler!r}, drop_last={drop_last}"
@@ -119,7 +135,8 @@ class DataLoader:
             if not isinstance(batch_sampler, Iterable):
                 raise TypeError(f"batch_sampler must be an iterable of index lists, got {type(batch_sampler).__name__}")
         self.data = data
-        self.shuffle, self.drop_last, self.in_order = bool(shuffle), bool(drop_last), bool(in_order)
+        self.shuffle, self.drop_last, self.in_order = order == "random", bool(drop_last), bool(in_order)
+        self.order = order
         self.collate = collate
         self.sampler, self.batch_sampler = sampler, batch_sampler
         self.seed = secrets.randbits(63) if seed is None else seed
@@ -144,8 +161,10 @@ class DataLoader:
             if hasattr(self.sampler, "set_epoch"):
                 self.sampler.set_epoch(epoch)
             order = _check_indices(np.asarray(list(self.sampler), dtype=np.intp).reshape(-1), self._n, "sampler")
-        elif self.shuffle:
+        elif self.order == "random":
             order = permutation(self._n, self.seed, epoch)
+        elif self.order == "quasi_random":
+            order = quasi_random(self.data.page_starts(), self._n, self.seed, epoch)
         else:
             order = np.arange(self._n, dtype=np.intp)
         return split_batches(shard(order, self.rank, self.world_size, self.drop_last), self.batch_size, self.drop_last)

@@ -15,15 +15,38 @@ import math
 
 import numpy as np
 
-__all__ = ["num_batches", "permutation", "shard", "shard_batches", "split_batches"]
+__all__ = ["num_batches", "permutation", "quasi_random", "shard", "shard_batches", "split_batches"]
 
 _ORDER_TAG = 1  # keeps the order's random stream apart from the samples' (see _rng.seed_rng)
 
 
+def _order_rng(seed: int, epoch: int) -> np.random.Generator:
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(_ORDER_TAG, epoch))))
+
+
 def permutation(n: int, seed: int, epoch: int) -> np.ndarray:
     """The random order of ``n`` observations in ``epoch``: a pure function of (seed, epoch)."""
-    bits = np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(_ORDER_TAG, epoch)))
-    return np.random.Generator(bits).permutation(n).astype(np.intp, copy=False)
+    return _order_rng(seed, epoch).permutation(n).astype(np.intp, copy=False)
+
+
+def quasi_random(page_starts: np.ndarray, n: int, seed: int, epoch: int, window: int = 8) -> np.ndarray:
+    """A page-aware random order: pages in random order, samples shuffled within each run of
+    ``window`` consecutive pages of that order. Reading it touches one window of pages at a time,
+    so an epoch over a file larger than RAM reads each page about once (ranks reading their strided
+    shares of the same order move through the same windows together). A pure function of
+    (seed, epoch); ``page_starts`` are the pages' first sample indices (ascending, from 0).
+    """
+    rng = _order_rng(seed, epoch)
+    starts = np.asarray(page_starts, dtype=np.intp)
+    stops = np.append(starts[1:], n)
+    pages = rng.permutation(len(starts))
+    parts = []
+    for w in range(0, len(pages), window):
+        chosen = pages[w : w + window]
+        indices = np.concatenate([np.arange(starts[p], stops[p], dtype=np.intp) for p in chosen])
+        rng.shuffle(indices)
+        parts.append(indices)
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.intp)
 
 
 def shard(order: np.ndarray, rank: int, world_size: int, drop_last: bool) -> np.ndarray:

@@ -61,7 +61,7 @@ class PackedDataset:
             self._reader = pa.ipc.open_file(source)
         except pa.ArrowInvalid as exc:
             raise CorruptFileError(self.path, f"Arrow cannot read the file's structure: {exc}") from None
-        meta = (self._reader.schema.metadata or {}).get(_format.META_KEY)
+        raw_meta = meta = (self._reader.schema.metadata or {}).get(_format.META_KEY)
         if meta is None:
             raise NotAPackedFileError(self.path, "an Arrow file, but not one slipstream wrote (no 'slipstream' schema metadata)")
         try:
@@ -81,7 +81,13 @@ class PackedDataset:
         missing = [n for n in names if n not in all_fields]
         if missing:
             raise MissingFieldError(self.path, f"no field {missing[0]!r} in the file; it has {list(all_fields)}")
+        for name, field in all_fields.items():
+            index = self._reader.schema.get_field_index(name)
+            if index < 0 or self._reader.schema.field(index).type != field.arrow_type():
+                found = "no such column" if index < 0 else f"column type {self._reader.schema.field(index).type}"
+                raise CorruptFileError(self.path, f"field {name!r} should be stored as {field.arrow_type()} but the file has {found}")
         self.fields: dict[str, Field] = {n: all_fields[n] for n in names}
+        self._schema_crc = _format.metadata_checksum(raw_meta)
         self._columns_index = [self._reader.schema.get_field_index(n) for n in names]
         starts, checks = [], []
         total = 0
@@ -92,6 +98,8 @@ class PackedDataset:
                 first = int(page_meta.get(_format.PAGE_FIRST, -1))
                 if first != total or int(page_meta.get(_format.PAGE_ROWS, -1)) != batch.num_rows:
                     raise CorruptFileError(self.path, f"page {p} says it holds samples from {first} but {total} were expected")
+                if p == 0 and int(page_meta.get(_format.PAGE_SCHEMA_CRC, -1)) != self._schema_crc:
+                    raise CorruptFileError(self.path, "the schema metadata does not match the checksum its pages were written with")
                 starts.append(total)
                 checks.append(int(page_meta.get(_format.PAGE_CRC, -1)))
                 total += batch.num_rows

@@ -133,6 +133,7 @@ def write(
     schema = pa.schema([(name, fields[name].arrow_type()) for name in names])
     schema = schema.with_metadata(_format.schema_metadata({n: fields[n].spec() for n in names}, page_size))
     container = data if _is_container(data) else None
+    schema_crc = _format.metadata_checksum(schema.metadata[_format.META_KEY])
 
     def encode(chunk: list[tuple[int, Any]]) -> list[tuple[Any, ...]]:
         rows = []
@@ -159,12 +160,12 @@ def write(
                     page.append(row)
                     size += sum(fields[n].nbytes(v) for n, v in zip(names, row))
                     if size >= page_size:
-                        first_row = _flush(writer, schema, fields, names, page, first_row)
+                        first_row = _flush(writer, schema, fields, names, page, first_row, schema_crc)
                         page, size = [], 0
                 if bar is not None:
                     bar.update(len(rows))
             if page:
-                _flush(writer, schema, fields, names, page, first_row)
+                _flush(writer, schema, fields, names, page, first_row, schema_crc)
         with open(partial, "rb+") as handle:
             os.fsync(handle.fileno())
         os.replace(partial, path)
@@ -186,10 +187,12 @@ def _value(sample: Any, name: str, index: int) -> Any:
         raise ValueError(f"sample {index} lacks field {name!r} (it has {sorted(map(str, sample))})") from None
 
 
-def _flush(writer: Any, schema: Any, fields: dict[str, Field], names: list[str], page: list[tuple[Any, ...]], first_row: int) -> int:
+def _flush(
+    writer: Any, schema: Any, fields: dict[str, Field], names: list[str], page: list[tuple[Any, ...]], first_row: int, schema_crc: int
+) -> int:
     pa = _pa()
     columns = list(zip(*page))
     arrays = [fields[n].to_arrow(list(col)) for n, col in zip(names, columns)]
     batch = pa.record_batch(arrays, schema=schema)
-    writer.write_batch(batch, custom_metadata=_format.page_metadata(batch, first_row))
+    writer.write_batch(batch, custom_metadata=_format.page_metadata(batch, first_row, schema_crc))
     return first_row + len(page)

@@ -481,7 +481,10 @@ class Image(Field):
 
     def encode(self, value: Any, index: int, where: str) -> Any:
         if isinstance(value, (bytes, bytearray, memoryview)) and _imaging.sniff(value) == "jpeg":
-            header = _imaging.jpeg_header(bytes(value))
+            try:
+                header = _imaging.jpeg_header(bytes(value))
+            except ValueError as exc:
+                raise ValueError(f"{where}: the JPEG bytes do not decode: {exc}") from exc
             if header is not None:
                 height, width, channels = header
                 fits = _imaging.target_size(height, width, self.max_side, self.min_side) == (height, width)

@@ -1,0 +1,112 @@
+import io
+
+import numpy as np
+import pytest
+import simplejpeg
+from PIL import Image
+
+from packed import photo_like, roundtrip
+from slipstream import _imaging
+from slipstream import fields as F
+
+
+@pytest.mark.parametrize("codec", ["raw", "png", "qoi"])
+@pytest.mark.parametrize("channels", [1, 3])
+def test_lossless_codecs_round_trip_exactly(tmp_path, codec, channels):
+    images = [photo_like(17 + k, 23 + 2 * k, seed=k, channels=channels) for k in range(4)]
+    ds = roundtrip(tmp_path, [{"im": im} for im in images], {"im": F.Image(codec=codec)})
+    for k, im in enumerate(images):
+        np.testing.assert_array_equal(ds[k]["im"], im)
+
+
+@pytest.mark.parametrize("channels", [1, 3])
+def test_jpeg_round_trips_closely_with_the_stored_shape(tmp_path, channels):
+    image = photo_like(64, 48, channels=channels)
+    got = roundtrip(tmp_path, [{"im": image}], {"im": F.Image(codec="jpeg", quality=95)})[0]["im"]
+    assert got.shape == image.shape and got.dtype == np.uint8
+    colorspace = "GRAY" if channels == 1 else "RGB"
+    reference = simplejpeg.encode_jpeg(image, quality=95, colorspace=colorspace, colorsubsampling="Gray" if channels == 1 else "420")
+    np.testing.assert_array_equal(got.reshape(image.shape), simplejpeg.decode_jpeg(reference, colorspace=colorspace).reshape(image.shape))
+    assert np.abs(got.astype(int) - image).mean() < 6
+
+
+def test_grayscale_2d_arrays_and_pil_images_are_accepted(tmp_path):
+    gray = photo_like(10, 12, channels=1)[:, :, 0]
+    pil = Image.fromarray(photo_like(10, 12, seed=3))
+    ds = roundtrip(tmp_path, [{"im": gray}, {"im": pil}], {"im": F.Image(codec="png")})
+    np.testing.assert_array_equal(ds[0]["im"][:, :, 0], gray)
+    np.testing.assert_array_equal(ds[1]["im"], np.asarray(pil))
+
+
+def test_jpeg_bytes_that_need_no_resize_are_stored_unchanged(tmp_path):
+    encoded = simplejpeg.encode_jpeg(photo_like(40, 30), quality=77)
+    ds = roundtrip(tmp_path, [{"im": encoded}], {"im": F.Image(codec="jpeg", max_side=100)})
+    page = ds._page(0)["im"]
+    assert page.encoded(0).tobytes() == encoded
+
+
+def test_encoded_png_bytes_are_decoded_and_re_encoded_with_the_fields_codec(tmp_path):
+    image = photo_like(20, 20)
+    buffer = io.BytesIO()
+    Image.fromarray(image).save(buffer, format="PNG")
+    ds = roundtrip(tmp_path, [{"im": buffer.getvalue()}], {"im": F.Image(codec="qoi")})
+    np.testing.assert_array_equal(ds[0]["im"], image)
+    assert ds._page(0)["im"].codec(0) == "qoi"
+
+
+def test_max_side_and_min_side_downscale_with_area_averaging_and_never_upscale(tmp_path):
+    big, small = photo_like(200, 100), photo_like(30, 20)
+    ds = roundtrip(tmp_path, [{"im": big}, {"im": small}], {"im": F.Image(max_side=50)})
+    assert ds[0]["im"].shape == (50, 25, 3) and ds[1]["im"].shape == (30, 20, 3)
+    block_means = big.reshape(50, 4, 25, 4, 3).mean(axis=(1, 3))
+    assert np.abs(ds[0]["im"].astype(float) - block_means).max() <= 1.0  # exact 4x4 areas
+    ds = roundtrip(tmp_path, [{"im": big}], {"im": F.Image(min_side=40)}, name="min.arrow")
+    assert ds[0]["im"].shape == (80, 40, 3)
+    assert _imaging.target_size(100, 300, max_side=150, min_side=20) == (20, 60)
+
+
+def test_jpeg_bytes_that_need_a_resize_are_decoded_resized_and_encoded(tmp_path):
+    encoded = simplejpeg.encode_jpeg(photo_like(80, 60), quality=90)
+    ds = roundtrip(tmp_path, [{"im": encoded}], {"im": F.Image(codec="jpeg", max_side=40)})
+    assert ds[0]["im"].shape == (40, 30, 3)
+
+
+def test_the_smart_policy_compresses_only_images_over_the_threshold(tmp_path):
+    images = [photo_like(8, 8), photo_like(64, 64)]
+    ds = roundtrip(tmp_path, [{"im": im} for im in images], {"im": F.Image(codec="png", policy="smart", threshold=8 * 8 * 3)})
+    column = ds._page(0)["im"]
+    assert [column.codec(0), column.codec(1)] == ["raw", "png"]
+
+
+def test_the_proportion_policy_is_a_seeded_per_sample_coin(tmp_path):
+    samples = [{"im": photo_like(4, 4, seed=k)} for k in range(200)]
+    field = F.Image(codec="png", policy="proportion", proportion=0.3, seed=5)
+    codecs = [field._codec_for(k, 48) for k in range(200)]
+    assert codecs == [field._codec_for(k, 48) for k in range(200)]
+    assert 30 < codecs.count("png") < 90
+    ds = roundtrip(tmp_path, samples, {"im": field}, workers=3)
+    stored = [ds._page(p)["im"].codec(r) for p in range(ds.num_pages) for r in range(len(ds._page(p)["im"].codes))]
+    assert stored == codecs
+
+
+def test_bad_images_are_refused_naming_the_sample(tmp_path):
+    good = simplejpeg.encode_jpeg(photo_like(16, 16))
+    cases = [
+        (np.zeros((4, 4, 3), np.float32), TypeError, r"sample 0, field 'im': an image must be uint8"),
+        (np.zeros((4, 4, 4), np.uint8), ValueError, r"shape \(H, W\), \(H, W, 1\) or \(H, W, 3\)"),
+        (b"definitely not an image", ValueError, "not an image Pillow can read"),
+        (good[: len(good) // 2], ValueError, "JPEG bytes do not decode"),
+    ]
+    for value, error, message in cases:
+        with pytest.raises(error, match=message):
+            roundtrip(tmp_path, [{"im": value}], {"im": F.Image(codec="jpeg")})
+
+
+def test_images_decode_straight_into_a_buffer_of_the_right_shape(tmp_path):
+    images = [photo_like(12, 10, seed=k) for k in range(3)]
+    for codec in ("raw", "jpeg", "png"):
+        ds = roundtrip(tmp_path, [{"im": im} for im in images], {"im": F.Image(codec=codec, quality=100)}, name=f"{codec}.arrow")
+        buffer = np.zeros((12, 10, 3), np.uint8)
+        out = ds.getobs_into({"im": buffer}, 2)
+        assert out["im"] is buffer
+        assert np.abs(buffer.astype(int) - images[2]).mean() < 4
