@@ -23,8 +23,6 @@ from .fields import Field, _pa
 
 __all__ = ["write"]
 
-_CHUNK = 32  # samples per encoding task
-
 
 def _is_container(data: Any) -> bool:
     if isinstance(data, (str, bytes)) or not hasattr(data, "__getitem__"):
@@ -36,15 +34,32 @@ def _is_container(data: Any) -> bool:
     return True
 
 
-def _chunks(data: Any) -> tuple[Iterator[list[tuple[int, Any]]], int | None, Any]:
-    """Chunks of (index, sample) and the total, reading container samples lazily in the workers."""
+class _Chunking:
+    """How many samples go in one encoding task: about ``target`` encoded bytes, learned as samples come."""
+
+    def __init__(self, target: int = 1 << 20, first: int = 4, most: int = 64):
+        self.size, self.target, self.most = first, target, most
+        self._bytes = self._samples = 0
+
+    def observe(self, samples: int, nbytes: int) -> None:
+        self._samples += samples
+        self._bytes += nbytes
+        per_sample = max(1, self._bytes // max(1, self._samples))
+        self.size = max(1, min(self.most, self.target // per_sample))
+
+
+def _chunks(data: Any, chunking: _Chunking) -> tuple[Iterator[list[tuple[int, Any]]], int | None, Any]:
+    """Chunks of (index, sample) and the total; container samples are read later, in the workers."""
     if _is_container(data):
         n = numobs(data)
         first = getobs(data, 0) if n else None
 
         def ranges() -> Iterator[list[tuple[int, Any]]]:
-            for start in range(0, n, _CHUNK):
-                yield [(i, None) for i in range(start, min(start + _CHUNK, n))]
+            start = 0
+            while start < n:
+                stop = min(start + chunking.size, n)
+                yield [(i, None) for i in range(start, stop)]
+                start = stop
 
         return ranges(), n, first
     iterator = iter(data)
@@ -57,10 +72,10 @@ def _chunks(data: Any) -> tuple[Iterator[list[tuple[int, Any]]], int | None, Any
     def batches() -> Iterator[list[tuple[int, Any]]]:
         chunk = [(0, first)]
         for i, sample in enumerate(iterator, start=1):
-            chunk.append((i, sample))
-            if len(chunk) == _CHUNK:
+            if len(chunk) >= chunking.size:
                 yield chunk
                 chunk = []
+            chunk.append((i, sample))
         if chunk:
             yield chunk
 
@@ -116,7 +131,8 @@ def write(
     path = Path(path)
     if page_size < 1:
         raise ValueError(f"page_size must be >= 1 byte, got {page_size}")
-    chunks, total, first = _chunks(data)
+    chunking = _Chunking()
+    chunks, total, first = _chunks(data, chunking)
     if fields is None:
         if first is None:
             raise ValueError("cannot infer fields from an empty dataset: pass fields=")
@@ -155,13 +171,17 @@ def write(
         with pa.OSFile(str(partial), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
             page: list[tuple[Any, ...]] = []
             size, first_row = 0, 0
-            for rows in loadparallel(chunks, encode, workers=workers, prefetch=2 * max(workers, 1)):
+            for rows in loadparallel(chunks, encode, workers=workers, prefetch=workers + 1):
+                chunk_bytes = 0
                 for row in rows:
                     page.append(row)
-                    size += sum(fields[n].nbytes(v) for n, v in zip(names, row))
+                    row_bytes = sum(fields[n].nbytes(v) for n, v in zip(names, row))
+                    chunk_bytes += row_bytes
+                    size += row_bytes
                     if size >= page_size:
                         first_row = _flush(writer, schema, fields, names, page, first_row, schema_crc)
                         page, size = [], 0
+                chunking.observe(len(rows), chunk_bytes)
                 if bar is not None:
                     bar.update(len(rows))
             if page:
