@@ -75,9 +75,9 @@ def assert_resumes_exactly(make: Callable[[], Any], epochs: int = 2) -> int:
     return len(states)
 
 
-def run_python(code: str, timeout: float = 60, env: dict | None = None) -> subprocess.CompletedProcess:
+def run_python(code: str, timeout: float = 60, env: dict | None = None, argv: list[str] | None = None) -> subprocess.CompletedProcess:
     """Run ``code`` in a fresh interpreter (so a hang or crash fails one test); return the result."""
     full_env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", ""), **(env or {})}
     return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=timeout, env=full_env
+        [sys.executable, "-c", textwrap.dedent(code), *(argv or [])], capture_output=True, text=True, timeout=timeout, env=full_env
     )

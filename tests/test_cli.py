@@ -5,3 +5,99 @@ def test_the_demo_runs_and_prints_slipstream_throughput():
     result = run_python("from slipstream._cli import main; main(['demo', '--samples', '2000'])", timeout=120)
     assert result.returncode == 0, result.stderr
     assert "slipstream.DataLoader" in result.stdout and "samples/s" in result.stdout
+
+
+# -- convert and inspect -------------------------------------------------------------------------------
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from helpers import SRC  # noqa: E402
+
+
+def _images_file(path, n=30, page_size=2048):
+    import slipstream as ss
+    from slipstream import fields as F
+
+    rng = np.random.default_rng(0)
+    samples = [{"image": rng.integers(0, 256, (8 + i % 4, 6 + i % 3, 3), dtype=np.uint8), "label": i % 5} for i in range(n)]
+    ss.write(path, samples, {"image": F.Image(codec="png", policy="proportion", proportion=0.5), "label": F.Int()}, page_size=page_size, progress=False)
+    return samples
+
+
+def test_inspect_prints_schema_counts_sizes_and_codec_mix(tmp_path, capsys):
+    import slipstream as ss
+    from slipstream._cli import main
+
+    path = tmp_path / "mix.ss"
+    samples = _images_file(path)
+    ds = ss.open(path)
+    codecs = [ds._page(p)["image"].codec(r) for p in range(ds.num_pages) for r in range(len(ds._page(p)["image"].codes))]
+    assert 0 < codecs.count("png") < 30 and ds.num_pages > 1
+    assert main(["inspect", str(path), "--validate"]) == 0
+    out = capsys.readouterr().out
+    assert "samples   30" in out and f"pages     {ds.num_pages}" in out
+    assert f"({path.stat().st_size} bytes)" in out
+    assert f"png {codecs.count('png')} " in out and f"raw {codecs.count('raw')} " in out
+    heights = np.mean([s["image"].shape[0] for s in samples])
+    widths = np.mean([s["image"].shape[1] for s in samples])
+    assert f"mean height {heights:.1f}, mean width {widths:.1f}" in out
+    lines = {line.split()[0]: line for line in out.splitlines() if line.strip() and "field" not in line}
+    assert "image" in lines["image"] and "codec=png" in lines["image"] and "policy=proportion" in lines["image"]
+    assert lines["label"].split()[1:4] == ["int", "-", "240"]  # 30 int64 values: 240 bytes
+    assert "checksums ok" in out
+
+
+def test_inspect_bad_files_print_one_line_and_exit_2(tmp_path, capsys):
+    from slipstream._cli import main
+
+    (tmp_path / "notes.txt").write_text("hello\n")
+    path = tmp_path / "good.ss"
+    samples = _images_file(path, n=6, page_size=1 << 20)
+    data = path.read_bytes()
+    (tmp_path / "cut.ss").write_bytes(data[: len(data) // 2])
+    cases = {"notes.txt": "not an Arrow IPC file", "cut.ss": "cut short", "missing.ss": "No such file"}
+    for name, message in cases.items():
+        assert main(["inspect", str(tmp_path / name)]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and captured.err.startswith("slipstream inspect: ") and message in captured.err
+        assert captured.err.count("\n") == 1 and "Traceback" not in captured.err
+    # a damaged page: the structure still reads, the checksum does not match
+    ds_bytes = bytearray(data)
+    raw = next(s["image"].tobytes() for s in samples if data.find(s["image"].tobytes()) >= 0)  # a raw-stored image
+    ds_bytes[data.find(raw) + 5] ^= 0xFF
+    (tmp_path / "flipped.ss").write_bytes(bytes(ds_bytes))
+    code = main(["inspect", str(tmp_path / "flipped.ss"), "--validate"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_convert_options_are_checked_by_the_parser(tmp_path, capsys):
+    from slipstream._cli import _size, main
+
+    assert [_size(s) for s in ("4096", "8M", "8MiB", "512k", "1G")] == [4096, 8 << 20, 8 << 20, 512 << 10, 1 << 30]
+    for bad in (["--quality", "0"], ["--page-size", "lots"], ["--max-side", "-3"], ["--codec", "webp"]):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["convert", "a.npy", "b.ss", *bad])
+        assert exit_info.value.code == 2
+    capsys.readouterr()
+
+
+def test_the_installed_entry_point_converts_and_inspects(tmp_path):
+    np.save(tmp_path / "x.npy", np.arange(12, dtype=np.int16).reshape(6, 2))
+    (tmp_path / "bad.ss").write_bytes(b"ARROW1 but nothing else")
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "slipstream", *args], capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
+
+    converted = run("convert", "x.npy", "x.ss")
+    assert converted.returncode == 0, converted.stderr
+    assert "x.ss: 6 samples" in converted.stdout and converted.stderr == ""  # no bar when stderr is not a terminal
+    inspected = run("inspect", "x.ss")
+    assert inspected.returncode == 0 and "samples   6" in inspected.stdout and "dtype=<i2 shape=[2]" in inspected.stdout
+    bad = run("inspect", "bad.ss")
+    assert bad.returncode == 2 and bad.stdout == "" and bad.stderr.count("\n") == 1 and "bad.ss" in bad.stderr

@@ -59,7 +59,9 @@ class PackedDataset:
         try:
             source = pa.memory_map(str(self.path)) if cache == "os" else pa.py_buffer(self.path.read_bytes())
             self._reader = pa.ipc.open_file(source)
-        except pa.ArrowInvalid as exc:
+        except (pa.ArrowException, OSError) as exc:  # Arrow reports some damage as a bare OSError
+            if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError)):
+                raise
             raise CorruptFileError(self.path, f"Arrow cannot read the file's structure: {exc}") from None
         raw_meta = meta = (self._reader.schema.metadata or {}).get(_format.META_KEY)
         if meta is None:
@@ -80,7 +82,8 @@ class PackedDataset:
         names = [n for n in self._reader.schema.names if n in all_fields] if fields is None else list(fields)
         missing = [n for n in names if n not in all_fields]
         if missing:
-            raise MissingFieldError(self.path, f"no field {missing[0]!r} in the file; it has {list(all_fields)}")
+            stored = [n for n in self._reader.schema.names if n in all_fields]
+            raise MissingFieldError(self.path, f"no field {missing[0]!r} in the file; it has {stored}")
         for name, field in all_fields.items():
             index = self._reader.schema.get_field_index(name)
             if index < 0 or self._reader.schema.field(index).type != field.arrow_type():
@@ -103,7 +106,7 @@ class PackedDataset:
                 starts.append(total)
                 checks.append(int(page_meta.get(_format.PAGE_CRC, -1)))
                 total += batch.num_rows
-        except pa.ArrowInvalid as exc:
+        except (pa.ArrowException, OSError) as exc:
             raise CorruptFileError(self.path, f"page structure is damaged: {exc}") from None
         except (ValueError, TypeError) as exc:
             if isinstance(exc, CorruptFileError):
@@ -181,7 +184,7 @@ class PackedDataset:
             stop = self._starts[p + 1] if p + 1 < len(self._starts) else self._n
             try:
                 actual = _format.page_checksum(self._reader.get_batch(p))
-            except pa.ArrowInvalid as exc:
+            except (pa.ArrowException, OSError) as exc:
                 raise ChecksumError(self.path, f"page {p} (samples {start}..{stop - 1}) cannot be read: {exc}", p, range(start, stop)) from None
             if actual != expected:
                 raise ChecksumError(

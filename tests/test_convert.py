@@ -1,0 +1,318 @@
+"""``slipstream convert``: every source kind converts and reads back equal; bad sources fail clearly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.ipc
+import pyarrow.parquet as pq
+import pytest
+import simplejpeg
+from PIL import Image
+
+import slipstream as ss
+from slipstream import fields as F
+from slipstream._cli import main
+from slipstream._convert import ConvertError, open_source
+
+
+def _pixels(seed: int, height: int, width: int, channels: int = 3) -> np.ndarray:
+    """A smooth image (JPEG keeps it close) with a seeded offset."""
+    y, x = np.mgrid[0:height, 0:width]
+    base = x * 100 // max(1, width - 1) + y * 50 // max(1, height - 1) + seed % 20 * 5
+    image = np.stack([base, base // 2 + 60, 200 - base // 2], axis=2)[:, :, :channels]
+    return image.astype(np.uint8)
+
+
+def _jpeg(seed: int, height: int, width: int, channels: int = 3) -> bytes:
+    image = _pixels(seed, height, width, channels)
+    return simplejpeg.encode_jpeg(image, quality=85, colorspace="RGB" if channels == 3 else "GRAY", colorsubsampling="420" if channels == 3 else "Gray")
+
+
+def _png(image: np.ndarray) -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    Image.fromarray(image[:, :, 0] if image.shape[2] == 1 else image).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def _convert(*args: object) -> int:
+    return main(["convert", *map(str, args), "--no-progress", "--workers", "2"])
+
+
+def _stored(ds: ss.PackedDataset, name: str, index: int) -> tuple[str, bytes]:
+    """(codec, stored bytes) of an image sample."""
+    starts = list(ds.page_starts())
+    page = max(p for p, s in enumerate(starts) if s <= index)
+    column = ds._page(page)[name]
+    return column.codec(index - starts[page]), column.encoded(index - starts[page]).tobytes()
+
+
+# -- image folders -----------------------------------------------------------------------------------
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    root = tmp_path / "tree"
+    for label, cls in enumerate(["cat", "dog"]):
+        (root / cls).mkdir(parents=True)
+        for i in range(3):
+            (root / cls / f"{i}.jpg").write_bytes(_jpeg(10 * label + i, 24 + i, 32, channels=1 if i == 2 else 3))
+        (root / cls / "z.png").write_bytes(_png(_pixels(label, 20, 16)))
+    return root
+
+
+def test_image_folder_stores_jpegs_unchanged_labels_and_relative_paths(tree: Path, tmp_path: Path):
+    out = tmp_path / "tree.ss"
+    assert _convert(tree, out) == 0
+    ds = ss.open(out)
+    assert len(ds) == 8 and list(ds.fields) == ["image", "label", "path"]
+    assert ds.fields["image"] == F.Image(codec="jpeg", quality=90)
+    for i in range(len(ds)):
+        sample = ds[i]
+        assert sample["label"] == (0 if sample["path"].startswith("cat/") else 1)
+        source = (tree / sample["path"]).read_bytes()
+        codec, stored = _stored(ds, "image", i)
+        assert codec == "jpeg"
+        if sample["path"].endswith(".jpg"):
+            assert stored == source  # passed through: no second lossy encode
+            np.testing.assert_array_equal(sample["image"], ss._imaging.as_image(source, "x"))
+        else:  # a PNG re-encoded as JPEG: close to its pixels
+            original = np.asarray(Image.open(tree / sample["path"]).convert("RGB"))
+            assert sample["image"].shape == original.shape
+            assert np.abs(sample["image"].astype(int) - original).mean() < 6
+    assert [ds[i]["path"] for i in range(8)] == ["cat/0.jpg", "cat/1.jpg", "cat/2.jpg", "cat/z.png", "dog/0.jpg", "dog/1.jpg", "dog/2.jpg", "dog/z.png"]
+    assert ds[2]["image"].shape == (26, 32, 1)  # grayscale kept
+
+
+def test_image_folder_lossless_codec_and_resize_options(tree: Path, tmp_path: Path):
+    out = tmp_path / "png.ss"
+    assert _convert(tree, out, "--codec", "png") == 0
+    ds = ss.open(out)
+    for i in range(len(ds)):
+        sample = ds[i]
+        assert _stored(ds, "image", i)[0] == "png"
+        np.testing.assert_array_equal(sample["image"], ss._imaging.as_image((tree / sample["path"]).read_bytes(), "x"))
+    small = tmp_path / "small.ss"
+    assert _convert(tree, small, "--codec", "qoi", "--max-side", "8", "--page-size", "1K") == 0
+    ds = ss.open(small)
+    assert ds.fields["image"] == F.Image(codec="qoi", max_side=8) and ds.num_pages > 1
+    assert all(max(ds[i]["image"].shape[:2]) == 8 for i in range(len(ds)))
+
+
+# -- NumPy -------------------------------------------------------------------------------------------
+def test_npy_arrays_keep_shape_and_dtype_and_1d_arrays_become_scalars(tmp_path: Path):
+    cases = {
+        "grid": (np.arange(60, dtype=np.float32).reshape(5, 3, 4), F.Array(dtype=np.float32, shape=(3, 4))),
+        "bigendian": (np.arange(10, dtype=">i2").reshape(5, 2), F.Array(dtype="<i2", shape=(2,))),
+        "ints": (np.array([3, -1, 7], np.int32), F.Int()),
+        "floats": (np.array([0.5, -2.0], np.float64), F.Float()),
+        "flags": (np.array([True, False, True]), F.Bool()),
+        "words": (np.array(["a", "bc", ""]), F.Text()),
+    }
+    for name, (array, field) in cases.items():
+        np.save(tmp_path / f"{name}.npy", array)
+        out = tmp_path / f"{name}.ss"
+        assert _convert(tmp_path / f"{name}.npy", out) == 0, name
+        ds = ss.open(out)
+        assert ds.fields == {"data": field}, name
+        assert len(ds) == len(array)
+        for i in range(len(array)):
+            value = ds[i]["data"]
+            if array.ndim > 1:
+                assert value.dtype == array.dtype.newbyteorder("<") and value.shape == array.shape[1:]
+                np.testing.assert_array_equal(value, array[i])
+            else:
+                assert type(value) is type(array[i].item()) and value == array[i].item(), name
+
+
+def test_npz_fields_per_key_memory_mapped_when_stored(tmp_path: Path):
+    x = np.random.default_rng(0).integers(0, 255, (6, 4, 4, 3), dtype=np.uint8)
+    y = np.arange(6, dtype=np.int64) % 3
+    w = np.linspace(0, 1, 6)
+    np.savez(tmp_path / "plain.npz", x=x, y=y, w=w)
+    np.savez_compressed(tmp_path / "packed.npz", x=x, y=y, w=w)
+    plain = open_source(tmp_path / "plain.npz")
+    assert all(isinstance(a, np.memmap) for a in plain.data.arrays.values())  # not copied into memory
+    for name in ("plain", "packed"):
+        out = tmp_path / f"{name}.ss"
+        assert _convert(tmp_path / f"{name}.npz", out) == 0
+        ds = ss.open(out)
+        assert ds.fields == {"x": F.Array(dtype=np.uint8, shape=(4, 4, 3)), "y": F.Int(), "w": F.Float()}
+        for i in range(6):
+            np.testing.assert_array_equal(ds[i]["x"], x[i])
+            assert ds[i]["y"] == y[i] and ds[i]["w"] == w[i]
+
+
+def test_npz_with_unequal_lengths_names_the_keys_and_lengths(tmp_path: Path, capsys):
+    np.savez(tmp_path / "bad.npz", images=np.zeros((5, 2)), labels=np.zeros(4))
+    with pytest.raises(ConvertError, match=r"'images' has 5, 'labels' has 4"):
+        open_source(tmp_path / "bad.npz")
+    assert _convert(tmp_path / "bad.npz", tmp_path / "bad.ss") == 2
+    err = capsys.readouterr().err
+    assert "'images' has 5" in err and "'labels' has 4" in err and "Traceback" not in err
+    assert not (tmp_path / "bad.ss").exists()
+
+
+# -- Parquet -----------------------------------------------------------------------------------------
+def _table(n: int) -> tuple[pa.Table, list[bytes]]:
+    jpegs = [_jpeg(i, 12, 16) for i in range(n)]
+    table = pa.table(
+        {
+            "id": pa.array(range(n), pa.int32()),
+            "score": pa.array([i / 4 for i in range(n)], pa.float32()),
+            "ok": pa.array([i % 2 == 0 for i in range(n)]),
+            "name": pa.array([f"s{i}" for i in range(n)], pa.large_string()),
+            "blob": pa.array([bytes([i, 0, 1]) for i in range(n)], pa.binary()),
+            "photo": pa.array(jpegs, pa.binary()),
+            "hf_image": pa.array([{"bytes": _png(_pixels(i, 6, 5)), "path": f"{i}.png"} for i in range(n)]),
+            "tags": pa.array([[i, i + 1] for i in range(n)]),
+            "meta": pa.array([{"a": i, "b": str(i)} for i in range(n)]),
+            "kind": pa.array(["x", "y"] * (n // 2)).dictionary_encode(),
+        }
+    )
+    return table, jpegs
+
+
+def test_parquet_columns_map_to_fields_and_read_back_equal(tmp_path: Path):
+    table, jpegs = _table(12)
+    pq.write_table(table, tmp_path / "t.parquet", row_group_size=5)
+    out = tmp_path / "t.ss"
+    assert _convert(tmp_path / "t.parquet", out, "--codec", "png") == 0
+    ds = ss.open(out)
+    image = F.Image(codec="png")
+    assert ds.fields == {
+        "id": F.Int(), "score": F.Float(), "ok": F.Bool(), "name": F.Text(), "blob": F.Bytes(),
+        "photo": image, "hf_image": image, "tags": F.JSON(), "meta": F.JSON(), "kind": F.Text(),
+    }  # fmt: skip
+    rows = table.to_pylist()
+    for i, row in enumerate(rows):
+        sample = ds[i]
+        for name in ("id", "score", "ok", "name", "blob", "tags", "meta", "kind"):
+            assert sample[name] == row[name] and type(sample[name]) is type(row[name]), (i, name)
+        np.testing.assert_array_equal(sample["photo"], simplejpeg.decode_jpeg(jpegs[i]))
+        np.testing.assert_array_equal(sample["hf_image"], _pixels(i, 6, 5))
+
+
+def test_parquet_jpeg_bytes_pass_through_and_image_paths_are_read(tmp_path: Path):
+    jpegs = [_jpeg(i, 10, 10) for i in range(3)]
+    (tmp_path / "on_disk.jpg").write_bytes(jpegs[2])
+    images = pa.array([{"bytes": jpegs[0], "path": None}, {"bytes": jpegs[1], "path": "a.jpg"}, {"bytes": None, "path": "on_disk.jpg"}])
+    pq.write_table(pa.table({"image": images, "label": [0, 1, 2]}), tmp_path / "t.parquet")
+    out = tmp_path / "t.ss"
+    assert _convert(tmp_path / "t.parquet", out) == 0
+    ds = ss.open(out)
+    assert [_stored(ds, "image", i) for i in range(3)] == [("jpeg", j) for j in jpegs]
+    assert [ds[i]["label"] for i in range(3)] == [0, 1, 2]
+
+
+def test_parquet_nulls_name_the_column_and_row(tmp_path: Path, capsys):
+    pq.write_table(pa.table({"id": list(range(20)), "score": [float(i) if i != 13 else None for i in range(20)]}), tmp_path / "flat.parquet", row_group_size=6)
+    with pytest.raises(ConvertError, match=r"column 'score' is null at row 13"):
+        open_source(tmp_path / "flat.parquet")  # found up front from the column statistics
+    assert _convert(tmp_path / "flat.parquet", tmp_path / "flat.ss") == 2
+    assert "column 'score' is null at row 13" in capsys.readouterr().err
+    # no statistics for a struct column: found while streaming, and nothing is left behind
+    nested = pa.array([{"a": i} if i != 9 else None for i in range(12)])
+    pq.write_table(pa.table({"id": list(range(12)), "meta": nested}), tmp_path / "nested.parquet", row_group_size=4)
+    assert _convert(tmp_path / "nested.parquet", tmp_path / "nested.ss") == 2
+    assert "column 'meta' is null at row 9" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["flat.parquet", "nested.parquet"]
+
+
+# -- Hugging Face save_to_disk ---------------------------------------------------------------------------
+def _save_to_disk(folder: Path, tables: list[pa.Table], features: dict | None) -> None:
+    """What ``datasets.Dataset.save_to_disk`` writes: Arrow IPC stream shards, state.json, dataset_info.json."""
+    folder.mkdir()
+    names = [f"data-{k:05d}-of-{len(tables):05d}.arrow" for k in range(len(tables))]
+    for name, table in zip(names, tables):
+        with pa.OSFile(str(folder / name), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table, max_chunksize=2)
+    state = {"_data_files": [{"filename": n} for n in names], "_fingerprint": "0", "_format_columns": None, "_format_kwargs": {},
+             "_format_type": None, "_output_all_columns": False, "_split": "train"}  # fmt: skip
+    (folder / "state.json").write_text(json.dumps(state))
+    if features is not None:
+        (folder / "dataset_info.json").write_text(json.dumps({"citation": "", "description": "", "features": features}))
+
+
+HF_FEATURES = {
+    "img": {"decode": True, "id": None, "_type": "Image"},
+    "label": {"names": ["cat", "dog"], "_type": "ClassLabel"},
+    "text": {"dtype": "string", "id": None, "_type": "Value"},
+    "score": {"dtype": "float32", "_type": "Value"},
+    "tokens": {"feature": {"dtype": "int64", "_type": "Value"}, "length": -1, "_type": "Sequence"},
+    "emb": {"shape": [2, 2], "dtype": "float32", "_type": "Array2D"},
+}
+
+
+def _hf_table(start: int, n: int) -> pa.Table:
+    rows = range(start, start + n)
+    return pa.table(
+        {
+            "img": pa.array([{"bytes": _jpeg(i, 8, 12), "path": None} for i in rows], pa.struct([("bytes", pa.binary()), ("path", pa.string())])),
+            "label": pa.array([i % 2 for i in rows], pa.int64()),
+            "text": pa.array([f"t{i}" for i in rows], pa.string()),
+            "score": pa.array([i / 2 for i in rows], pa.float32()),
+            "tokens": pa.array([list(range(i % 3)) for i in rows], pa.list_(pa.int64())),
+            "emb": pa.array([[[i, 1.5], [2.0, -i]] for i in rows], pa.list_(pa.list_(pa.float32(), 2), 2)),
+        }
+    )
+
+
+def test_huggingface_saved_dataset_converts_by_its_features(tmp_path: Path):
+    folder = tmp_path / "hf"
+    _save_to_disk(folder, [_hf_table(0, 5), _hf_table(5, 4)], HF_FEATURES)
+    out = tmp_path / "hf.ss"
+    assert _convert(folder, out) == 0
+    ds = ss.open(out)
+    assert ds.fields == {
+        "img": F.Image(codec="jpeg"), "label": F.Int(), "text": F.Text(), "score": F.Float(), "tokens": F.JSON(),
+        "emb": F.Array(dtype=np.float32, shape=(2, 2)),
+    }  # fmt: skip
+    assert len(ds) == 9
+    for i in range(9):
+        sample = ds[i]
+        assert _stored(ds, "img", i) == ("jpeg", _jpeg(i, 8, 12))
+        assert (sample["label"], sample["text"], sample["score"], sample["tokens"]) == (i % 2, f"t{i}", i / 2, list(range(i % 3)))
+        np.testing.assert_array_equal(sample["emb"], np.array([[i, 1.5], [2.0, -i]], np.float32))
+
+
+def test_huggingface_without_dataset_info_uses_arrow_types_and_nulls_fail(tmp_path: Path):
+    folder = tmp_path / "bare"
+    _save_to_disk(folder, [_hf_table(0, 4)], None)
+    assert _convert(folder, tmp_path / "bare.ss") == 0
+    ds = ss.open(tmp_path / "bare.ss")
+    assert ds.fields["img"] == F.Image(codec="jpeg") and ds.fields["emb"] == F.JSON() and ds[3]["emb"] == [[3.0, 1.5], [2.0, -3.0]]
+    nulls = tmp_path / "nulls"
+    _save_to_disk(nulls, [pa.table({"text": ["a", "b", None]})], {"text": {"dtype": "string", "_type": "Value"}})
+    with pytest.raises(ConvertError, match=r"column 'text' is null at row 2"):
+        open_source(nulls)
+
+
+def test_huggingface_dataset_dict_asks_for_a_split(tmp_path: Path):
+    root = tmp_path / "dd"
+    root.mkdir()
+    (root / "dataset_dict.json").write_text(json.dumps({"splits": ["test", "train"]}))
+    _save_to_disk(root / "train", [_hf_table(0, 2)], HF_FEATURES)
+    _save_to_disk(root / "test", [_hf_table(0, 2)], HF_FEATURES)
+    with pytest.raises(ConvertError, match=r"DatasetDict \(splits \['test', 'train'\]\); convert one split"):
+        open_source(root)
+
+
+# -- unknown sources -----------------------------------------------------------------------------------
+def test_unknown_sources_say_what_is_supported(tmp_path: Path, capsys):
+    (tmp_path / "table.csv").write_text("a,b\n1,2\n")
+    (tmp_path / "flat").mkdir()
+    (tmp_path / "flat" / "x.jpg").write_bytes(_jpeg(0, 4, 4))
+    for src in ("table.csv", "flat"):
+        assert _convert(tmp_path / src, tmp_path / "out.ss") == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and ".npy or .npz" in err and ".parquet" in err and "save_to_disk" in err and "class" in err
+    assert _convert(tmp_path / "missing.npy", tmp_path / "out.ss") == 2
+    assert "no such file or folder" in capsys.readouterr().err
+    with pytest.raises(ConvertError, match="0-d"):
+        np.save(tmp_path / "scalar.npy", np.float32(1))
+        open_source(tmp_path / "scalar.npy")
+    assert not (tmp_path / "out.ss").exists()
