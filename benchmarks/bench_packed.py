@@ -37,7 +37,7 @@ Footing: ``torch.set_num_threads(1)``; slipstream batches are turned into tensor
 rotates every repeat). Figures are medians over repeats; ratios are medians of the per-repeat
 ratios of runs measured back to back, which cancels most of the drift of a noisy machine.
 
-Run:  python benchmarks/bench_packed.py [--quick] [--repeats N] [--cases 123] [--keep DIR]
+Run:  python benchmarks/bench_packed.py [--quick] [--repeats N] [--cases 123] [--tmp DIR]
 ``--quick`` takes a few seconds (small files, fewer repeats); the full run takes 2-3 minutes on two
 cores (most of it writing the files). Needs torch and the 'files' extra (pyarrow, pillow, simplejpeg).
 """
@@ -52,7 +52,6 @@ import shutil
 import statistics
 import sys
 import tempfile
-import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -541,11 +540,11 @@ def case_3(tmp: Path, n: int, repeats: int, verdicts: list[str]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a short run: small files, fewer repeats")
-    parser.add_argument("--repeats", type=int, default=None, help="timed runs per case (default 1/2/3: 7/3/3, quick 2/2/1)")
+    parser.add_argument("--repeats", type=int, default=None, help="timed runs per case (default 1/2/3: 7/3/5, quick 2/2/1)")
     parser.add_argument("--cases", default="123", help="which cases to run, e.g. '13' (default 123)")
     parser.add_argument("--tmp", default="/tmp", help="where to make the temporary data directory (default /tmp)")
     args = parser.parse_args(argv)
-    repeats = [args.repeats or r for r in ((2, 2, 1) if args.quick else (7, 3, 3))]
+    repeats = [args.repeats or r for r in ((2, 2, 1) if args.quick else (7, 3, 5))]
     n_raw, n_scalar, n_images = (400, 100_000, 48) if args.quick else (4_000, 1_000_000, 600)
 
     torch.set_num_threads(1)

@@ -43,7 +43,7 @@ def test_a_shape_mismatch_names_the_sample_and_the_field():
 
 
 def test_a_lossy_cast_is_refused_instead_of_truncating():
-    with pytest.raises(TypeError, match=r"sample 1\[0\] has dtype float64 but the first sample had int64"):
+    with pytest.raises(TypeError, match=r"sample 1\[0\] cannot be stored as int64 like the first sample"):
         ss.default_collate([(1, "a"), (2.5, "b")])
 
 
@@ -80,3 +80,16 @@ def test_build_cuts_a_short_batch_from_full_size_storage():
         spec.write(storage, j, {"v": np.full(2, j), "s": str(j)}, f"sample {j}")
     batch = spec.build(storage, 3)
     assert batch["v"].shape == (3, 2) and batch["v"].base is storage[0]
+
+
+def test_numpy_strings_are_listed_not_cut_to_the_first_ones_width():
+    batch = ss.default_collate([np.str_("a"), np.str_("longer")])
+    assert batch == ["a", "longer"]
+
+
+def test_numpy_values_must_cast_safely_and_python_ints_must_fit():
+    with pytest.raises(TypeError, match="has dtype int64 but the first sample had int8"):
+        ss.default_collate([np.int8(1), np.int64(1000)])
+    with pytest.raises(ValueError, match=r"sample 1\['n'\] is 1180591620717411303424, out of range for int64"):
+        ss.default_collate([{"n": 1}, {"n": 2**70}])
+    np.testing.assert_array_equal(ss.default_collate([np.float32(1), np.float16(2)]), [1, 2])  # a safe cast

@@ -30,7 +30,7 @@ def slow_first_batch(release):
 
     class SlowFirst(Plain):
         def __getitem__(self, i):
-            if i < 2:
+            if i < 2 and threading.current_thread() is not threading.main_thread():  # not the buffer-shaping read
                 release.wait(timeout=10)
             return super().__getitem__(i)
 
@@ -173,7 +173,7 @@ def test_the_loader_uses_getobs_into_when_the_container_has_it():
 
     batches = list(ss.DataLoader(InPlace(), 3, workers=0))
     np.testing.assert_array_equal(batches[2][:, 0], [6, 7, 8])
-    assert InPlace.calls == 6  # batches 1 and 2 were written in place
+    assert InPlace.calls == 9  # every sample was written in place
 
 
 def test_the_loader_uses_getitems_once_per_batch_when_present():
@@ -191,7 +191,7 @@ def test_the_loader_uses_getitems_once_per_batch_when_present():
             return [np.array([i, ss.sample_rng().integers(1000)]) for i in indices]
 
     batches = list(ss.DataLoader(Many(), 4, workers=2, seed=0))
-    assert Many.calls == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+    assert Many.calls == [[0], [0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]  # [0] shapes the batch buffers
     np.testing.assert_array_equal(batches[2][:, 0], [8, 9])
 
 
@@ -375,9 +375,100 @@ def test_workers_share_the_first_batch_instead_of_one_worker_reading_it_all():
 
     class Meet(Plain):
         def __getitem__(self, i):
-            if i < workers * step and i % step == 0:
+            in_worker = threading.current_thread() is not threading.main_thread()  # not the buffer-shaping read
+            if in_worker and i < workers * step and i % step == 0:
                 meeting.wait()  # passes only if `workers` threads work on batch 0 at once
             return super().__getitem__(i)
 
     first = next(iter(ss.DataLoader(Meet(64), batch_size, workers=workers)))
     assert first["x"][:, 0].tolist() == list(range(batch_size))
+
+
+def test_the_state_after_leaving_the_loop_early_resumes_the_rest_of_that_epoch():
+    loader = ss.DataLoader(Plain(20), 2, shuffle=True, seed=3, workers=2)
+    seen = []
+    for k, batch in enumerate(loader):
+        seen.append(snapshot(batch))
+        if k == 2:
+            break
+    del batch
+    state = loader.state_dict()
+    assert (state["epoch"], state["batch"]) == (0, 3)
+    reference = [snapshot(b) for b in ss.DataLoader(Plain(20), 2, shuffle=True, seed=3)]
+    restored = ss.DataLoader(Plain(20), 2, shuffle=True, seed=3)
+    restored.load_state_dict(state)
+    rest = [snapshot(b) for b in restored]
+    assert len(rest) == 7
+    for got, want in zip(seen + rest, reference):
+        assert_same(got, want)
+
+
+def test_a_failed_iter_leaves_the_resume_point_unchanged():
+    class Flaky:
+        fail = True
+
+        def __iter__(self):
+            return iter(range(10))
+
+        def __len__(self):
+            return 10
+
+        def set_epoch(self, epoch):
+            if Flaky.fail:
+                Flaky.fail = False
+                raise OSError("index temporarily unavailable")
+
+    loader = ss.DataLoader(np.arange(10), 2, sampler=Flaky())
+    loader.load_state_dict({"version": 1, "seed": 0, "epoch": 3, "batch": 2})
+    with pytest.raises(OSError):
+        iter(loader)
+    assert (loader.state_dict()["epoch"], loader.state_dict()["batch"]) == (3, 2)
+    assert next(iter(loader)).tolist() == [4, 5]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_stopiteration_raised_by_user_code_is_an_error_not_the_end_of_the_epoch(workers):
+    class Leaky(Plain):
+        def __getitem__(self, i):
+            if i == 7:
+                raise StopIteration("leaked from an inner iterator")
+            return super().__getitem__(i)
+
+    with pytest.raises(RuntimeError, match="StopIteration") as info:
+        list(ss.DataLoader(Leaky(20), 4, workers=workers))
+    assert isinstance(info.value.__cause__, StopIteration)
+
+
+@pytest.mark.parametrize("workers", [0, 4])
+def test_batch_buffers_are_shaped_by_sample_zero_whatever_finishes_first(workers):
+    class Mixed:
+        def __len__(self):
+            return 16
+
+        def __getitem__(self, i):
+            return np.float16(i) if i >= 4 else np.float64(i) + 0.5  # sample 0 decides: float64
+
+    batches = list(ss.DataLoader(Mixed(), 4, workers=workers))
+    assert [b.dtype for b in batches] == [np.float64] * 4
+
+
+def test_a_returned_array_from_getobs_into_is_copied_into_the_batch():
+    class Returns:
+        def __len__(self):
+            return 6
+
+        def __getitem__(self, i):
+            return np.full(2, i)
+
+        def getobs_into(self, buffer, i):
+            return np.full(2, i)  # ignores the buffer, returns a new array
+
+    assert [b[:, 0].tolist() for b in ss.DataLoader(Returns(), 3)] == [[0, 1, 2], [3, 4, 5]]
+
+
+def test_sampler_indices_must_be_integers():
+    for bad in ([0.5, 1.5], [True, False], ["1", "2"], [[0, 1], [2, 3]]):
+        with pytest.raises(TypeError, match="must give integer sample indices"):
+            iter(ss.DataLoader(np.arange(5), 2, sampler=bad))
+    with pytest.raises(TypeError, match="batch_sampler must give integer sample indices"):
+        iter(ss.DataLoader(np.arange(5), batch_sampler=[[0.0, 1.0]]))

@@ -196,3 +196,42 @@ def test_an_error_in_loadparallel_input_reaches_the_consumer_in_order():
     )
     assert "EXPECTED the source broke [10, 20]" in result.stdout, result.stdout + result.stderr
     assert "LEFT 0" in result.stdout
+
+
+def test_closing_stops_between_samples_not_after_a_whole_task():
+    result = run(
+        """
+        it = iter(ss.DataLoader(Slow(delay=0.05), 256, workers=2))  # tasks of 32 slow samples (1.6 s each)
+        deadline = time.perf_counter() + 5
+        while len(live_workers()) < 2 and time.perf_counter() < deadline:  # the workers have started
+            time.sleep(0.01)
+        start = time.perf_counter()
+        it.close()
+        print("CLOSED_IN", round(time.perf_counter() - start, 3), "LEFT", len(live_workers()))
+        """
+    )
+    closed_in = float(result.stdout.split()[1])
+    assert closed_in < 1.0 and "LEFT 0" in result.stdout, result.stdout
+
+
+def test_iterators_collected_in_cycles_never_deadlock_or_block_exit():
+    result = run(
+        """
+        import threading
+        class DS:
+            def __len__(self):
+                return 10**6
+            def __getitem__(self, i):
+                return i
+        gc.set_threshold(1, 1, 1)  # collect often, on whichever thread allocates: workers included
+        for trial in range(150):
+            it = iter(ss.DataLoader(DS(), batch_size=64, workers=2, prefetch=4))
+            next(it)
+            it.cycle = it
+            del it
+        gc.collect()
+        print("DONE")
+        """,
+        timeout=120,
+    )
+    assert result.returncode == 0 and "DONE" in result.stdout, result.stderr[-2000:]

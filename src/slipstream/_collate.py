@@ -57,6 +57,8 @@ def _describe(value: Any) -> Any:
     dtype = _python_dtype(value)
     if dtype is not None:
         return ArrayLeaf((), dtype)
+    if isinstance(value, (np.str_, np.bytes_)):
+        return ObjectLeaf()  # a string is an object (stacking would cut later ones to the first's width)
     if isinstance(value, (np.ndarray, np.generic)):
         if value.dtype.hasobject:
             return ObjectLeaf()
@@ -78,6 +80,7 @@ class Spec:
         self.array_leaves = [leaf for leaf in self.leaves if isinstance(leaf, ArrayLeaf)]
         self.object_leaves = [leaf for leaf in self.leaves if isinstance(leaf, ObjectLeaf)]
         self._writer = _compile(tree)
+        self._leaf_writers = {leaf.slot: _array_writer(leaf) for leaf in self.array_leaves}
 
     def _number(self, node: Any) -> None:
         if isinstance(node, (ArrayLeaf, ObjectLeaf)):
@@ -128,20 +131,27 @@ class Spec:
         """A buffer for observation ``j``: views into the array leaves (object leaves are None)."""
         return _assemble(self.tree, lambda node: storage[node.slot][j, ...] if isinstance(node, ArrayLeaf) else None)
 
-    def take_objects(self, storage: list[Any], j: int, value: Any) -> None:
-        """Store the object leaves of ``value`` (as returned by ``getobs_into``) at position ``j``."""
-        if self.object_leaves:
-            self._take_objects(self.tree, storage, j, value)
+    def settle(self, storage: list[Any], j: int, value: Any, views: Any, where: str) -> None:
+        """Complete position ``j`` after ``getobs_into(views, ...)`` returned ``value``: array leaves
+        it wrote in place are done; any it returned instead are copied in (checked); object leaves
+        are stored."""
+        try:
+            self._settle(self.tree, storage, j, value, views, where)
+        except _Mismatch as mismatch:
+            raise mismatch.kind(f"{where}{''.join(mismatch.path)} {mismatch.message}") from None
 
-    def _take_objects(self, node: Any, storage: list[Any], j: int, value: Any) -> None:
-        if isinstance(node, ObjectLeaf):
+    def _settle(self, node: Any, storage: list[Any], j: int, value: Any, view: Any, where: str) -> None:
+        if isinstance(node, ArrayLeaf):
+            if value is not view:
+                self._leaf_writers[node.slot](storage, j, value)
+        elif isinstance(node, ObjectLeaf):
             storage[node.slot][j] = value
         elif isinstance(node, dict):
             for k, child in node.items():
-                self._take_objects(child, storage, j, value[k])
-        elif not isinstance(node, ArrayLeaf):
-            for child, v in zip(node[1], value):
-                self._take_objects(child, storage, j, v)
+                self._settle(child, storage, j, value[k], view[k], where)
+        else:
+            for child, v, w in zip(node[1], value, view):
+                self._settle(child, storage, j, v, w, where)
 
 
 def _assemble(node: Any, leaf: Callable[[ArrayLeaf | ObjectLeaf], Any]) -> Any:
@@ -228,22 +238,30 @@ def _array_writer(leaf: ArrayLeaf) -> Writer:
                 f"has shape {found} but the first sample had shape {shape}: the default collate stacks "
                 f"equal shapes only (pass collate= to batch variable shapes)",
             )
+        # NumPy values must cast safely (int64 -> int8 could wrap, U5 -> U1 could cut); Python
+        # numbers only need to fit, which NumPy checks as it stores them
+        source = value.dtype if isinstance(value, (np.ndarray, np.generic)) else None
+        if source is not None and not np.can_cast(source, dtype, casting="safe"):
+            raise _Mismatch(
+                TypeError,
+                f"has dtype {source} but the first sample had {dtype}; casting could lose information "
+                f"(convert it in the container or pass collate=)",
+            )
         target = storage[slot]
         try:
             np.copyto(target[j] if shape else target[j : j + 1], value, casting="same_kind")
-        except TypeError:
-            raise _Mismatch(
-                TypeError,
-                f"has dtype {np.asarray(value).dtype} but the first sample had {dtype}; casting would lose "
-                f"information (convert it in the container or pass collate=)",
-            ) from None
+        except (TypeError, OverflowError, ValueError) as exc:
+            raise _Mismatch(TypeError, f"cannot be stored as {dtype} like the first sample: {exc}") from None
 
     def write_array(storage: list, j: int, value: Any) -> None:
         # fast paths: an ndarray (or NumPy scalar) of the exact dtype and shape, or a fitting Python number
         if (type(value) is np.ndarray or isinstance(value, np.generic)) and value.dtype == dtype and value.shape == shape:
             storage[slot][j] = value
         elif not shape and type(value) in accepts:
-            storage[slot][j] = value
+            try:
+                storage[slot][j] = value
+            except OverflowError as exc:
+                raise _Mismatch(ValueError, f"is {value!r}, out of range for {dtype} (the first sample's type): {exc}") from None
         else:
             checked(storage, j, value)
 

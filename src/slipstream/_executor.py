@@ -57,6 +57,18 @@ class Job:
         self.done = True
 
 
+def _task_error(exc: BaseException) -> BaseException:
+    """A task's exception as the consumer should see it: a StopIteration would end the consumer's
+    loop silently, so it becomes a RuntimeError caused by it (as PEP 479 does for generators)."""
+    if isinstance(exc, StopIteration):
+        error = RuntimeError(f"a task raised StopIteration: {exc!r}")
+        error.__cause__ = exc
+        for note in getattr(exc, "__notes__", []):
+            error.__notes__ = [*getattr(error, "__notes__", []), note]
+        return error
+    return exc
+
+
 def _failed_job(error: BaseException) -> Job:
     job = Job([], lambda: None)
     job.fail(0, error)
@@ -87,7 +99,7 @@ class InlineExecutor:
             try:
                 task()
             except BaseException as exc:  # noqa: BLE001 - re-raised below
-                job.fail(pos, exc)
+                job.fail(pos, _task_error(exc))
                 break
         job.complete()
         if job.error is not None:
@@ -152,6 +164,7 @@ class ThreadExecutor:
                 ):
                     cond.wait()
                 if self._closed:
+                    cond.notify_all()  # wake the others: close() may have run without the lock (see close)
                     return
                 if self._pending:
                     job, pos = self._pending.popleft()
@@ -167,7 +180,7 @@ class ThreadExecutor:
                 if task is not None:
                     task()
             except BaseException as exc:  # noqa: BLE001 - handed to the consumer
-                error = exc
+                error = _task_error(exc)
             with cond:
                 if error is not None:
                     job.fail(pos, error)
@@ -187,6 +200,8 @@ class ThreadExecutor:
             job = _failed_job(exc)
             with self._cond:
                 self._exhausted = True
+        if job is not None and not job.tasks and not job.done:
+            job.complete()  # nothing to run in parallel: finish it here, outside the lock
         with self._cond:
             self._pulling = False
             if job is None:
@@ -194,10 +209,7 @@ class ThreadExecutor:
             elif not self._closed:
                 self._jobs[self._started] = job
                 self._started += 1
-                if job.tasks:
-                    self._pending.extend((job, pos) for pos in range(len(job.tasks)))
-                elif not job.done:
-                    job.complete()
+                self._pending.extend((job, pos) for pos in range(len(job.tasks)))
             self._cond.notify_all()
 
     # -- consumer --------------------------------------------------------------------------
@@ -242,16 +254,24 @@ class ThreadExecutor:
 
     def close(self, timeout: float = _JOIN_TIMEOUT) -> None:
         """Stop all work: drop queued tasks, wake the workers and wait up to ``timeout`` s for each
-        (a worker inside a task finishes that task first). Idempotent."""
+        (a worker inside a task finishes that task first). Idempotent.
+
+        On one of this executor's own workers (a garbage collection that ran the iterator's
+        finalizer there, perhaps while that worker holds the lock) it only raises the flag: the
+        worker sees it at its next step and wakes the others.
+        """
+        current = threading.current_thread()
+        if current in self._threads:
+            self._closed = True
+            _live.discard(self)
+            return
         with self._cond:
             self._closed = True
             self._pending.clear()
             self._jobs.clear()
             self._cond.notify_all()
-        current = threading.current_thread()
         for thread in self._threads:
-            if thread is not current:
-                thread.join(timeout)
+            thread.join(timeout)
         _live.discard(self)
 
     @property

@@ -16,10 +16,11 @@ from typing import Any
 import numpy as np
 
 from ._collate import Spec
-from ._containers import numobs
+from ._containers import getobs, numobs
 from ._executor import InlineExecutor, Job, ThreadExecutor
 from ._orders import num_batches, permutation, quasi_random, shard, shard_batches, split_batches
-from ._readers import Reader, make_reader
+from ._readers import BatchInfo, Reader, add_note, make_reader
+from ._rng import sample_context
 from ._slots import SlotPool
 
 __all__ = ["DataLoader"]
@@ -34,6 +35,17 @@ def _check_int(name: str, value: Any, minimum: int) -> int:
     if value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value}")
     return int(value)
+
+
+def _as_indices(values: Iterable[Any], n: int, source: str) -> np.ndarray:
+    """A sampler's indices as an intp array: integers only (no floats, bools or strings), all in ``[0, n)``."""
+    indices = np.asarray(list(values))
+    if indices.size == 0:
+        return np.zeros(0, dtype=np.intp)
+    if indices.ndim != 1 or indices.dtype.kind not in "iu":
+        kind = f"{indices.dtype} values" if indices.ndim == 1 else f"an array of shape {indices.shape}"
+        raise TypeError(f"the {source} must give integer sample indices, got {kind}")
+    return _check_indices(indices.astype(np.intp, copy=False), n, source)
 
 
 def _check_indices(indices: np.ndarray, n: int, source: str) -> np.ndarray:
@@ -144,27 +156,26 @@ class DataLoader:
         self._pool: SlotPool | None = None
         if self._reader.spec is not None and collate is None:
             self._pool = SlotPool(self._reader.spec, self.batch_size, capacity=self.prefetch + 4)
-        self._pool_lock = threading.Lock()
         self._epoch = 0  # the epoch the next iterator starts
         self._skip = 0  # batches of that epoch already consumed (after load_state_dict)...
         self._done: frozenset[int] = frozenset()  # ...and those consumed beyond them out of order
-        self._current: Callable[[], _LoaderIterator | None] = lambda: None
+        self._progress: _Progress | None = None  # the most recent iterator's, kept after it is gone
 
     # -- orders ----------------------------------------------------------------------------
     def _batches(self, epoch: int) -> list[np.ndarray]:
         if self.batch_sampler is not None:
             if hasattr(self.batch_sampler, "set_epoch"):
                 self.batch_sampler.set_epoch(epoch)
-            batches = [_check_indices(np.asarray(list(b), dtype=np.intp).reshape(-1), self._n, "batch_sampler") for b in self.batch_sampler]
+            batches = [_as_indices(b, self._n, "batch_sampler") for b in self.batch_sampler]
             return shard_batches(batches, self.rank, self.world_size)
         if self.sampler is not None:
             if hasattr(self.sampler, "set_epoch"):
                 self.sampler.set_epoch(epoch)
-            order = _check_indices(np.asarray(list(self.sampler), dtype=np.intp).reshape(-1), self._n, "sampler")
+            order = _as_indices(self.sampler, self._n, "sampler")
         elif self.order == "random":
             order = permutation(self._n, self.seed, epoch)
         elif self.order == "quasi_random":
-            order = quasi_random(self.data.page_starts(), self._n, self.seed, epoch)
+            order = _check_indices(quasi_random(self.data.page_starts(), self._n, self.seed, epoch), self._n, "page_starts()")
         else:
             order = np.arange(self._n, dtype=np.intp)
         return split_batches(shard(order, self.rank, self.world_size, self.drop_last), self.batch_size, self.drop_last)
@@ -185,78 +196,74 @@ class DataLoader:
             return max(1, math.ceil(n / self.workers))
         return max(1, math.ceil(n / (4 * self.workers)))
 
-    def _job(self, indices: np.ndarray, epoch: int, k: int) -> Job:
-        reader, seed, n = self._reader, self.seed, len(indices)
-        where = f"batch {k} of epoch {epoch}"
+    def _job(self, indices: np.ndarray, info: BatchInfo) -> Job:
+        reader, n, k = self._reader, len(indices), info.batch
         step = self._chunk(n)
+        starts = range(0, n, step) if n else range(0)
         pool = self._pool
-        if pool is not None:
+        if pool is not None:  # the default collate: straight into a reused buffer
             storage = pool.acquire(n)
-            if step >= n:
-                tasks = [lambda: reader.read(storage, 0, indices, seed, epoch, where)]
-            else:
-                tasks = [
-                    (lambda a=a: reader.read(storage, a, indices[a : a + step], seed, epoch, where)) for a in range(0, n, step)
-                ]
+            tasks = [(lambda a=a: reader.read(storage, a, indices[a : a + step], info)) for a in starts]
             return Job(tasks, lambda: pool.spec.build(storage, n), tag=k)
-        parts: list[list[Any]] = [[] for _ in range(0, n, step)]
+        parts: list[list[Any]] = [[] for _ in starts]
 
         def fetch(p: int, a: int) -> None:
-            parts[p] = reader.samples(indices[a : a + step], seed, epoch, where)
+            parts[p] = reader.samples(indices[a : a + step], info)
 
-        def finish() -> Any:
-            samples = [s for part in parts for s in part]
-            if self.collate is not None:
-                return self.collate(samples)
-            pool = self._establish(samples[0])
-            storage = pool.acquire(n)
-            for j, (i, sample) in enumerate(zip(indices, samples)):
-                pool.spec.write(storage, j, sample, f"sample {int(i)} ({where})")
-            return pool.spec.build(storage, n)
+        collate = self.collate
+        return Job([(lambda p=p, a=a: fetch(p, a)) for p, a in enumerate(starts)], lambda: collate([s for part in parts for s in part]), tag=k)
 
-        return Job([(lambda p=p, a=a: fetch(p, a)) for p, a in enumerate(range(0, n, step))], finish, tag=k)
+    def _shape_buffers(self) -> None:
+        """Shape the batch buffers from sample 0, once: the same structure whatever the order,
+        the worker count or the resume point (read with the seed, as in epoch 0)."""
+        if self._pool is not None or self.collate is not None or self._n == 0:
+            return
+        with sample_context(self.seed, 0) as ctx:
+            ctx.at(0)
+            try:  # through __getitems__ when the container reads that way
+                sample = getobs(self.data, [0])[0] if self._reader.batched else getobs(self.data, 0)
+            except BaseException as exc:
+                add_note(exc, "slipstream: raised while loading sample 0 to shape the batch buffers")
+                raise
+        self._pool = SlotPool(Spec.of(sample), self.batch_size, capacity=self.prefetch + 4)
+        self._reader.spec = self._pool.spec
 
-    def _establish(self, sample: Any) -> SlotPool:
-        """The buffer pool, shaped from the first sample the loader ever saw."""
-        with self._pool_lock:
-            if self._pool is None:
-                self._pool = SlotPool(Spec.of(sample), self.batch_size, capacity=self.prefetch + 4)
-                self._reader.spec = self._pool.spec
-            return self._pool
-
-    def _jobs(self, batches: list[np.ndarray], epoch: int, start: int, done: frozenset[int]) -> Iterator[Job]:
-        for k in range(start, len(batches)):
-            if k not in done:
-                yield self._job(batches[k], epoch, k)
+    def _jobs(self, batches: list[np.ndarray], progress: _Progress, stop: threading.Event) -> Iterator[Job]:
+        # what was handed out before this iterator started (progress itself moves on as batches go out)
+        todo = [k for k in range(progress.batch, len(batches)) if k not in progress.done]
+        return (self._job(batches[k], BatchInfo(self.seed, progress.epoch, k, stop)) for k in todo)
 
     # -- iteration and state ---------------------------------------------------------------
     def __iter__(self) -> _LoaderIterator:
-        epoch, skip, done = self._epoch, self._skip, self._done
+        epoch = self._epoch
+        batches = self._batches(epoch)  # first: a sampler that fails leaves the loader's state as it was
+        self._shape_buffers()
+        progress = _Progress(epoch, self._skip, self._done, len(batches))
         self._epoch, self._skip, self._done = epoch + 1, 0, frozenset()
-        batches = self._batches(epoch)
-        jobs = self._jobs(batches, epoch, skip, done)
+        self._progress = progress
+        stop = threading.Event()
+        jobs = self._jobs(batches, progress, stop)
         if self.workers == 0:
             executor: Any = InlineExecutor(jobs)
         else:
             executor = ThreadExecutor(jobs, self.workers, self.prefetch, self.in_order, name=f"slipstream-e{epoch}")
-        iterator = _LoaderIterator(executor, epoch, skip, done, len(batches))
-        self._current = weakref.ref(iterator)
-        return iterator
+        return _LoaderIterator(executor, progress, stop)
 
     def state_dict(self) -> dict[str, Any]:
         """Where the run stands: a small JSON-serializable dict (see ``load_state_dict``).
 
-        ``epoch`` and ``batch`` say how far the most recent iterator got: batches ``0..batch-1`` of
-        that epoch were handed out. With ``in_order=False`` a few later batches may have overtaken
-        the rest; ``done_ahead`` lists them (at most ``prefetch``), so they are not loaded twice.
+        ``epoch`` and ``batch`` say how far the most recent iterator got (even after leaving the
+        loop early): batches ``0..batch-1`` of that epoch were handed out. With
+        ``in_order=False`` a few later batches may have overtaken the rest; ``done_ahead`` lists
+        them (at most ``prefetch``), so they are not loaded twice.
         """
-        iterator = self._current()
-        if iterator is not None and iterator.batch < iterator.total:
-            epoch, batch, done = iterator.epoch, iterator.batch, iterator.done
-        elif iterator is not None:
-            epoch, batch, done = iterator.epoch + 1, 0, frozenset()
-        else:
+        progress = self._progress
+        if progress is None:
             epoch, batch, done = self._epoch, self._skip, self._done
+        elif progress.finished:
+            epoch, batch, done = progress.epoch + 1, 0, frozenset()
+        else:
+            epoch, batch, done = progress.epoch, progress.batch, frozenset(progress.done)
         return {
             "version": _STATE_VERSION,
             "seed": self.seed,
@@ -290,7 +297,7 @@ class DataLoader:
         self._epoch = _check_int("state['epoch']", state["epoch"], 0)
         self._skip = _check_int("state['batch']", state["batch"], 0)
         self._done = frozenset(_check_int("state['done_ahead'][k]", k, self._skip + 1) for k in state.get("done_ahead", []))
-        self._current = lambda: None
+        self._progress = None
 
     def __repr__(self) -> str:
         return (
@@ -299,16 +306,47 @@ class DataLoader:
         )
 
 
+class _Progress:
+    """How far one epoch's iterator got: batches ``0..batch-1`` and ``done`` were handed out."""
+
+    __slots__ = ("epoch", "batch", "done", "total")
+
+    def __init__(self, epoch: int, batch: int, done: frozenset[int], total: int):
+        self.epoch, self.total = epoch, total
+        self.batch = min(batch, total)
+        self.done = set(done)
+
+    @property
+    def finished(self) -> bool:
+        return self.batch >= self.total
+
+    def handed_out(self, k: int) -> None:
+        if k == self.batch:
+            self.batch += 1
+            while self.batch in self.done:
+                self.done.discard(self.batch)
+                self.batch += 1
+        else:
+            self.done.add(k)
+
+
+def _shut(stop: threading.Event, executor: Any) -> None:
+    stop.set()  # readers stop between samples
+    executor.close()
+
+
 class _LoaderIterator:
     """One epoch of a loader. Stops its workers on ``close()``, exhaustion, an error, or garbage collection."""
 
-    def __init__(self, executor: Any, epoch: int, start: int, done: frozenset[int], total: int):
+    def __init__(self, executor: Any, progress: _Progress, stop: threading.Event):
         self._executor = executor
-        self._close = weakref.finalize(self, executor.close)
+        self._progress = progress
+        self._close = weakref.finalize(self, _shut, stop, executor)
         self._close.atexit = False  # the executors' own exit hook stops them without long waits
-        self.epoch, self.total = epoch, total
-        self.batch = min(start, total)  # batches 0..batch-1 have been handed out
-        self.done = set(done)  # and these beyond them (out of order)
+
+    @property
+    def epoch(self) -> int:
+        return self._progress.epoch
 
     def __iter__(self) -> _LoaderIterator:
         return self
@@ -319,19 +357,13 @@ class _LoaderIterator:
         except BaseException:
             self._close()
             raise
-        tag = self._executor.last_tag
-        if tag == self.batch:
-            self.batch += 1
-            while self.batch in self.done:
-                self.done.discard(self.batch)
-                self.batch += 1
-        else:
-            self.done.add(tag)
+        self._progress.handed_out(self._executor.last_tag)
         return batch
 
     def __len__(self) -> int:
         """Batches left in this epoch."""
-        return self.total - self.batch - len(self.done)
+        progress = self._progress
+        return progress.total - progress.batch - len(progress.done)
 
     def close(self) -> None:
         """Stop loading: background threads exit (a sample already being read finishes first)."""

@@ -22,7 +22,16 @@ class _Box:
 
 
 def _jobs(iterable: Iterable[Any], fn: Callable[[Any], Any]) -> Iterator[Job]:
-    for position, item in enumerate(iterable):
+    iterator = iter(iterable)
+    position = 0
+    while True:
+        try:
+            item = next(iterator)
+        except StopIteration:
+            return
+        except BaseException as exc:
+            add_note(exc, f"slipstream.loadparallel: raised by the iterable when asked for item {position}")
+            raise
         box = _Box()
 
         def task(item: Any = item, box: _Box = box, position: int = position) -> None:
@@ -33,6 +42,7 @@ def _jobs(iterable: Iterable[Any], fn: Callable[[Any], Any]) -> Iterator[Job]:
                 raise
 
         yield Job([task], lambda box=box: box.value)
+        position += 1
 
 
 class LoadParallel:

@@ -1,17 +1,19 @@
 """Readers: fill positions of a batch's storage from a container, the fastest way it allows.
 
-* arrays and tuples/dicts of arrays (through any ``obsview``): one ``np.take`` per leaf into the
+* arrays and tuples/dicts of arrays (through any ``obsview``): one ``take`` per leaf into the
   batch buffer, no per-sample Python at all;
 * containers with ``__getitems__``: one call per batch, then a checked copy per sample;
 * containers with ``getobs_into``: written in place through per-sample views of the buffer;
 * anything else: ``getobs`` and a checked copy per sample.
 
-Per-sample readers run user code inside ``sample_context`` so ``sample_rng()`` works, and an
-exception raised for a sample gets a note naming its index, batch and epoch.
+Per-sample readers run user code inside ``sample_context`` so ``sample_rng()`` works, stop between
+samples once the batch is cancelled, and give an exception raised for a sample a note naming its
+index, batch and epoch.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,7 +24,7 @@ from ._containers import getobs, getobs_into
 from ._rng import sample_context
 from ._views import ObsView
 
-__all__ = ["Reader", "add_note", "make_reader"]
+__all__ = ["BatchInfo", "Cancelled", "Reader", "add_note", "make_reader"]
 
 
 def add_note(error: BaseException, note: str) -> None:
@@ -31,6 +33,22 @@ def add_note(error: BaseException, note: str) -> None:
         error.add_note(note)
     else:  # pragma: no cover - Python 3.10
         error.__notes__ = [*getattr(error, "__notes__", []), note]
+
+
+class Cancelled(Exception):
+    """Raised between samples once the iterator that wanted the batch has been closed."""
+
+
+class BatchInfo:
+    """What a reader needs to know about the batch it fills."""
+
+    __slots__ = ("seed", "epoch", "batch", "stop")
+
+    def __init__(self, seed: int, epoch: int, batch: int, stop: threading.Event):
+        self.seed, self.epoch, self.batch, self.stop = seed, epoch, batch, stop
+
+    def __str__(self) -> str:
+        return f"batch {self.batch} of epoch {self.epoch}"
 
 
 class Reader:
@@ -48,19 +66,21 @@ class Reader:
     def resolve(self, indices: np.ndarray) -> np.ndarray:
         return indices if self.index_map is None else self.index_map[indices]
 
-    def read(self, storage: list[Any], a: int, indices: np.ndarray, seed: int, epoch: int, where: str) -> None:
+    def read(self, storage: list[Any], a: int, indices: np.ndarray, info: BatchInfo) -> None:
         raise NotImplementedError
 
-    def samples(self, indices: np.ndarray, seed: int, epoch: int, where: str) -> list[Any]:
-        """The observations themselves (for a user's collate, or before the spec is known)."""
-        data, out = self.data, []
-        with sample_context(seed, epoch) as ctx:
+    def samples(self, indices: np.ndarray, info: BatchInfo) -> list[Any]:
+        """The observations themselves (for a user's collate)."""
+        data, out, stop = self.data, [], info.stop
+        with sample_context(info.seed, info.epoch) as ctx:
             for i, idx in zip(indices.tolist(), self.resolve(indices).tolist()):
+                if stop.is_set():
+                    raise Cancelled
                 ctx.index, ctx.rng = i, None
                 try:
                     out.append(getobs(data, idx))
                 except BaseException as exc:
-                    add_note(exc, f"slipstream: raised while loading sample {i} ({where})")
+                    add_note(exc, f"slipstream: raised while loading sample {i} ({info})")
                     raise
         return out
 
@@ -84,7 +104,7 @@ class _ArrayReader(Reader):
             for member, child in zip(data, node[1]):
                 self._pair(member, child)
 
-    def read(self, storage: list[Any], a: int, indices: np.ndarray, seed: int, epoch: int, where: str) -> None:
+    def read(self, storage: list[Any], a: int, indices: np.ndarray, info: BatchInfo) -> None:
         rows = self.resolve(indices)
         b = a + len(rows)
         for array, slot in self.pairs:
@@ -92,46 +112,49 @@ class _ArrayReader(Reader):
             # buffered copy that mode='raise' makes when given out=
             array.take(rows, axis=0, out=storage[slot][a:b], mode="clip")
 
-    def samples(self, indices: np.ndarray, seed: int, epoch: int, where: str) -> list[Any]:
+    def samples(self, indices: np.ndarray, info: BatchInfo) -> list[Any]:
         return [getobs(self.data, int(i)) for i in self.resolve(indices)]
 
 
 class _SampleReader(Reader):
-    def read(self, storage: list[Any], a: int, indices: np.ndarray, seed: int, epoch: int, where: str) -> None:
-        data, spec = self.data, self.spec
-        into = getattr(data, "getobs_into", None) is not None or isinstance(data, (tuple, Mapping))
+    def read(self, storage: list[Any], a: int, indices: np.ndarray, info: BatchInfo) -> None:
+        data, spec, stop = self.data, self.spec, info.stop
         write = spec.write
-        with sample_context(seed, epoch) as ctx:
+        into = getattr(data, "getobs_into", None) is not None or isinstance(data, (tuple, Mapping))
+        with sample_context(info.seed, info.epoch) as ctx:
             for j, i, idx in zip(range(a, a + len(indices)), indices.tolist(), self.resolve(indices).tolist()):
+                if stop.is_set():
+                    raise Cancelled
                 ctx.index, ctx.rng = i, None
                 try:
                     if into:
-                        spec.take_objects(storage, j, getobs_into(spec.views(storage, j), data, idx))
+                        views = spec.views(storage, j)
+                        spec.settle(storage, j, getobs_into(views, data, idx), views, f"sample {i}")
                     else:
                         write(storage, j, data[idx], f"sample {i}")
                 except BaseException as exc:
-                    add_note(exc, f"slipstream: raised while loading sample {i} ({where})")
+                    add_note(exc, f"slipstream: raised while loading sample {i} ({info})")
                     raise
 
 
 class _ManyReader(Reader):
     batched = True
 
-    def read(self, storage: list[Any], a: int, indices: np.ndarray, seed: int, epoch: int, where: str) -> None:
-        for j, (i, sample) in enumerate(zip(indices, self.samples(indices, seed, epoch, where)), start=a):
-            self.spec.write(storage, j, sample, f"sample {int(i)}")
+    def read(self, storage: list[Any], a: int, indices: np.ndarray, info: BatchInfo) -> None:
+        for j, (i, sample) in enumerate(zip(indices.tolist(), self.samples(indices, info)), start=a):
+            self.spec.write(storage, j, sample, f"sample {i}")
 
-    def samples(self, indices: np.ndarray, seed: int, epoch: int, where: str) -> list[Any]:
+    def samples(self, indices: np.ndarray, info: BatchInfo) -> list[Any]:
         rows = [int(r) for r in self.resolve(indices)]
-        with sample_context(seed, epoch) as ctx:
+        with sample_context(info.seed, info.epoch) as ctx:
             ctx.at(indices[0] if len(indices) else 0)
             try:
                 samples = list(self.data.__getitems__(rows))
             except BaseException as exc:
-                add_note(exc, f"slipstream: raised while loading samples {[int(i) for i in indices]} ({where})")
+                add_note(exc, f"slipstream: raised while loading samples {indices.tolist()} ({info})")
                 raise
         if len(samples) != len(rows):
-            raise ValueError(f"__getitems__ returned {len(samples)} observations for {len(rows)} indices ({where})")
+            raise ValueError(f"__getitems__ returned {len(samples)} observations for {len(rows)} indices ({info})")
         return samples
 
 
