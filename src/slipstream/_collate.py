@@ -104,7 +104,7 @@ class Spec:
             for leaf in self.leaves
         ]
 
-    def write(self, storage: list[Any], j: int, value: Any, where: str) -> None:
+    def write(self, storage: list[Any], j: int, value: Any, where: str | int) -> None:
         """Write observation ``value`` at position ``j`` of ``storage``, checking it against the spec.
 
         Shapes must match exactly and casts must be safe or same-kind, so a float never lands
@@ -113,7 +113,7 @@ class Spec:
         try:
             self._writer(storage, j, value)
         except _Mismatch as mismatch:
-            raise mismatch.kind(f"{where}{''.join(mismatch.path)} {mismatch.message}") from None
+            raise mismatch.located(where) from None
 
     def build(self, storage: list[Any], n: int | None = None) -> Any:
         """The batch: ``storage`` arranged in the observation's nesting (arrays cut to ``n`` rows)."""
@@ -131,16 +131,16 @@ class Spec:
         """A buffer for observation ``j``: views into the array leaves (object leaves are None)."""
         return _assemble(self.tree, lambda node: storage[node.slot][j, ...] if isinstance(node, ArrayLeaf) else None)
 
-    def settle(self, storage: list[Any], j: int, value: Any, views: Any, where: str) -> None:
+    def settle(self, storage: list[Any], j: int, value: Any, views: Any, where: str | int) -> None:
         """Complete position ``j`` after ``getobs_into(views, ...)`` returned ``value``: array leaves
         it wrote in place are done; any it returned instead are copied in (checked); object leaves
         are stored."""
         try:
-            self._settle(self.tree, storage, j, value, views, where)
+            self._settle(self.tree, storage, j, value, views)
         except _Mismatch as mismatch:
-            raise mismatch.kind(f"{where}{''.join(mismatch.path)} {mismatch.message}") from None
+            raise mismatch.located(where) from None
 
-    def _settle(self, node: Any, storage: list[Any], j: int, value: Any, view: Any, where: str) -> None:
+    def _settle(self, node: Any, storage: list[Any], j: int, value: Any, view: Any) -> None:
         if isinstance(node, ArrayLeaf):
             if value is not view:
                 self._leaf_writers[node.slot](storage, j, value)
@@ -148,10 +148,10 @@ class Spec:
             storage[node.slot][j] = value
         elif isinstance(node, dict):
             for k, child in node.items():
-                self._settle(child, storage, j, value[k], view[k], where)
+                self._settle(child, storage, j, value[k], view[k])
         else:
             for child, v, w in zip(node[1], value, view):
-                self._settle(child, storage, j, v, w, where)
+                self._settle(child, storage, j, v, w)
 
 
 def _assemble(node: Any, leaf: Callable[[ArrayLeaf | ObjectLeaf], Any]) -> Any:
@@ -176,6 +176,11 @@ class _Mismatch(Exception):
     def __init__(self, kind: type[Exception], message: str):
         super().__init__(message)
         self.kind, self.message, self.path = kind, message, []
+
+    def located(self, where: str | int) -> Exception:
+        """The error to raise, located at ``where`` (a sample index, or a description)."""
+        prefix = f"sample {where}" if isinstance(where, int) else where
+        return self.kind(f"{prefix}{''.join(self.path)} {self.message}")
 
 
 def _compile(node: Any) -> Writer:

@@ -129,9 +129,9 @@ class _SampleReader(Reader):
                 try:
                     if into:
                         views = spec.views(storage, j)
-                        spec.settle(storage, j, getobs_into(views, data, idx), views, f"sample {i}")
+                        spec.settle(storage, j, getobs_into(views, data, idx), views, i)
                     else:
-                        write(storage, j, data[idx], f"sample {i}")
+                        write(storage, j, data[idx], i)
                 except BaseException as exc:
                     add_note(exc, f"slipstream: raised while loading sample {i} ({info})")
                     raise
@@ -142,7 +142,7 @@ class _ManyReader(Reader):
 
     def read(self, storage: list[Any], a: int, indices: np.ndarray, info: BatchInfo) -> None:
         for j, (i, sample) in enumerate(zip(indices.tolist(), self.samples(indices, info)), start=a):
-            self.spec.write(storage, j, sample, f"sample {i}")
+            self.spec.write(storage, j, sample, i)
 
     def samples(self, indices: np.ndarray, info: BatchInfo) -> list[Any]:
         rows = [int(r) for r in self.resolve(indices)]
