@@ -545,7 +545,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tmp", default="/tmp", help="where to make the temporary data directory (default /tmp)")
     args = parser.parse_args(argv)
     repeats = [args.repeats or r for r in ((2, 2, 1) if args.quick else (7, 3, 5))]
-    n_raw, n_scalar, n_images = (400, 100_000, 48) if args.quick else (4_000, 1_000_000, 600)
+    n_raw, n_scalar, n_images = (320, 50_000, 32) if args.quick else (4_000, 1_000_000, 600)
 
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore", message="This DataLoader will create", category=UserWarning)
