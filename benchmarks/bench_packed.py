@@ -38,8 +38,10 @@ rotates every repeat). Figures are medians over repeats; ratios are medians of t
 ratios of runs measured back to back, which cancels most of the drift of a noisy machine.
 
 Run:  python benchmarks/bench_packed.py [--quick] [--repeats N] [--cases 123] [--tmp DIR]
-``--quick`` takes a few seconds (small files, fewer repeats); the full run takes 2-3 minutes on two
-cores (most of it writing the files). Needs torch and the 'files' extra (pyarrow, pillow, simplejpeg).
+``--quick`` takes under 10 s (small files, fewer repeats): a smoke run, whose small writes are
+dominated by fixed costs (fsync, thread start), so judge goals on the full run, which takes about
+1.5-2 minutes on two cores (a third of it writing the files). Needs torch and the 'files' extra
+(pyarrow, pillow, simplejpeg); scikit-image is optional (real photos for case 3).
 """
 
 from __future__ import annotations
