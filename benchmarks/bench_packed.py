@@ -27,9 +27,9 @@ RAM and the page cache (about 1.3 GB of files in the full run). Cases:
     ``workers=1`` and ``workers=2``, from arrays (encoded by the writer) and from already-encoded
     JPEG bytes (stored as they are: a header read and a 1/8-scale verification decode, no
     re-encode). Each write includes the writer's fsync. Reference: a bare ``simplejpeg.encode_jpeg``
-    loop with the writer's settings (1 thread; 2 threads over halves). Goals (set here, not by the
-    design docs): writer >= 80% of the bare encode with the same number of threads. Images/s,
-    input MB/s (raw pixels) and output MB/s (file bytes) are reported.
+    loop with the writer's settings (1 thread; 2 threads over halves); the writer's share of it is
+    reported (no goal is set for the writer). Images/s, input MB/s (raw pixels) and output MB/s
+    (file bytes) are reported.
 
 Footing: ``torch.set_num_threads(1)``; slipstream batches are turned into tensors with
 ``torch.from_numpy`` (zero-copy) inside the timed loop in (1), so every loader hands out tensors
@@ -532,8 +532,8 @@ def case_3(tmp: Path, n: int, repeats: int, verdicts: list[str]) -> None:
     print(f"    file: {sizes['w1'] / 1e6:.1f} MB ({sizes['w1'] / n / 1e3:.0f} KB per image); pass-through file "
           f"{sizes['p1'] / 1e6:.1f} MB; 'in' counts raw pixels (3 bytes per pixel), 'out' the file written")
     ips = {k: rates(v) for k, v in results.items()}
-    verdict("writer workers=1 / bare encode 1 thread", paired(ips["w1"], ips["enc1"]), 0.8, verdicts)
-    verdict("writer workers=2 / bare encode 2 threads", paired(ips["w2"], ips["enc2"]), 0.8, verdicts)
+    verdict("writer workers=1 / bare encode 1 thread", paired(ips["w1"], ips["enc1"]), None, verdicts)
+    verdict("writer workers=2 / bare encode 2 threads", paired(ips["w2"], ips["enc2"]), None, verdicts)
     verdict("writer workers=2 / workers=1", paired(ips["w2"], ips["w1"]), None, verdicts)
     verdict("pass-through / re-encode, workers=1", paired(ips["p1"], ips["w1"]), None, verdicts)
     verdict("pass-through / re-encode, workers=2", paired(ips["p2"], ips["w2"]), None, verdicts)

@@ -127,6 +127,33 @@ class Spec:
 
         return _assemble(self.tree, leaf)
 
+    def batch_views(self, storage: list[Any], a: int, b: int) -> Any:
+        """A buffer for positions ``a..b-1``: row slices of the array leaves (object leaves are None)."""
+        return _assemble(self.tree, lambda node: storage[node.slot][a:b] if isinstance(node, ArrayLeaf) else None)
+
+    def settle_batch(self, storage: list[Any], a: int, value: Any, views: Any, where: str) -> None:
+        """Complete positions ``a..`` after ``getobs_batch_into(views, ...)`` returned ``value``:
+        array leaves written in place are done, others are copied in (shape and cast checked),
+        object leaves (sequences) are stored."""
+        try:
+            self._settle_batch(self.tree, storage, a, value, views)
+        except _Mismatch as mismatch:
+            raise mismatch.located(where) from None
+
+    def _settle_batch(self, node: Any, storage: list[Any], a: int, value: Any, view: Any) -> None:
+        if isinstance(node, ArrayLeaf):
+            if value is not view:
+                for j, row in enumerate(value):
+                    self._leaf_writers[node.slot](storage, a + j, row)
+        elif isinstance(node, ObjectLeaf):
+            storage[node.slot][a : a + len(value)] = list(value)
+        elif isinstance(node, dict):
+            for k, child in node.items():
+                self._settle_batch(child, storage, a, value[k], view[k])
+        else:
+            for child, v, w in zip(node[1], value, view):
+                self._settle_batch(child, storage, a, v, w)
+
     def views(self, storage: list[Any], j: int) -> Any:
         """A buffer for observation ``j``: views into the array leaves (object leaves are None)."""
         return _assemble(self.tree, lambda node: storage[node.slot][j, ...] if isinstance(node, ArrayLeaf) else None)

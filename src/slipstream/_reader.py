@@ -24,9 +24,11 @@ from ._errors import (
     NotAPackedFileError,
     TruncatedFileError,
 )
-from .fields import Column, Field, _pa, field_from_spec
+from .fields import Column, Field, _FixedColumn, _pa, _ScalarColumn, field_from_spec
 
 __all__ = ["PackedDataset", "open"]
+
+_FLAT_MAX_ROW_BYTES = 256  # fields this small per sample are gathered from one concatenated array
 
 
 def _check_ends(path: Path) -> None:
@@ -115,7 +117,9 @@ class PackedDataset:
         self._starts = starts
         self._checks = checks
         self._n = total
+        self._starts_array = np.asarray(starts, dtype=np.int64)
         self._pages: list[dict[str, Column] | None] = [None] * len(starts)
+        self._flats: dict[str, np.ndarray | None] = {}
 
     # -- container protocol ------------------------------------------------------------------
     def __len__(self) -> int:
@@ -168,6 +172,61 @@ class PackedDataset:
         except ValueError as exc:
             raise self._damage(exc, i, columns, row) from exc
 
+    def getobs_batch_into(self, buffer: Any, indices: Any) -> dict[str, Any]:
+        """Read samples ``indices`` into ``buffer`` (a dict of per-field arrays with one row per
+        index, or None where a field cannot be written in place); return the batch, whose array
+        fields are the buffer's arrays and other fields lists. Small fixed-size fields are gathered
+        with one ``take`` per field; larger ones are copied (or decoded) row by row into place.
+        """
+        idx = np.asarray(indices)
+        if idx.dtype.kind not in "iu" or idx.ndim != 1:
+            raise TypeError(f"indices must be a 1-d sequence of integers, got {idx.dtype} of shape {idx.shape}")
+        idx = np.where(idx < 0, idx + self._n, idx).astype(np.intp, copy=False)
+        if len(idx) and (idx.min() < 0 or idx.max() >= self._n):
+            bad = int(np.asarray(indices)[np.argmax((idx < 0) | (idx >= self._n))])
+            raise IndexError(f"{self.path}: sample index {bad} is out of range for {self._n} samples")
+        pages = np.searchsorted(self._starts_array, idx, side="right") - 1
+        rows = (idx - self._starts_array[pages]).tolist()
+        pages = pages.tolist()
+        get = buffer.get if isinstance(buffer, dict) else (lambda name: None)
+        out: dict[str, Any] = {}
+        for name in self.fields:
+            target = get(name)
+            flat = self._flat(name)
+            if flat is not None and isinstance(target, np.ndarray) and target.shape == (len(idx), *flat.shape[1:]) and target.dtype == flat.dtype:
+                flat.take(idx, axis=0, out=target, mode="clip")  # bounds checked above
+                out[name] = target
+                continue
+            values = [] if not isinstance(target, np.ndarray) else None
+            for j, (p, r) in enumerate(zip(pages, rows)):
+                column = self._page(p)[name]
+                try:
+                    if values is not None:
+                        values.append(column.get(r))
+                        continue
+                    view = target[j]
+                    result = column.into(view, r)
+                    if result is not view:
+                        if np.shape(result) != view.shape:
+                            raise ValueError(f"has shape {np.shape(result)} but the batch buffer expects {view.shape}")
+                        np.copyto(view, result, casting="same_kind")
+                except ValueError as exc:
+                    raise CorruptFileError(self.path, f"sample {int(idx[j])}, field {name!r}: {exc}") from exc
+            out[name] = target if values is None else values
+        return out
+
+    def _flat(self, name: str) -> np.ndarray | None:
+        """All of a small fixed-size field's values as one array (built on first use), else None."""
+        if name in self._flats:
+            return self._flats[name]
+        columns = [self._page(p)[name] for p in range(self.num_pages)]
+        flat = None
+        if columns and all(isinstance(c, (_ScalarColumn, _FixedColumn)) for c in columns):
+            if columns[0].values[:1].nbytes <= _FLAT_MAX_ROW_BYTES:
+                flat = np.concatenate([c.values for c in columns])
+        self._flats[name] = flat
+        return flat
+
     def _damage(self, exc: ValueError, i: int, columns: dict[str, Column], row: int) -> Exception:
         for name, column in columns.items():  # find the field that fails, for the message
             try:
@@ -194,7 +253,7 @@ class PackedDataset:
     def __repr__(self) -> str:
         return f"ss.open({str(self.path)!r}): {self._n} samples in {self.num_pages} pages, fields {list(self.fields)}"
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, Any]:  # reopened by path: pages are never pickled
         return {"path": str(self.path), "cache": self.cache, "fields": list(self.fields)}
 
     def __setstate__(self, state: dict[str, Any]) -> None:

@@ -2,6 +2,8 @@
 
 * arrays and tuples/dicts of arrays (through any ``obsview``): one ``take`` per leaf into the
   batch buffer, no per-sample Python at all;
+* containers with ``getobs_batch_into(buffer, indices)`` (packed files): one call per chunk of a
+  batch, writing into row slices of the batch buffer;
 * containers with ``__getitems__``: one call per batch, then a checked copy per sample;
 * containers with ``getobs_into``: written in place through per-sample views of the buffer;
 * anything else: ``getobs`` and a checked copy per sample.
@@ -158,6 +160,24 @@ class _ManyReader(Reader):
         return samples
 
 
+class _BatchIntoReader(Reader):
+    vectorized = True
+
+    def read(self, storage: list[Any], a: int, indices: np.ndarray, info: BatchInfo) -> None:
+        if info.stop.is_set():
+            raise Cancelled
+        b = a + len(indices)
+        views = self.spec.batch_views(storage, a, b)
+        with sample_context(info.seed, info.epoch) as ctx:
+            ctx.at(indices[0] if len(indices) else 0)
+            try:
+                value = self.data.getobs_batch_into(views, self.resolve(indices))
+                self.spec.settle_batch(storage, a, value, views, f"samples {indices[0]}..")
+            except BaseException as exc:
+                add_note(exc, f"slipstream: raised while loading samples {indices.tolist()} ({info})")
+                raise
+
+
 def make_reader(data: Any) -> Reader:
     """The reader for ``data`` (an ``obsview`` is read through to its parent)."""
     index_map = None
@@ -166,6 +186,8 @@ def make_reader(data: Any) -> Reader:
     spec = spec_of_data(data)
     if spec is not None:
         return _ArrayReader(data, index_map, spec)
+    if hasattr(data, "getobs_batch_into"):
+        return _BatchIntoReader(data, index_map)
     if hasattr(data, "__getitems__"):
         return _ManyReader(data, index_map)
     return _SampleReader(data, index_map)
