@@ -209,3 +209,18 @@ def test_damaged_files_always_fail_clearly_and_never_give_silently_wrong_data(tm
         assert set(counts) <= {"TruncatedFileError", "NotAPackedFileError"}
     else:
         assert counts.get("ChecksumError", 0) > 0 and sum(counts.values()) > 100
+
+
+def test_a_batch_is_read_into_row_slices_of_a_buffer_in_one_call(packed):
+    path, data = packed
+    ds = ss.open(path)
+    picks = [49, 0, 17, -1]
+    buffer = {"x": np.zeros((4, 2, 3), np.int16), "label": np.zeros(4, np.int64), "name": None, "im": np.zeros((4, 8, 6, 3), np.uint8)}
+    out = ds.getobs_batch_into(buffer, picks)
+    assert out["x"] is buffer["x"] and out["label"] is buffer["label"]
+    assert buffer["label"].tolist() == [49, 0, 17, 49] and out["name"] == ["n49", "n0", "n17", "n49"]
+    np.testing.assert_array_equal(buffer["im"][2], data[17]["im"])
+    with pytest.raises(IndexError, match="sample index 50 is out of range"):
+        ds.getobs_batch_into(buffer, [0, 50])
+    with pytest.raises(TypeError, match="integers"):
+        ds.getobs_batch_into(buffer, [0.5])
