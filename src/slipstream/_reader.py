@@ -197,6 +197,9 @@ class PackedDataset:
                 flat.take(idx, axis=0, out=target, mode="clip")  # bounds checked above
                 out[name] = target
                 continue
+            if isinstance(target, np.ndarray) and self._fixed_rows_into(name, target, pages, rows):
+                out[name] = target
+                continue
             values = [] if not isinstance(target, np.ndarray) else None
             for j, (p, r) in enumerate(zip(pages, rows)):
                 column = self._page(p)[name]
@@ -214,6 +217,20 @@ class PackedDataset:
                     raise CorruptFileError(self.path, f"sample {int(idx[j])}, field {name!r}: {exc}") from exc
             out[name] = target if values is None else values
         return out
+
+    def _fixed_rows_into(self, name: str, target: np.ndarray, pages: list[int], rows: list[int]) -> bool:
+        """Large fixed-shape arrays: plain row copies, page by page (no per-sample dispatch)."""
+        if not isinstance(self._page(pages[0])[name] if pages else None, _FixedColumn):
+            return False
+        by_page: dict[int, tuple[list[int], list[int]]] = {}
+        for j, (p, r) in enumerate(zip(pages, rows)):
+            positions, page_rows = by_page.setdefault(p, ([], []))
+            positions.append(j)
+            page_rows.append(r)
+        for p, (positions, page_rows) in by_page.items():
+            if not self._page(p)[name].rows_into(target, positions, page_rows):
+                return False
+        return True
 
     def _flat(self, name: str) -> np.ndarray | None:
         """All of a small fixed-size field's values as one array (built on first use), else None."""

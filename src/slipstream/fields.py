@@ -284,9 +284,21 @@ class _FixedColumn(Column):
 
     def into(self, buffer: Any, row: int) -> Any:
         if isinstance(buffer, np.ndarray) and buffer.shape == self.values.shape[1:]:
-            np.copyto(buffer, self.values[row], casting="same_kind")
+            if buffer.dtype == self.values.dtype:
+                buffer[...] = self.values[row]  # a plain copy (NumPy releases the GIL for large ones)
+            else:
+                np.copyto(buffer, self.values[row], casting="same_kind")
             return buffer
         return self.get(row)
+
+    def rows_into(self, target: np.ndarray, positions: list[int], rows: list[int]) -> bool:
+        """Copy ``rows`` to ``target[positions]`` row by row; False when ``target`` does not fit."""
+        values = self.values
+        if target.dtype != values.dtype or target.shape[1:] != values.shape[1:]:
+            return False
+        for j, r in zip(positions, rows):
+            target[j] = values[r]
+        return True
 
 
 class _RaggedColumn(Column):
