@@ -16,7 +16,7 @@ $(VENV)/.test: $(PY) pyproject.toml
 	touch $@
 
 $(VENV)/.torch: $(VENV)/.test
-	$(PY) -m pip install -q '$(TORCH)' psutil
+	$(PY) -m pip install -q '$(TORCH)' psutil scikit-image
 	touch $@
 
 demo: $(VENV)/.torch
@@ -27,6 +27,7 @@ test: $(VENV)/.test
 
 bench: $(VENV)/.torch
 	$(PY) benchmarks/bench_loader.py
+	$(PY) benchmarks/bench_packed.py
 
 clean:
 	rm -rf $(VENV)
