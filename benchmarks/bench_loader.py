@@ -38,48 +38,24 @@ Run:  make bench              (runs ``.venv/bin/python benchmarks/bench_loader.p
 from __future__ import annotations
 
 import argparse
-import gc
-import os
-import platform
-import statistics
 import sys
 import time
-import warnings
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 
-try:
-    import slipstream as ss
-except ImportError:  # run from a checkout without installing
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-    import slipstream as ss
-
-try:
-    import torch
-    from torch.utils.data import BatchSampler, Dataset, RandomSampler, TensorDataset
-    from torch.utils.data import DataLoader as TorchLoader
-except ImportError:
-    sys.exit("bench_loader.py needs torch: pip install -e '.[bench]' (or run `make bench`)")
-
-try:  # the exact per-epoch order slipstream uses, so the copy limit gathers the same rows
-    from slipstream._orders import permutation as _ss_permutation
-except ImportError:  # pragma: no cover - the private helper moved: any permutation costs the same
-    _ss_permutation = None
+# _common first: it makes slipstream importable from a checkout, and exits with a message when torch is missing
+from _common import SEED, Verdicts, measure, paired, permutation, rates, set_footing, summary, table, verdict, versions
+import slipstream as ss
+import torch
+from torch.utils.data import BatchSampler, Dataset, RandomSampler, TensorDataset
+from torch.utils.data import DataLoader as TorchLoader
 
 SHAPE = (3, 32, 32)
 BATCH = 256
-SEED = 0
 
 # One epoch of one loader: () -> (samples, seconds from iter() to the end, seconds to the first batch).
 Epoch = Callable[[], "tuple[int, float, float]"]
-
-
-def permutation(n: int, epoch: int) -> np.ndarray:
-    if _ss_permutation is not None:
-        return _ss_permutation(n, SEED, epoch)
-    return np.random.default_rng((SEED, epoch)).permutation(n)
 
 
 # -- containers (module level, so torch workers can pickle them under any start method) ---------
@@ -178,22 +154,6 @@ def take_epoch(images: np.ndarray, mode: str) -> Epoch:
     return run
 
 
-def measure(runs: dict[str, Epoch], repeats: int) -> dict[str, list[tuple[int, float, float]]]:
-    """One warm-up epoch each, then ``repeats`` rounds in rotating order."""
-    names = list(runs)
-    results: dict[str, list[tuple[int, float, float]]] = {name: [] for name in names}
-    for name in names:
-        runs[name]()
-    for r in range(repeats):
-        for name in names[r % len(names) :] + names[: r % len(names)]:
-            gc.collect()
-            results[name].append(runs[name]())
-    counts = {name: {s for s, _, _ in res} for name, res in results.items()}
-    if len({c for cs in counts.values() for c in cs}) != 1:
-        raise RuntimeError(f"loaders disagree on samples per epoch: {counts}")
-    return results
-
-
 # -- reporting --------------------------------------------------------------------------------
 def _si(x: float) -> str:
     for unit, scale in (("M", 1e6), ("k", 1e3)):
@@ -202,44 +162,19 @@ def _si(x: float) -> str:
     return f"{x:.0f}"
 
 
-def throughputs(res: list[tuple[int, float, float]]) -> list[float]:
-    return [s / t for s, t, _ in res]
-
-
 def firsts(res: list[tuple[int, float, float]]) -> list[float]:
     return [f for _, _, f in res]
 
 
-def table(results, labels: dict[str, str], first_batch: bool = False) -> None:
-    width = max(len(v) for v in labels.values())
-    head = f"  {'loader':<{width}}  {'samples/s':>9}  {'[min - max]':>17}"
-    if first_batch:
-        head += f"  {'1st batch ms':>12}  {'[min - max]':>15}"
-    print(head)
-    for key, label in labels.items():
-        thr = throughputs(results[key])
-        line = f"  {label:<{width}}  {_si(statistics.median(thr)):>9}  {'[' + _si(min(thr)) + ' - ' + _si(max(thr)) + ']':>17}"
-        if first_batch:
-            f = [1e3 * x for x in firsts(results[key])]
-            line += f"  {statistics.median(f):>12.1f}  {f'[{min(f):.1f} - {max(f):.1f}]':>15}"
-        print(line)
-
-
-def paired(xs: list[float], ys: list[float]) -> float:
-    return statistics.median(x / y for x, y in zip(xs, ys))
-
-
-def verdict(label: str, ratio: float, goal: float | None, verdicts: list[str], unit: str = "x") -> None:
-    if goal is None:
-        print(f"  {label:<52} {ratio:6.2f}{unit}")
-        return
-    ok = ratio >= goal
-    verdicts.append(("PASS" if ok else "MISS") + f"  {label}")
-    print(f"  {label:<52} {ratio:6.2f}{unit}  goal >= {goal:g}{unit}  {'PASS' if ok else 'MISS'}")
+def loader_table(results, labels: dict[str, str], first_batch: bool = False) -> None:
+    columns = [("samples/s", _si, 17)] + ([("1st batch ms", ".1f", 15)] if first_batch else [])
+    rows = [(label, {"samples/s": rates(results[key]), "1st batch ms": [1e3 * x for x in firsts(results[key])]})
+            for key, label in labels.items()]
+    table(rows, columns, corner="loader")
 
 
 # -- cases ----------------------------------------------------------------------------------------
-def case_a(images: np.ndarray, repeats: int, verdicts: list[str]) -> None:
+def case_a(images: np.ndarray, repeats: int, verdicts: Verdicts) -> None:
     n = len(images)
     tensor = torch.from_numpy(images)
     g1, g2 = torch.Generator().manual_seed(SEED), torch.Generator().manual_seed(SEED)
@@ -259,8 +194,8 @@ def case_a(images: np.ndarray, repeats: int, verdicts: list[str]) -> None:
     }
     print(f"\n(a) in-memory uint8 array {n}x{'x'.join(map(str, SHAPE))}, batch {BATCH}, shuffle, workers=0 on both")
     print("    (here slipstream's batches stay NumPy arrays, as the np.take limit's do)")
-    results = measure(runs, repeats)
-    table(
+    results = measure(runs, repeats, noun="loaders")
+    loader_table(
         results,
         {
             "clip": "np.take(mode='clip', out=buf)  [copy limit]",
@@ -270,14 +205,14 @@ def case_a(images: np.ndarray, repeats: int, verdicts: list[str]) -> None:
             "torchB": "torch BatchSampler + index_select, batch_size=None",
         },
     )
-    ss_thr = throughputs(results["ss"])
-    verdict("slipstream / np.take mode='clip'", paired(ss_thr, throughputs(results["clip"])), 0.8, verdicts)
-    verdict("slipstream / np.take mode='raise'", paired(ss_thr, throughputs(results["raise"])), None, verdicts)
-    verdict("slipstream / torch TensorDataset", paired(ss_thr, throughputs(results["torch"])), None, verdicts)
-    verdict("slipstream / torch batched (its fastest setup)", paired(ss_thr, throughputs(results["torchB"])), None, verdicts)
+    ss_thr = rates(results["ss"])
+    verdict("slipstream / np.take mode='clip'", paired(ss_thr, rates(results["clip"])), 0.8, verdicts)
+    verdict("slipstream / np.take mode='raise'", paired(ss_thr, rates(results["raise"])), None, verdicts)
+    verdict("slipstream / torch TensorDataset", paired(ss_thr, rates(results["torch"])), None, verdicts)
+    verdict("slipstream / torch batched (its fastest setup)", paired(ss_thr, rates(results["torchB"])), None, verdicts)
 
 
-def case_b(images: np.ndarray, repeats: int, verdicts: list[str]) -> None:
+def case_b(images: np.ndarray, repeats: int, verdicts: Verdicts) -> None:
     container = ImageContainer(images)
     runs = {
         "ss": slipstream_epoch(ss.DataLoader(container, batch_size=BATCH, shuffle=True, seed=SEED)),
@@ -286,12 +221,12 @@ def case_b(images: np.ndarray, repeats: int, verdicts: list[str]) -> None:
         ),
     }
     print(f"\n(b) plain Python container of {len(images)} images (__getitem__ -> X[i]), batch {BATCH}, shuffle, workers=0")
-    results = measure(runs, repeats)
-    table(results, {"ss": "slipstream DataLoader(container)", "torch": "torch DataLoader(container), default collate"})
-    verdict("slipstream / torch", paired(throughputs(results["ss"]), throughputs(results["torch"])), 1.5, verdicts)
+    results = measure(runs, repeats, noun="loaders")
+    loader_table(results, {"ss": "slipstream DataLoader(container)", "torch": "torch DataLoader(container), default collate"})
+    verdict("slipstream / torch", paired(rates(results["ss"]), rates(results["torch"])), 1.5, verdicts)
 
 
-def case_c(n: int, repeats: int, verdicts: list[str]) -> None:
+def case_c(n: int, repeats: int, verdicts: Verdicts) -> None:
     data = SleepyContainer(n)
     runs = {
         "ss": slipstream_epoch(ss.DataLoader(data, batch_size=BATCH, shuffle=True, seed=SEED, workers=4)),
@@ -313,8 +248,8 @@ def case_c(n: int, repeats: int, verdicts: list[str]) -> None:
     print(f"\n(c) {n} samples of 1 ms simulated I/O each, batch {BATCH}, shuffle; 4 threads vs 4 processes ({method})")
     print(f"    ideal with 4-way overlap: {n * 1e-3 / 4:.2f} s per epoch, first batch {BATCH * 1e-3 / 4 * 1e3:.0f} ms (threads) "
           f"/ {BATCH:.0f} ms (one process per batch)")
-    results = measure(runs, repeats)
-    table(
+    results = measure(runs, repeats, noun="loaders")
+    loader_table(
         results,
         {
             "ss": "slipstream workers=4 (threads)",
@@ -323,10 +258,10 @@ def case_c(n: int, repeats: int, verdicts: list[str]) -> None:
         },
         first_batch=True,
     )
-    ss_thr, t_thr = throughputs(results["ss"]), throughputs(results["torch"])
+    ss_thr, t_thr = rates(results["ss"]), rates(results["torch"])
     verdict("throughput: slipstream / torch", paired(ss_thr, t_thr), 1.0, verdicts)
     verdict("first batch: torch time / slipstream time", paired(firsts(results["torch"]), firsts(results["ss"])), 3.0, verdicts)
-    verdict("throughput: slipstream / torch persistent (info)", paired(ss_thr, throughputs(results["torchP"])), None, verdicts)
+    verdict("throughput: slipstream / torch persistent (info)", paired(ss_thr, rates(results["torchP"])), None, verdicts)
     first_p = paired(firsts(results["torchP"]), firsts(results["ss"]))
     verdict("first batch: torch persistent / slipstream (info)", first_p, None, verdicts)
 
@@ -342,22 +277,16 @@ def main(argv: list[str] | None = None) -> int:
     repeats_c = args.repeats or (2 if args.quick else 5)
     n_sleepy = 1024 if args.quick else 4096
 
-    torch.set_num_threads(1)
-    # case (c) asks for 4 workers on any machine; torch warns when that exceeds its suggestion
-    warnings.filterwarnings("ignore", message="This DataLoader will create", category=UserWarning)
+    set_footing()  # case (c) asks for 4 workers on any machine
     images = np.random.default_rng(SEED).integers(0, 256, (50_000, *SHAPE), dtype=np.uint8)
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(
-        f"slipstream {ss.__version__} | torch {torch.__version__} | numpy {np.__version__} | "
-        f"Python {platform.python_version()} | {os.cpu_count()} CPUs, load {load:.2f}"
-    )
+    print(versions())
     print(
         "footing: torch.set_num_threads(1); pin_memory=False; same data objects; slipstream batches -> torch.from_numpy "
         "(zero-copy) inside the timed loop in (b), (c);\n"
         f"         1 warm-up epoch per loader, then {repeats_a}/{repeats_b}/{repeats_c} timed epochs (a/b/c) in rotating order; "
         "figures are medians, ratios are medians of back-to-back pairs"
     )
-    verdicts: list[str] = []
+    verdicts = Verdicts(label_width=52, value_width=6)
     start = time.perf_counter()
     if "a" in args.cases:
         case_a(images, repeats_a, verdicts)
@@ -365,10 +294,7 @@ def main(argv: list[str] | None = None) -> int:
         case_b(images, repeats_b, verdicts)
     if "c" in args.cases:
         case_c(n_sleepy, repeats_c, verdicts)
-    misses = sum(v.startswith("MISS") for v in verdicts)
-    print(f"\n{len(verdicts) - misses}/{len(verdicts)} goals met ({time.perf_counter() - start:.0f} s)")
-    for v in verdicts:
-        print(f"  {v}")
+    summary(verdicts, start)
     return 0
 
 

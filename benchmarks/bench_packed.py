@@ -49,13 +49,11 @@ from __future__ import annotations
 import argparse
 import gc
 import os
-import platform
 import shutil
 import statistics
 import sys
 import tempfile
 import time
-import warnings
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -63,31 +61,19 @@ from typing import Any
 
 import numpy as np
 
-try:
-    import slipstream as ss
-except ImportError:  # run from a checkout without installing
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-    import slipstream as ss
+# _common first: it makes slipstream importable from a checkout, and exits with a message when torch is missing
+from _common import SEED, Verdicts, measure, paired, permutation, rates, set_footing, summary, table, verdict, versions
+import slipstream as ss
 from slipstream import fields as F
-
-try:
-    import torch
-    from torch.utils.data import DataLoader as TorchLoader
-    from torch.utils.data import Dataset
-except ImportError:
-    sys.exit("bench_packed.py needs torch: pip install -e '.[bench]' (or run `make bench`)")
+import torch
+from torch.utils.data import DataLoader as TorchLoader
+from torch.utils.data import Dataset
 
 try:
     import simplejpeg
 except ImportError:
     sys.exit("bench_packed.py needs simplejpeg (and pyarrow, pillow): pip install -e '.[files]'")
 
-try:  # the exact per-epoch order slipstream uses, so the copy limit gathers the same rows
-    from slipstream._orders import permutation as _ss_permutation
-except ImportError:  # pragma: no cover - the private helper moved: any permutation costs the same
-    _ss_permutation = None
-
-SEED = 0
 SHAPE = (224, 224, 3)
 SAMPLE_BYTES = int(np.prod(SHAPE))  # 150,528
 BATCH_1 = 64
@@ -97,12 +83,6 @@ QUALITY = 90
 
 # One run: (limit) -> (samples, seconds). ``limit`` (batches) makes a short warm-up; None = whole epoch.
 Run = Callable[..., "tuple[int, float]"]
-
-
-def permutation(n: int, epoch: int) -> np.ndarray:
-    if _ss_permutation is not None:
-        return _ss_permutation(n, SEED, epoch)
-    return np.random.default_rng((SEED, epoch)).permutation(n)
 
 
 # -- module-level datasets (torch workers pickle them under any start method) ----------------------
@@ -120,58 +100,8 @@ class NpyFiles(Dataset):
 
 
 # -- measuring --------------------------------------------------------------------------------
-def measure(runs: dict[str, Run], repeats: int, warmup: int | None = None) -> dict[str, list[tuple[int, float]]]:
-    """A warm-up (a whole epoch, or ``warmup`` batches) for each run, then ``repeats`` rounds in rotating order."""
-    names = list(runs)
-    for name in names:
-        runs[name](warmup)
-    results: dict[str, list[tuple[int, float]]] = {name: [] for name in names}
-    for r in range(repeats):
-        for name in names[r % len(names) :] + names[: r % len(names)]:
-            gc.collect()
-            results[name].append(runs[name](None))
-    counts = {name: {s for s, _ in res} for name, res in results.items()}
-    if len({c for cs in counts.values() for c in cs}) != 1:
-        raise RuntimeError(f"runs disagree on samples per epoch: {counts}")
-    return results
-
-
-def rates(res: list[tuple[int, float]], per_sample: float = 1.0) -> list[float]:
-    """Units per second for each repeat (``per_sample`` units per sample)."""
-    return [s * per_sample / t for s, t in res]
-
-
 def micros(res: list[tuple[int, float]]) -> list[float]:
     return [1e6 * t / s for s, t in res]
-
-
-def paired(xs: list[float], ys: list[float]) -> float:
-    return statistics.median(x / y for x, y in zip(xs, ys))
-
-
-def spread(values: list[float], fmt: str) -> tuple[str, str]:
-    return format(statistics.median(values), fmt), "[" + format(min(values), fmt) + " - " + format(max(values), fmt) + "]"
-
-
-def table(rows: list[tuple[str, dict[str, list[float]]]], columns: list[tuple[str, str]]) -> None:
-    """rows: (label, {column: per-repeat values}); columns: (name, format). Medians with [min - max]."""
-    width = max(len(label) for label, _ in rows)
-    cells = [[spread(values[c], fmt) if c in values else ("-", "") for c, fmt in columns] for _, values in rows]
-    widths = [max(len(c), *(len(row[k][0]) for row in cells)) for k, (c, _) in enumerate(columns)]
-    spans = [max(11, *(len(row[k][1]) for row in cells)) for k in range(len(columns))]
-    print("  " + f"{'':<{width}}" + "".join(f"  {c:>{w}}  {'[min - max]':>{s}}" for (c, _), w, s in zip(columns, widths, spans)))
-    for (label, _), row in zip(rows, cells):
-        print("  " + f"{label:<{width}}" + "".join(f"  {m:>{w}}  {r:>{s}}" for (m, r), w, s in zip(row, widths, spans)))
-
-
-def verdict(label: str, value: float, goal: float | None, verdicts: list[str], unit: str = "x", at_most: bool = False) -> None:
-    if goal is None:
-        print(f"  {label:<58} {value:7.2f}{unit}  (info)")
-        return
-    ok = value <= goal if at_most else value >= goal
-    sign = "<=" if at_most else ">="
-    verdicts.append(("PASS" if ok else "MISS") + f"  {label}: {value:.2f}{unit} (goal {sign} {goal:g}{unit})")
-    print(f"  {label:<58} {value:7.2f}{unit}  goal {sign} {goal:g}{unit}  {'PASS' if ok else 'MISS'}")
 
 
 def warm_page_cache(paths: list[Path]) -> None:
@@ -255,7 +185,7 @@ def take_epoch(images: np.ndarray, labels: np.ndarray, batch: int, pool: ThreadP
     return run
 
 
-def case_1(tmp: Path, n: int, repeats: int, verdicts: list[str]) -> None:
+def case_1(tmp: Path, n: int, repeats: int, verdicts: Verdicts) -> None:
     print(f"\n(1) random access, {n} samples of uint8 {'x'.join(map(str, SHAPE))} ({SAMPLE_BYTES:,} B) + int label, "
           f"batch {BATCH_1}, shuffle; files in the page cache")
     t0 = time.perf_counter()
@@ -355,7 +285,7 @@ def getitem_epoch(ds: Any) -> Run:
     return run
 
 
-def case_2(tmp: Path, n: int, repeats: int, verdicts: list[str]) -> None:
+def case_2(tmp: Path, n: int, repeats: int, verdicts: Verdicts) -> None:
     print(f"\n(2) small scalar fields: {n:,} samples of F.Int + F.Float, batch {BATCH_2}, shuffle, workers=0")
     rng = np.random.default_rng(SEED + 2)
     arrays = {"i": rng.integers(0, 1 << 40, n), "x": rng.random(n)}
@@ -479,7 +409,7 @@ def encode_run(images: list[np.ndarray], pool: ThreadPoolExecutor | None) -> Run
     return run
 
 
-def case_3(tmp: Path, n: int, repeats: int, verdicts: list[str]) -> None:
+def case_3(tmp: Path, n: int, repeats: int, verdicts: Verdicts) -> None:
     t0 = time.perf_counter()
     images, how = make_photos(n)
     jpegs = [encode(image) for image in images]
@@ -549,20 +479,14 @@ def main(argv: list[str] | None = None) -> int:
     repeats = [args.repeats or r for r in ((2, 2, 1) if args.quick else (7, 3, 5))]
     n_raw, n_scalar, n_images = (320, 50_000, 32) if args.quick else (4_000, 1_000_000, 600)
 
-    torch.set_num_threads(1)
-    warnings.filterwarnings("ignore", message="This DataLoader will create", category=UserWarning)
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(
-        f"slipstream {ss.__version__} | torch {torch.__version__} | numpy {np.__version__} | "
-        f"pyarrow {__import__('pyarrow').__version__} | simplejpeg {simplejpeg.__version__} | "
-        f"Python {platform.python_version()} | {os.cpu_count()} CPUs, load {load:.2f}"
-    )
+    set_footing()
+    print(versions(f"pyarrow {__import__('pyarrow').__version__}", f"simplejpeg {simplejpeg.__version__}"))
     print(
         "footing: torch.set_num_threads(1); one warm-up per run, then "
         f"{repeats[0]}/{repeats[1]}/{repeats[2]} timed runs (cases 1/2/3) in rotating order; "
         "figures are medians [min - max], ratios medians of back-to-back pairs"
     )
-    verdicts: list[str] = []
+    verdicts = Verdicts(label_width=58, value_width=7, info="  (info)", detail=True)
     start = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix="bench_packed_", dir=args.tmp))
     try:
@@ -574,10 +498,7 @@ def main(argv: list[str] | None = None) -> int:
             case_3(tmp, n_images, repeats[2], verdicts)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    misses = sum(v.startswith("MISS") for v in verdicts)
-    print(f"\n{len(verdicts) - misses}/{len(verdicts)} goals met ({time.perf_counter() - start:.0f} s)")
-    for v in verdicts:
-        print(f"  {v}")
+    summary(verdicts, start)
     return 0
 
 
