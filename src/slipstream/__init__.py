@@ -5,7 +5,7 @@ Data containers are anything with ``__len__`` and ``__getitem__``; views compose
 hang; ``loadparallel`` prefetches any iterable.
 """
 
-from . import fields
+from . import fields, ops
 from ._collate import default_collate
 from ._containers import getobs, getobs_into, numobs
 from ._errors import (
@@ -19,6 +19,7 @@ from ._errors import (
 )
 from ._imagefolder import imagefolder
 from ._loader import DataLoader
+from ._mapfields import mapfields
 from ._parallel import loadparallel
 from ._reader import PackedDataset, open
 from ._writer import write
@@ -45,10 +46,12 @@ __all__ = [
     "imagefolder",
     "joinobs",
     "loadparallel",
+    "mapfields",
     "mapobs",
     "numobs",
     "obsview",
     "open",
+    "ops",
     "sample_rng",
     "shuffleobs",
     "splitobs",

@@ -24,7 +24,7 @@ from ._errors import (
     NotAPackedFileError,
     TruncatedFileError,
 )
-from .fields import Column, Field, _FixedColumn, _pa, _ScalarColumn, field_from_spec
+from .fields import Column, Field, _FixedColumn, _ImageColumn, _pa, _ScalarColumn, field_from_spec
 
 __all__ = ["PackedDataset", "open"]
 
@@ -162,15 +162,35 @@ class PackedDataset:
         except ValueError as exc:
             raise self._damage(exc, i, columns, row) from exc
 
-    def getobs_into(self, buffer: Any, index: int) -> dict[str, Any]:
+    def getobs_into(self, buffer: Any, index: int, fields: Any = None) -> dict[str, Any]:
         """Write sample ``index`` into ``buffer`` (a dict of per-field arrays, or None where a field
-        cannot be written in place); return the sample, whose array fields are the buffer's arrays."""
+        cannot be written in place); return the sample, whose array fields are the buffer's arrays.
+        ``fields`` limits the read to those fields."""
         columns, row, i = self._locate(index)
         get = buffer.get if isinstance(buffer, dict) else (lambda name: None)
+        names = columns if fields is None else fields
         try:
-            return {name: column.into(get(name), row) for name, column in columns.items()}
+            return {name: columns[name].into(get(name), row) for name in names}
         except ValueError as exc:
             raise self._damage(exc, i, columns, row) from exc
+
+    def encoded(self, index: int, name: str) -> tuple[str, Any, tuple[int, int, int]]:
+        """(codec, stored bytes, (H, W, C)) of image field ``name`` of sample ``index``, the bytes a
+        zero-copy read-only view into the page: for pipelines that decode it themselves."""
+        columns, row, i = self._locate(index)
+        column = columns[name]
+        if not isinstance(column, _ImageColumn):
+            raise TypeError(f"{self.path}: field {name!r} is not an image field ({self.fields[name]!r})")
+        try:
+            return column.codec(row), column.encoded(row), column.shape(row)
+        except ValueError as exc:
+            raise CorruptFileError(self.path, f"sample {i}, field {name!r}: {exc}") from exc
+
+    def map(self, **pipelines: Any) -> Any:
+        """``ds.map(image=[ops...])``: a view whose field ``image`` goes through that pipeline (see ``slipstream.ops``)."""
+        from ._mapfields import mapfields
+
+        return mapfields(self, **pipelines)
 
     def getobs_batch_into(self, buffer: Any, indices: Any) -> dict[str, Any]:
         """Read samples ``indices`` into ``buffer`` (a dict of per-field arrays with one row per

@@ -1,0 +1,166 @@
+"""Compiled image pipelines: decode fused with the geometry, one resampling pass into the slot.
+
+``Pipeline(ops).run(source, out)`` takes an ``ImageSource`` (encoded bytes and their codec, or a
+decoded array), places the geometry ops' window with ``sample_rng()``, decodes the JPEG at the
+smallest DCT scale (1/2, 1/4, 1/8) that still covers the window at the output size (into a
+per-thread scratch buffer that is reused), and resamples the window straight into ``out`` (the
+batch slot), flipped, laid out and normalized in the same pass. Custom ``ops.Apply`` steps break
+the fusion: the geometry then goes to a uint8 HxWxC image that they are given in turn.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from typing import Any
+
+import numpy as np
+
+from . import _imaging, _kernels
+from ._rng import sample_rng
+from .ops import Apply, Geometry, Normalize, Op, ToCHW, Window
+
+__all__ = ["ImageSource", "Pipeline"]
+
+_scratch = threading.local()
+
+
+def _scratch_buffer(nbytes: int) -> np.ndarray:
+    """This thread's reusable decode buffer, at least ``nbytes`` long."""
+    buffer = getattr(_scratch, "buffer", None)
+    if buffer is None or buffer.nbytes < nbytes:
+        buffer = np.empty(max(nbytes, 1 << 20), np.uint8)
+        _scratch.buffer = buffer
+    return buffer
+
+
+class ImageSource:
+    """An image to run a pipeline on: ``codec`` and encoded ``data`` (zero-copy bytes), or
+    ``codec="array"`` and a decoded uint8 (H, W, C) array as ``data``; ``shape`` is (H, W, C)."""
+
+    __slots__ = ("codec", "data", "shape")
+
+    def __init__(self, codec: str, data: Any, shape: tuple[int, int, int]):
+        self.codec, self.data, self.shape = codec, data, shape
+
+    @classmethod
+    def of(cls, value: Any, where: str = "image") -> ImageSource:
+        """From a container's field value: encoded image bytes, or an image array (H, W) / (H, W, C)."""
+        if isinstance(value, ImageSource):
+            return value
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            codec = _imaging.sniff(value)
+            if codec == "jpeg":
+                header = _imaging.jpeg_header(value)
+                if header is not None:
+                    return cls("jpeg", value, header)
+            image = _imaging.as_image(value, where)
+            return cls("array", image, image.shape)
+        image = _imaging.as_image(value, where)
+        return cls("array", image, image.shape)
+
+    def decode(self, window: Window, exact: bool) -> tuple[np.ndarray, float, float]:
+        """The decoded image and the factors that map source coordinates into it. A JPEG is decoded
+        at a reduced DCT scale when the window stays at least its output size (unless ``exact``)."""
+        height, width, channels = self.shape
+        if self.codec == "array":
+            return self.data, 1.0, 1.0
+        if self.codec != "jpeg":
+            return _imaging.decode(self.codec, self.data, self.shape), 1.0, 1.0
+        factor = 1
+        if not exact:
+            while factor < 8 and window.height / (2 * factor) >= window.out_h and window.width / (2 * factor) >= window.out_w:
+                factor *= 2
+        dec_h, dec_w = math.ceil(height / factor), math.ceil(width / factor)
+        buffer = _scratch_buffer(dec_h * dec_w * channels)
+        colorspace = "GRAY" if channels == 1 else "RGB"
+        try:
+            if factor == 1:
+                image = _imaging._simplejpeg().decode_jpeg(self.data, colorspace=colorspace, buffer=buffer)
+            else:
+                image = _imaging._simplejpeg().decode_jpeg(
+                    self.data, colorspace=colorspace, buffer=buffer, min_factor=factor, min_height=dec_h, min_width=dec_w
+                )
+        except ValueError as exc:
+            raise ValueError(f"cannot decode jpeg image: {exc}") from exc
+        if image.ndim == 2:
+            image = image[:, :, None]
+        if image.shape[2] != channels:
+            raise ValueError(f"the jpeg image decodes to {image.shape[2]} channels, expected {channels}")
+        return image, image.shape[0] / height, image.shape[1] / width
+
+
+class Pipeline:
+    """A list of ops compiled into fused stages (see the module doc)."""
+
+    def __init__(self, ops: list[Op], exact_decode: bool = False):
+        if not isinstance(ops, (list, tuple)) or not all(isinstance(op, Op) or callable(op) for op in ops):
+            raise TypeError(f"a pipeline is a list of slipstream.ops operations, got {ops!r}")
+        ops = [op if isinstance(op, Op) else Apply(op) for op in ops]
+        first_custom = next((k for k, op in enumerate(ops) if isinstance(op, Apply)), len(ops))
+        head, self.tail = ops[:first_custom], ops[first_custom:]
+        self.geometry = [op for op in head if isinstance(op, Geometry)]
+        formats = [op for op in head if not isinstance(op, Geometry)]
+        self.normalize = next((op for op in formats if isinstance(op, Normalize)), None)
+        self.chw = any(isinstance(op, ToCHW) for op in formats)
+        if sum(isinstance(op, Normalize) for op in formats) > 1 or sum(isinstance(op, ToCHW) for op in formats) > 1:
+            raise ValueError("a pipeline takes at most one Normalize and one ToCHW before its custom ops")
+        self.filter = next((op.interpolation for op in reversed(self.geometry) if hasattr(op, "interpolation")), "bilinear")
+        self.exact_decode = exact_decode
+        self.ops = ops
+
+    def __repr__(self) -> str:
+        return f"Pipeline({self.ops!r})"
+
+    def run(self, source: ImageSource, out: np.ndarray | None = None) -> np.ndarray:
+        """Run on one image; write into ``out`` when its shape and dtype fit, else return a new array."""
+        height, width, channels = source.shape
+        window = Window(height, width)
+        for op in self.geometry:
+            op.apply(window, sample_rng)
+        image, sy, sx = source.decode(window, self.exact_decode)
+        box = (window.top * sy, window.left * sx, window.height * sy, window.width * sx)
+        if not self.tail:
+            dtype = np.dtype(self.normalize.dtype) if self.normalize else np.dtype(np.uint8)
+            shape = (channels, window.out_h, window.out_w) if self.chw else (window.out_h, window.out_w, channels)
+            target = out if out is not None and out.shape == shape and out.dtype == dtype else np.empty(shape, dtype)
+            scale, offset = self.normalize.coefficients(channels) if self.normalize else (None, None)
+            return _kernels.resample_into(image, box, target, flip=window.flip, filter=self.filter, chw=self.chw, scale=scale, offset=offset)
+        result: Any = _kernels.resample_into(image, box, np.empty((window.out_h, window.out_w, channels), np.uint8), flip=window.flip, filter=self.filter)
+        if self.normalize is not None or self.chw:  # formats placed before the custom ops still apply first
+            result = _format(result, self.normalize, self.chw)
+        for op in self.tail:
+            result = _step(op, result)
+        if out is not None and np.shape(result) == out.shape:
+            np.copyto(out, result, casting="same_kind")
+            return out
+        return np.asarray(result)
+
+
+def _format(image: np.ndarray, normalize: Normalize | None, chw: bool) -> np.ndarray:
+    if normalize is not None:
+        scale, offset = normalize.coefficients(image.shape[-1])
+        image = (image.astype(np.float32) * scale + offset).astype(normalize.dtype)
+    return np.ascontiguousarray(image.transpose(2, 0, 1)) if chw else image
+
+
+def _step(op: Op, image: Any) -> Any:
+    """One op after the fused stages, in NumPy."""
+    if isinstance(op, Apply):
+        result = op.fn(image)
+        return image if result is None else result  # an in-place op may return nothing
+    if isinstance(op, Normalize):
+        return _format(np.asarray(image), op, False)
+    if isinstance(op, ToCHW):
+        return np.ascontiguousarray(np.asarray(image).transpose(2, 0, 1))
+    if isinstance(op, Geometry):
+        array = np.ascontiguousarray(np.asarray(image))
+        if array.dtype != np.uint8 or array.ndim != 3:
+            raise TypeError(f"{op!r} after a custom op needs a uint8 (H, W, C) image, got {array.dtype} {array.shape}")
+        window = Window(array.shape[0], array.shape[1])
+        op.apply(window, sample_rng)
+        target = np.empty((window.out_h, window.out_w, array.shape[2]), np.uint8)
+        return _kernels.resample_into(
+            array, (window.top, window.left, window.height, window.width), target, flip=window.flip, filter=getattr(op, "interpolation", "bilinear")
+        )
+    raise TypeError(f"unknown op {op!r}")
