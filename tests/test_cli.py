@@ -2,9 +2,9 @@ from helpers import run_python
 
 
 def test_the_demo_runs_and_prints_slipstream_throughput():
-    result = run_python("from slipstream._cli import main; main(['demo', '--samples', '2000'])", timeout=120)
+    result = run_python("from slipstream._cli import main; main(['demo', '--samples', '64', '--batch-size', '16'])", timeout=300)
     assert result.returncode == 0, result.stderr
-    assert "slipstream.DataLoader" in result.stdout and "samples/s" in result.stdout
+    assert "slipstream DataLoader" in result.stdout and "img/s" in result.stdout
 
 
 # -- convert and inspect -------------------------------------------------------------------------------

@@ -41,9 +41,10 @@ def _quality(text: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="slipstream", description="slipstream: data loading at hardware speed")
     commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser("demo", help="load a generated dataset with slipstream and torch; print throughputs")
-    demo.add_argument("--samples", type=int, default=20_000, help="dataset size (default 20000)")
-    demo.add_argument("--batch-size", type=int, default=256)
+    demo = commands.add_parser("demo", help="make, pack and train-load photo-like JPEGs with slipstream and torch; print img/s")
+    demo.add_argument("--samples", type=_positive, default=1000, help="images (default 1000)")
+    demo.add_argument("--batch-size", type=_positive, default=64)
+    demo.add_argument("--workers", type=_positive, default=2)
 
     convert = commands.add_parser(
         "convert",
@@ -73,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "demo":
         from ._demo import run
 
-        run(n=args.samples, batch_size=args.batch_size)
+        run(n=args.samples, batch_size=args.batch_size, workers=args.workers)
     elif args.command == "convert":
         return _convert(args)
     elif args.command == "inspect":
