@@ -509,9 +509,11 @@ if NUMBA:
     _NO_LUT = np.zeros((3, 256), np.uint8)
 
     def _nb_resample(src, edges, out, size, flip, box_filter, chw, scale, offset, has_norm):
-        # three compiled steps, so that read-only sources and each output dtype add one small
-        # specialization each instead of a whole kernel
+        # three compiled steps: each output dtype adds a small specialization, not a whole kernel
         channels = src.shape[2]
+        if src.flags.writeable:  # one compiled signature: the kernel only ever sees read-only sources
+            src = src.view()
+            src.flags.writeable = False
         res = _nb_resample_planar(src, edges, size[0], size[1], box_filter)
         if out.dtype == np.uint8:
             _nb_write(res, out, _NO_LUT, False, flip, chw)

@@ -59,9 +59,11 @@ def sample_rng() -> np.random.Generator:
     """The random generator of the sample being loaded in this thread.
 
     Inside a loader it is derived from (seed, epoch, index) and created once per sample: repeated
-    calls while loading one sample continue the same stream. Outside any loader (calling
-    ``ds[i]`` by hand) there is no sample to derive from, and a fresh, unseeded generator is
-    returned.
+    calls while loading one sample continue the same stream. Inside a batched read
+    (``__getitems__``, ``getobs_batch_into``) it belongs to the first index of the call. Outside
+    any loader (calling ``ds[i]`` by hand) there is no sample to derive from, and a fresh,
+    unseeded generator is returned. It is not meant for a ``collate`` function (no sample is
+    being loaded there).
     """
     context = _current()
     if context is None or context.index < 0:
