@@ -2,15 +2,19 @@
 
 ``resample_into(src, box, out)`` reproduces Pillow's antialiased separable resampling
 (``Image.resize(size, BILINEAR | BOX, box=...)``, ``libImaging/Resample.c``) bit for bit on uint8
-images: the same per-output-pixel coefficient windows computed in double precision from the box
-converted to float32 (as Pillow's C API receives it), the same 22-bit fixed-point coefficients,
-a horizontal pass rounded and clipped to uint8, then a vertical pass rounded and clipped the same
-way. The uint8 result is then mirrored, laid out (HWC or CHW), optionally normalized
-(``float32(v) * scale[c] + offset[c]`` in float32) and stored in ``out``'s dtype, all while writing.
+images: the box edges rounded to float32 (as Pillow's C API receives them), the same per-output
+coefficient windows computed in double precision, the same 22-bit fixed-point coefficients, and two
+1-D passes, each rounded and clipped to uint8. The pass order is Pillow 13's: horizontal first,
+unless the height shrinks more than twice as much as the width (in pixels, full image against
+output), then vertical first. Pillow < 13 always ran the horizontal pass first, so in that second
+case older Pillow versions can differ by one grey level. The uint8 result is then mirrored, laid
+out (HWC or CHW), normalized (``float32(v) * scale[c] + offset[c]``, in float32) and stored in
+``out``'s dtype while it is written.
 
 Two implementations give bit-identical results: numba kernels (``nogil=True, cache=True``, no
 fastmath), and a vectorized NumPy fallback used when numba is missing or ``SLIPSTREAM_NO_NUMBA=1``
-is set when this module is imported. ``NUMBA`` says which is active.
+is set when this module is imported. ``NUMBA`` says which is active; ``warm_up()`` compiles (or
+loads from numba's on-disk cache) the numba kernels ahead of the first batch.
 """
 
 from __future__ import annotations
@@ -109,12 +113,11 @@ def _check(src, box, out, flip, filter, chw, scale, offset):
     if not (edges[1] > edges[0] and edges[3] > edges[2]):
         raise ValueError(f"box {box!r} is too small to resample from")
 
-    has_norm = scale is not None or offset is not None
-    if has_norm and out.dtype == np.uint8:
+    if (scale is not None or offset is not None) and out.dtype == np.uint8:
         raise ValueError("scale/offset need a float32 or float16 out")
     scale = _per_channel(scale, 1.0, channels, "scale")
     offset = _per_channel(offset, 0.0, channels, "offset")
-    return src, edges, out, (out_h, out_w), bool(flip), _FILTERS[filter], bool(chw), scale, offset, has_norm
+    return src, edges, out, (out_h, out_w), bool(flip), _FILTERS[filter], bool(chw), scale, offset
 
 
 def _per_channel(value, default, channels, name):
@@ -132,9 +135,9 @@ def _per_channel(value, default, channels, name):
 
 
 def _run(kernel, src, box, out, flip, filter, chw, scale, offset):
-    src, edges, out, size, flip, box_filter, chw, scale, offset, has_norm = _check(src, box, out, flip, filter, chw, scale, offset)
+    src, edges, out, size, flip, box_filter, chw, scale, offset = _check(src, box, out, flip, filter, chw, scale, offset)
     target = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
-    kernel(src, edges, target, size, flip, box_filter, chw, scale, offset, has_norm)
+    kernel(src, edges, target, size, flip, box_filter, chw, scale, offset)
     if target is not out:
         out[...] = target
     return out
@@ -196,7 +199,7 @@ def _np_vertical(cols, ymin, count, kk):
     return _np_clip8(acc)
 
 
-def _np_resample(src, edges, out, size, flip, box_filter, chw, scale, offset, has_norm):
+def _np_resample(src, edges, out, size, flip, box_filter, chw, scale, offset):
     height, width, channels = src.shape
     out_h, out_w = size
     ymin, ycount, kv = _np_coeffs(height, edges[0], edges[1], out_h, box_filter)
@@ -211,13 +214,12 @@ def _np_resample(src, edges, out, size, flip, box_filter, chw, scale, offset, ha
         result = _np_horizontal(tmp, xmin - first, xcount, kh)
     if flip:
         result = result[:, ::-1]
-    if out.dtype != np.uint8:
-        result = result.astype(np.float32)
-        if has_norm:
-            result = result * scale + offset
+    if out.dtype != np.uint8:  # scale 1 and offset 0 (the defaults) leave the values exact
+        result = result.astype(np.float32) * scale + offset
     if chw:
         result = result.transpose(2, 0, 1)
-    out[...] = result
+    with np.errstate(over="ignore", invalid="ignore"):  # float16 overflows to inf, silently, as in numba
+        out[...] = result
 
 
 def _resample_numpy(src, box, out, *, flip=False, filter="bilinear", chw=False, scale=None, offset=None):
@@ -411,56 +413,146 @@ if NUMBA:
             _nb_horizontal(tmp, 0, start, kp, first, channels, res)
         return res
 
+    # Writers: planar rows res (oh, C * ow) -> out, mirrored (flip) and laid out (chw). One per
+    # output kind, each loop kept simple so that LLVM vectorizes it.
+
     @_jit
-    def _nb_write(res, out, lut, use_lut, flip, chw):
-        """Write planar rows res (oh, C * ow) into out, mirrored and laid out, through lut[c, v] if use_lut."""
+    def _nb_write_u8(res, out, flip, chw):
         if chw:
             channels, out_h, out_w = out.shape
         else:
             out_h, out_w, channels = out.shape
         n = _U(out_w)
         last = _U(out_w - 1)
+        nc = _U(channels)
         for yy in range(out_h):
             row = res[yy]
-            for c in range(channels):
-                src = row[c * out_w:(c + 1) * out_w]
-                table = lut[c]
-                if chw:
+            if chw:
+                for c in range(channels):
+                    src = row[c * out_w:(c + 1) * out_w]
                     dst = out[c, yy]
                     if flip:
-                        if use_lut:
-                            for xx in range(n):
-                                dst[last - xx] = table[src[xx]]
-                        else:
-                            for xx in range(n):
-                                dst[last - xx] = src[xx]
+                        for xx in range(n):
+                            dst[last - xx] = src[xx]
                     else:
-                        if use_lut:
-                            for xx in range(n):
-                                dst[xx] = table[src[xx]]
-                        else:
-                            for xx in range(n):
-                                dst[xx] = src[xx]
-                else:
-                    dst = out[yy]
+                        for xx in range(n):
+                            dst[xx] = src[xx]
+            elif channels == 3:
+                dst = out[yy].reshape(out_w * 3)
+                r0 = row[0:out_w]
+                r1 = row[out_w:2 * out_w]
+                r2 = row[2 * out_w:3 * out_w]
+                for xx in range(n):
+                    o = (last - xx if flip else xx) * _U(3)
+                    dst[o] = r0[xx]
+                    dst[o + _U(1)] = r1[xx]
+                    dst[o + _U(2)] = r2[xx]
+            else:
+                dst = out[yy].reshape(out_w * channels)
+                for c in range(channels):
+                    src = row[c * out_w:(c + 1) * out_w]
                     cc = _U(c)
                     for xx in range(n):
-                        v = table[src[xx]] if use_lut else src[xx]
-                        if flip:
-                            dst[last - xx, cc] = v
-                        else:
-                            dst[xx, cc] = v
+                        dst[(last - xx if flip else xx) * nc + cc] = src[xx]
 
     @_jit
-    def _nb_lut_float32(channels, scale, offset, has_norm):
-        """lut[c, v] = float32(v) * scale[c] + offset[c] (in float32), or float32(v)."""
+    def _nb_write_f32(res, out, scale, offset, flip, chw):
+        """out = float32(v) * scale[c] + offset[c], in float32 (scale 1 and offset 0 give v exactly)."""
+        if chw:
+            channels, out_h, out_w = out.shape
+        else:
+            out_h, out_w, channels = out.shape
+        n = _U(out_w)
+        last = _U(out_w - 1)
+        nc = _U(channels)
+        for yy in range(out_h):
+            row = res[yy]
+            if chw:
+                for c in range(channels):
+                    src = row[c * out_w:(c + 1) * out_w]
+                    dst = out[c, yy]
+                    s = scale[c]
+                    o = offset[c]
+                    if flip:
+                        for xx in range(n):
+                            dst[last - xx] = np.float32(src[xx]) * s + o
+                    else:
+                        for xx in range(n):
+                            dst[xx] = np.float32(src[xx]) * s + o
+            elif channels == 3:
+                dst = out[yy].reshape(out_w * 3)
+                r0 = row[0:out_w]
+                r1 = row[out_w:2 * out_w]
+                r2 = row[2 * out_w:3 * out_w]
+                s0, s1, s2 = scale[0], scale[1], scale[2]
+                o0, o1, o2 = offset[0], offset[1], offset[2]
+                for xx in range(n):
+                    p = (last - xx if flip else xx) * _U(3)
+                    dst[p] = np.float32(r0[xx]) * s0 + o0
+                    dst[p + _U(1)] = np.float32(r1[xx]) * s1 + o1
+                    dst[p + _U(2)] = np.float32(r2[xx]) * s2 + o2
+            else:
+                dst = out[yy].reshape(out_w * channels)
+                for c in range(channels):
+                    src = row[c * out_w:(c + 1) * out_w]
+                    cc = _U(c)
+                    s = scale[c]
+                    o = offset[c]
+                    for xx in range(n):
+                        dst[(last - xx if flip else xx) * nc + cc] = np.float32(src[xx]) * s + o
+
+    @_jit
+    def _nb_write_lut(res, out, lut, flip, chw):
+        """out = lut[c, v] (the float16 bits of the normalized value)."""
+        if chw:
+            channels, out_h, out_w = out.shape
+        else:
+            out_h, out_w, channels = out.shape
+        n = _U(out_w)
+        last = _U(out_w - 1)
+        nc = _U(channels)
+        for yy in range(out_h):
+            row = res[yy]
+            if chw:
+                for c in range(channels):
+                    src = row[c * out_w:(c + 1) * out_w]
+                    dst = out[c, yy]
+                    table = lut[c]
+                    if flip:
+                        for xx in range(n):
+                            dst[last - xx] = table[src[xx]]
+                    else:
+                        for xx in range(n):
+                            dst[xx] = table[src[xx]]
+            elif channels == 3:
+                dst = out[yy].reshape(out_w * 3)
+                r0 = row[0:out_w]
+                r1 = row[out_w:2 * out_w]
+                r2 = row[2 * out_w:3 * out_w]
+                t0 = lut[0]
+                t1 = lut[1]
+                t2 = lut[2]
+                for xx in range(n):
+                    p = (last - xx if flip else xx) * _U(3)
+                    dst[p] = t0[r0[xx]]
+                    dst[p + _U(1)] = t1[r1[xx]]
+                    dst[p + _U(2)] = t2[r2[xx]]
+            else:
+                dst = out[yy].reshape(out_w * channels)
+                for c in range(channels):
+                    src = row[c * out_w:(c + 1) * out_w]
+                    cc = _U(c)
+                    table = lut[c]
+                    for xx in range(n):
+                        dst[(last - xx if flip else xx) * nc + cc] = table[src[xx]]
+
+    @_jit
+    def _nb_lut_float32(channels, scale, offset):
+        """lut[c, v] = float32(v) * scale[c] + offset[c], in float32."""
         lut = np.empty((channels, 256), np.float32)
         for c in range(channels):
             for v in range(256):
-                x = np.float32(v)
-                if has_norm:
-                    x = x * scale[c] + offset[c]
-                lut[c, v] = x
+                lut[c, v] = np.float32(v) * scale[c] + offset[c]
         return lut
 
     @_jit
@@ -496,9 +588,9 @@ if NUMBA:
         return sign | q
 
     @_jit
-    def _nb_lut_float16(channels, scale, offset, has_norm):
+    def _nb_lut_float16(channels, scale, offset):
         """The float32 table rounded to float16, as uint16 bits (numba has no float16 on the CPU)."""
-        lut32 = _nb_lut_float32(channels, scale, offset, has_norm)
+        lut32 = _nb_lut_float32(channels, scale, offset)
         bits = lut32.view(np.uint32)
         lut = np.empty(lut32.shape, np.uint16)
         for c in range(channels):
@@ -506,21 +598,18 @@ if NUMBA:
                 lut[c, v] = _nb_half_bits(np.int64(bits[c, v]))
         return lut
 
-    _NO_LUT = np.zeros((3, 256), np.uint8)
-
-    def _nb_resample(src, edges, out, size, flip, box_filter, chw, scale, offset, has_norm):
-        # three compiled steps: each output dtype adds a small specialization, not a whole kernel
-        channels = src.shape[2]
+    def _nb_resample(src, edges, out, size, flip, box_filter, chw, scale, offset):
+        # compiled in steps, so that each output dtype adds a small writer, not a whole kernel
         if src.flags.writeable:  # one compiled signature: the kernel only ever sees read-only sources
             src = src.view()
             src.flags.writeable = False
         res = _nb_resample_planar(src, edges, size[0], size[1], box_filter)
         if out.dtype == np.uint8:
-            _nb_write(res, out, _NO_LUT, False, flip, chw)
+            _nb_write_u8(res, out, flip, chw)
         elif out.dtype == np.float32:
-            _nb_write(res, out, _nb_lut_float32(channels, scale, offset, has_norm), True, flip, chw)
+            _nb_write_f32(res, out, scale, offset, flip, chw)
         else:
-            _nb_write(res, out.view(np.uint16), _nb_lut_float16(channels, scale, offset, has_norm), True, flip, chw)
+            _nb_write_lut(res, out.view(np.uint16), _nb_lut_float16(src.shape[2], scale, offset), flip, chw)
 
 
 def _resample_numba(src, box, out, *, flip=False, filter="bilinear", chw=False, scale=None, offset=None):
@@ -555,19 +644,15 @@ def resample_into(src, box, out, *, flip=False, filter="bilinear", chw=False, sc
 
 
 def warm_up() -> float:
-    """Compile (or load from numba's on-disk cache) the kernels for the common signatures.
-
-    Covers uint8/float32/float16 outputs, writable and read-only sources (C = 1 and 3 share a
-    signature). Returns the seconds spent; 0.0 when the NumPy implementation is active.
-    """
+    """Compile the numba kernels for uint8/float32/float16 outputs and C in {1, 3}, or load them
+    from numba's on-disk cache. Returns the seconds spent (0.0 when NumPy is active)."""
     if not NUMBA:
         return 0.0
     start = time.perf_counter()
-    for readonly in (False, True):
-        for channels in (1, 3):
-            src = np.zeros((4, 4, channels), np.uint8)
-            src.flags.writeable = not readonly
-            for dtype in _OUT_DTYPES:
-                norm = {} if dtype == np.uint8 else {"scale": np.ones(channels, np.float32), "offset": np.zeros(channels, np.float32)}
-                resample_into(src, (0, 0, 4, 4), np.empty((2, 2, channels), dtype), **norm)
+    for channels in (1, 3):
+        src = np.zeros((4, 4, channels), np.uint8)
+        for dtype in _OUT_DTYPES:
+            norm = {} if dtype == np.uint8 else {"scale": np.ones(channels, np.float32), "offset": np.zeros(channels, np.float32)}
+            for chw in (False, True):
+                resample_into(src, (0.5, 0, 3, 4), np.empty((3, 2, channels) if not chw else (channels, 3, 2), dtype), chw=chw, **norm)
     return time.perf_counter() - start
