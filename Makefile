@@ -24,6 +24,8 @@ demo: $(VENV)/.torch
 
 test: $(VENV)/.test
 	$(PY) -m pytest -q
+	# the pixel kernels' NumPy fallback (what runs without numba), on its own
+	SLIPSTREAM_NO_NUMBA=1 $(PY) -m pytest -q tests/test_kernels.py tests/test_mapfields.py
 
 bench: $(VENV)/.torch
 	$(PY) benchmarks/bench_loader.py

@@ -248,3 +248,22 @@ def test_environment_variable_selects_the_numpy_fallback():
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split()[:2] == ["False", "0.0"]
+
+
+def test_the_first_calls_run_on_numpy_while_numba_compiles_in_the_background():
+    from helpers import run_python
+
+    result = run_python(
+        """
+        import numpy as np
+        from slipstream import _kernels
+        src = np.zeros((8, 8, 3), np.uint8)
+        out = np.empty((4, 4, 3), np.uint8)
+        _kernels.resample_into(src, (0, 0, 8, 8), out)  # starts the compile, returns at once
+        print("READY_AFTER_FIRST", _kernels._compiled.is_set())
+        print("WARMED", _kernels.warm_up() >= 0, _kernels._compiled.is_set() == _kernels.NUMBA)
+        """,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "WARMED True True" in result.stdout

@@ -13,15 +13,18 @@ out (HWC or CHW), normalized (``float32(v) * scale[c] + offset[c]``, in float32)
 
 Two implementations give bit-identical results: numba kernels (``nogil=True, cache=True``, no
 fastmath), and a vectorized NumPy fallback used when numba is missing or ``SLIPSTREAM_NO_NUMBA=1``
-is set when this module is imported. ``NUMBA`` says which is active; ``warm_up()`` compiles (or
-loads from numba's on-disk cache) the numba kernels ahead of the first batch.
+is set when this module is imported. ``NUMBA`` says which is available. The first call compiles the
+numba kernels in a background thread (or loads them from numba's on-disk cache) and runs on the
+NumPy path until they are ready, so no batch waits for the compiler; ``warm_up()`` waits for them.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import threading
 import time
+import warnings
 from numbers import Real
 
 import numpy as np
@@ -639,20 +642,51 @@ def resample_into(src, box, out, *, flip=False, filter="bilinear", chw=False, sc
     box=(left, top, left + width, top + height))`` exactly. Returns ``out``.
     """
     if NUMBA:
-        return _resample_numba(src, box, out, flip=flip, filter=filter, chw=chw, scale=scale, offset=offset)
+        if _compiled.is_set():
+            return _resample_numba(src, box, out, flip=flip, filter=filter, chw=chw, scale=scale, offset=offset)
+        _compile_in_background()
     return _resample_numpy(src, box, out, flip=flip, filter=filter, chw=chw, scale=scale, offset=offset)
 
 
+# The first call starts compiling (or loading from numba's disk cache) every kernel signature in a
+# background thread, and calls run on the bit-identical NumPy path until that is done: the first
+# batch never waits for the compiler (a cold compile takes several seconds; a cached load ~0.4 s).
+_compiled = threading.Event()
+_compile_lock = threading.Lock()
+_compiler: threading.Thread | None = None
+
+
+def _compile_all() -> None:
+    try:
+        for channels in (1, 3):
+            src = np.zeros((4, 4, channels), np.uint8)
+            for dtype in _OUT_DTYPES:
+                norm = {} if dtype == np.uint8 else {"scale": np.ones(channels, np.float32), "offset": np.zeros(channels, np.float32)}
+                for chw in (False, True):
+                    for filter in _FILTERS:
+                        out = np.empty((3, 2, channels) if not chw else (channels, 3, 2), dtype)
+                        _resample_numba(src, (0.5, 0, 3, 4), out, chw=chw, filter=filter, **norm)
+    except Exception as exc:  # noqa: BLE001 - numba cannot compile here: stay on the NumPy path
+        warnings.warn(f"slipstream: numba kernels failed to compile, using the NumPy fallback: {exc}", RuntimeWarning, stacklevel=2)
+        return
+    _compiled.set()
+
+
+def _compile_in_background() -> threading.Thread:
+    global _compiler
+    with _compile_lock:
+        if _compiler is None:
+            _compiler = threading.Thread(target=_compile_all, name="slipstream-numba-compile", daemon=True)
+            _compiler.start()
+        return _compiler
+
+
 def warm_up() -> float:
-    """Compile the numba kernels for uint8/float32/float16 outputs and C in {1, 3}, or load them
-    from numba's on-disk cache. Returns the seconds spent (0.0 when NumPy is active)."""
+    """Compile the numba kernels (or load them from numba's on-disk cache) now and wait for it.
+    Returns the seconds spent (0.0 when NumPy is active). Optional: without it the first batches
+    run on the NumPy path while the kernels compile in the background."""
     if not NUMBA:
         return 0.0
     start = time.perf_counter()
-    for channels in (1, 3):
-        src = np.zeros((4, 4, channels), np.uint8)
-        for dtype in _OUT_DTYPES:
-            norm = {} if dtype == np.uint8 else {"scale": np.ones(channels, np.float32), "offset": np.zeros(channels, np.float32)}
-            for chw in (False, True):
-                resample_into(src, (0.5, 0, 3, 4), np.empty((3, 2, channels) if not chw else (channels, 3, 2), dtype), chw=chw, **norm)
+    _compile_in_background().join()
     return time.perf_counter() - start
