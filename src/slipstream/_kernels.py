@@ -459,54 +459,8 @@ if NUMBA:
                         dst[(last - xx if flip else xx) * nc + cc] = src[xx]
 
     @_jit
-    def _nb_write_f32(res, out, scale, offset, flip, chw):
-        """out = float32(v) * scale[c] + offset[c], in float32 (scale 1 and offset 0 give v exactly)."""
-        if chw:
-            channels, out_h, out_w = out.shape
-        else:
-            out_h, out_w, channels = out.shape
-        n = _U(out_w)
-        last = _U(out_w - 1)
-        nc = _U(channels)
-        for yy in range(out_h):
-            row = res[yy]
-            if chw:
-                for c in range(channels):
-                    src = row[c * out_w:(c + 1) * out_w]
-                    dst = out[c, yy]
-                    s = scale[c]
-                    o = offset[c]
-                    if flip:
-                        for xx in range(n):
-                            dst[last - xx] = np.float32(src[xx]) * s + o
-                    else:
-                        for xx in range(n):
-                            dst[xx] = np.float32(src[xx]) * s + o
-            elif channels == 3:
-                dst = out[yy].reshape(out_w * 3)
-                r0 = row[0:out_w]
-                r1 = row[out_w:2 * out_w]
-                r2 = row[2 * out_w:3 * out_w]
-                s0, s1, s2 = scale[0], scale[1], scale[2]
-                o0, o1, o2 = offset[0], offset[1], offset[2]
-                for xx in range(n):
-                    p = (last - xx if flip else xx) * _U(3)
-                    dst[p] = np.float32(r0[xx]) * s0 + o0
-                    dst[p + _U(1)] = np.float32(r1[xx]) * s1 + o1
-                    dst[p + _U(2)] = np.float32(r2[xx]) * s2 + o2
-            else:
-                dst = out[yy].reshape(out_w * channels)
-                for c in range(channels):
-                    src = row[c * out_w:(c + 1) * out_w]
-                    cc = _U(c)
-                    s = scale[c]
-                    o = offset[c]
-                    for xx in range(n):
-                        dst[(last - xx if flip else xx) * nc + cc] = np.float32(src[xx]) * s + o
-
-    @_jit
     def _nb_write_lut(res, out, lut, flip, chw):
-        """out = lut[c, v] (the float16 bits of the normalized value)."""
+        """out = lut[c, v]: the normalized value of v for channel c (float32, or float16 bits)."""
         if chw:
             channels, out_h, out_w = out.shape
         else:
@@ -610,7 +564,7 @@ if NUMBA:
         if out.dtype == np.uint8:
             _nb_write_u8(res, out, flip, chw)
         elif out.dtype == np.float32:
-            _nb_write_f32(res, out, scale, offset, flip, chw)
+            _nb_write_lut(res, out, _nb_lut_float32(src.shape[2], scale, offset), flip, chw)
         else:
             _nb_write_lut(res, out.view(np.uint16), _nb_lut_float16(src.shape[2], scale, offset), flip, chw)
 
