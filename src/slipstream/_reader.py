@@ -229,12 +229,16 @@ class PackedDataset:
                         continue
                     view = target[j]
                     result = column.into(view, r)
-                    if result is not view:
-                        if np.shape(result) != view.shape:
-                            raise ValueError(f"has shape {np.shape(result)} but the batch buffer expects {view.shape}")
-                        np.copyto(view, result, casting="same_kind")
                 except ValueError as exc:
                     raise CorruptFileError(self.path, f"sample {int(idx[j])}, field {name!r}: {exc}") from exc
+                if result is not view:
+                    if np.shape(result) != view.shape:  # the data is fine; the batch cannot hold it
+                        raise ValueError(
+                            f"{self.path}: sample {int(idx[j])}, field {name!r} has shape {np.shape(result)} but the first "
+                            f"sample's was {view.shape}: batch variable sizes with .map(image=[ops.RandomResizedCrop(...)]) "
+                            f"or another crop, or pass collate="
+                        )
+                    np.copyto(view, result, casting="same_kind")
             out[name] = target if values is None else values
         return out
 
