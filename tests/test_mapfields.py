@@ -119,3 +119,16 @@ def test_mapping_errors_name_the_problem(jpegs):
         ss.mapfields([np.zeros((4, 4, 3), np.uint8)], image=[ops.ToCHW()])[0]
     with pytest.raises(ValueError, match="mapped already"):
         ss.open(path).map(image=[ops.ToCHW()]).map(image=[ops.ToCHW()])
+
+
+def test_decode_options_trade_exactness_for_speed_and_stay_deterministic(jpegs):
+    path, _ = jpegs
+    crop = [ops.CenterCrop(16, resize=20)]
+    default = ss.open(path).map(image=crop)[2]["image"]
+    exact = ss.open(path).map(image=[ops.Decode(exact=True), *crop])[2]["image"]
+    fast = ss.open(path).map(image=[ops.Decode(fast=True), *crop])
+    assert np.abs(default.astype(int) - exact).mean() < 4  # a reduced DCT scale vs a full decode
+    np.testing.assert_array_equal(fast[2]["image"], fast[2]["image"])
+    assert np.abs(fast[2]["image"].astype(int) - default).mean() < 4
+    with pytest.raises(ValueError, match="at most one Decode"):
+        ss.open(path).map(image=[ops.Decode(), ops.Decode()])

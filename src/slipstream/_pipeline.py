@@ -18,7 +18,7 @@ import numpy as np
 
 from . import _imaging, _kernels
 from ._rng import sample_rng
-from .ops import Apply, Geometry, Normalize, Op, ToCHW, Window
+from .ops import Apply, Decode, Geometry, Normalize, Op, ToCHW, Window
 
 __all__ = ["ImageSource", "Pipeline"]
 
@@ -59,7 +59,7 @@ class ImageSource:
         image = _imaging.as_image(value, where)
         return cls("array", image, image.shape)
 
-    def decode(self, window: Window, exact: bool) -> tuple[np.ndarray, float, float]:
+    def decode(self, window: Window, options: Decode) -> tuple[np.ndarray, float, float]:
         """The decoded image and the factors that map source coordinates into it. A JPEG is decoded
         at a reduced DCT scale when the window stays at least its output size (unless ``exact``)."""
         height, width, channels = self.shape
@@ -68,18 +68,20 @@ class ImageSource:
         if self.codec != "jpeg":
             return _imaging.decode(self.codec, self.data, self.shape), 1.0, 1.0
         factor = 1
-        if not exact:
+        if not options.exact:
             while factor < 8 and window.height / (2 * factor) >= window.out_h and window.width / (2 * factor) >= window.out_w:
                 factor *= 2
         dec_h, dec_w = math.ceil(height / factor), math.ceil(width / factor)
         buffer = _scratch_buffer(dec_h * dec_w * channels)
         colorspace = "GRAY" if channels == 1 else "RGB"
+        fast = options.fast
         try:
             if factor == 1:
-                image = _imaging._simplejpeg().decode_jpeg(self.data, colorspace=colorspace, buffer=buffer)
+                image = _imaging._simplejpeg().decode_jpeg(self.data, colorspace=colorspace, buffer=buffer, fastdct=fast, fastupsample=fast)
             else:
                 image = _imaging._simplejpeg().decode_jpeg(
-                    self.data, colorspace=colorspace, buffer=buffer, min_factor=factor, min_height=dec_h, min_width=dec_w
+                    self.data, colorspace=colorspace, buffer=buffer, fastdct=fast, fastupsample=fast,
+                    min_factor=factor, min_height=dec_h, min_width=dec_w,
                 )
         except ValueError as exc:
             raise ValueError(f"cannot decode jpeg image: {exc}") from exc
@@ -93,20 +95,23 @@ class ImageSource:
 class Pipeline:
     """A list of ops compiled into fused stages (see the module doc)."""
 
-    def __init__(self, ops: list[Op], exact_decode: bool = False):
+    def __init__(self, ops: list[Op]):
         if not isinstance(ops, (list, tuple)) or not all(isinstance(op, Op) or callable(op) for op in ops):
             raise TypeError(f"a pipeline is a list of slipstream.ops operations, got {ops!r}")
         ops = [op if isinstance(op, Op) else Apply(op) for op in ops]
         first_custom = next((k for k, op in enumerate(ops) if isinstance(op, Apply)), len(ops))
         head, self.tail = ops[:first_custom], ops[first_custom:]
         self.geometry = [op for op in head if isinstance(op, Geometry)]
-        formats = [op for op in head if not isinstance(op, Geometry)]
+        decodes = [op for op in head if isinstance(op, Decode)]
+        if len(decodes) > 1:
+            raise ValueError("a pipeline takes at most one Decode, before its custom ops")
+        self.decode = decodes[0] if decodes else Decode()
+        formats = [op for op in head if isinstance(op, (Normalize, ToCHW))]
         self.normalize = next((op for op in formats if isinstance(op, Normalize)), None)
         self.chw = any(isinstance(op, ToCHW) for op in formats)
         if sum(isinstance(op, Normalize) for op in formats) > 1 or sum(isinstance(op, ToCHW) for op in formats) > 1:
             raise ValueError("a pipeline takes at most one Normalize and one ToCHW before its custom ops")
         self.filter = next((op.interpolation for op in reversed(self.geometry) if hasattr(op, "interpolation")), "bilinear")
-        self.exact_decode = exact_decode
         self.ops = ops
 
     def __repr__(self) -> str:
@@ -118,7 +123,7 @@ class Pipeline:
         window = Window(height, width)
         for op in self.geometry:
             op.apply(window, sample_rng)
-        image, sy, sx = source.decode(window, self.exact_decode)
+        image, sy, sx = source.decode(window, self.decode)
         box = (window.top * sy, window.left * sx, window.height * sy, window.width * sx)
         if not self.tail:
             dtype = np.dtype(self.normalize.dtype) if self.normalize else np.dtype(np.uint8)
@@ -153,6 +158,8 @@ def _step(op: Op, image: Any) -> Any:
         return _format(np.asarray(image), op, False)
     if isinstance(op, ToCHW):
         return np.ascontiguousarray(np.asarray(image).transpose(2, 0, 1))
+    if isinstance(op, Decode):
+        raise TypeError("ops.Decode must come before the custom ops (it sets how the image is decoded)")
     if isinstance(op, Geometry):
         array = np.ascontiguousarray(np.asarray(image))
         if array.dtype != np.uint8 or array.ndim != 3:

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Apply", "CenterCrop", "Normalize", "Op", "RandomHorizontalFlip", "RandomResizedCrop", "Resize", "ToCHW"]
+__all__ = ["Apply", "CenterCrop", "Decode", "Normalize", "Op", "RandomHorizontalFlip", "RandomResizedCrop", "Resize", "ToCHW"]
 
 
 def _pair(size: int | Sequence[int], name: str) -> tuple[int, int]:
@@ -182,6 +182,15 @@ class Normalize(Op):
         mean = np.resize(np.asarray(self.mean, np.float64), channels)
         std = np.resize(np.asarray(self.std, np.float64), channels)
         return (1.0 / (255.0 * std)).astype(np.float32), (-mean / std).astype(np.float32)
+
+
+class Decode(Op):
+    """How to decode JPEGs (place it anywhere before custom ops). ``fast=True`` uses libjpeg-turbo's
+    fast integer DCT and fast chroma upsampling (what FFCV uses): about 10% faster decoding for a
+    small loss in quality (off by default). ``exact=True`` never decodes at a reduced DCT scale."""
+
+    def __init__(self, fast: bool = False, exact: bool = False):
+        self.fast, self.exact = bool(fast), bool(exact)
 
 
 class ToCHW(Op):
