@@ -98,7 +98,7 @@ def _human(n: float) -> str:
 
 def _convert(args: argparse.Namespace) -> int:
     from ._convert import convert
-    from .fields import _pa
+    from ._field_base import pyarrow_module as _pa
 
     try:
         arrow_error = _pa().ArrowException
@@ -145,7 +145,7 @@ def _inspect(file: str, validate: bool) -> int:
 
     from ._errors import PackedFileError
     from ._reader import open as open_packed
-    from .fields import _pa
+    from ._field_base import pyarrow_module as _pa
 
     try:
         pa = _pa()

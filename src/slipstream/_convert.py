@@ -38,7 +38,8 @@ import numpy as np
 
 from . import _imaging
 from . import fields as F
-from .fields import Field, _pa
+from ._field_base import Field
+from ._field_base import pyarrow_module as _pa
 
 __all__ = ["SUPPORTED", "ConvertError", "Source", "convert", "open_source"]
 

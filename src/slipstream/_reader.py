@@ -24,7 +24,11 @@ from ._errors import (
     NotAPackedFileError,
     TruncatedFileError,
 )
-from .fields import Column, Field, _FixedColumn, _ImageColumn, _pa, _ScalarColumn, field_from_spec
+from ._field_array import _FixedColumn
+from ._field_base import Column, Field, field_from_spec
+from ._field_base import pyarrow_module as _pa
+from ._field_image import _ImageColumn
+from .fields import _ScalarColumn
 
 __all__ = ["PackedDataset", "open"]
 

@@ -12,14 +12,15 @@ from __future__ import annotations
 import copy
 import os
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from . import _format
 from ._containers import getobs, numobs
 from ._parallel import loadparallel
-from .fields import Field, _pa
+from ._field_base import Field
+from ._field_base import pyarrow_module as _pa
 
 __all__ = ["write"]
 

@@ -1,0 +1,146 @@
+"""``F.Image``: a uint8 image per sample, with per-sample codecs (raw, JPEG, PNG, QOI) and write-time resizing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import _imaging
+from ._field_base import Column, Field, binary_views, pyarrow_module, slice_row
+
+__all__ = ["Image"]
+
+_CODE_NAMES = {code: name for name, code in _imaging.CODECS.items()}
+
+
+class _ImageColumn(Column):
+    def __init__(self, array: Any):
+        self.codes = array.field("codec").to_numpy(zero_copy_only=False)
+        self.heights = array.field("height").to_numpy(zero_copy_only=False)
+        self.widths = array.field("width").to_numpy(zero_copy_only=False)
+        self.channels = array.field("channels").to_numpy(zero_copy_only=False)
+        self.offsets, self.data = binary_views(array.field("data"))
+
+    def shape(self, row: int) -> tuple[int, int, int]:
+        return int(self.heights[row]), int(self.widths[row]), int(self.channels[row])
+
+    def codec(self, row: int) -> str:
+        name = _CODE_NAMES.get(int(self.codes[row]))
+        if name is None:
+            raise ValueError(f"unknown image codec code {int(self.codes[row])}")
+        return name
+
+    def encoded(self, row: int) -> np.ndarray:
+        """The stored bytes of the image, zero-copy (a read-only uint8 view into the page)."""
+        return slice_row(self.offsets, self.data, row)
+
+    def get(self, row: int) -> Any:
+        return _imaging.decode(self.codec(row), self.encoded(row), self.shape(row))
+
+    def into(self, buffer: Any, row: int) -> Any:
+        if isinstance(buffer, np.ndarray) and buffer.shape == self.shape(row):
+            return _imaging.decode(self.codec(row), self.encoded(row), self.shape(row), out=buffer)
+        return self.get(row)
+
+
+class Image(Field):
+    """A uint8 image per sample, (height, width, channels) with 1 (grayscale) or 3 (RGB) channels.
+
+    ``codec``: "raw", "jpeg", "png" or "qoi". ``max_side`` / ``min_side`` downscale at write time
+    (area interpolation, never upscaling) so the longer side is at most ``max_side`` and the shorter
+    at most ``min_side``. ``policy``: None (every image uses ``codec``), "smart" (only images whose
+    raw size exceeds ``threshold`` bytes are compressed, the rest stored raw) or "proportion" (a
+    fraction ``proportion`` of images, chosen by a seeded coin per sample index, is compressed).
+    Input: a uint8 array, a PIL image, or encoded JPEG/PNG/QOI bytes; JPEG bytes that need no
+    resize and are to be stored as JPEG are kept as they are (no second lossy encode).
+    """
+
+    kind = "image"
+
+    def __init__(
+        self,
+        codec: str = "raw",
+        quality: int = 90,
+        max_side: int | None = None,
+        min_side: int | None = None,
+        policy: str | None = None,
+        threshold: int = 1 << 18,
+        proportion: float = 0.5,
+        seed: int = 0,
+    ):
+        if codec not in _imaging.CODECS:
+            raise ValueError(f"unknown image codec {codec!r}; expected one of {sorted(_imaging.CODECS)}")
+        if policy not in (None, "smart", "proportion"):
+            raise ValueError(f"policy must be None, 'smart' or 'proportion', got {policy!r}")
+        if not 1 <= int(quality) <= 100:
+            raise ValueError(f"quality must be in 1..100, got {quality}")
+        for name, side in (("max_side", max_side), ("min_side", min_side)):
+            if side is not None and int(side) < 1:
+                raise ValueError(f"{name} must be >= 1 or None, got {side}")
+        if not 0.0 <= float(proportion) <= 1.0:
+            raise ValueError(f"proportion must be in [0, 1], got {proportion}")
+        self.codec, self.quality, self.max_side, self.min_side = codec, int(quality), max_side, min_side
+        self.policy, self.threshold, self.proportion, self.seed = policy, int(threshold), float(proportion), int(seed)
+
+    def params(self) -> dict[str, Any]:
+        return {
+            "codec": self.codec,
+            "quality": self.quality,
+            "max_side": self.max_side,
+            "min_side": self.min_side,
+            "policy": self.policy,
+            "threshold": self.threshold,
+            "proportion": self.proportion,
+            "seed": self.seed,
+        }
+
+    def _codec_for(self, index: int, raw_size: int) -> str:
+        if self.policy == "smart":
+            return self.codec if raw_size > self.threshold else "raw"
+        if self.policy == "proportion":
+            coin = np.random.Generator(np.random.PCG64(np.random.SeedSequence(self.seed, spawn_key=(3, index)))).random()
+            return self.codec if coin < self.proportion else "raw"
+        return self.codec
+
+    def encode(self, value: Any, index: int, where: str) -> Any:
+        if isinstance(value, (bytes, bytearray, memoryview)) and _imaging.sniff(value) == "jpeg":
+            try:
+                header = _imaging.jpeg_header(bytes(value))
+            except ValueError as exc:
+                raise ValueError(f"{where}: the JPEG bytes do not decode: {exc}") from exc
+            if header is not None:
+                height, width, channels = header
+                fits = _imaging.target_size(height, width, self.max_side, self.min_side) == (height, width)
+                if fits and self._codec_for(index, height * width * channels) == "jpeg":
+                    _imaging.verify_jpeg(value, where)  # stored as it is: make sure it decodes
+                    return (_imaging.CODECS["jpeg"], height, width, channels, bytes(value))
+        image = _imaging.as_image(value, where)
+        height, width = _imaging.target_size(image.shape[0], image.shape[1], self.max_side, self.min_side)
+        image = _imaging.resize_area(image, height, width)
+        codec = self._codec_for(index, image.size)
+        return (_imaging.CODECS[codec], height, width, image.shape[2], _imaging.encode(codec, image, self.quality))
+
+    def nbytes(self, encoded: Any) -> int:
+        return len(encoded[4]) + 24
+
+    def arrow_type(self) -> Any:
+        pa = pyarrow_module()
+        return pa.struct(
+            [("codec", pa.int8()), ("height", pa.int32()), ("width", pa.int32()), ("channels", pa.int8()), ("data", pa.large_binary())]
+        )
+
+    def to_arrow(self, encoded: list[Any]) -> Any:
+        pa = pyarrow_module()
+        columns = list(zip(*encoded)) if encoded else [[], [], [], [], []]
+        arrays = [
+            pa.array(np.asarray(columns[0], np.int8)),
+            pa.array(np.asarray(columns[1], np.int32)),
+            pa.array(np.asarray(columns[2], np.int32)),
+            pa.array(np.asarray(columns[3], np.int8)),
+            pa.array(list(columns[4]), type=pa.large_binary()),
+        ]
+        return pa.StructArray.from_arrays(arrays, names=["codec", "height", "width", "channels", "data"])
+
+    def column(self, array: Any) -> Column:
+        return _ImageColumn(array)
