@@ -235,7 +235,7 @@ def test_public_function_dispatches_and_warm_up():
     seconds = K.warm_up()
     assert seconds >= 0.0 and (K.NUMBA or seconds == 0.0)
     if K.NUMBA:
-        assert K._nb_resample_planar.targetoptions["nogil"] and K._nb_write_u8.targetoptions["nogil"]
+        assert K._nb_resample_u8.targetoptions["nogil"] and K._nb_write_lut.targetoptions["nogil"]
     else:
         with pytest.raises(RuntimeError):
             K._resample_numba(src, (0, 0, 20, 20), out)

@@ -288,220 +288,206 @@ if NUMBA:
         return bounds, kk
 
     @_jit
-    def _nb_clip8(s):
-        v = s >> 22
-        if v < 0:
-            return 0
-        if v > 255:
-            return 255
-        return v
-
-    @_jit
-    def _nb_pad_taps(xb, kh, in_size):
+    def _nb_pad_taps(xb, kh, in_size, flip):
         """Give every output the same number of taps (zero weights added) without reading past the
-        source: (first tap per output, int32 coefficients (out_size, taps)). Same sums, and the
-        tap loops get a fixed trip count (unrolled below for up to 4 taps)."""
+        source: (first tap per output, uint64 coefficients (out_size, taps)). Same sums, and the
+        tap loops get a fixed trip count (unrolled below for up to 4 taps). With ``flip`` the rows
+        come in reverse order: each output is computed on its own, so this mirrors exactly."""
         out_size = xb.shape[0]
         taps = 1
         for i in range(out_size):
             taps = max(taps, xb[i, 1])
         taps = min(taps, in_size)
         start = np.empty(out_size, np.int64)
-        kp = np.zeros((out_size, taps), np.int32)
+        kp = np.zeros((out_size, taps), np.uint64)
         for i in range(out_size):
+            j = out_size - 1 - i if flip else i
             s = min(xb[i, 0], in_size - taps)
-            start[i] = s
+            start[j] = s
             for t in range(xb[i, 1]):
-                kp[i, xb[i, 0] - s + t] = kh[i, t]
+                kp[j, xb[i, 0] - s + t] = np.uint64(kh[i, t])
         return start, kp
 
+    # One horizontal pass over two rows at once. packed[p] holds byte p of the first row in its
+    # low 32 bits and of the second row in its high 32 bits: the coefficients are non-negative and
+    # sum to about 1 << 22, so each half's sum (Pillow's int sum) stays below 2**31 and never
+    # carries into the other. Output (xx, c) of the rows goes to dst[o0 or o1 + xx * sx + c * sc].
+
     @_jit
-    def _nb_hrow3(row, dst, start, kp, out_w, shift, taps):
+    def _nb_hrow3(packed, dst, o0, o1, start, kp, out_w, taps, sx, sc):
+        half = _U((1 << 21) | (1 << 53))
+        low = _U(0xFFFFFFFF)
+        a0, a1, a2 = _U(o0), _U(o0 + sc), _U(o0 + 2 * sc)
+        b0, b1, b2 = _U(o1), _U(o1 + sc), _U(o1 + 2 * sc)
         for xx in range(out_w):
-            base = _U(start[xx] - shift) * _U(3)
-            s0 = s1 = s2 = 1 << 21
+            base = _U(start[xx]) * _U(3)
+            s0 = s1 = s2 = half
             for t in range(taps):
-                k = np.int64(kp[xx, _U(t)])
+                k = kp[xx, _U(t)]
                 p = base + _U(3) * _U(t)
-                s0 += np.int64(row[p]) * k
-                s1 += np.int64(row[p + _U(1)]) * k
-                s2 += np.int64(row[p + _U(2)]) * k
-            dst[xx] = _nb_clip8(s0)
-            dst[out_w + xx] = _nb_clip8(s1)
-            dst[_U(2) * out_w + xx] = _nb_clip8(s2)
+                s0 += packed[p] * k
+                s1 += packed[p + _U(1)] * k
+                s2 += packed[p + _U(2)] * k
+            q = _U(xx) * _U(sx)
+            dst[a0 + q] = min((s0 & low) >> _U(22), _U(255))
+            dst[a1 + q] = min((s1 & low) >> _U(22), _U(255))
+            dst[a2 + q] = min((s2 & low) >> _U(22), _U(255))
+            dst[b0 + q] = min(s0 >> _U(54), _U(255))
+            dst[b1 + q] = min(s1 >> _U(54), _U(255))
+            dst[b2 + q] = min(s2 >> _U(54), _U(255))
 
     @_jit
-    def _nb_hrow1(row, dst, start, kp, out_w, shift, taps):
+    def _nb_hrow1(packed, dst, o0, o1, start, kp, out_w, taps, sx, sc):
+        half = _U((1 << 21) | (1 << 53))
+        low = _U(0xFFFFFFFF)
+        a0, b0 = _U(o0), _U(o1)
         for xx in range(out_w):
-            base = _U(start[xx] - shift)
-            s0 = 1 << 21
+            base = _U(start[xx])
+            s0 = half
             for t in range(taps):
-                s0 += np.int64(row[base + _U(t)]) * np.int64(kp[xx, _U(t)])
-            dst[xx] = _nb_clip8(s0)
+                s0 += packed[base + _U(t)] * kp[xx, _U(t)]
+            q = _U(xx) * _U(sx)
+            dst[a0 + q] = min((s0 & low) >> _U(22), _U(255))
+            dst[b0 + q] = min(s0 >> _U(54), _U(255))
 
     @_jit
-    def _nb_horizontal(a, row0, start, kp, shift, channels, res):
-        """res[r] = horizontal pass of row a[row0 + r], whose pixels are `channels` interleaved bytes
-        and whose first pixel is source column `shift`; res rows are planar: [c * out_w + xx]."""
-        out_w = _U(start.shape[0])
+    def _nb_horizontal(a, row0, nrows, shift, start, kp, channels, dst, dbase, drow, sx, sc):
+        """Horizontal pass of rows a[row0 + r] (r < nrows; interleaved pixels whose first is source
+        column `shift`): output (r, xx, c) goes to dst[dbase + r * drow + xx * sx + c * sc]."""
+        out_w = start.shape[0]
         taps = kp.shape[1]
-        for r in range(res.shape[0]):
-            row = a[row0 + r]
-            dst = res[r]
-            # constant tap counts (typed int64, not literals, so that the cache works): once LLVM
-            # inlines these calls, their tap loops unroll
+        if shift != 0:
+            start = start - shift
+        n = 0  # the columns read: up to the furthest window's end
+        for xx in range(out_w):
+            n = max(n, (start[xx] + taps) * channels)
+        packed = np.empty(n, np.uint64)
+        for r in range(0, nrows, 2):
+            r1 = min(r + 1, nrows - 1)  # an odd last row is paired with itself
+            lo = a[row0 + r]
+            hi = a[row0 + r1]
+            for p in range(n):
+                packed[p] = _U(lo[p]) | (_U(hi[p]) << _U(32))
+            o0 = dbase + r * drow
+            o1 = dbase + r1 * drow
+            # constant channel and tap counts (typed int64, not literals, so that the cache works):
+            # once LLVM inlines these calls, their loops unroll
             if channels == 3:
                 if taps == 1:
-                    _nb_hrow3(row, dst, start, kp, out_w, shift, np.int64(1))
+                    _nb_hrow3(packed, dst, o0, o1, start, kp, out_w, np.int64(1), sx, sc)
                 elif taps == 2:
-                    _nb_hrow3(row, dst, start, kp, out_w, shift, np.int64(2))
+                    _nb_hrow3(packed, dst, o0, o1, start, kp, out_w, np.int64(2), sx, sc)
                 elif taps == 3:
-                    _nb_hrow3(row, dst, start, kp, out_w, shift, np.int64(3))
+                    _nb_hrow3(packed, dst, o0, o1, start, kp, out_w, np.int64(3), sx, sc)
                 elif taps == 4:
-                    _nb_hrow3(row, dst, start, kp, out_w, shift, np.int64(4))
+                    _nb_hrow3(packed, dst, o0, o1, start, kp, out_w, np.int64(4), sx, sc)
                 else:
-                    _nb_hrow3(row, dst, start, kp, out_w, shift, taps)
+                    _nb_hrow3(packed, dst, o0, o1, start, kp, out_w, taps, sx, sc)
             else:
                 if taps == 1:
-                    _nb_hrow1(row, dst, start, kp, out_w, shift, np.int64(1))
+                    _nb_hrow1(packed, dst, o0, o1, start, kp, out_w, np.int64(1), sx, sc)
                 elif taps == 2:
-                    _nb_hrow1(row, dst, start, kp, out_w, shift, np.int64(2))
+                    _nb_hrow1(packed, dst, o0, o1, start, kp, out_w, np.int64(2), sx, sc)
                 elif taps == 3:
-                    _nb_hrow1(row, dst, start, kp, out_w, shift, np.int64(3))
+                    _nb_hrow1(packed, dst, o0, o1, start, kp, out_w, np.int64(3), sx, sc)
                 elif taps == 4:
-                    _nb_hrow1(row, dst, start, kp, out_w, shift, np.int64(4))
+                    _nb_hrow1(packed, dst, o0, o1, start, kp, out_w, np.int64(4), sx, sc)
                 else:
-                    _nb_hrow1(row, dst, start, kp, out_w, shift, taps)
+                    _nb_hrow1(packed, dst, o0, o1, start, kp, out_w, taps, sx, sc)
 
     @_jit
-    def _nb_vertical(a, col0, yb, shift, kv, res):
-        """res[yy, i] = vertical pass over column col0 + i of a (whose first row is source row `shift`)."""
-        n = _U(res.shape[1])
-        acc = np.empty(res.shape[1], np.int32)  # Pillow's int sums: they fit (weights >= 0, summing to ~1)
+    def _nb_vertical(a, col0, n, yb, kv, shift, dst, nseg, gs, rs):
+        """Vertical pass over columns col0 .. col0 + n of a (whose first row is source row `shift`),
+        in int32 (Pillow's int sums: they fit, the weights being >= 0 and summing to ~1). Output
+        row yy is cut into nseg equal segments; segment g goes to dst[g * gs + yy * rs + i]."""
+        un = _U(n)
+        acc = np.empty(n, np.int32)
         c0 = _U(col0)
-        for yy in range(res.shape[0]):
-            for i in range(n):
+        seg = _U(n // nseg)
+        for yy in range(yb.shape[0]):
+            for i in range(un):
                 acc[i] = 1 << 21
             ymin = yb[yy, 0] - shift
             for t in range(yb[yy, 1]):
                 k = kv[yy, t]
                 row = a[ymin + t]
-                for i in range(n):
+                for i in range(un):
                     acc[i] += np.int32(row[c0 + i]) * k
-            dst = res[yy]
-            for i in range(n):
-                v = acc[i] >> 22
-                dst[i] = 0 if v < 0 else (255 if v > 255 else v)
+            for g in range(nseg):
+                d = _U(g * gs + yy * rs)
+                o = _U(g) * seg
+                for i in range(seg):
+                    v = acc[o + i] >> 22
+                    dst[d + i] = 0 if v < 0 else (255 if v > 255 else v)
 
     @_jit
-    def _nb_resample_planar(src, edges, out_h, out_w, box_filter):
-        """The resized uint8 image, rows planar: (out_h, C * out_w), in Pillow's pass order."""
+    def _nb_resample_u8(src, edges, out_h, out_w, box_filter, flip, chw, dst):
+        """The resized, mirrored uint8 image in Pillow's pass order, written straight into dst: the
+        flat (C, out_h, out_w) or (out_h, out_w, C) output."""
         height, width, channels = src.shape
         flat = src.reshape(height, width * channels)
         yb, kv = _nb_coeffs(height, edges[0], edges[1], out_h, box_filter)
         xb, kh = _nb_coeffs(width, edges[2], edges[3], out_w, box_filter)
-        res = np.empty((out_h, channels * out_w), np.uint8)
-        start, kp = _nb_pad_taps(xb, kh, width)
+        start, kp = _nb_pad_taps(xb, kh, width, flip)
+        plane = out_h * out_w
         if not (height - out_h > 0 and height - out_h > (width - out_w) * 2):
             first = yb[0, 0]
             last = yb[out_h - 1, 0] + yb[out_h - 1, 1]
-            tmp = np.empty((last - first, channels * out_w), np.uint8)
-            _nb_horizontal(flat, first, start, kp, 0, channels, tmp)
-            _nb_vertical(tmp, 0, yb, first, kv, res)
+            m = channels * out_w
+            tmp = np.empty((last - first, m), np.uint8)
+            if chw:  # tmp rows planar, [c * out_w + xx]: each channel's segment goes to its plane
+                _nb_horizontal(flat, first, last - first, 0, start, kp, channels, tmp.reshape(-1), 0, m, 1, out_w)
+                _nb_vertical(tmp, 0, m, yb, kv, first, dst, channels, plane, out_w)
+            else:  # tmp rows interleaved like the output rows
+                _nb_horizontal(flat, first, last - first, 0, start, kp, channels, tmp.reshape(-1), 0, m, channels, 1)
+                _nb_vertical(tmp, 0, m, yb, kv, first, dst, 1, 0, m)
         else:  # Pillow >= 13 runs the vertical pass first when the height shrinks much more
-            first = start[0]
-            last = start[out_w - 1] + kp.shape[1]
-            tmp = np.empty((out_h, (last - first) * channels), np.uint8)
-            _nb_vertical(flat, first * channels, yb, 0, kv, tmp)
-            _nb_horizontal(tmp, 0, start, kp, first, channels, res)
-        return res
-
-    # Writers: planar rows res (oh, C * ow) -> out, mirrored (flip) and laid out (chw). One per
-    # output kind, each loop kept simple so that LLVM vectorizes it.
-
-    @_jit
-    def _nb_write_u8(res, out, flip, chw):
-        if chw:
-            channels, out_h, out_w = out.shape
-        else:
-            out_h, out_w, channels = out.shape
-        n = _U(out_w)
-        last = _U(out_w - 1)
-        nc = _U(channels)
-        for yy in range(out_h):
-            row = res[yy]
+            first = start.min()
+            last = start.max() + kp.shape[1]
+            m = (last - first) * channels
+            tmp = np.empty((out_h, m), np.uint8)
+            _nb_vertical(flat, first * channels, m, yb, kv, 0, tmp.reshape(-1), 1, 0, m)
             if chw:
-                for c in range(channels):
-                    src = row[c * out_w:(c + 1) * out_w]
-                    dst = out[c, yy]
-                    if flip:
-                        for xx in range(n):
-                            dst[last - xx] = src[xx]
-                    else:
-                        for xx in range(n):
-                            dst[xx] = src[xx]
-            elif channels == 3:
-                dst = out[yy].reshape(out_w * 3)
-                r0 = row[0:out_w]
-                r1 = row[out_w:2 * out_w]
-                r2 = row[2 * out_w:3 * out_w]
-                for xx in range(n):
-                    o = (last - xx if flip else xx) * _U(3)
-                    dst[o] = r0[xx]
-                    dst[o + _U(1)] = r1[xx]
-                    dst[o + _U(2)] = r2[xx]
+                _nb_horizontal(tmp, 0, out_h, first, start, kp, channels, dst, 0, out_w, 1, plane)
             else:
-                dst = out[yy].reshape(out_w * channels)
-                for c in range(channels):
-                    src = row[c * out_w:(c + 1) * out_w]
-                    cc = _U(c)
-                    for xx in range(n):
-                        dst[(last - xx if flip else xx) * nc + cc] = src[xx]
+                _nb_horizontal(tmp, 0, out_h, first, start, kp, channels, dst, 0, out_w * channels, channels, 1)
 
     @_jit
-    def _nb_write_lut(res, out, lut, flip, chw):
-        """out = lut[c, v]: the normalized value of v for channel c (float32, or float16 bits)."""
-        if chw:
-            channels, out_h, out_w = out.shape
-        else:
-            out_h, out_w, channels = out.shape
+    def _nb_write_lut(res, out, lut, chw):
+        """out = lut[c, v] for each v of the planar uint8 result res (C, oh, ow), laid out as out:
+        lut[c, v] is the normalized value of v for channel c (float32, or float16 bits)."""
+        channels, out_h, out_w = res.shape
         n = _U(out_w)
-        last = _U(out_w - 1)
-        nc = _U(channels)
         for yy in range(out_h):
-            row = res[yy]
             if chw:
                 for c in range(channels):
-                    src = row[c * out_w:(c + 1) * out_w]
+                    src = res[c, yy]
                     dst = out[c, yy]
                     table = lut[c]
-                    if flip:
-                        for xx in range(n):
-                            dst[last - xx] = table[src[xx]]
-                    else:
-                        for xx in range(n):
-                            dst[xx] = table[src[xx]]
+                    for xx in range(n):
+                        dst[xx] = table[src[xx]]
             elif channels == 3:
                 dst = out[yy].reshape(out_w * 3)
-                r0 = row[0:out_w]
-                r1 = row[out_w:2 * out_w]
-                r2 = row[2 * out_w:3 * out_w]
+                r0 = res[0, yy]
+                r1 = res[1, yy]
+                r2 = res[2, yy]
                 t0 = lut[0]
                 t1 = lut[1]
                 t2 = lut[2]
                 for xx in range(n):
-                    p = (last - xx if flip else xx) * _U(3)
+                    p = xx * _U(3)
                     dst[p] = t0[r0[xx]]
                     dst[p + _U(1)] = t1[r1[xx]]
                     dst[p + _U(2)] = t2[r2[xx]]
             else:
                 dst = out[yy].reshape(out_w * channels)
+                nc = _U(channels)
                 for c in range(channels):
-                    src = row[c * out_w:(c + 1) * out_w]
+                    src = res[c, yy]
                     cc = _U(c)
                     table = lut[c]
                     for xx in range(n):
-                        dst[(last - xx if flip else xx) * nc + cc] = table[src[xx]]
+                        dst[xx * nc + cc] = table[src[xx]]
 
     @_jit
     def _nb_lut_float32(channels, scale, offset):
@@ -560,13 +546,17 @@ if NUMBA:
         if src.flags.writeable:  # one compiled signature: the kernel only ever sees read-only sources
             src = src.view()
             src.flags.writeable = False
-        res = _nb_resample_planar(src, edges, size[0], size[1], box_filter)
-        if out.dtype == np.uint8:
-            _nb_write_u8(res, out, flip, chw)
-        elif out.dtype == np.float32:
-            _nb_write_lut(res, out, _nb_lut_float32(src.shape[2], scale, offset), flip, chw)
+        out_h, out_w = size
+        if out.dtype == np.uint8:  # the passes write straight into out
+            _nb_resample_u8(src, edges, out_h, out_w, box_filter, flip, chw, out.reshape(-1))
+            return
+        channels = src.shape[2]
+        res = np.empty((channels, out_h, out_w), np.uint8)
+        _nb_resample_u8(src, edges, out_h, out_w, box_filter, flip, True, res.reshape(-1))
+        if out.dtype == np.float32:
+            _nb_write_lut(res, out, _nb_lut_float32(channels, scale, offset), chw)
         else:
-            _nb_write_lut(res, out.view(np.uint16), _nb_lut_float16(src.shape[2], scale, offset), flip, chw)
+            _nb_write_lut(res, out.view(np.uint16), _nb_lut_float16(channels, scale, offset), chw)
 
 
 def _resample_numba(src, box, out, *, flip=False, filter="bilinear", chw=False, scale=None, offset=None):
