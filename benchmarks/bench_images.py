@@ -23,7 +23,8 @@ Pipeline everywhere: RandomResizedCrop(224) (scale (0.08, 1), ratio (3/4, 4/3)),
 (3) slipstream over the JPEG packed file: ``ss.DataLoader(ss.open(path).map(image=[
     ops.RandomResizedCrop(224), ops.RandomHorizontalFlip(), ops.ToCHW()]), batch_size=64,
     shuffle=True, seed=0, workers=2)``, each batch turned into tensors with ``torch.from_numpy``;
-(4) the same over the smart-policy packed file;
+(4) the same over the smart-policy packed file; (3f, info) case 3 with ``ops.Decode(fast=True)``
+    (libjpeg-turbo's fast DCT and upsampling, the setting FFCV's decoder uses);
 (5) FFCV 1.0.2, when a Python that imports ffcv is at hand (``--ffcv-python PATH``, or the
     SLIPSTREAM_FFCV_PYTHON variable, or /tmp/ffcv-venv/bin/python when it exists): the same
     files converted to .beton (cached) with ``RGBImageField(max_resolution=512, jpeg_quality=90)``,
@@ -315,12 +316,13 @@ def torch_epoch(loader: Any):
 
 
 # -- (3), (4) slipstream ---------------------------------------------------------------------------
-def pipeline() -> list[Any]:
-    return [ops.RandomResizedCrop(CROP), ops.RandomHorizontalFlip(), ops.ToCHW()]
+def pipeline(fast: bool = False) -> list[Any]:
+    decode = [ops.Decode(fast=True)] if fast else []  # FFCV's decoder setting: fast DCT and upsampling
+    return [*decode, ops.RandomResizedCrop(CROP), ops.RandomHorizontalFlip(), ops.ToCHW()]
 
 
-def slipstream_loader(path: Path, workers: int = WORKERS) -> Any:
-    return ss.DataLoader(ss.open(path).map(image=pipeline()), batch_size=BATCH, shuffle=True, seed=SEED, workers=workers)
+def slipstream_loader(path: Path, workers: int = WORKERS, fast: bool = False) -> Any:
+    return ss.DataLoader(ss.open(path).map(image=pipeline(fast)), batch_size=BATCH, shuffle=True, seed=SEED, workers=workers)
 
 
 def slipstream_epoch(loader: Any):
@@ -716,7 +718,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"pipeline: RandomResizedCrop({CROP}) + flip, uint8 CHW, batch {BATCH}, shuffle, {WORKERS} workers; "
           f"1 warm-up epoch per run, then {repeats} epochs each in rotating order (setup {setup:.0f} s)")
 
-    loaders = {"ss": slipstream_loader(packed["jpeg"][0]), "ssS": slipstream_loader(packed["smart"][0])}
+    loaders = {
+        "ss": slipstream_loader(packed["jpeg"][0]),
+        "ssS": slipstream_loader(packed["smart"][0]),
+        "ssF": slipstream_loader(packed["jpeg"][0], fast=True),
+    }
     torch_loader = TorchLoader(
         TorchvisionStyleFolder(samples), batch_size=BATCH, shuffle=True, num_workers=WORKERS, persistent_workers=True,
         generator=torch.Generator().manual_seed(SEED),
@@ -727,6 +733,7 @@ def main(argv: list[str] | None = None) -> int:
         "torch": torch_epoch(torch_loader),
         "ss": slipstream_epoch(loaders["ss"]),
         "ssS": slipstream_epoch(loaders["ssS"]),
+        "ssF": slipstream_epoch(loaders["ssF"]),
     }
     if client is not None:
         runs["ffcv"] = client.epoch("jpg")
@@ -745,6 +752,7 @@ def main(argv: list[str] | None = None) -> int:
         "torch": "(2) torch DataLoader + PIL (torchvision's ops)",
         "ss": f"(3) slipstream, jpeg max_side {MAX_SIDE}",
         "ssS": "(4) slipstream, smart policy",
+        "ssF": "(3f) slipstream jpeg, ops.Decode(fast=True)",
         "ffcv": "(5) FFCV 1.0.2, write_mode='jpg'",
         "ffcvS": "(5s) FFCV 1.0.2, write_mode='smart'",
     }
@@ -775,7 +783,9 @@ def main(argv: list[str] | None = None) -> int:
         verdict("(3) slipstream jpeg / (5) FFCV (stretch)", ratio, 1.5, verdicts)
         if "ffcvS" in thr:
             verdict("(4) slipstream smart / (5s) FFCV smart", paired(thr["ssS"], thr["ffcvS"]), None, verdicts)
+        verdict("(3f) fast decode / (5) FFCV (its DCT)", paired(thr["ssF"], thr["ffcv"]), None, verdicts)
     verdict("(4) slipstream smart / (2) torch", paired(thr["ssS"], thr["torch"]), None, verdicts)
+    verdict("(3f) fast decode / (2) torch", paired(thr["ssF"], thr["torch"]), None, verdicts)
     verdict("(3) slipstream jpeg / (1) 1-thread decode", paired(thr["ss"], thr["decode"]), None, verdicts)
     print("  CPU per image (all processes of the run; less sensitive to other load than img/s):")
     verdict("(2) torch / (3) slipstream jpeg", paired(cpu_ms["torch"], cpu_ms["ss"]), None, verdicts)
