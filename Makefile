@@ -16,7 +16,11 @@ $(VENV)/.test: $(PY) pyproject.toml
 	touch $@
 
 $(VENV)/.torch: $(VENV)/.test
-	$(PY) -m pip install -q '$(TORCH)' psutil scikit-image
+	$(PY) -m pip install -q '$(TORCH)'
+	touch $@
+
+$(VENV)/.bench: $(VENV)/.torch
+	$(PY) -m pip install -q psutil scikit-image
 	touch $@
 
 demo: $(VENV)/.torch
@@ -27,9 +31,10 @@ test: $(VENV)/.test
 	# the pixel kernels' NumPy fallback (what runs without numba), on its own
 	SLIPSTREAM_NO_NUMBA=1 $(PY) -m pytest -q tests/test_kernels.py tests/test_mapfields.py
 
-bench: $(VENV)/.torch
+bench: $(VENV)/.bench
 	$(PY) benchmarks/bench_loader.py
 	$(PY) benchmarks/bench_packed.py
+	$(PY) benchmarks/bench_images.py
 
 clean:
 	rm -rf $(VENV)
