@@ -260,10 +260,11 @@ def test_the_first_calls_run_on_numpy_while_numba_compiles_in_the_background():
         src = np.zeros((8, 8, 3), np.uint8)
         out = np.empty((4, 4, 3), np.uint8)
         _kernels.resample_into(src, (0, 0, 8, 8), out)  # starts the compile, returns at once
-        print("READY_AFTER_FIRST", _kernels._compiled.is_set())
-        print("WARMED", _kernels.warm_up() >= 0, _kernels._compiled.is_set() == _kernels.NUMBA)
+        print("WARMED", _kernels.warm_up("uint8") >= 0, _kernels._ready[np.dtype("uint8")].is_set() == _kernels.NUMBA)
+        _kernels.warm_up()
+        print("ALL", all(event.is_set() == _kernels.NUMBA for event in _kernels._ready.values()))
         """,
         timeout=300,
     )
     assert result.returncode == 0, result.stderr
-    assert "WARMED True True" in result.stdout
+    assert "WARMED True True" in result.stdout and "ALL True" in result.stdout

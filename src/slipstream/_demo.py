@@ -130,7 +130,7 @@ def run(n: int = 1000, batch_size: int = 64, workers: int = 2, repeats: int = 3)
         print(f"  packed {path.stat().st_size / 1e6:.1f} MB")
         from slipstream import _kernels
 
-        spent = _kernels.warm_up()  # a training run would not wait: batches use the NumPy path meanwhile
+        spent = _kernels.warm_up("uint8")  # a training run would not wait: batches use the NumPy path meanwhile
         if _kernels.NUMBA:
             print(f"  pixel kernels ready in {spent:.1f} s (compiled once, then loaded from numba's disk cache)")
         train = ss.open(path).map(image=[ops.RandomResizedCrop(224), ops.RandomHorizontalFlip(), ops.ToCHW()])

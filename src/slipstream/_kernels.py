@@ -586,34 +586,34 @@ def resample_into(src, box, out, *, flip=False, filter="bilinear", chw=False, sc
     box=(left, top, left + width, top + height))`` exactly. Returns ``out``.
     """
     if NUMBA:
-        if _compiled.is_set():
+        if _ready[out.dtype].is_set():
             return _resample_numba(src, box, out, flip=flip, filter=filter, chw=chw, scale=scale, offset=offset)
         _compile_in_background()
     return _resample_numpy(src, box, out, flip=flip, filter=filter, chw=chw, scale=scale, offset=offset)
 
 
-# The first call starts compiling (or loading from numba's disk cache) every kernel signature in a
-# background thread, and calls run on the bit-identical NumPy path until that is done: the first
-# batch never waits for the compiler (a cold compile takes several seconds; a cached load ~0.4 s).
-_compiled = threading.Event()
+# The first call starts compiling (or loading from numba's disk cache) the kernels in a background
+# thread, one output dtype after another (uint8 first: what training batches use), and calls run on
+# the bit-identical NumPy path until their dtype is ready: no batch waits for the compiler (a cold
+# compile takes several seconds per dtype; a cached load ~0.4 s in all).
+_ready = {dtype: threading.Event() for dtype in _OUT_DTYPES}
 _compile_lock = threading.Lock()
 _compiler: threading.Thread | None = None
 
 
 def _compile_all() -> None:
     try:
-        for channels in (1, 3):
-            src = np.zeros((4, 4, channels), np.uint8)
-            for dtype in _OUT_DTYPES:
+        for dtype in _OUT_DTYPES:
+            for channels in (1, 3):
+                src = np.zeros((4, 4, channels), np.uint8)
                 norm = {} if dtype == np.uint8 else {"scale": np.ones(channels, np.float32), "offset": np.zeros(channels, np.float32)}
                 for chw in (False, True):
                     for filter in _FILTERS:
                         out = np.empty((3, 2, channels) if not chw else (channels, 3, 2), dtype)
                         _resample_numba(src, (0.5, 0, 3, 4), out, chw=chw, filter=filter, **norm)
+            _ready[dtype].set()
     except Exception as exc:  # noqa: BLE001 - numba cannot compile here: stay on the NumPy path
         warnings.warn(f"slipstream: numba kernels failed to compile, using the NumPy fallback: {exc}", RuntimeWarning, stacklevel=2)
-        return
-    _compiled.set()
 
 
 def _compile_in_background() -> threading.Thread:
@@ -625,12 +625,19 @@ def _compile_in_background() -> threading.Thread:
         return _compiler
 
 
-def warm_up() -> float:
-    """Compile the numba kernels (or load them from numba's on-disk cache) now and wait for it.
-    Returns the seconds spent (0.0 when NumPy is active). Optional: without it the first batches
-    run on the NumPy path while the kernels compile in the background."""
+def warm_up(dtype: str | None = None) -> float:
+    """Compile the numba kernels (or load them from numba's on-disk cache) now and wait for them:
+    for one output ``dtype`` ("uint8", "float32" or "float16") or, by default, all. Returns the
+    seconds spent (0.0 when NumPy is active). Optional: without it the first batches run on the
+    NumPy path while the kernels compile in the background."""
     if not NUMBA:
         return 0.0
     start = time.perf_counter()
-    _compile_in_background().join()
+    compiler = _compile_in_background()
+    if dtype is None:
+        compiler.join()
+    else:
+        ready = _ready[np.dtype(dtype)]
+        while not ready.wait(0.05) and compiler.is_alive():
+            pass
     return time.perf_counter() - start
