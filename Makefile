@@ -28,8 +28,8 @@ demo: $(VENV)/.torch
 
 test: $(VENV)/.test
 	$(PY) -m pytest -q
-	# the pixel kernels' NumPy fallback (what runs without numba), on its own
-	SLIPSTREAM_NO_NUMBA=1 $(PY) -m pytest -q tests/test_kernels.py tests/test_mapfields.py
+	# the fallbacks on their own: NumPy pixel kernels (no numba), whole-image JPEG decoding (no _roijpeg)
+	SLIPSTREAM_NO_NUMBA=1 SLIPSTREAM_NO_ROIJPEG=1 $(PY) -m pytest -q tests/test_kernels.py tests/test_mapfields.py
 
 bench: $(VENV)/.bench
 	$(PY) benchmarks/bench_loader.py

@@ -11,6 +11,7 @@ the fusion: the geometry then goes to a uint8 HxWxC image that they are given in
 from __future__ import annotations
 
 import math
+import os
 import threading
 from typing import Any
 
@@ -25,12 +26,28 @@ __all__ = ["ImageSource", "Pipeline"]
 _scratch = threading.local()
 
 
-def _scratch_buffer(nbytes: int) -> np.ndarray:
-    """This thread's reusable decode buffer, at least ``nbytes`` long."""
-    buffer = getattr(_scratch, "buffer", None)
+def _load_roi() -> Any:
+    """The compiled region decoder, unless missing (no compiler or libjpeg headers at install) or
+    disabled with ``SLIPSTREAM_NO_ROIJPEG=1``."""
+    if os.environ.get("SLIPSTREAM_NO_ROIJPEG", "").strip().lower() not in ("", "0", "false", "no", "off"):
+        return None
+    try:
+        from . import _roijpeg
+    except ImportError:
+        return None
+    return _roijpeg
+
+
+_roi = _load_roi()
+ROI_DECODE = _roi is not None  # whether JPEGs are decoded window by window (see ``ImageSource.decode``)
+
+
+def _scratch_buffer(nbytes: int, which: str = "decode") -> np.ndarray:
+    """This thread's reusable buffer ``which``, at least ``nbytes`` long."""
+    buffer = getattr(_scratch, which, None)
     if buffer is None or buffer.nbytes < nbytes:
         buffer = np.empty(max(nbytes, 1 << 20), np.uint8)
-        _scratch.buffer = buffer
+        setattr(_scratch, which, buffer)
     return buffer
 
 
@@ -59,23 +76,46 @@ class ImageSource:
         image = _imaging.as_image(value, where)
         return cls("array", image, image.shape)
 
-    def decode(self, window: Window, options: Decode) -> tuple[np.ndarray, float, float]:
-        """The decoded image and the factors that map source coordinates into it. A JPEG is decoded
-        at a reduced DCT scale when the window stays at least its output size (unless ``exact``)."""
+    def decode(self, window: Window, options: Decode) -> tuple[np.ndarray, tuple[float, float, float, float]]:
+        """The decoded pixels that cover the window, and the window's box in them (top, left,
+        height, width). A JPEG is decoded at a reduced DCT scale when the window stays at least its
+        output size (unless ``exact``), and, when the ``_roijpeg`` extension is built, only the rows
+        and columns around the window (with a margin wider than the resampling filter reaches)."""
         height, width, channels = self.shape
+        whole = (window.top, window.left, window.height, window.width)
         if self.codec == "array":
-            return self.data, 1.0, 1.0
+            return self.data, whole
         if self.codec != "jpeg":
-            return _imaging.decode(self.codec, self.data, self.shape), 1.0, 1.0
+            return _imaging.decode(self.codec, self.data, self.shape), whole
         factor = 1
         if not options.exact:
             while factor < 8 and window.height / (2 * factor) >= window.out_h and window.width / (2 * factor) >= window.out_w:
                 factor *= 2
         dec_h, dec_w = math.ceil(height / factor), math.ceil(width / factor)
-        buffer = _scratch_buffer(dec_h * dec_w * channels)
-        colorspace = "GRAY" if channels == 1 else "RGB"
-        fast = options.fast
+        sy, sx = dec_h / height, dec_w / width
+        top, left, box_h, box_w = window.top * sy, window.left * sx, window.height * sy, window.width * sx
         try:
+            if _roi is not None:
+                # decode only the rows and columns the resampling filter reaches (it reaches about
+                # max(1, downscale) pixels past the box), and place them where a whole decode would:
+                # the kernel then computes exactly what it computes on a whole image
+                margin = math.ceil(max(1.0, box_h / window.out_h, box_w / window.out_w)) + 2
+                r0, r1 = max(0, math.floor(top) - margin), min(dec_h, math.ceil(top + box_h) + margin)
+                c0, c1 = max(0, math.floor(left) - margin), min(dec_w, math.ceil(left + box_w) + margin)
+                region = _scratch_buffer((r1 - r0) * (c1 - c0 + 64) * channels, "region")
+                row0, col0, rows, cols = _roi.decode_region(
+                    self.data, r0, c0, r1 - r0, c1 - c0, region, fast=options.fast, gray=channels == 1, scale=factor
+                )
+                if row0 + rows > dec_h or col0 + cols > dec_w:
+                    raise ValueError(f"the region decoder returned rows {row0}+{rows}, columns {col0}+{cols} of a {dec_h}x{dec_w} image")
+                canvas = _scratch_buffer(dec_h * dec_w * channels, "canvas")[: dec_h * dec_w * channels].reshape(dec_h, dec_w, channels)
+                decoded = region[: rows * cols * channels].reshape(rows, cols, channels)
+                # only the requested columns are exact (the band's own edges may upsample chroma differently)
+                canvas[r0:r1, c0:c1] = decoded[r0 - row0 : r1 - row0, c0 - col0 : c1 - col0]
+                return canvas, (top, left, box_h, box_w)
+            buffer = _scratch_buffer(dec_h * dec_w * channels)
+            colorspace = "GRAY" if channels == 1 else "RGB"
+            fast = options.fast
             if factor == 1:
                 image = _imaging._simplejpeg().decode_jpeg(self.data, colorspace=colorspace, buffer=buffer, fastdct=fast, fastupsample=fast)
             else:
@@ -87,9 +127,9 @@ class ImageSource:
             raise ValueError(f"cannot decode jpeg image: {exc}") from exc
         if image.ndim == 2:
             image = image[:, :, None]
-        if image.shape[2] != channels:
-            raise ValueError(f"the jpeg image decodes to {image.shape[2]} channels, expected {channels}")
-        return image, image.shape[0] / height, image.shape[1] / width
+        if image.shape[:2] != (dec_h, dec_w) or image.shape[2] != channels:
+            raise ValueError(f"the jpeg image decodes to shape {image.shape}, expected {(dec_h, dec_w, channels)}")
+        return image, (top, left, box_h, box_w)
 
 
 class Pipeline:
@@ -123,8 +163,7 @@ class Pipeline:
         window = Window(height, width)
         for op in self.geometry:
             op.apply(window, sample_rng)
-        image, sy, sx = source.decode(window, self.decode)
-        box = (window.top * sy, window.left * sx, window.height * sy, window.width * sx)
+        image, box = source.decode(window, self.decode)
         if not self.tail:
             dtype = np.dtype(self.normalize.dtype) if self.normalize else np.dtype(np.uint8)
             shape = (channels, window.out_h, window.out_w) if self.chw else (window.out_h, window.out_w, channels)

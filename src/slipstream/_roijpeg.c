@@ -1,0 +1,358 @@
+/*
+ * _roijpeg: region-of-interest JPEG decoding with libjpeg-turbo's libjpeg API.
+ *
+ * decode_region() decodes only the rows [top, top + height) and (at least) the
+ * columns [left, left + width) of a JPEG:
+ *   - jpeg_crop_scanline() restricts decoding to a column band aligned to the
+ *     iMCU width (it can only widen the band, to the left);
+ *   - jpeg_skip_scanlines() skips the rows above the window (no colour
+ *     conversion/upsampling; for baseline images no IDCT either);
+ *   - jpeg_read_scanlines() reads the window's rows, then the decoder is
+ *     aborted, so nothing below the window is entropy-decoded (baseline).
+ *
+ * The column band is additionally widened by `margin` pixels on each side
+ * (clamped to the image) before alignment, so that chroma "fancy" upsampling
+ * at the band's edges sees the same neighbours as a full decode; with
+ * margin >= 2 (the default) the window's pixels are identical to the same
+ * window of a full decode by the same libjpeg.
+ *
+ * All coordinates are in output (i.e. DCT-scaled) pixels.  All libjpeg work
+ * runs with the GIL released; libjpeg errors longjmp back and raise
+ * ValueError.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <setjmp.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <jpeglib.h>
+
+/* ---------------------------------------------------------------- errors */
+
+typedef struct {
+    struct jpeg_error_mgr pub;
+    jmp_buf jmp;
+    char msg[JMSG_LENGTH_MAX];
+} roi_error_mgr;
+
+static void
+roi_error_exit(j_common_ptr cinfo)
+{
+    roi_error_mgr *err = (roi_error_mgr *)cinfo->err;
+    (*cinfo->err->format_message)(cinfo, err->msg);
+    longjmp(err->jmp, 1);
+}
+
+static void
+roi_output_message(j_common_ptr cinfo)
+{
+    /* Warnings (e.g. "premature end of data") are not printed; the decoder
+       carries on as a full decode with libjpeg would. */
+    (void)cinfo;
+}
+
+/* ---------------------------------------------------------------- decode */
+
+typedef struct {
+    /* inputs */
+    const unsigned char *data;
+    unsigned long size;
+    long top, left, height, width;
+    int fast, gray, scale, margin;
+    unsigned char *out;
+    Py_ssize_t out_len;
+    /* outputs */
+    long row0, col0, rows, cols;
+    Py_ssize_t needed;           /* set when `out` is too small */
+    char msg[JMSG_LENGTH_MAX + 64];  /* set on failure */
+} roi_job;
+
+/* Runs without the GIL.  Returns 0 on success, -1 with job->msg set. */
+static int
+roi_decode(roi_job *job)
+{
+    struct jpeg_decompress_struct cinfo;
+    roi_error_mgr jerr;
+    JDIMENSION xoff, band, row;
+    long lo, hi;
+    int channels;
+    size_t stride;
+
+    cinfo.mem = NULL;  /* lets jpeg_destroy_decompress() run at any point */
+    cinfo.err = jpeg_std_error(&jerr.pub);
+    jerr.pub.error_exit = roi_error_exit;
+    jerr.pub.output_message = roi_output_message;
+    if (setjmp(jerr.jmp)) {
+        snprintf(job->msg, sizeof(job->msg), "JPEG decode failed: %s",
+                 jerr.msg);
+        jpeg_destroy_decompress(&cinfo);
+        return -1;
+    }
+    jpeg_create_decompress(&cinfo);
+    jpeg_mem_src(&cinfo, job->data, job->size);
+    jpeg_read_header(&cinfo, TRUE);
+
+    switch (cinfo.jpeg_color_space) {
+    case JCS_GRAYSCALE:
+    case JCS_YCbCr:
+    case JCS_RGB:
+        break;
+    default:
+        snprintf(job->msg, sizeof(job->msg),
+                 "unsupported JPEG colorspace %d (CMYK/YCCK/unknown)",
+                 (int)cinfo.jpeg_color_space);
+        goto fail;
+    }
+    cinfo.out_color_space = job->gray ? JCS_GRAYSCALE : JCS_RGB;
+    cinfo.scale_num = 1;
+    cinfo.scale_denom = (unsigned int)job->scale;
+    cinfo.dct_method = job->fast ? JDCT_IFAST : JDCT_ISLOW;
+    cinfo.do_fancy_upsampling = job->fast ? FALSE : TRUE;
+    jpeg_calc_output_dimensions(&cinfo);
+
+    if (job->top + job->height > (long)cinfo.output_height ||
+        job->left + job->width > (long)cinfo.output_width) {
+        snprintf(job->msg, sizeof(job->msg),
+                 "window (top=%ld, left=%ld, height=%ld, width=%ld) exceeds "
+                 "the %ux%u (HxW) output image",
+                 job->top, job->left, job->height, job->width,
+                 (unsigned)cinfo.output_height, (unsigned)cinfo.output_width);
+        goto fail;
+    }
+
+    jpeg_start_decompress(&cinfo);
+
+    /* Column band: the window plus `margin` on each side, clamped. */
+    lo = job->left - job->margin;
+    hi = job->left + job->width + job->margin;
+    if (lo < 0)
+        lo = 0;
+    if (hi > (long)cinfo.output_width)
+        hi = (long)cinfo.output_width;
+    xoff = (JDIMENSION)lo;
+    band = (JDIMENSION)(hi - lo);
+    if (band < cinfo.output_width)
+        jpeg_crop_scanline(&cinfo, &xoff, &band);  /* aligns xoff down */
+
+    channels = cinfo.output_components;
+    stride = (size_t)band * (size_t)channels;
+    if ((size_t)job->out_len < stride * (size_t)job->height) {
+        job->needed = (Py_ssize_t)(stride * (size_t)job->height);
+        snprintf(job->msg, sizeof(job->msg),
+                 "out buffer too small: %zd bytes, need %zd (%ld rows x %u "
+                 "cols x %d)", job->out_len, job->needed, job->height,
+                 (unsigned)band, channels);
+        goto fail;
+    }
+
+    if (job->top > 0 &&
+        jpeg_skip_scanlines(&cinfo, (JDIMENSION)job->top) !=
+            (JDIMENSION)job->top) {
+        snprintf(job->msg, sizeof(job->msg), "jpeg_skip_scanlines fell short");
+        goto fail;
+    }
+    for (row = 0; row < (JDIMENSION)job->height;) {
+        JSAMPROW ptr = job->out + (size_t)row * stride;
+        JDIMENSION got = jpeg_read_scanlines(&cinfo, &ptr, 1);
+        if (got == 0) {  /* only with suspending sources; not mem_src */
+            snprintf(job->msg, sizeof(job->msg), "jpeg_read_scanlines stalled");
+            goto fail;
+        }
+        row += got;
+    }
+
+    /* Stop here: rows below the window are never decoded. */
+    jpeg_abort_decompress(&cinfo);
+    jpeg_destroy_decompress(&cinfo);
+    job->row0 = job->top;
+    job->col0 = (long)xoff;
+    job->rows = job->height;
+    job->cols = (long)band;
+    return 0;
+
+fail:
+    jpeg_destroy_decompress(&cinfo);
+    return -1;
+}
+
+/* ---------------------------------------------------------------- Python */
+
+PyDoc_STRVAR(decode_region_doc,
+"decode_region(data, top, left, height, width, out, fast=False, gray=False,\n"
+"              scale=1, margin=2) -> (row0, col0, rows, cols)\n"
+"\n"
+"Decode rows top..top+height-1 and at least columns left..left+width-1 of\n"
+"the JPEG `data` into the writable buffer `out`, as `rows` rows of `cols`\n"
+"RGB (or, with gray=True, GRAY) pixels, C-contiguous. The decoded region\n"
+"is image[row0:row0+rows, col0:col0+cols]; the window is\n"
+"region[top-row0 : top-row0+height, left-col0 : left-col0+width].\n"
+"\n"
+"cols <= width + 2*margin + iMCU width - 1, so `out` of\n"
+"height * (width + 2*margin + 32) * channels bytes always suffices.\n"
+"scale (1, 2, 4, 8) selects DCT scaling by 1/scale; all coordinates are\n"
+"in the scaled image. fast=True uses the integer fast IDCT and simple\n"
+"(non-fancy) chroma upsampling. margin widens the band on both sides so\n"
+"edge pixels match a full decode (>= 2 for exactness with fancy upsampling).\n"
+"Raises ValueError on corrupt data, unsupported colorspaces (CMYK/YCCK),\n"
+"an out-of-bounds window or a too-small `out`.");
+
+static PyObject *
+decode_region(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"data", "top", "left", "height", "width", "out",
+                             "fast", "gray", "scale", "margin", NULL};
+    Py_buffer data = {0}, out = {0};
+    roi_job job;
+    int rc;
+
+    (void)self;
+    memset(&job, 0, sizeof(job));
+    job.scale = 1;
+    job.margin = 2;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*llllw*|ppii", kwlist,
+                                     &data, &job.top, &job.left, &job.height,
+                                     &job.width, &out, &job.fast, &job.gray,
+                                     &job.scale, &job.margin))
+        return NULL;
+
+    if (job.top < 0 || job.left < 0 || job.height <= 0 || job.width <= 0) {
+        PyErr_SetString(PyExc_ValueError,
+                        "need top >= 0, left >= 0, height > 0, width > 0");
+        goto done;
+    }
+    if (job.scale != 1 && job.scale != 2 && job.scale != 4 && job.scale != 8) {
+        PyErr_SetString(PyExc_ValueError, "scale must be 1, 2, 4 or 8");
+        goto done;
+    }
+    if (job.margin < 0) {
+        PyErr_SetString(PyExc_ValueError, "margin must be >= 0");
+        goto done;
+    }
+    if ((unsigned long long)data.len > (unsigned long long)(unsigned long)-1) {
+        PyErr_SetString(PyExc_ValueError, "data too large");
+        goto done;
+    }
+    job.data = (const unsigned char *)data.buf;
+    job.size = (unsigned long)data.len;
+    job.out = (unsigned char *)out.buf;
+    job.out_len = out.len;
+
+    Py_BEGIN_ALLOW_THREADS
+    rc = roi_decode(&job);
+    Py_END_ALLOW_THREADS
+
+    if (rc != 0) {
+        PyErr_SetString(PyExc_ValueError, job.msg);
+        goto done;
+    }
+
+done:
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&out);
+    if (PyErr_Occurred())
+        return NULL;
+    return Py_BuildValue("(llll)", job.row0, job.col0, job.rows, job.cols);
+}
+
+PyDoc_STRVAR(read_header_doc,
+"read_header(data, scale=1) -> (height, width, components, colorspace)\n"
+"\n"
+"Output size at DCT scale 1/scale, number of components in the file and\n"
+"libjpeg's J_COLOR_SPACE code of the file (1 gray, 2 RGB, 3 YCbCr,\n"
+"4 CMYK, 5 YCCK). Raises ValueError on a corrupt header.");
+
+typedef struct {
+    unsigned long height, width;
+    int components, colorspace;
+    char msg[JMSG_LENGTH_MAX];
+} roi_header;
+
+/* Parses the header only.  Returns 0 on success, -1 with hdr->msg set. */
+static int
+roi_read_header(const unsigned char *data, unsigned long size, int scale,
+                roi_header *hdr)
+{
+    struct jpeg_decompress_struct cinfo;
+    roi_error_mgr jerr;
+
+    cinfo.mem = NULL;
+    cinfo.err = jpeg_std_error(&jerr.pub);
+    jerr.pub.error_exit = roi_error_exit;
+    jerr.pub.output_message = roi_output_message;
+    if (setjmp(jerr.jmp)) {
+        memcpy(hdr->msg, jerr.msg, sizeof(hdr->msg));
+        jpeg_destroy_decompress(&cinfo);
+        return -1;
+    }
+    jpeg_create_decompress(&cinfo);
+    jpeg_mem_src(&cinfo, data, size);
+    jpeg_read_header(&cinfo, TRUE);
+    cinfo.scale_num = 1;
+    cinfo.scale_denom = (unsigned int)scale;
+    jpeg_calc_output_dimensions(&cinfo);
+    hdr->height = cinfo.output_height;
+    hdr->width = cinfo.output_width;
+    hdr->components = cinfo.num_components;
+    hdr->colorspace = (int)cinfo.jpeg_color_space;
+    jpeg_destroy_decompress(&cinfo);
+    return 0;
+}
+
+static PyObject *
+read_header(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"data", "scale", NULL};
+    Py_buffer data = {0};
+    roi_header hdr;
+    int scale = 1, rc;
+
+    (void)self;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*|i", kwlist, &data,
+                                     &scale))
+        return NULL;
+    if (scale != 1 && scale != 2 && scale != 4 && scale != 8) {
+        PyBuffer_Release(&data);
+        PyErr_SetString(PyExc_ValueError, "scale must be 1, 2, 4 or 8");
+        return NULL;
+    }
+    memset(&hdr, 0, sizeof(hdr));
+    rc = roi_read_header((const unsigned char *)data.buf,
+                         (unsigned long)data.len, scale, &hdr);
+    PyBuffer_Release(&data);
+    if (rc != 0) {
+        PyErr_Format(PyExc_ValueError, "JPEG header error: %s", hdr.msg);
+        return NULL;
+    }
+    return Py_BuildValue("(kkii)", hdr.height, hdr.width, hdr.components,
+                         hdr.colorspace);
+}
+
+static PyMethodDef roi_methods[] = {
+    {"decode_region", (PyCFunction)(void (*)(void))decode_region,
+     METH_VARARGS | METH_KEYWORDS, decode_region_doc},
+    {"read_header", (PyCFunction)(void (*)(void))read_header,
+     METH_VARARGS | METH_KEYWORDS, read_header_doc},
+    {NULL, NULL, 0, NULL}
+};
+
+static struct PyModuleDef roi_module = {
+    PyModuleDef_HEAD_INIT, "_roijpeg",
+    "Region-of-interest JPEG decoding (libjpeg-turbo crop/skip scanlines).",
+    -1, roi_methods, NULL, NULL, NULL, NULL
+};
+
+PyMODINIT_FUNC
+PyInit__roijpeg(void)
+{
+    PyObject *m = PyModule_Create(&roi_module);
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddIntConstant(m, "LIBJPEG_TURBO_VERSION_NUMBER",
+                                LIBJPEG_TURBO_VERSION_NUMBER) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

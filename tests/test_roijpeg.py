@@ -1,0 +1,73 @@
+"""The optional compiled region decoder: the same pixels as a whole decode, clear errors on bad data."""
+
+import numpy as np
+import pytest
+import simplejpeg
+
+import slipstream as ss
+from helpers import assert_same, run_python, snapshot
+from packed import photo_like
+from slipstream import _pipeline, ops
+from slipstream import fields as F
+
+roi = pytest.importorskip("slipstream._roijpeg", reason="the _roijpeg extension is not built (no compiler or libjpeg headers)")
+
+
+@pytest.mark.parametrize("subsampling, gray", [("420", False), ("444", False), ("Gray", True)])
+def test_a_region_equals_the_same_window_of_a_whole_decode(subsampling, gray):
+    rng = np.random.default_rng(0)
+    image = photo_like(157, 211, seed=1, channels=1 if gray else 3)
+    data = simplejpeg.encode_jpeg(image, quality=90, colorspace="GRAY" if gray else "RGB", colorsubsampling=subsampling)
+    whole = simplejpeg.decode_jpeg(data, colorspace="GRAY" if gray else "RGB")
+    whole = whole if whole.ndim == 3 else whole[:, :, None]
+    out = np.empty(1 << 20, np.uint8)
+    for _ in range(50):
+        top, left = int(rng.integers(0, 150)), int(rng.integers(0, 200))
+        height, width = int(rng.integers(1, 157 - top + 1)), int(rng.integers(1, 211 - left + 1))
+        row0, col0, rows, cols = roi.decode_region(data, top, left, height, width, out, gray=gray)
+        assert row0 <= top and col0 <= left and row0 + rows >= top + height and col0 + cols >= left + width
+        got = out[: rows * cols * whole.shape[2]].reshape(rows, cols, whole.shape[2])
+        window = got[top - row0 : top - row0 + height, left - col0 : left - col0 + width]  # the band's edges may differ
+        np.testing.assert_array_equal(window, whole[top : top + height, left : left + width])
+
+
+def test_bad_input_raises_value_error_instead_of_crashing():
+    result = run_python(
+        """
+        import numpy as np, simplejpeg
+        from slipstream import _roijpeg
+        data = bytearray(simplejpeg.encode_jpeg(np.full((64, 64, 3), 90, np.uint8), quality=90))
+        out = np.empty(1 << 16, np.uint8)
+        errors = 0
+        for cut in (2, 20, 100, len(data) // 2):
+            try:
+                _roijpeg.decode_region(bytes(data[:cut]), 0, 0, 8, 8, out)
+            except ValueError:
+                errors += 1
+        for bad in ((60, 0, 10, 10), (0, 0, 0, 5)):
+            try:
+                _roijpeg.decode_region(bytes(data), *bad, out)
+            except ValueError:
+                errors += 1
+        try:
+            _roijpeg.decode_region(bytes(data), 0, 0, 64, 64, np.empty(10, np.uint8))
+        except ValueError:
+            errors += 1
+        print("ERRORS", errors)
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert int(result.stdout.split()[-1]) >= 5
+
+
+def test_pipelines_give_identical_batches_with_and_without_region_decoding(tmp_path, monkeypatch):
+    images = [photo_like(90 + 9 * (k % 4), 120 - 7 * (k % 3), seed=k) for k in range(12)]
+    path = ss.write(tmp_path / "r.arrow", [{"image": im} for im in images], {"image": F.Image(codec="jpeg")}, progress=False)
+    for pipe in ([ops.RandomResizedCrop(48), ops.RandomHorizontalFlip(), ops.ToCHW()], [ops.CenterCrop(40, resize=50)]):
+        data = ss.open(path).map(image=pipe)
+        with_roi = [snapshot(b) for b in ss.DataLoader(data, 4, shuffle=True, seed=2)]
+        monkeypatch.setattr(_pipeline, "_roi", None)
+        without = [snapshot(b) for b in ss.DataLoader(data, 4, shuffle=True, seed=2)]
+        monkeypatch.undo()
+        for a, b in zip(with_roi, without):
+            assert_same(a, b)
