@@ -48,7 +48,8 @@ cores busy the throughput ratio on a quiet machine follows the inverse ratio of 
 
 GIL share: slipstream's pipeline run single-threaded (``workers=0``) over the JPEG and the smart
 files, with the two GIL-releasing calls timed from inside: the JPEG decode
-(``simplejpeg.decode_jpeg``) and the fused crop-resize-flip-CHW kernel
+(``simplejpeg.decode_jpeg``, or the region decoder ``_roijpeg.decode_region`` when it is built) and
+the fused crop-resize-flip-CHW kernel
 (``_kernels.resample_into``), both wrapped in this process only. GIL-held time per sample = total
 time per sample (loader included) - the time inside those calls; its share of the total bounds
 what threads can overlap: with any number of workers the GIL-held part runs one at a time, so
@@ -555,12 +556,14 @@ def gil_share(path: Path, samples: int, runs: int) -> dict[str, float]:
     from slipstream import _pipeline
 
     spent = {"decode": 0.0, "resample": 0.0, "calls": 0}
-    saved = _pipeline._imaging, _pipeline._kernels
+    saved = _pipeline._imaging, _pipeline._kernels, getattr(_pipeline, "_roi", None)
     if getattr(saved[1], "resample_into", None) is None or getattr(saved[0], "_simplejpeg", None) is None:
         raise RuntimeError("slipstream._pipeline has no _kernels.resample_into / _imaging._simplejpeg to time")
     overhead = call_overhead(saved[1].resample_into)
     _pipeline._imaging = _TimedImaging(saved[0], {}, spent)
     _pipeline._kernels = _Timed(saved[1], {"resample_into": "resample"}, spent)
+    if saved[2] is not None:  # the compiled region decoder, when built, decodes instead of simplejpeg
+        _pipeline._roi = _Timed(saved[2], {"decode_region": "decode"}, spent)
     loader = slipstream_loader(path, workers=0)
     batches = max(1, samples // BATCH)
     rows: list[dict[str, float]] = []
@@ -582,7 +585,9 @@ def gil_share(path: Path, samples: int, runs: int) -> dict[str, float]:
                 us["overhead"] = overhead * 1e6
                 rows.append(us)
     finally:
-        _pipeline._imaging, _pipeline._kernels = saved
+        _pipeline._imaging, _pipeline._kernels = saved[:2]
+        if saved[2] is not None:
+            _pipeline._roi = saved[2]
     return {key: statistics.median(row[key] for row in rows) for key in rows[0]}
 
 
