@@ -71,3 +71,16 @@ def test_pipelines_give_identical_batches_with_and_without_region_decoding(tmp_p
         monkeypatch.undo()
         for a, b in zip(with_roi, without):
             assert_same(a, b)
+
+
+def test_with_whole_the_region_lands_in_place_in_a_whole_image_buffer():
+    image = photo_like(101, 133, seed=4)
+    data = simplejpeg.encode_jpeg(image, quality=90, colorsubsampling="420")
+    whole = simplejpeg.decode_jpeg(data)
+    canvas = np.zeros(101 * 133 * 3, np.uint8)
+    row0, col0, rows, cols = roi.decode_region(data, 10, 40, 30, 50, canvas, whole=True)
+    placed = canvas.reshape(101, 133, 3)
+    np.testing.assert_array_equal(placed[10:40, 40:90], whole[10:40, 40:90])
+    assert not placed[:10].any() and not placed[40:].any()  # nothing outside the decoded rows is touched
+    with pytest.raises(ValueError, match="too small"):
+        roi.decode_region(data, 10, 40, 30, 50, np.zeros(100, np.uint8), whole=True)

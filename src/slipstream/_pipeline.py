@@ -102,16 +102,15 @@ class ImageSource:
                 margin = math.ceil(max(1.0, box_h / window.out_h, box_w / window.out_w)) + 2
                 r0, r1 = max(0, math.floor(top) - margin), min(dec_h, math.ceil(top + box_h) + margin)
                 c0, c1 = max(0, math.floor(left) - margin), min(dec_w, math.ceil(left + box_w) + margin)
-                region = _scratch_buffer((r1 - r0) * (c1 - c0 + 64) * channels, "region")
+                canvas = _scratch_buffer(dec_h * dec_w * channels, "canvas")[: dec_h * dec_w * channels]
                 row0, col0, rows, cols = _roi.decode_region(
-                    self.data, r0, c0, r1 - r0, c1 - c0, region, fast=options.fast, gray=channels == 1, scale=factor
+                    self.data, r0, c0, r1 - r0, c1 - c0, canvas, fast=options.fast, gray=channels == 1, scale=factor, whole=True
                 )
                 if row0 + rows > dec_h or col0 + cols > dec_w:
                     raise ValueError(f"the region decoder returned rows {row0}+{rows}, columns {col0}+{cols} of a {dec_h}x{dec_w} image")
-                canvas = _scratch_buffer(dec_h * dec_w * channels, "canvas")[: dec_h * dec_w * channels].reshape(dec_h, dec_w, channels)
-                decoded = region[: rows * cols * channels].reshape(rows, cols, channels)
-                # only the requested columns are exact (the band's own edges may upsample chroma differently)
-                canvas[r0:r1, c0:c1] = decoded[r0 - row0 : r1 - row0, c0 - col0 : c1 - col0]
+                # the band lands where a whole decode puts it; its own edges (outside c0..c1) may
+                # upsample chroma differently, but the resampling never reads them
+                canvas = canvas.reshape(dec_h, dec_w, channels)
                 return canvas, (top, left, box_h, box_w)
             buffer = _scratch_buffer(dec_h * dec_w * channels)
             colorspace = "GRAY" if channels == 1 else "RGB"

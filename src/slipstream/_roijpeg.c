@@ -60,7 +60,7 @@ typedef struct {
     const unsigned char *data;
     unsigned long size;
     long top, left, height, width;
-    int fast, gray, scale, margin;
+    int fast, gray, scale, margin, whole;
     unsigned char *out;
     Py_ssize_t out_len;
     /* outputs */
@@ -75,10 +75,11 @@ roi_decode(roi_job *job)
 {
     struct jpeg_decompress_struct cinfo;
     roi_error_mgr jerr;
-    JDIMENSION xoff, band, row;
+    JDIMENSION xoff, band, row, full_width;
     long lo, hi;
     int channels;
-    size_t stride;
+    size_t stride, needed;
+    unsigned char *base;
 
     cinfo.mem = NULL;  /* lets jpeg_destroy_decompress() run at any point */
     cinfo.err = jpeg_std_error(&jerr.pub);
@@ -123,6 +124,7 @@ roi_decode(roi_job *job)
     }
 
     jpeg_start_decompress(&cinfo);
+    full_width = cinfo.output_width;  /* jpeg_crop_scanline() narrows output_width to the band */
 
     /* Column band: the window plus `margin` on each side, clamped. */
     lo = job->left - job->margin;
@@ -137,13 +139,20 @@ roi_decode(roi_job *job)
         jpeg_crop_scanline(&cinfo, &xoff, &band);  /* aligns xoff down */
 
     channels = cinfo.output_components;
-    stride = (size_t)band * (size_t)channels;
-    if ((size_t)job->out_len < stride * (size_t)job->height) {
-        job->needed = (Py_ssize_t)(stride * (size_t)job->height);
+    if (job->whole) {  /* `out` is the whole output image: rows land in place */
+        stride = (size_t)full_width * (size_t)channels;
+        needed = stride * (size_t)cinfo.output_height;
+        base = job->out + (size_t)job->top * stride + (size_t)xoff * (size_t)channels;
+    } else {
+        stride = (size_t)band * (size_t)channels;
+        needed = stride * (size_t)job->height;
+        base = job->out;
+    }
+    if ((size_t)job->out_len < needed) {
+        job->needed = (Py_ssize_t)needed;
         snprintf(job->msg, sizeof(job->msg),
-                 "out buffer too small: %zd bytes, need %zd (%ld rows x %u "
-                 "cols x %d)", job->out_len, job->needed, job->height,
-                 (unsigned)band, channels);
+                 "out buffer too small: %zd bytes, need %zd", job->out_len,
+                 job->needed);
         goto fail;
     }
 
@@ -154,7 +163,7 @@ roi_decode(roi_job *job)
         goto fail;
     }
     for (row = 0; row < (JDIMENSION)job->height;) {
-        JSAMPROW ptr = job->out + (size_t)row * stride;
+        JSAMPROW ptr = base + (size_t)row * stride;
         JDIMENSION got = jpeg_read_scanlines(&cinfo, &ptr, 1);
         if (got == 0) {  /* only with suspending sources; not mem_src */
             snprintf(job->msg, sizeof(job->msg), "jpeg_read_scanlines stalled");
@@ -181,7 +190,7 @@ fail:
 
 PyDoc_STRVAR(decode_region_doc,
 "decode_region(data, top, left, height, width, out, fast=False, gray=False,\n"
-"              scale=1, margin=2) -> (row0, col0, rows, cols)\n"
+"              scale=1, margin=2, whole=False) -> (row0, col0, rows, cols)\n"
 "\n"
 "Decode rows top..top+height-1 and at least columns left..left+width-1 of\n"
 "the JPEG `data` into the writable buffer `out`, as `rows` rows of `cols`\n"
@@ -195,6 +204,9 @@ PyDoc_STRVAR(decode_region_doc,
 "in the scaled image. fast=True uses the integer fast IDCT and simple\n"
 "(non-fancy) chroma upsampling. margin widens the band on both sides so\n"
 "edge pixels match a full decode (>= 2 for exactness with fancy upsampling).\n"
+"With whole=True, `out` holds the whole (scaled) image, H x W x channels, and\n"
+"the decoded rows and columns are written where they belong in it; the\n"
+"rest of `out` is left as it was.\n"
 "Raises ValueError on corrupt data, unsupported colorspaces (CMYK/YCCK),\n"
 "an out-of-bounds window or a too-small `out`.");
 
@@ -202,7 +214,7 @@ static PyObject *
 decode_region(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"data", "top", "left", "height", "width", "out",
-                             "fast", "gray", "scale", "margin", NULL};
+                             "fast", "gray", "scale", "margin", "whole", NULL};
     Py_buffer data = {0}, out = {0};
     roi_job job;
     int rc;
@@ -211,10 +223,10 @@ decode_region(PyObject *self, PyObject *args, PyObject *kwargs)
     memset(&job, 0, sizeof(job));
     job.scale = 1;
     job.margin = 2;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*llllw*|ppii", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*llllw*|ppiip", kwlist,
                                      &data, &job.top, &job.left, &job.height,
                                      &job.width, &out, &job.fast, &job.gray,
-                                     &job.scale, &job.margin))
+                                     &job.scale, &job.margin, &job.whole))
         return NULL;
 
     if (job.top < 0 || job.left < 0 || job.height <= 0 || job.width <= 0) {
