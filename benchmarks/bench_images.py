@@ -95,6 +95,7 @@ if FFCV_WORKER not in sys.argv:
     import slipstream as ss
     from slipstream import fields as F
     from slipstream import ops
+    from slipstream._demo import torch_rrc_params
     import torch
     from torch.utils.data import DataLoader as TorchLoader
     from torch.utils.data import Dataset
@@ -258,27 +259,7 @@ def decode_epoch(blobs: list[bytes]):
 
 
 # -- (2) torch with torchvision's transforms, written with PIL -------------------------------------
-def rrc_params(height: int, width: int, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3)) -> tuple[int, int, int, int]:
-    """torchvision's ``RandomResizedCrop.get_params`` (same torch RNG calls): (top, left, h, w)."""
-    area = height * width
-    log_ratio = torch.log(torch.tensor(ratio))
-    for _ in range(10):
-        target_area = area * torch.empty(1).uniform_(scale[0], scale[1]).item()
-        aspect_ratio = torch.exp(torch.empty(1).uniform_(log_ratio[0], log_ratio[1])).item()
-        w = round(math.sqrt(target_area * aspect_ratio))
-        h = round(math.sqrt(target_area / aspect_ratio))
-        if 0 < w <= width and 0 < h <= height:
-            i = torch.randint(0, height - h + 1, size=(1,)).item()
-            j = torch.randint(0, width - w + 1, size=(1,)).item()
-            return i, j, h, w
-    in_ratio = float(width) / float(height)
-    if in_ratio < min(ratio):
-        w, h = width, round(width / min(ratio))
-    elif in_ratio > max(ratio):
-        h, w = height, round(height * max(ratio))
-    else:
-        w, h = width, height
-    return (height - h) // 2, (width - w) // 2, h, w
+rrc_params = torch_rrc_params  # torchvision's RandomResizedCrop.get_params, with torch's RNG (shared with the demo)
 
 
 class TorchvisionStyleFolder(Dataset):

@@ -69,14 +69,14 @@ class TorchJpegs:
 
         image = Image.open(io.BytesIO(self.jpegs[i])).convert("RGB")
         width, height = image.size
-        top, left, h, w = _torch_rrc_params(height, width)
-        image = image.resize((self.size, self.size), Image.Resampling.BILINEAR, box=(left, top, left + w, top + h))
+        top, left, h, w = torch_rrc_params(height, width)
+        image = image.crop((left, top, left + w, top + h)).resize((self.size, self.size), Image.Resampling.BILINEAR)  # as torchvision
         if torch.rand(1) < 0.5:
             image = image.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
         return torch.from_numpy(np.array(image)).permute(2, 0, 1).contiguous(), i % 10
 
 
-def _torch_rrc_params(height: int, width: int, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3)) -> tuple[int, int, int, int]:
+def torch_rrc_params(height: int, width: int, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3)) -> tuple[int, int, int, int]:
     """torchvision's RandomResizedCrop.get_params, with torch's random generator."""
     import torch
 
