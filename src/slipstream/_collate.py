@@ -136,23 +136,9 @@ class Spec:
         array leaves written in place are done, others are copied in (shape and cast checked),
         object leaves (sequences) are stored."""
         try:
-            self._settle_batch(self.tree, storage, a, value, views)
+            self._settle(self.tree, storage, a, value, views, True)
         except _Mismatch as mismatch:
             raise mismatch.located(where) from None
-
-    def _settle_batch(self, node: Any, storage: list[Any], a: int, value: Any, view: Any) -> None:
-        if isinstance(node, ArrayLeaf):
-            if value is not view:
-                for j, row in enumerate(value):
-                    self._leaf_writers[node.slot](storage, a + j, row)
-        elif isinstance(node, ObjectLeaf):
-            storage[node.slot][a : a + len(value)] = list(value)
-        elif isinstance(node, dict):
-            for k, child in node.items():
-                self._settle_batch(child, storage, a, value[k], view[k])
-        else:
-            for child, v, w in zip(node[1], value, view):
-                self._settle_batch(child, storage, a, v, w)
 
     def views(self, storage: list[Any], j: int) -> Any:
         """A buffer for observation ``j``: views into the array leaves (object leaves are None)."""
@@ -163,22 +149,28 @@ class Spec:
         it wrote in place are done; any it returned instead are copied in (checked); object leaves
         are stored."""
         try:
-            self._settle(self.tree, storage, j, value, views)
+            self._settle(self.tree, storage, j, value, views, False)
         except _Mismatch as mismatch:
             raise mismatch.located(where) from None
 
-    def _settle(self, node: Any, storage: list[Any], j: int, value: Any, view: Any) -> None:
+    def _settle(self, node: Any, storage: list[Any], j: int, value: Any, view: Any, rows: bool) -> None:
+        """Walk ``value`` beside ``view``; with ``rows`` each leaf holds consecutive rows from ``j``."""
         if isinstance(node, ArrayLeaf):
             if value is not view:
-                self._leaf_writers[node.slot](storage, j, value)
+                write = self._leaf_writers[node.slot]
+                for k, row in enumerate(value if rows else (value,)):
+                    write(storage, j + k, row)
         elif isinstance(node, ObjectLeaf):
-            storage[node.slot][j] = value
+            if rows:
+                storage[node.slot][j : j + len(value)] = list(value)
+            else:
+                storage[node.slot][j] = value
         elif isinstance(node, dict):
             for k, child in node.items():
-                self._settle(child, storage, j, value[k], view[k])
+                self._settle(child, storage, j, value[k], view[k], rows)
         else:
             for child, v, w in zip(node[1], value, view):
-                self._settle(child, storage, j, v, w)
+                self._settle(child, storage, j, v, w, rows)
 
 
 def _assemble(node: Any, leaf: Callable[[ArrayLeaf | ObjectLeaf], Any]) -> Any:
