@@ -102,7 +102,28 @@ class _BinaryColumn(Column):
         return self.decode(slice_row(self.offsets, self.data, row))
 
 
-class Bytes(Field):
+class _Variable(Field):
+    """A variable-length value per sample in one large_binary or large_string column; subclasses
+    say which (``text``) and how stored bytes decode (``decode``)."""
+
+    text: ClassVar[bool] = False
+
+    @staticmethod
+    def decode(data: np.ndarray) -> Any:
+        return data.tobytes()
+
+    def nbytes(self, encoded: Any) -> int:
+        return len(encoded) + 8
+
+    def arrow_type(self) -> Any:
+        pa = pyarrow_module()
+        return pa.large_string() if self.text else pa.large_binary()
+
+    def column(self, array: Any) -> Column:
+        return _BinaryColumn(array, self.decode)
+
+
+class Bytes(_Variable):
     """Arbitrary bytes per sample (bytes, bytearray, memoryview)."""
 
     kind = "bytes"
@@ -112,15 +133,6 @@ class Bytes(Field):
             raise TypeError(f"{where}: bytes field expects bytes, got {type(value).__name__}")
         return bytes(value)
 
-    def nbytes(self, encoded: Any) -> int:
-        return len(encoded) + 8
-
-    def arrow_type(self) -> Any:
-        return pyarrow_module().large_binary()
-
-    def column(self, array: Any) -> Column:
-        return _BinaryColumn(array, lambda data: data.tobytes())
-
 
 def _utf8(data: np.ndarray) -> str:
     try:
@@ -129,24 +141,15 @@ def _utf8(data: np.ndarray) -> str:
         raise ValueError(f"stored text is not valid UTF-8: {exc}") from None
 
 
-class Text(Field):
+class Text(_Variable):
     """A UTF-8 string per sample."""
 
-    kind = "text"
+    kind, text, decode = "text", True, staticmethod(_utf8)
 
     def encode(self, value: Any, index: int, where: str) -> Any:
         if not isinstance(value, str):
             raise TypeError(f"{where}: text field expects a str, got {type(value).__name__}")
         return value
-
-    def nbytes(self, encoded: Any) -> int:
-        return len(encoded) + 8
-
-    def arrow_type(self) -> Any:
-        return pyarrow_module().large_string()
-
-    def column(self, array: Any) -> Column:
-        return _BinaryColumn(array, _utf8)
 
 
 def _json(data: np.ndarray) -> Any:
@@ -156,25 +159,16 @@ def _json(data: np.ndarray) -> Any:
         raise ValueError(f"stored JSON does not parse: {exc}") from None
 
 
-class JSON(Field):
+class JSON(_Variable):
     """Any JSON value per sample (dicts, lists, strings, numbers, booleans, None), stored as JSON text."""
 
-    kind = "json"
+    kind, text, decode = "json", True, staticmethod(_json)
 
     def encode(self, value: Any, index: int, where: str) -> Any:
         try:
             return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise TypeError(f"{where}: json field cannot store {type(value).__name__}: {exc}") from None
-
-    def nbytes(self, encoded: Any) -> int:
-        return len(encoded) + 8
-
-    def arrow_type(self) -> Any:
-        return pyarrow_module().large_string()
-
-    def column(self, array: Any) -> Column:
-        return _BinaryColumn(array, _json)
 
 
 from ._field_array import Array  # noqa: E402 - registered kinds, re-exported here
