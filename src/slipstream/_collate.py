@@ -93,6 +93,9 @@ class Spec:
             for child in node[1]:
                 self._number(child)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Spec, (self.tree,))  # the compiled writers are rebuilt on the other side
+
     @classmethod
     def of(cls, sample: Any) -> Spec:
         return cls(_describe(sample))

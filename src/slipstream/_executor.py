@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import threading
+import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -130,7 +131,17 @@ class ThreadExecutor:
     the executor's lock, so a slow source (reading files, a generator) does not stall the others.
     """
 
-    def __init__(self, source: Iterator[Job], workers: int, ahead: int, in_order: bool = True, name: str = "slipstream"):
+    def __init__(
+        self,
+        source: Iterator[Job],
+        workers: int,
+        ahead: int,
+        in_order: bool = True,
+        name: str = "slipstream",
+        init: Callable[[int], Any] | None = None,
+        timeout: float | None = None,
+        describe: Callable[[Any], str] = str,
+    ):
         if workers < 1 or ahead < 1:
             raise ValueError(f"ThreadExecutor needs workers >= 1 and ahead >= 1, got {workers} and {ahead}")
         self._source = source
@@ -144,17 +155,32 @@ class ThreadExecutor:
         self._pulling = False
         self._exhausted = False
         self._closed = False
+        self._init, self._init_error = init, None
+        self._timeout, self._describe = timeout, describe
         self.last_tag: Any = None  # the tag of the job whose result ``next()`` returned last
         self._threads = [
-            threading.Thread(target=self._work, name=f"{name}-worker-{k}", daemon=True) for k in range(workers)
+            threading.Thread(target=self._work, args=(k,), name=f"{name}-worker-{k}", daemon=True) for k in range(workers)
         ]
         _live.add(self)
         for thread in self._threads:
             thread.start()
 
     # -- workers ---------------------------------------------------------------------------
-    def _work(self) -> None:
+    def _work(self, k: int) -> None:
         cond = self._cond
+        if self._init is not None:
+            try:
+                self._init(k)
+            except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+                from ._readers import add_note
+
+                add_note(exc, f"slipstream: raised by worker_init in worker thread {k}")
+                with cond:
+                    if self._init_error is None:
+                        self._init_error = exc
+                    self._closed = True
+                    cond.notify_all()
+                return
         while True:
             with cond:
                 while not (
@@ -225,8 +251,12 @@ class ThreadExecutor:
 
     def __next__(self) -> Any:
         cond = self._cond
+        deadline = None if self._timeout is None else time.monotonic() + self._timeout
         with cond:
             while True:
+                if self._init_error is not None:
+                    error, self._init_error = self._init_error, None
+                    raise error
                 if self._closed:
                     raise StopIteration
                 key = self._ready()
@@ -234,7 +264,17 @@ class ThreadExecutor:
                     break
                 if self._exhausted and not self._jobs and not self._pulling:
                     break
-                if not cond.wait(_LIVENESS_POLL) and not any(t.is_alive() for t in self._threads):
+                left = _LIVENESS_POLL if deadline is None else min(_LIVENESS_POLL, deadline - time.monotonic())
+                if left <= 0:
+                    self._closed = True
+                    self._pending.clear()
+                    cond.notify_all()
+                    what = self._describe(self._consumed_tag())
+                    raise TimeoutError(
+                        f"slipstream: {what} was not ready within timeout={self._timeout} s; the worker threads were "
+                        "told to stop (a thread inside a sample finishes it first). A sample that takes that long?"
+                    )
+                if not cond.wait(left) and not any(t.is_alive() for t in self._threads):
                     self._closed = True
                     raise RuntimeError("slipstream: every worker thread has exited while work was pending")
             if key is None:
@@ -251,6 +291,10 @@ class ThreadExecutor:
             raise job.error
         self.last_tag = job.tag
         return job.result
+
+    def _consumed_tag(self) -> Any:
+        job = self._jobs.get(self._consumed)
+        return job.tag if job is not None else "the next batch"
 
     def close(self, timeout: float = _JOIN_TIMEOUT) -> None:
         """Stop all work: drop queued tasks, wake the workers and wait up to ``timeout`` s for each

@@ -22,11 +22,26 @@ from ._orders import num_batches, permutation, quasi_random, shard, shard_batche
 from ._readers import BatchInfo, Reader, add_note, make_reader
 from ._rng import sample_context
 from ._slots import SlotPool
+from ._workerinfo import WorkerInfo, set_worker_info, worker_seed
 
 __all__ = ["DataLoader"]
 
 _STATE_VERSION = 1
 _ORDERS = ("sequential", "random", "quasi_random")
+_BACKENDS = ("thread", "process")
+
+
+def _batch_name(epoch: int) -> Callable[[Any], str]:
+    return lambda k: f"batch {k} of epoch {epoch}"
+
+
+def _thread_init(worker_init: Callable[[int], Any] | None, workers: int, seed: int) -> Callable[[int], None]:
+    def init(k: int) -> None:
+        set_worker_info(WorkerInfo(k, workers, worker_seed(seed, k), "thread"))
+        if worker_init is not None:
+            worker_init(k)
+
+    return init
 
 
 def _check_int(name: str, value: Any, minimum: int) -> int:
@@ -65,8 +80,20 @@ class DataLoader:
         shuffle: a new permutation every epoch, a pure function of (seed, epoch).
         collate: ``f(list_of_samples) -> batch``. The default stacks into reused buffers.
         seed: seeds the order and ``sample_rng()``; drawn at random when None (and kept in the state).
-        workers: 0 loads in the consumer's thread; ``k > 0`` uses ``k`` threads that split each
+        workers: 0 loads in the consumer's thread; ``k > 0`` uses ``k`` workers that split each
             batch between them, so the first batch arrives after about ``batch_size / k`` reads.
+        backend: "thread" (the default: best when the work releases the GIL: decoding, NumPy,
+            I/O, packed files) or "process" (pure-Python samples: tokenizers, PIL chains, dict
+            juggling). Process workers get the data once (inherited with the "fork" start method,
+            pickled once otherwise), persist across epochs until ``close()``, and write batches
+            into shared-memory buffers that the consumer receives without a copy; a worker that
+            dies raises ``WorkerError`` naming its pid and signal or exit code.
+        timeout: seconds to wait for one batch before raising ``TimeoutError`` (None: no limit).
+        worker_init: ``f(worker_id)`` run once in each worker before it loads anything (process
+            workers: once per process; thread workers: once per thread, i.e. per epoch).
+            ``ss.worker_info()`` tells a worker which it is.
+        mp_context: the process start method: None (the platform's default, as torch does),
+            "fork", "spawn", "forkserver", or a ``multiprocessing`` context.
         prefetch: batches loaded ahead of the consumer (with ``workers > 0``).
         in_order: False lets a finished batch overtake one that is still loading.
         rank, world_size: this process's share of each epoch (see ``_orders`` for padding).
@@ -106,6 +133,10 @@ class DataLoader:
         sampler: Iterable[int] | None = None,
         batch_sampler: Iterable[Iterable[int]] | None = None,
         order: str | None = None,
+        backend: str = "thread",
+        timeout: float | None = None,
+        worker_init: Callable[[int], Any] | None = None,
+        mp_context: Any = None,
     ):
         self._n = numobs(data)
         self.batch_size = _check_int("batch_size", batch_size, 1)
@@ -146,6 +177,15 @@ class DataLoader:
                 )
             if not isinstance(batch_sampler, Iterable):
                 raise TypeError(f"batch_sampler must be an iterable of index lists, got {type(batch_sampler).__name__}")
+        if backend not in _BACKENDS:
+            raise ValueError(f"backend must be one of {list(_BACKENDS)}, got {backend!r}")
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0):
+            raise ValueError(f"timeout must be None or a number of seconds > 0, got {timeout!r}")
+        if worker_init is not None and not callable(worker_init):
+            raise TypeError(f"worker_init must be a callable or None, got {type(worker_init).__name__}")
+        self.backend, self.timeout, self.worker_init, self.mp_context = backend, timeout, worker_init, mp_context
+        self._processes: Any = None  # the persistent WorkerPool (backend="process"), made at the first iter()
+        self._processes_seed: int | None = None
         self.data = data
         self.shuffle, self.drop_last, self.in_order = order == "random", bool(drop_last), bool(in_order)
         self.order = order
@@ -155,7 +195,7 @@ class DataLoader:
         self._reader: Reader = make_reader(data)
         self._pool: SlotPool | None = None
         if self._reader.spec is not None and collate is None:
-            self._pool = SlotPool(self._reader.spec, self.batch_size, capacity=self.prefetch + 4)
+            self._pool = self._slot_pool(self._reader.spec)
         self._epoch = 0  # the epoch the next iterator starts
         self._skip = 0  # batches of that epoch already consumed (after load_state_dict)...
         self._done: frozenset[int] = frozenset()  # ...and those consumed beyond them out of order
@@ -225,13 +265,89 @@ class DataLoader:
             except BaseException as exc:
                 add_note(exc, "slipstream: raised while loading sample 0 to shape the batch buffers")
                 raise
-        self._pool = SlotPool(Spec.of(sample), self.batch_size, capacity=self.prefetch + 4)
+        self._pool = self._slot_pool(Spec.of(sample))
         self._reader.spec = self._pool.spec
 
+    @property
+    def _remote(self) -> bool:
+        return self.backend == "process" and self.workers > 0
+
+    def _slot_pool(self, spec: Spec) -> SlotPool:
+        if not self._remote:
+            return SlotPool(spec, self.batch_size, capacity=self.prefetch + 4)
+        from ._procexec import shared_arrays
+
+        self._spec_key = secrets.randbits(62)
+        return SlotPool(spec, self.batch_size, capacity=self.prefetch + 4, allocate=shared_arrays)
+
+    # -- process workers -------------------------------------------------------------------
+    def _worker_pool(self) -> Any:
+        """The persistent process pool: started at the first iter(), replaced if it broke."""
+        from ._procexec import LoaderPayload
+        from ._procpool import WorkerPool
+
+        pool = self._processes
+        if pool is not None and (pool.closed or self._processes_seed != self.seed):
+            self.close()
+            pool = None
+        if pool is None:
+            pool = WorkerPool(
+                LoaderPayload(self.data, self.collate),
+                self.workers,
+                context=self.mp_context,
+                worker_init=self.worker_init,
+                seed=self.seed,
+                name="slipstream",
+            )
+            self._processes, self._processes_seed = pool, self.seed
+            self._close_processes = weakref.finalize(self, pool.close)
+        return pool
+
+    def _remote_job(self, indices: np.ndarray, info: BatchInfo) -> Any:
+        from ._procexec import RemoteJob, collate_task, read_task
+
+        n, k = len(indices), info.batch
+        args = (info.seed, info.epoch, k)
+        slots = self._pool
+        if slots is None:  # the user's collate runs in the worker, on the whole batch
+            return RemoteJob(k, [(collate_task, (indices, *args), {})], None, lambda results: results[0])
+        step = self._chunk(n)
+        starts = list(range(0, n, step)) if n else []
+        storage = slots.acquire(n)
+        spec, segment = slots.spec, storage.segment
+        extras = {"objects": [(self._spec_key, spec)], "segments": [segment]}
+        where = (self._spec_key, segment.key, storage.offsets, storage.rows)
+        calls = [(read_task, (*where, a, indices[a : a + step], *args), extras) for a in starts]
+
+        def finish(results: list[Any]) -> Any:
+            for a, objects in zip(starts, results):
+                for slot, values in (objects or {}).items():
+                    storage[slot][a : a + len(values)] = values
+            return spec.build(storage, n)
+
+        return RemoteJob(k, calls, storage, finish)
+
+    def close(self) -> None:
+        """Stop the persistent worker processes (a later ``iter()`` starts new ones). Idempotent."""
+        pool, self._processes = self._processes, None
+        if pool is not None:
+            self._close_processes.detach()
+            pool.close()
+
+    def __enter__(self) -> DataLoader:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
     def _jobs(self, batches: list[np.ndarray], progress: _Progress, stop: threading.Event) -> Iterator[Job]:
-        # what was handed out before this iterator started (progress itself moves on as batches go out)
-        todo = [k for k in range(progress.batch, len(batches)) if k not in progress.done]
-        return (self._job(batches[k], BatchInfo(self.seed, progress.epoch, k, stop)) for k in todo)
+        return (self._job(batches[k], BatchInfo(self.seed, progress.epoch, k, stop)) for k in self._todo(batches, progress))
+
+    @staticmethod
+    def _todo(batches: list[np.ndarray], progress: _Progress) -> list[int]:
+        """The batches still to load: what was handed out before this iterator started is skipped
+        (progress itself moves on as batches go out)."""
+        return [k for k in range(progress.batch, len(batches)) if k not in progress.done]
 
     # -- iteration and state ---------------------------------------------------------------
     def __iter__(self) -> _LoaderIterator:
@@ -242,11 +358,27 @@ class DataLoader:
         self._epoch, self._skip, self._done = epoch + 1, 0, frozenset()
         self._progress = progress
         stop = threading.Event()
+        if self._remote:
+            from ._procexec import ProcessExecutor
+
+            pool = self._worker_pool()
+            remote = (self._remote_job(batches[k], BatchInfo(self.seed, epoch, k, stop)) for k in self._todo(batches, progress))
+            executor: Any = ProcessExecutor(pool, remote, self.prefetch, self.in_order, self.timeout, _batch_name(epoch))
+            return _LoaderIterator(executor, progress, stop)
         jobs = self._jobs(batches, progress, stop)
         if self.workers == 0:
-            executor: Any = InlineExecutor(jobs)
+            executor = InlineExecutor(jobs)
         else:
-            executor = ThreadExecutor(jobs, self.workers, self.prefetch, self.in_order, name=f"slipstream-e{epoch}")
+            executor = ThreadExecutor(
+                jobs,
+                self.workers,
+                self.prefetch,
+                self.in_order,
+                name=f"slipstream-e{epoch}",
+                init=_thread_init(self.worker_init, self.workers, self.seed),
+                timeout=self.timeout,
+                describe=_batch_name(epoch),
+            )
         return _LoaderIterator(executor, progress, stop)
 
     def state_dict(self) -> dict[str, Any]:

@@ -19,19 +19,32 @@ import numpy as np
 
 from ._collate import ArrayLeaf, Spec
 
-__all__ = ["SlotPool"]
+__all__ = ["SlotPool", "Storage", "heap_arrays"]
 
 
 def _refcounts(arrays: list[np.ndarray]) -> list[int]:
     return [sys.getrefcount(a) for a in arrays]
 
 
-class _Slot:
-    __slots__ = ("rows", "arrays", "base")
+class Storage(list):
+    """A batch's storage: one array (array leaves) or list (object leaves) per leaf, in leaf order.
 
-    def __init__(self, spec: Spec, rows: int):
+    ``segment`` and ``offsets`` say where the arrays live when they are in shared memory."""
+
+    __slots__ = ("segment", "offsets", "rows")
+
+
+def heap_arrays(spec: Spec, rows: int) -> tuple[list[np.ndarray], Any, list[int]]:
+    """Fresh private arrays for ``rows`` observations of ``spec`` (no segment, no offsets)."""
+    return [np.empty((rows, *leaf.shape), leaf.dtype) for leaf in spec.array_leaves], None, []
+
+
+class _Slot:
+    __slots__ = ("rows", "arrays", "base", "segment", "offsets")
+
+    def __init__(self, spec: Spec, rows: int, allocate: Any):
         self.rows = rows
-        self.arrays = [np.empty((rows, *leaf.shape), leaf.dtype) for leaf in spec.array_leaves]
+        self.arrays, self.segment, self.offsets = allocate(spec, rows)
         self.base = _refcounts(self.arrays)  # the pool's own references; measured the way free() measures
 
     def free(self) -> bool:
@@ -45,8 +58,9 @@ class SlotPool:
     sampler's batches vary in size); a batch uses the first rows of its slot.
     """
 
-    def __init__(self, spec: Spec, batch_size: int, capacity: int):
+    def __init__(self, spec: Spec, batch_size: int, capacity: int, allocate: Any = heap_arrays):
         self.spec = spec
+        self._allocate = allocate  # (spec, rows) -> (arrays, segment, offsets); see heap_arrays
         self.batch_size = batch_size
         self.capacity = capacity
         self._slots: list[_Slot] = []
@@ -65,10 +79,13 @@ class SlotPool:
             else:
                 if len(self._slots) >= self.capacity:
                     del self._slots[0]  # kept elsewhere (or too small): whoever holds it owns that memory now
-                slot = _Slot(self.spec, max(n, self.batch_size))
+                slot = _Slot(self.spec, max(n, self.batch_size), self._allocate)
                 self._slots.append(slot)
                 self.allocations += 1
             if not self.spec.object_leaves:
-                return list(slot.arrays)
-            arrays = iter(slot.arrays)
-            return [next(arrays) if isinstance(leaf, ArrayLeaf) else [None] * n for leaf in self.spec.leaves]
+                storage = Storage(slot.arrays)
+            else:
+                arrays = iter(slot.arrays)
+                storage = Storage(next(arrays) if isinstance(leaf, ArrayLeaf) else [None] * n for leaf in self.spec.leaves)
+            storage.segment, storage.offsets, storage.rows = slot.segment, slot.offsets, slot.rows
+            return storage

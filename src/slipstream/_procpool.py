@@ -1,0 +1,482 @@
+"""A pool of persistent worker processes that run small tasks against a payload sent to each once.
+
+The parent talks to each worker over its own Unix-socket pipe: tasks go out as pickled
+``(fn, args)`` (``fn`` a module-level function, called as ``fn(state, *args)`` in the worker),
+results come back on the same pipe, and file descriptors of shared-memory segments travel beside
+them (``SCM_RIGHTS``). Nothing blocks without a way out:
+
+* the parent waits on the pipes *and* the workers' process sentinels, so a worker that dies
+  (segfault, ``os._exit``, SIGKILL, the out-of-memory killer) is seen at once and reported as a
+  ``WorkerError`` naming its pid and its signal or exit code; the other workers are stopped;
+* a worker polls its pipe with a short timeout and exits when the parent is gone (the pipe ends,
+  or the process it was started under is no longer its parent);
+* messages to a worker are held back while more than 64 KiB of earlier ones are unanswered, so
+  the parent can never block writing to a worker that is itself blocked writing a large result;
+* workers ignore SIGINT: Ctrl-C reaches the parent, which stops them.
+
+Start methods: "fork" passes the payload by inheritance; "spawn" and "forkserver" pickle it once
+in the parent (an unpicklable payload raises a ``TypeError`` naming its type there) and send the
+bytes to every worker over its pipe after all workers have been started, so they boot in parallel.
+
+Thread-safety: ``submit``/``wait`` may be called from several threads (one lock guards the pipes);
+results are routed by ticket, so two consumers never take each other's results.
+"""
+
+from __future__ import annotations
+
+import atexit
+import multiprocessing
+import multiprocessing.connection as mpc
+import os
+import pickle
+import signal
+import threading
+import time
+import traceback
+import weakref
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ._shm import Segment, attach
+from ._workerinfo import WorkerInfo, seed_globals, set_worker_info, worker_seed
+
+__all__ = ["WorkerError", "WorkerPool", "WorkerState"]
+
+_PARENT_POLL = 0.25  # how often an idle worker checks that its parent lives (seconds)
+_WAIT_SLICE = 0.5  # the longest the parent sleeps between liveness checks
+_IN_FLIGHT_BYTES = 64 * 1024  # unanswered message bytes allowed per worker (well under a socket buffer)
+_JOIN = 1.0
+
+
+class WorkerError(RuntimeError):
+    """A worker process died (``pid``, ``exitcode``: negative for a signal) or could not start."""
+
+    def __init__(self, message: str, pid: int | None = None, exitcode: int | None = None):
+        super().__init__(message)
+        self.pid, self.exitcode = pid, exitcode
+
+
+def _context(context: Any) -> Any:
+    if context is None:
+        return multiprocessing.get_context()
+    if isinstance(context, str):
+        return multiprocessing.get_context(context)
+    if hasattr(context, "Process") and hasattr(context, "get_start_method"):
+        return context
+    raise TypeError(f"mp_context must be None, 'fork', 'spawn', 'forkserver' or a multiprocessing context, got {context!r}")
+
+
+def _pickled(obj: Any, what: str) -> bytes:
+    try:
+        return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:  # noqa: BLE001 - pickling raises many types
+        raise TypeError(
+            f"slipstream: backend='process' sends the {what} to each worker process by pickling it, but "
+            f"{type(obj).__module__}.{type(obj).__qualname__} cannot be pickled: {exc}. Make it picklable "
+            "(define it at module level; open files and locks in __getstate__/__setstate__ or lazily), "
+            "use mp_context='fork', or use backend='thread'."
+        ) from exc
+
+
+def describe_exit(exitcode: int | None) -> str:
+    if exitcode is None:
+        return "stopped answering"
+    if exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        hint = " (SIGKILL often means the kernel's out-of-memory killer)" if -exitcode == signal.SIGKILL else ""
+        return f"was killed by {name} ({-exitcode}){hint}"
+    return f"exited with code {exitcode}"
+
+
+# -- the worker side ---------------------------------------------------------------------------
+
+
+class WorkerState:
+    """What a task function sees in its worker: the payload, who it is, and a per-worker cache."""
+
+    def __init__(self, payload: Any, worker_id: int, num_workers: int, seed: int, cancel: Any):
+        self.payload, self.id, self.num_workers, self.seed = payload, worker_id, num_workers, seed
+        self.cache: dict[Any, Any] = {}  # kept across tasks (objects put by the parent land here too)
+        self.segments: dict[int, Any] = {}  # shared-memory mappings by key
+        self._cancel = cancel
+
+    def cancelled(self, generation: int) -> bool:
+        """True once the parent has cancelled the tasks sent under ``generation``."""
+        return self._cancel.value != generation
+
+
+def _wrap_error(exc: BaseException, note: str) -> tuple[bytes | None, str, str]:
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    try:
+        data = pickle.dumps(exc, protocol=pickle.HIGHEST_PROTOCOL)
+        pickle.loads(data)  # some exceptions pickle but cannot be rebuilt
+    except Exception:  # noqa: BLE001
+        data = None
+    return data, f"{type(exc).__module__}.{type(exc).__qualname__}: {exc}", f"{note}\n{text}"
+
+
+def _send(conn: Any, message: Any) -> None:
+    conn.send_bytes(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def _worker_main(
+    conn: Any, inherited: bool, payload: Any, worker_id: int, num_workers: int, seed: int, worker_init: Any, cancel: Any
+) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    parent = os.getppid()
+    pid = os.getpid()
+    where = f"worker {worker_id} (pid {pid})"
+    try:
+        if not inherited:  # spawn/forkserver: the pickled payload comes first on the pipe
+            payload = pickle.loads(conn.recv_bytes())
+            worker_init = pickle.loads(conn.recv_bytes())
+        set_worker_info(WorkerInfo(worker_id, num_workers, seed, "process"), process=True)
+        seed_globals(seed)
+        if worker_init is not None:
+            worker_init(worker_id)
+    except (EOFError, OSError):
+        return
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent
+        _send(conn, ("init-error", _wrap_error(exc, f"raised while starting {where}")))
+        return
+    state = WorkerState(payload, worker_id, num_workers, seed, cancel)
+    _send(conn, ("ready", pid))
+    while True:
+        try:
+            if not conn.poll(_PARENT_POLL):
+                if os.getppid() != parent:
+                    return  # the parent died: we were re-parented
+                continue
+            message = pickle.loads(conn.recv_bytes())
+        except (EOFError, OSError):
+            return  # the parent closed the pipe (or died)
+        kind = message[0]
+        if kind == "task":
+            _, ticket, fn, args = message
+            try:
+                reply = ("ok", ticket, fn(state, *args))
+                data = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
+            except BaseException as exc:  # noqa: BLE001 - reported to the parent
+                data = pickle.dumps(("err", ticket, _wrap_error(exc, f"raised in {where}")), protocol=pickle.HIGHEST_PROTOCOL)
+            try:
+                conn.send_bytes(data)
+            except OSError:
+                return
+        elif kind == "attach":
+            _, key, size = message
+            from multiprocessing.reduction import recv_handle
+
+            state.segments[key] = attach(recv_handle(conn), size)
+        elif kind == "put":
+            state.cache[message[1]] = message[2]
+        elif kind == "forget":
+            for key in message[1]:
+                state.segments.pop(key, None)
+                state.cache.pop(key, None)
+        elif kind == "close":
+            return
+
+
+# -- the parent side ---------------------------------------------------------------------------
+
+_live: weakref.WeakSet[WorkerPool] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    for pool in list(_live):
+        pool.close()
+
+
+class _Worker:
+    __slots__ = ("id", "process", "conn", "queue", "in_flight", "tickets", "known", "ready")
+
+    def __init__(self, worker_id: int, process: Any, conn: Any):
+        self.id, self.process, self.conn = worker_id, process, conn
+        self.queue: deque[tuple[Any, int]] = deque()  # messages not yet written: (bytes or an fd, counted size)
+        self.in_flight = 0  # bytes written and not yet answered
+        self.tickets: dict[int, int] = {}  # ticket -> its message size, for tasks written or queued
+        self.known: set[int] = set()  # keys of objects and segments this worker has
+        self.ready = False
+
+
+class WorkerPool:
+    """``workers`` processes, each holding ``payload``; see the module docstring for the guarantees."""
+
+    def __init__(
+        self,
+        payload: Any,
+        workers: int,
+        *,
+        context: Any = None,
+        worker_init: Callable[[int], Any] | None = None,
+        seed: int = 0,
+        name: str = "slipstream",
+    ):
+        ctx = _context(context)
+        self.start_method = ctx.get_start_method()
+        forked = self.start_method == "fork"
+        blobs = None if forked else (_pickled(payload, "dataset"), _pickled(worker_init, "worker_init function"))
+        self._lock = threading.RLock()
+        self._cancel = ctx.RawValue("q", 0)
+        self._results: dict[int, tuple[bool, Any]] = {}
+        self._keep: dict[int, Any] = {}  # ticket -> what must stay alive until its answer
+        self._discarded: set[int] = set()
+        self._owner: dict[int, _Worker] = {}
+        self._forgotten: list[int] = []
+        self._tracked: set[int] = set()  # segments whose collection tells the workers to unmap them
+        self._next_ticket = 0
+        self._closed = False
+        self.error: BaseException | None = None  # why the pool broke, once it has
+        self._workers: list[_Worker] = []
+        _live.add(self)
+        try:
+            for k in range(workers):
+                parent_end, child_end = ctx.Pipe(duplex=True)
+                args = (child_end, forked, payload if forked else None, k, workers, worker_seed(seed, k), worker_init if forked else None, self._cancel)
+                process = ctx.Process(target=_worker_main, args=args, name=f"{name}-worker-{k}", daemon=True)
+                process.start()
+                child_end.close()
+                self._workers.append(_Worker(k, process, parent_end))
+            if blobs is not None:  # every worker is booting now; hand each the payload in turn
+                for worker in self._workers:
+                    for blob in blobs:
+                        worker.conn.send_bytes(blob)
+        except BaseException:
+            self.close()
+            raise
+
+    # -- parent API ------------------------------------------------------------------------
+    @property
+    def workers(self) -> int:
+        return len(self._workers)
+
+    @property
+    def pids(self) -> list[int]:
+        return [w.process.pid for w in self._workers]
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def generation(self) -> int:
+        """The current cancellation generation (pass it to tasks that check ``state.cancelled``)."""
+        return self._cancel.value
+
+    def cancel(self) -> None:
+        """Tasks sent under the current generation see ``state.cancelled(gen)`` become true."""
+        self._cancel.value += 1
+
+    def load(self, worker: int) -> int:
+        """Tasks sent to ``worker`` and not yet answered."""
+        return len(self._workers[worker].tickets)
+
+    def submit(
+        self,
+        worker: int,
+        fn: Callable[..., Any],
+        *args: Any,
+        keep: Any = None,
+        objects: Iterable[tuple[int, Any]] = (),
+        segments: Iterable[Segment] = (),
+    ) -> int:
+        """Run ``fn(state, *args)`` in ``worker``; returns a ticket for ``wait``.
+
+        ``keep`` stays referenced until the answer arrives (or the pool closes), even if the
+        ticket is discarded: use it for the shared buffers the task writes to. ``objects``
+        ``(key, obj)`` are put into the worker's ``state.cache[key]`` and ``segments`` mapped into
+        ``state.segments[seg.key]`` before the task runs, each only the first time for that worker.
+        """
+        with self._lock:
+            self._check_open()
+            w = self._workers[worker]
+            if self._forgotten:
+                keys, self._forgotten = self._forgotten, []
+                for other in self._workers:
+                    gone = [k for k in keys if k in other.known]
+                    if gone:
+                        other.known.difference_update(gone)
+                        self._queue(other, pickle.dumps(("forget", gone)))
+            for key, obj in objects:
+                if key not in w.known:
+                    w.known.add(key)
+                    self._queue(w, _pickled(("put", key, obj), "object sent to the workers"))
+            for segment in segments:
+                if segment.key not in w.known:
+                    w.known.add(segment.key)
+                    self._queue(w, pickle.dumps(("attach", segment.key, segment.size)))
+                    self._queue(w, segment.fd)
+                    if segment.key not in self._tracked:
+                        self._tracked.add(segment.key)
+                        weakref.finalize(segment, _forget, weakref.ref(self), segment.key)
+            ticket = self._next_ticket
+            self._next_ticket += 1
+            message = _pickled(("task", ticket, fn, args), "task")
+            w.tickets[ticket] = len(message)
+            self._owner[ticket] = w
+            if keep is not None:
+                self._keep[ticket] = keep
+            self._queue(w, message, counted=True)
+            self._flush(w)
+            return ticket
+
+    def discard(self, tickets: Iterable[int]) -> None:
+        """Forget these tickets' results (their ``keep`` objects are held until the answers arrive)."""
+        with self._lock:
+            for ticket in tickets:
+                if self._results.pop(ticket, None) is None and ticket in self._owner:
+                    self._discarded.add(ticket)
+
+    def wait(self, tickets: set[int], timeout: float | None = None) -> tuple[int, bool, Any]:
+        """The first of ``tickets`` to finish: ``(ticket, ok, value)``, where ``value`` is the result
+        or (``ok`` False) the task's exception, rebuilt with its type and a note holding the
+        worker's traceback. Raises ``WorkerError`` if a worker dies (the pool is then closed) and
+        ``TimeoutError`` if none finishes within ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._lock:
+                for ticket in tickets:
+                    if ticket in self._results:
+                        ok, value = self._results.pop(ticket)
+                        return ticket, ok, value
+                self._check_open()
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise TimeoutError("no answer in time")
+                self._receive(_WAIT_SLICE if left is None else min(left, _WAIT_SLICE))
+
+    def close(self) -> None:
+        """Stop every worker (politely, then by force) and release all buffers. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        _live.discard(self)
+        for w in self._workers:
+            try:
+                if w.process.is_alive():
+                    w.conn.send_bytes(pickle.dumps(("close",)))
+            except (OSError, ValueError):
+                pass
+        deadline = time.monotonic() + _JOIN
+        for w in self._workers:
+            w.process.join(max(0.0, deadline - time.monotonic()))
+        for w in self._workers:
+            if w.process.is_alive():
+                w.process.terminate()
+                w.process.join(_JOIN)
+            if w.process.is_alive():  # pragma: no cover - a worker ignoring SIGTERM
+                w.process.kill()
+                w.process.join(_JOIN)
+            w.conn.close()
+        self._keep.clear()
+        self._results.clear()
+
+    # -- internals -------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self.error is not None:
+            raise self.error
+        if self._closed:
+            raise RuntimeError("slipstream: the worker pool is closed")
+
+    def _queue(self, w: _Worker, message: bytes | int, counted: bool = False) -> None:
+        """Queue a message (bytes, or an int: an fd to pass); only tasks count as unanswered bytes."""
+        w.queue.append((message, len(message) if counted else 0))
+
+    def _flush(self, w: _Worker) -> None:
+        """Write queued messages while the worker's unanswered bytes stay small (or it has none)."""
+        from multiprocessing.reduction import send_handle
+
+        try:
+            while w.queue:
+                message, size = w.queue[0]
+                if size and w.in_flight and w.in_flight + size > _IN_FLIGHT_BYTES:
+                    return
+                w.queue.popleft()
+                if isinstance(message, int):
+                    send_handle(w.conn, message, w.process.pid)
+                else:
+                    w.conn.send_bytes(message)
+                w.in_flight += size
+        except OSError:
+            pass  # the worker is gone: its sentinel tells ``_receive``
+
+    def _receive(self, timeout: float) -> None:
+        conns = {w.conn: w for w in self._workers}
+        sentinels = {w.process.sentinel: w for w in self._workers}
+        ready = mpc.wait([*conns, *sentinels], timeout)
+        dead = []
+        for item in ready:
+            if item in conns:
+                self._read(conns[item])
+            else:
+                dead.append(sentinels[item])
+        for w in dead:
+            while not w.conn.closed and w.conn.poll(0):  # what it said before dying comes first
+                if not self._read(w):
+                    break
+            if self.error is None:
+                w.process.join(_JOIN)
+                self._fail(
+                    WorkerError(
+                        f"slipstream: worker {w.id} (pid {w.process.pid}) {describe_exit(w.process.exitcode)}; "
+                        "the other workers were stopped",
+                        w.process.pid,
+                        w.process.exitcode,
+                    )
+                )
+        if self.error is not None:
+            raise self.error
+
+    def _read(self, w: _Worker) -> bool:
+        try:
+            message = pickle.loads(w.conn.recv_bytes())
+        except (EOFError, OSError):
+            return False
+        kind = message[0]
+        if kind == "ready":
+            w.ready = True
+        elif kind == "init-error":
+            self._fail(_rebuild(message[1]))
+        else:
+            _, ticket, value = message
+            w.in_flight -= w.tickets.pop(ticket, 0)
+            self._owner.pop(ticket, None)
+            self._keep.pop(ticket, None)
+            if ticket in self._discarded:
+                self._discarded.discard(ticket)
+            else:
+                self._results[ticket] = (True, value) if kind == "ok" else (False, _rebuild(value))
+            self._flush(w)
+        return True
+
+    def _fail(self, error: BaseException) -> None:
+        self.error = error
+        self.close()
+
+
+def _forget(pool_ref: weakref.ref, key: int) -> None:
+    pool = pool_ref()
+    if pool is not None and not pool.closed:
+        pool._forgotten.append(key)  # list.append is atomic; flushed with the next submit
+
+
+def _rebuild(wrapped: tuple[bytes | None, str, str]) -> BaseException:
+    data, summary, text = wrapped
+    error: BaseException | None = None
+    if data is not None:
+        try:
+            error = pickle.loads(data)
+        except Exception:  # noqa: BLE001
+            error = None
+    if error is None:
+        error = RuntimeError(f"{summary} (the exception could not be sent back as itself)")
+    from ._readers import add_note
+
+    add_note(error, text.rstrip())
+    return error
+
