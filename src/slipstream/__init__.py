@@ -25,6 +25,9 @@ from ._reader import PackedDataset, open
 from ._writer import write
 from ._rng import sample_rng
 from ._views import batchview, joinobs, mapobs, obsview, shuffleobs, splitobs
+from ._procpool import WorkerError
+from ._shm import SharedMemoryError
+from ._workerinfo import WorkerInfo, worker_info
 
 __version__ = "0.1.0"
 
@@ -37,7 +40,10 @@ __all__ = [
     "NotAPackedFileError",
     "PackedDataset",
     "PackedFileError",
+    "SharedMemoryError",
     "TruncatedFileError",
+    "WorkerError",
+    "WorkerInfo",
     "batchview",
     "default_collate",
     "fields",
@@ -55,5 +61,6 @@ __all__ = [
     "sample_rng",
     "shuffleobs",
     "splitobs",
+    "worker_info",
     "write",
 ]

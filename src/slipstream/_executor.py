@@ -156,6 +156,7 @@ class ThreadExecutor:
         self._exhausted = False
         self._closed = False
         self._init, self._init_error = init, None
+        self._timed_out = False  # then close() does not wait for the thread that is stuck
         self._timeout, self._describe = timeout, describe
         self.last_tag: Any = None  # the tag of the job whose result ``next()`` returned last
         self._threads = [
@@ -266,7 +267,7 @@ class ThreadExecutor:
                     break
                 left = _LIVENESS_POLL if deadline is None else min(_LIVENESS_POLL, deadline - time.monotonic())
                 if left <= 0:
-                    self._closed = True
+                    self._closed = self._timed_out = True
                     self._pending.clear()
                     cond.notify_all()
                     what = self._describe(self._consumed_tag())
@@ -315,7 +316,7 @@ class ThreadExecutor:
             self._jobs.clear()
             self._cond.notify_all()
         for thread in self._threads:
-            thread.join(timeout)
+            thread.join(0 if self._timed_out else timeout)
         _live.discard(self)
 
     @property

@@ -328,11 +328,14 @@ class DataLoader:
         return RemoteJob(k, calls, storage, finish)
 
     def close(self) -> None:
-        """Stop the persistent worker processes (a later ``iter()`` starts new ones). Idempotent."""
+        """Stop the persistent worker processes and release the shared batch buffers (batches still
+        held stay valid). A later ``iter()`` starts new workers. Idempotent."""
         pool, self._processes = self._processes, None
         if pool is not None:
             self._close_processes.detach()
             pool.close()
+        if self._remote and self._pool is not None:
+            self._pool.clear()
 
     def __enter__(self) -> DataLoader:
         return self

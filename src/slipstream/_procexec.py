@@ -34,6 +34,10 @@ class LoaderPayload:
     def __init__(self, data: Any, collate: Callable[[list[Any]], Any] | None):
         self.data, self.collate = data, collate
 
+    def parts(self) -> dict[str, Any]:
+        """What an error should name when this cannot be pickled."""
+        return {"dataset": self.data, "collate function": self.collate}
+
 
 class RemoteJob:
     """One batch: ``calls`` ``(fn, args, extras)`` run in workers; ``finish(results)`` makes the batch.
@@ -148,17 +152,15 @@ class ProcessExecutor:
         try:
             ticket, ok, value = self._pool.wait(set(self._tickets), self._timeout)
         except TimeoutError:
-            pending = self._jobs.get(self._consumed) if self._in_order else None
-            what = self._describe(pending.tag) if pending is not None else "the next batch"
+            what = self._describe(self._jobs[self._consumed].tag) if self._in_order and self._consumed in self._jobs else "the next batch"
             self._pool.close()
             raise TimeoutError(
                 f"slipstream: {what} was not ready within timeout={self._timeout} s; the worker processes "
                 f"(pids {self._pool.pids}) were stopped. A sample that takes that long, or one that never returns?"
             ) from None
         except BaseException as exc:
-            pending = self._jobs.get(self._consumed)
-            if pending is not None:
-                add_note(exc, f"slipstream: while loading {self._describe(pending.tag)}")
+            if self._consumed in self._jobs:  # (no local holds the job: the traceback would keep its buffers)
+                add_note(exc, f"slipstream: while loading {self._describe(self._jobs[self._consumed].tag)}")
             raise
         job, pos = self._tickets.pop(ticket)
         del job.waiting[ticket]

@@ -68,9 +68,12 @@ def _context(context: Any) -> Any:
 
 
 def _pickled(obj: Any, what: str) -> bytes:
+    """``obj`` pickled; else a TypeError naming it (or, for an object with ``parts()``, the part that failed)."""
     try:
         return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     except Exception as exc:  # noqa: BLE001 - pickling raises many types
+        for name, part in getattr(obj, "parts", dict)().items():
+            _pickled(part, name)
         raise TypeError(
             f"slipstream: backend='process' sends the {what} to each worker process by pickling it, but "
             f"{type(obj).__module__}.{type(obj).__qualname__} cannot be pickled: {exc}. Make it picklable "

@@ -89,3 +89,8 @@ class SlotPool:
                 storage = Storage(next(arrays) if isinstance(leaf, ArrayLeaf) else [None] * n for leaf in self.spec.leaves)
             storage.segment, storage.offsets, storage.rows = slot.segment, slot.offsets, slot.rows
             return storage
+
+    def clear(self) -> None:
+        """Forget every slot (batches still held stay valid: they own their memory now)."""
+        with self._lock:
+            self._slots.clear()
