@@ -110,3 +110,17 @@ class Huge:
 
     def __getitem__(self, i: int) -> np.ndarray:
         return np.broadcast_to(np.uint8(i), (self.nbytes,))
+
+
+class Holder:
+    """A dataset over any sequence of dicts (a list, or an ss.SharedList)."""
+
+    def __init__(self, items):
+        self.items = items
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: int) -> dict:
+        item = self.items[i]
+        return {"id": item["id"], "size": len(item["text"])}

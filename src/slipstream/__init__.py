@@ -26,6 +26,7 @@ from ._writer import write
 from ._rng import sample_rng
 from ._views import batchview, joinobs, mapobs, obsview, shuffleobs, splitobs
 from ._procpool import WorkerError
+from ._sharedlist import SharedList
 from ._shm import SharedMemoryError
 from ._workerinfo import WorkerInfo, worker_info
 
@@ -40,6 +41,7 @@ __all__ = [
     "NotAPackedFileError",
     "PackedDataset",
     "PackedFileError",
+    "SharedList",
     "SharedMemoryError",
     "TruncatedFileError",
     "WorkerError",

@@ -25,6 +25,7 @@ results are routed by ticket, so two consumers never take each other's results.
 from __future__ import annotations
 
 import atexit
+import copyreg
 import multiprocessing
 import multiprocessing.connection as mpc
 import os
@@ -82,6 +83,41 @@ def _pickled(obj: Any, what: str) -> bytes:
         ) from exc
 
 
+class _PayloadPickler(pickle.Pickler):
+    """Pickles shared-memory segments inside the payload as references to fds sent beside it."""
+
+    def __init__(self, file: Any):
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.segments: list[Segment] = []
+        self.dispatch_table = {**copyreg.dispatch_table, Segment: self._segment}
+
+    def _segment(self, segment: Segment) -> tuple[Any, ...]:
+        if segment.fd < 0:  # mapped from elsewhere: no fd to pass on, so copy it
+            return segment.__reduce__()
+        self.segments.append(segment)
+        return (_received_segment, (len(self.segments) - 1, segment.key))
+
+
+_incoming: list[Any] = []  # in a worker: the segments that arrived beside the payload
+
+
+def _received_segment(index: int, key: int) -> Segment:
+    return Segment.mapped(_incoming[index], key)
+
+
+def _pickled_payload(payload: Any) -> tuple[bytes, list[Segment]]:
+    import io
+
+    buffer = io.BytesIO()
+    pickler = _PayloadPickler(buffer)
+    try:
+        pickler.dump(payload)
+    except Exception:  # noqa: BLE001 - re-raised below with a name
+        _pickled(payload, "dataset")  # raises the named error
+        raise
+    return buffer.getvalue(), pickler.segments
+
+
 def describe_exit(exitcode: int | None) -> str:
     if exitcode is None:
         return "stopped answering"
@@ -134,9 +170,14 @@ def _worker_main(
     pid = os.getpid()
     where = f"worker {worker_id} (pid {pid})"
     try:
-        if not inherited:  # spawn/forkserver: the pickled payload comes first on the pipe
-            payload = pickle.loads(conn.recv_bytes())
-            worker_init = pickle.loads(conn.recv_bytes())
+        if not inherited:  # spawn/forkserver: the pickled payload comes first on the pipe, then its segments
+            from multiprocessing.reduction import recv_handle
+
+            blob, init_blob, sizes = conn.recv_bytes(), conn.recv_bytes(), pickle.loads(conn.recv_bytes())
+            _incoming[:] = [attach(recv_handle(conn), size) for size in sizes]
+            payload = pickle.loads(blob)
+            worker_init = pickle.loads(init_blob)
+            _incoming.clear()
         set_worker_info(WorkerInfo(worker_id, num_workers, seed, "process"), process=True)
         seed_globals(seed)
         if worker_init is not None:
@@ -223,7 +264,8 @@ class WorkerPool:
         ctx = _context(context)
         self.start_method = ctx.get_start_method()
         forked = self.start_method == "fork"
-        blobs = None if forked else (_pickled(payload, "dataset"), _pickled(worker_init, "worker_init function"))
+        blob, shared = (b"", []) if forked else _pickled_payload(payload)
+        init_blob = b"" if forked else _pickled(worker_init, "worker_init function")
         self._lock = threading.RLock()
         self._cancel = ctx.RawValue("q", 0)
         self._results: dict[int, tuple[bool, Any]] = {}
@@ -245,10 +287,15 @@ class WorkerPool:
                 process.start()
                 child_end.close()
                 self._workers.append(_Worker(k, process, parent_end))
-            if blobs is not None:  # every worker is booting now; hand each the payload in turn
+            if not forked:  # every worker is booting now; hand each the payload in turn
+                from multiprocessing.reduction import send_handle
+
+                sizes = pickle.dumps([segment.size for segment in shared])
                 for worker in self._workers:
-                    for blob in blobs:
-                        worker.conn.send_bytes(blob)
+                    for message in (blob, init_blob, sizes):
+                        worker.conn.send_bytes(message)
+                    for segment in shared:
+                        send_handle(worker.conn, segment.fd, worker.process.pid)
         except BaseException:
             self.close()
             raise

@@ -20,6 +20,7 @@ import secrets
 import shutil
 import tempfile
 import weakref
+from typing import Any
 
 import numpy as np
 
@@ -81,6 +82,18 @@ class Segment:
         self.key = secrets.randbits(62)
         self._close = weakref.finalize(self, os.close, fd)
 
+    @classmethod
+    def mapped(cls, buffer: mmap.mmap, key: int = 0) -> Segment:
+        """A segment another process made, mapped here as ``buffer`` (no fd of its own to pass on)."""
+        segment = cls.__new__(cls)
+        segment.buffer, segment.size, segment.fd, segment.key = buffer, len(buffer), -1, key
+        segment._close = lambda: None
+        return segment
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # plain pickling copies the bytes (slipstream's worker start-up passes the fd instead)
+        return (_copy_of, (bytes(self.buffer),))
+
     def array(self, offset: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         """An array over this segment's memory (it keeps the mapping alive; views of it point at it)."""
         return np.ndarray(shape, dtype, buffer=self.buffer, offset=offset)
@@ -88,6 +101,12 @@ class Segment:
     def close(self) -> None:
         """Close the fd now (mappings already made stay valid)."""
         self._close()
+
+
+def _copy_of(data: bytes) -> Segment:
+    segment = Segment(len(data))
+    segment.buffer[:] = data
+    return segment
 
 
 def _reserve(fd: int, size: int, directory: str, purpose: str) -> None:
