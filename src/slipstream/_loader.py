@@ -268,6 +268,26 @@ class DataLoader:
         self._pool = self._slot_pool(Spec.of(sample))
         self._reader.spec = self._pool.spec
 
+    def _shape_buffers_in(self, pool: Any) -> None:
+        """``_shape_buffers`` for process workers: sample 0 is read by a worker, never here."""
+        if self._pool is not None or self.collate is not None or self._n == 0:
+            return
+        from ._procexec import spec_task
+
+        ticket = pool.submit(0, spec_task, self.seed)
+        try:
+            _, ok, value = pool.wait({ticket}, self.timeout)
+        except TimeoutError:
+            pool.close()
+            raise TimeoutError(
+                f"slipstream: sample 0 (read to shape the batch buffers) was not ready within timeout={self.timeout} s; "
+                "the worker processes were stopped"
+            ) from None
+        if not ok:
+            raise value
+        self._pool = self._slot_pool(value)
+        self._reader.spec = self._pool.spec
+
     @property
     def _remote(self) -> bool:
         return self.backend == "process" and self.workers > 0
@@ -298,6 +318,7 @@ class DataLoader:
                 worker_init=self.worker_init,
                 seed=self.seed,
                 name="slipstream",
+                timeout=self.timeout,
             )
             self._processes, self._processes_seed = pool, self.seed
             self._close_processes = weakref.finalize(self, pool.close)
@@ -356,7 +377,11 @@ class DataLoader:
     def __iter__(self) -> _LoaderIterator:
         epoch = self._epoch
         batches = self._batches(epoch)  # first: a sampler that fails leaves the loader's state as it was
-        self._shape_buffers()
+        if self._remote:
+            pool = self._worker_pool()
+            self._shape_buffers_in(pool)
+        else:
+            self._shape_buffers()
         progress = _Progress(epoch, self._skip, self._done, len(batches))
         self._epoch, self._skip, self._done = epoch + 1, 0, frozenset()
         self._progress = progress
@@ -364,7 +389,6 @@ class DataLoader:
         if self._remote:
             from ._procexec import ProcessExecutor
 
-            pool = self._worker_pool()
             remote = (self._remote_job(batches[k], BatchInfo(self.seed, epoch, k, stop)) for k in self._todo(batches, progress))
             executor: Any = ProcessExecutor(pool, remote, self.prefetch, self.in_order, self.timeout, _batch_name(epoch))
             return _LoaderIterator(executor, progress, stop)

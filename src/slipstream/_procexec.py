@@ -22,10 +22,12 @@ import numpy as np
 
 from ._collate import ArrayLeaf, Spec
 from ._procpool import WorkerPool
+from ._containers import getobs
 from ._readers import BatchInfo, add_note, make_reader
+from ._rng import sample_context
 from ._shm import Segment, layout
 
-__all__ = ["LoaderPayload", "ProcessExecutor", "RemoteJob", "collate_task", "read_task", "shared_arrays"]
+__all__ = ["LoaderPayload", "ProcessExecutor", "RemoteJob", "collate_task", "read_task", "shared_arrays", "spec_task"]
 
 
 class LoaderPayload:
@@ -88,7 +90,7 @@ class ProcessExecutor:
         self._consumed = 0
         self._exhausted = False
         self._closed = False
-        self._generation = pool.generation
+        self._generation = pool.open_generation()
         self.last_tag: Any = None
 
     def __iter__(self) -> ProcessExecutor:
@@ -178,8 +180,7 @@ class ProcessExecutor:
         self._closed = True
         pool = self._pool
         if not pool.closed:
-            if self._tickets:
-                pool.cancel()
+            pool.cancel(self._generation)
             pool.discard(list(self._tickets))
         self._tickets.clear()
         self._jobs.clear()
@@ -194,7 +195,7 @@ class _Stop:
 
     __slots__ = ("state", "generation")
 
-    def __init__(self, state: Any, generation: int):
+    def __init__(self, state: Any, generation: tuple[int, int]):
         self.state, self.generation = state, generation
 
     def is_set(self) -> bool:
@@ -219,7 +220,7 @@ def read_task(
     seed: int,
     epoch: int,
     batch: int,
-    generation: int,
+    generation: tuple[int, int],
 ) -> dict[int, list[Any]] | None:
     """Fill rows ``a..a+len(indices)`` of a shared batch slot; returns the object leaves' values."""
     spec: Spec = state.cache[spec_key]
@@ -240,7 +241,21 @@ def read_task(
     return {leaf.slot: storage[leaf.slot][a:b] for leaf in spec.object_leaves}
 
 
-def collate_task(state: Any, indices: np.ndarray, seed: int, epoch: int, batch: int, generation: int) -> Any:
+def spec_task(state: Any, seed: int) -> Spec:
+    """The structure of sample 0 (read as in epoch 0), to shape the batch buffers: read in a worker,
+    so the parent never touches the data (a dataset may only work after ``worker_init``)."""
+    data = state.payload.data
+    with sample_context(seed, 0) as ctx:
+        ctx.at(0)
+        try:
+            sample = getobs(data, [0])[0] if _reader(state).batched else getobs(data, 0)
+        except BaseException as exc:
+            add_note(exc, "slipstream: raised while loading sample 0 to shape the batch buffers")
+            raise
+    return Spec.of(sample)
+
+
+def collate_task(state: Any, indices: np.ndarray, seed: int, epoch: int, batch: int, generation: tuple[int, int]) -> Any:
     """Load a batch's samples and collate them with the user's function, in the worker."""
     samples = _reader(state).samples(indices, BatchInfo(seed, epoch, batch, _Stop(state, generation)))
     return state.payload.collate(samples)
@@ -250,5 +265,5 @@ def shared_arrays(spec: Spec, rows: int) -> tuple[list[np.ndarray], Segment, lis
     """A slot's arrays for ``rows`` observations, packed into one fresh shared-memory segment."""
     shapes = [((rows, *leaf.shape), leaf.dtype) for leaf in spec.array_leaves]
     offsets, size = layout(shapes)
-    segment = Segment(size)
+    segment = Segment(size, raw=True)
     return [segment.array(at, shape, dtype) for at, (shape, dtype) in zip(offsets, shapes)], segment, offsets

@@ -26,10 +26,12 @@ from __future__ import annotations
 
 import atexit
 import copyreg
+import errno
 import multiprocessing
 import multiprocessing.connection as mpc
 import os
 import pickle
+import select
 import signal
 import threading
 import time
@@ -48,6 +50,7 @@ _PARENT_POLL = 0.25  # how often an idle worker checks that its parent lives (se
 _WAIT_SLICE = 0.5  # the longest the parent sleeps between liveness checks
 _IN_FLIGHT_BYTES = 64 * 1024  # unanswered message bytes allowed per worker (well under a socket buffer)
 _JOIN = 1.0
+_FLAGS = 1024  # cancellation flags: one per live generation (iterator), reused once it is cancelled
 
 
 class WorkerError(RuntimeError):
@@ -143,9 +146,10 @@ class WorkerState:
         self.segments: dict[int, Any] = {}  # shared-memory mappings by key
         self._cancel = cancel
 
-    def cancelled(self, generation: int) -> bool:
+    def cancelled(self, generation: tuple[int, int]) -> bool:
         """True once the parent has cancelled the tasks sent under ``generation``."""
-        return self._cancel.value != generation
+        flag, number = generation
+        return self._cancel[flag] != number
 
 
 def _wrap_error(exc: BaseException, note: str) -> tuple[bytes | None, str, str]:
@@ -153,7 +157,7 @@ def _wrap_error(exc: BaseException, note: str) -> tuple[bytes | None, str, str]:
     try:
         data = pickle.dumps(exc, protocol=pickle.HIGHEST_PROTOCOL)
         pickle.loads(data)  # some exceptions pickle but cannot be rebuilt
-    except Exception:  # noqa: BLE001
+    except BaseException:  # noqa: BLE001 - even a __reduce__ that raises SystemExit must not kill the worker
         data = None
     return data, f"{type(exc).__module__}.{type(exc).__qualname__}: {exc}", f"{note}\n{text}"
 
@@ -170,7 +174,9 @@ def _worker_main(
     pid = os.getpid()
     where = f"worker {worker_id} (pid {pid})"
     try:
-        if not inherited:  # spawn/forkserver: the pickled payload comes first on the pipe, then its segments
+        if inherited:  # fork: let go of what the parent's other loaders and workers hold
+            _after_fork()
+        else:  # spawn/forkserver: the pickled payload comes first on the pipe, then its segments
             from multiprocessing.reduction import recv_handle
 
             blob, init_blob, sizes = conn.recv_bytes(), conn.recv_bytes(), pickle.loads(conn.recv_bytes())
@@ -225,7 +231,22 @@ def _worker_main(
             return
 
 
+def _after_fork() -> None:
+    """In a forked worker: close the parent ends of every pool's pipes (so each pipe ends when the
+    parent does), the fds of the parent's batch slots, and unmap the slots nothing uses, so that
+    closing another loader in the parent really frees its memory."""
+    from ._shm import close_inherited_fds
+    from ._slots import drop_free_shared_slots
+
+    for conn in list(_parent_ends):
+        conn.close()
+    close_inherited_fds()
+    drop_free_shared_slots()
+
+
 # -- the parent side ---------------------------------------------------------------------------
+
+_parent_ends: weakref.WeakSet[Any] = weakref.WeakSet()
 
 _live: weakref.WeakSet[WorkerPool] = weakref.WeakSet()
 
@@ -249,7 +270,10 @@ class _Worker:
 
 
 class WorkerPool:
-    """``workers`` processes, each holding ``payload``; see the module docstring for the guarantees."""
+    """``workers`` processes, each holding ``payload``; see the module docstring for the guarantees.
+
+    ``timeout`` bounds the start-up (handing the pickled payload to every worker); a worker that
+    dies while starting raises ``WorkerError``."""
 
     def __init__(
         self,
@@ -260,6 +284,7 @@ class WorkerPool:
         worker_init: Callable[[int], Any] | None = None,
         seed: int = 0,
         name: str = "slipstream",
+        timeout: float | None = None,
     ):
         ctx = _context(context)
         self.start_method = ctx.get_start_method()
@@ -267,7 +292,9 @@ class WorkerPool:
         blob, shared = (b"", []) if forked else _pickled_payload(payload)
         init_blob = b"" if forked else _pickled(worker_init, "worker_init function")
         self._lock = threading.RLock()
-        self._cancel = ctx.RawValue("q", 0)
+        self._cancel = ctx.RawArray("q", _FLAGS)
+        self._generations = 0
+        self._free_flags = list(range(_FLAGS - 1, -1, -1))
         self._results: dict[int, tuple[bool, Any]] = {}
         self._keep: dict[int, Any] = {}  # ticket -> what must stay alive until its answer
         self._discarded: set[int] = set()
@@ -282,23 +309,62 @@ class WorkerPool:
         try:
             for k in range(workers):
                 parent_end, child_end = ctx.Pipe(duplex=True)
+                _parent_ends.add(parent_end)
                 args = (child_end, forked, payload if forked else None, k, workers, worker_seed(seed, k), worker_init if forked else None, self._cancel)
                 process = ctx.Process(target=_worker_main, args=args, name=f"{name}-worker-{k}", daemon=True)
                 process.start()
                 child_end.close()
                 self._workers.append(_Worker(k, process, parent_end))
-            if not forked:  # every worker is booting now; hand each the payload in turn
-                from multiprocessing.reduction import send_handle
-
-                sizes = pickle.dumps([segment.size for segment in shared])
-                for worker in self._workers:
-                    for message in (blob, init_blob, sizes):
-                        worker.conn.send_bytes(message)
-                    for segment in shared:
-                        send_handle(worker.conn, segment.fd, worker.process.pid)
+            if not forked:  # every worker is booting now; hand each the payload, all at once
+                self._send_payloads([blob, init_blob, pickle.dumps([segment.size for segment in shared])], shared, timeout)
         except BaseException:
             self.close()
             raise
+
+    def _send_payloads(self, messages: list[bytes], shared: list[Segment], timeout: float | None) -> None:
+        """Write the payload to every worker from one thread each, watching the workers meanwhile:
+        a payload bigger than a socket buffer blocks until its worker has booted and reads it."""
+        from multiprocessing.reduction import send_handle
+
+        errors: dict[int, BaseException] = {}
+
+        def send(w: _Worker) -> None:
+            try:
+                for message in messages:
+                    w.conn.send_bytes(message)
+                for segment in shared:
+                    send_handle(w.conn, segment.fd, w.process.pid)
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors[w.id] = exc
+
+        senders = [threading.Thread(target=send, args=(w,), name=f"slipstream-start-{w.id}", daemon=True) for w in self._workers]
+        for thread in senders:
+            thread.start()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            busy = [w for w, thread in zip(self._workers, senders) if thread.is_alive()]
+            dead = [w for w in self._workers if w.process.exitcode is not None]
+            if dead:
+                w = dead[0]
+                error: BaseException = WorkerError(
+                    f"slipstream: worker {w.id} (pid {w.process.pid}) {describe_exit(w.process.exitcode)} while starting, "
+                    "before it had the dataset (its output above may say why)",
+                    w.process.pid,
+                    w.process.exitcode,
+                )
+                self._fail(error)
+                raise error
+            if not busy:
+                break
+            if deadline is not None and time.monotonic() > deadline:
+                self._fail(TimeoutError(f"slipstream: the worker processes did not start within timeout={timeout} s"))
+                raise self.error  # type: ignore[misc]
+            mpc.wait([w.process.sentinel for w in busy], 0.1)
+        if errors:
+            k, exc = min(errors.items())
+            error = OSError(getattr(exc, "errno", None), f"slipstream: could not send the dataset to worker {k}: {exc}")
+            self._fail(error)
+            raise error from exc
 
     # -- parent API ------------------------------------------------------------------------
     @property
@@ -313,14 +379,27 @@ class WorkerPool:
     def closed(self) -> bool:
         return self._closed
 
-    @property
-    def generation(self) -> int:
-        """The current cancellation generation (pass it to tasks that check ``state.cancelled``)."""
-        return self._cancel.value
+    def open_generation(self) -> tuple[int, int]:
+        """A new cancellation generation for one consumer's tasks (pass it to tasks that check
+        ``state.cancelled``); ``cancel(generation)`` stops those tasks and no others.
 
-    def cancel(self) -> None:
-        """Tasks sent under the current generation see ``state.cancelled(gen)`` become true."""
-        self._cancel.value += 1
+        A generation is a flag (one of ``_FLAGS``, reused only after ``cancel``) and a number that
+        is never reused, so a late task of a cancelled generation never sees a newer one's flag."""
+        with self._lock:
+            if not self._free_flags:
+                raise RuntimeError(f"slipstream: more than {_FLAGS} iterators of one loader are open at once; close some")
+            self._generations += 1
+            flag = self._free_flags.pop()
+            self._cancel[flag] = self._generations
+            return flag, self._generations
+
+    def cancel(self, generation: tuple[int, int]) -> None:
+        """Tasks sent under ``generation`` see ``state.cancelled(generation)`` become true. Idempotent."""
+        flag, number = generation
+        with self._lock:
+            if self._cancel[flag] == number:
+                self._cancel[flag] = -1
+                self._free_flags.append(flag)
 
     def load(self, worker: int) -> int:
         """Tasks sent to ``worker`` and not yet answered."""
@@ -372,7 +451,7 @@ class WorkerPool:
             if keep is not None:
                 self._keep[ticket] = keep
             self._queue(w, message, counted=True)
-            self._flush(w)
+            self._guarded(self._flush, w)
             return ticket
 
     def discard(self, tickets: Iterable[int]) -> None:
@@ -398,7 +477,7 @@ class WorkerPool:
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     raise TimeoutError("no answer in time")
-                self._receive(_WAIT_SLICE if left is None else min(left, _WAIT_SLICE))
+                self._guarded(self._receive, _WAIT_SLICE if left is None else min(left, _WAIT_SLICE))
 
     def close(self) -> None:
         """Stop every worker (politely, then by force) and release all buffers. Idempotent."""
@@ -407,22 +486,24 @@ class WorkerPool:
         self._closed = True
         _live.discard(self)
         for w in self._workers:
-            try:
-                if w.process.is_alive():
+            try:  # a polite word first, if it cannot block (a full pipe means a busy or stuck worker)
+                if w.process.is_alive() and select.select([], [w.conn.fileno()], [], 0)[1]:
                     w.conn.send_bytes(pickle.dumps(("close",)))
             except (OSError, ValueError):
                 pass
-        deadline = time.monotonic() + _JOIN
-        for w in self._workers:
-            w.process.join(max(0.0, deadline - time.monotonic()))
-        for w in self._workers:
-            if w.process.is_alive():
-                w.process.terminate()
-                w.process.join(_JOIN)
-            if w.process.is_alive():  # pragma: no cover - a worker ignoring SIGTERM
-                w.process.kill()
-                w.process.join(_JOIN)
-            w.conn.close()
+        try:
+            deadline = time.monotonic() + _JOIN
+            for w in self._workers:
+                w.process.join(max(0.0, deadline - time.monotonic()))
+        finally:  # even if a Ctrl-C cuts the wait short, no worker outlives this
+            for w in self._workers:
+                if w.process.is_alive():
+                    w.process.terminate()
+                    w.process.join(_JOIN)
+                if w.process.is_alive():  # pragma: no cover - a worker ignoring SIGTERM
+                    w.process.kill()
+                    w.process.join(_JOIN)
+                w.conn.close()
         self._keep.clear()
         self._results.clear()
 
@@ -452,8 +533,13 @@ class WorkerPool:
                 else:
                     w.conn.send_bytes(message)
                 w.in_flight += size
-        except OSError:
-            pass  # the worker is gone: its sentinel tells ``_receive``
+        except OSError as exc:
+            if exc.errno in (errno.EPIPE, errno.ECONNRESET, errno.EBADF) or not w.process.is_alive():
+                return  # the worker is gone: its sentinel tells ``_receive``
+            error = OSError(exc.errno, f"slipstream: could not send to worker {w.id} (pid {w.process.pid}): {exc.strerror}")
+            error.__cause__ = exc
+            self._fail(error)
+            raise error from exc
 
     def _receive(self, timeout: float) -> None:
         conns = {w.conn: w for w in self._workers}
@@ -503,6 +589,18 @@ class WorkerPool:
                 self._results[ticket] = (True, value) if kind == "ok" else (False, _rebuild(value))
             self._flush(w)
         return True
+
+    def _guarded(self, step: Callable[..., Any], *args: Any) -> Any:
+        """Run a pipe operation; if anything else escapes it (a KeyboardInterrupt between two reads
+        of one message), a pipe may be out of step: the pool stops, and the loader starts a new one."""
+        try:
+            return step(*args)
+        except BaseException as exc:
+            if exc is not self.error and not self._closed:
+                broken = RuntimeError(f"slipstream: the worker pool was stopped after {type(exc).__name__} interrupted it")
+                broken.__cause__ = exc
+                self._fail(broken)
+            raise
 
     def _fail(self, error: BaseException) -> None:
         self.error = error

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Segment", "SharedMemoryError", "attach", "layout", "shm_directory"]
+__all__ = ["Segment", "SharedMemoryError", "attach", "close_inherited_fds", "layout", "shm_directory"]
 
 _ALIGN = 64
 
@@ -59,7 +59,7 @@ class Segment:
     segment object is collected; arrays made with ``array()`` keep the mapping alive on their own.
     """
 
-    def __init__(self, size: int, purpose: str = "batch buffers"):
+    def __init__(self, size: int, purpose: str = "batch buffers", raw: bool = False):
         size = max(int(size), 1)
         directory = shm_directory()
         path = os.path.join(directory, f"slipstream-{os.getpid()}-{secrets.token_hex(8)}")
@@ -74,19 +74,28 @@ class Segment:
         try:
             os.unlink(path)
             _reserve(fd, size, directory, purpose)
-            self.buffer = mmap.mmap(fd, size)
+            if raw:  # arrays over it hold no fd (see _rawmap); it has no ``buffer``
+                from ._rawmap import Mapping
+
+                self.mapping: Any = Mapping(fd, size)
+            else:
+                self.buffer = mmap.mmap(fd, size)
+                self.mapping = None
         except BaseException:
             os.close(fd)
             raise
         self.fd, self.size = fd, size
         self.key = secrets.randbits(62)
         self._close = weakref.finalize(self, os.close, fd)
+        if raw:
+            _raw_segments.add(self)
 
     @classmethod
     def mapped(cls, buffer: mmap.mmap, key: int = 0) -> Segment:
         """A segment another process made, mapped here as ``buffer`` (no fd of its own to pass on)."""
         segment = cls.__new__(cls)
         segment.buffer, segment.size, segment.fd, segment.key = buffer, len(buffer), -1, key
+        segment.mapping = None
         segment._close = lambda: None
         return segment
 
@@ -96,11 +105,23 @@ class Segment:
 
     def array(self, offset: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         """An array over this segment's memory (it keeps the mapping alive; views of it point at it)."""
+        if self.mapping is not None:
+            return self.mapping.window(offset, shape, dtype)
         return np.ndarray(shape, dtype, buffer=self.buffer, offset=offset)
 
     def close(self) -> None:
         """Close the fd now (mappings already made stay valid)."""
         self._close()
+
+
+_raw_segments: weakref.WeakSet[Segment] = weakref.WeakSet()  # batch slots: their fds are closed in forked workers
+
+
+def close_inherited_fds() -> None:
+    """In a forked worker: close the fds of the parent's batch-slot segments (it gets its own)."""
+    for segment in list(_raw_segments):
+        segment.close()
+    _raw_segments.clear()
 
 
 def _copy_of(data: bytes) -> Segment:

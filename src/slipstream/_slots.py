@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import weakref
 from typing import Any
 
 import numpy as np
@@ -66,6 +67,8 @@ class SlotPool:
         self._slots: list[_Slot] = []
         self._lock = threading.Lock()
         self.allocations = 0
+        if allocate is not heap_arrays:
+            _shared_pools.add(self)
 
     def acquire(self, n: int) -> list[Any]:
         """Storage for a batch of ``n``: per leaf, an array of an unreferenced slot or a fresh list.
@@ -94,3 +97,21 @@ class SlotPool:
         """Forget every slot (batches still held stay valid: they own their memory now)."""
         with self._lock:
             self._slots.clear()
+
+
+_shared_pools: weakref.WeakSet[SlotPool] = weakref.WeakSet()
+
+
+def drop_free_shared_slots() -> None:
+    """In a forked worker: unmap the parent's shared slots that nothing uses and forget them, so
+    closing the parent's loader frees their memory (slots a kept batch still uses stay mapped)."""
+    for pool in list(_shared_pools):
+        kept = []
+        for slot in pool._slots:
+            mapping = getattr(slot.segment, "mapping", None)
+            if mapping is not None and slot.free():
+                slot.arrays = []
+                mapping.release()
+            else:
+                kept.append(slot)
+        pool._slots = kept
