@@ -124,3 +124,22 @@ class Holder:
     def __getitem__(self, i: int) -> dict:
         item = self.items[i]
         return {"id": item["id"], "size": len(item["text"])}
+
+
+_handle: dict | None = None
+
+
+def open_handle(worker_id: int) -> None:
+    """A worker_init that opens the per-worker resource NeedsWorkerInit reads through."""
+    global _handle
+    _handle = {"offset": 100}
+
+
+class NeedsWorkerInit:
+    """Readable only in a worker whose worker_init ran (torch's idiom for h5py and the like)."""
+
+    def __len__(self) -> int:
+        return 16
+
+    def __getitem__(self, i: int) -> int:
+        return _handle["offset"] + i  # TypeError in a process where worker_init did not run

@@ -898,3 +898,14 @@ def test_an_iterable_worker_that_dies_is_reported():
     )
     assert result.returncode == 0, result.stderr
     assert "reported:" in result.stdout and "exited with code 3" in result.stdout
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_with_process_workers_the_parent_never_reads_the_dataset(method):
+    """A dataset that only works after worker_init_fn (a file handle opened per worker) loads with
+    process workers: sample 0, which shapes the buffers, is read by a worker too."""
+    from procdata import NeedsWorkerInit, open_handle
+
+    with DataLoader(NeedsWorkerInit(), batch_size=4, num_workers=2, worker_init_fn=open_handle, multiprocessing_context=method) as dl:
+        got = [int(v) for batch in dl for v in batch]
+    assert got == [100 + i for i in range(16)]

@@ -274,7 +274,12 @@ class DataLoader:
             return
         from ._procexec import spec_task
 
-        ticket = pool.submit(0, spec_task, self.seed)
+        self._pool = self._slot_pool(self._in_worker(pool, spec_task))
+        self._reader.spec = self._pool.spec
+
+    def _in_worker(self, pool: Any, task: Callable[..., Any]) -> Any:
+        """``task(state, seed)`` run in worker 0 (for sample 0), within the loader's timeout."""
+        ticket = pool.submit(0, task, self.seed)
         try:
             _, ok, value = pool.wait({ticket}, self.timeout)
         except TimeoutError:
@@ -285,8 +290,18 @@ class DataLoader:
             ) from None
         if not ok:
             raise value
-        self._pool = self._slot_pool(value)
-        self._reader.spec = self._pool.spec
+        return value
+
+    def _sample_zero(self) -> Any:
+        """Sample 0 as the workers see it: read by a worker process (after ``worker_init``) with
+        ``backend="process"``, else here; for adapters that must look at a sample (the torch drop-in)."""
+        if self._remote:
+            from ._procexec import sample_task
+
+            return self._in_worker(self._worker_pool(), sample_task)
+        with sample_context(self.seed, 0) as ctx:
+            ctx.at(0)
+            return getobs(self.data, [0])[0] if self._reader.batched else getobs(self.data, 0)
 
     @property
     def _remote(self) -> bool:

@@ -27,7 +27,7 @@ from ._readers import BatchInfo, add_note, make_reader
 from ._rng import sample_context
 from ._shm import Segment, layout
 
-__all__ = ["LoaderPayload", "ProcessExecutor", "RemoteJob", "collate_task", "read_task", "shared_arrays", "spec_task"]
+__all__ = ["LoaderPayload", "ProcessExecutor", "RemoteJob", "collate_task", "read_task", "sample_task", "shared_arrays", "spec_task"]
 
 
 class LoaderPayload:
@@ -241,18 +241,21 @@ def read_task(
     return {leaf.slot: storage[leaf.slot][a:b] for leaf in spec.object_leaves}
 
 
-def spec_task(state: Any, seed: int) -> Spec:
-    """The structure of sample 0 (read as in epoch 0), to shape the batch buffers: read in a worker,
-    so the parent never touches the data (a dataset may only work after ``worker_init``)."""
+def sample_task(state: Any, seed: int) -> Any:
+    """Sample 0, read as in epoch 0, in a worker (after ``worker_init``: the parent never reads data)."""
     data = state.payload.data
     with sample_context(seed, 0) as ctx:
         ctx.at(0)
         try:
-            sample = getobs(data, [0])[0] if _reader(state).batched else getobs(data, 0)
+            return getobs(data, [0])[0] if _reader(state).batched else getobs(data, 0)
         except BaseException as exc:
             add_note(exc, "slipstream: raised while loading sample 0 to shape the batch buffers")
             raise
-    return Spec.of(sample)
+
+
+def spec_task(state: Any, seed: int) -> Spec:
+    """The structure of sample 0, to shape the batch buffers."""
+    return Spec.of(sample_task(state, seed))
 
 
 def collate_task(state: Any, indices: np.ndarray, seed: int, epoch: int, batch: int, generation: tuple[int, int]) -> Any:

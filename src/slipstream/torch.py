@@ -59,8 +59,9 @@ What differs:
   (``torch.from_numpy``, no copy). A buffer is reused only once nothing references any tensor of
   its batch, so a batch you keep is never overwritten; dropping each batch when done lets the
   loader run without allocating, while keeping many makes it allocate new buffers.
-* The fast path shapes its buffers from sample 0 (read once, in the parent process, at the first
-  ``iter()``; this read does not disturb torch's, NumPy's or Python's global RNG), and every sample
+* The fast path shapes its buffers from sample 0 (read once at the first ``iter()``: by a worker
+  process with process workers, so the parent never reads the data; else in the calling thread,
+  without disturbing torch's, NumPy's or Python's global RNG), and every sample
   must then match sample 0's structure, shapes and dtypes (a mismatch raises ``TypeError`` or
   ``ValueError`` naming the sample). torch decides per batch from the batch's first sample, so
   datasets whose samples change type (an ``int`` here, a ``float`` there) can be collated by
@@ -760,7 +761,7 @@ class DataLoader(_tud.DataLoader):
                 adapter, collate = _WholeDataset, _WholeCollate(self.collate_fn)
         else:
             collate = None
-            if len(dataset) > 0:  # type: ignore[arg-type]
+            if len(dataset) > 0 and not processes:  # type: ignore[arg-type]  (processes: read in a worker, below)
                 with _rng_untouched():
                     sample = dataset.__getitems__([0])[0] if many else dataset[0]  # type: ignore[index]
                 plan = _plan(sample)
@@ -800,7 +801,17 @@ class DataLoader(_tud.DataLoader):
                 )
             elif self.worker_init_fn is not None:
                 kwargs.update(worker_init=self.worker_init_fn)
-        return _SSLoader(data, **kwargs)
+        loader = _SSLoader(data, **kwargs)
+        if processes and collate is None and len(dataset) > 0:  # type: ignore[arg-type]
+            # the parent never reads the data: sample 0 comes from a worker (after worker_init_fn), as
+            # a dataset that opens files lazily or in worker_init_fn needs
+            plan = _plan(loader._sample_zero())
+            if plan is None:  # not one the buffers reproduce: torch's default_collate, in the workers
+                loader.close()
+                loader = _SSLoader(data, **{**kwargs, "collate": self.collate_fn})
+            else:
+                self._convert = plan
+        return loader
 
     # IterableDataset, in this thread
     def _iterable_inline(self, iterator: Iterator[Any]) -> Iterator[Any]:
