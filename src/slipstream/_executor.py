@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["InlineExecutor", "Job", "ThreadExecutor"]
+__all__ = ["InlineExecutor", "Job", "ThreadExecutor", "next_ready"]
 
 _JOIN_TIMEOUT = 5.0
 _LIVENESS_POLL = 1.0
@@ -68,6 +68,16 @@ def _task_error(exc: BaseException) -> BaseException:
             error.__notes__ = [*getattr(error, "__notes__", []), note]
         return error
     return exc
+
+
+def next_ready(jobs: dict[int, Any], consumed: int, in_order: bool) -> int | None:
+    """The position of the job to hand out next, if it is done: the next in order, or (not
+    ``in_order``) the earliest finished one."""
+    if in_order:
+        job = jobs.get(consumed)
+        return consumed if job is not None and job.done else None
+    done = [k for k, job in jobs.items() if job.done]
+    return min(done) if done else None
 
 
 def _failed_job(error: BaseException) -> Job:
@@ -244,11 +254,7 @@ class ThreadExecutor:
         return self
 
     def _ready(self) -> int | None:
-        if self._in_order:
-            job = self._jobs.get(self._consumed)
-            return self._consumed if job is not None and job.done else None
-        done = [k for k, job in self._jobs.items() if job.done]
-        return min(done) if done else None
+        return next_ready(self._jobs, self._consumed, self._in_order)
 
     def __next__(self) -> Any:
         cond = self._cond

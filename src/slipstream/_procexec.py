@@ -23,6 +23,7 @@ import numpy as np
 from ._collate import ArrayLeaf, Spec
 from ._procpool import WorkerPool
 from ._containers import getobs
+from ._executor import next_ready
 from ._readers import BatchInfo, add_note, make_reader
 from ._rng import sample_context
 from ._shm import Segment, layout
@@ -120,11 +121,7 @@ class ProcessExecutor:
                 job.complete()
 
     def _ready(self) -> int | None:
-        if self._in_order:
-            job = self._jobs.get(self._consumed)
-            return self._consumed if job is not None and job.done else None
-        done = [k for k, job in self._jobs.items() if job.done]
-        return min(done) if done else None
+        return next_ready(self._jobs, self._consumed, self._in_order)
 
     def __next__(self) -> Any:
         if self._closed:
