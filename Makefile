@@ -19,6 +19,11 @@ $(VENV)/.torch: $(VENV)/.test
 	$(PY) -m pip install -q '$(TORCH)'
 	touch $@
 
+# the JAX adapter's tests run on JAX's CPU backend
+$(VENV)/.jax: $(VENV)/.test
+	$(PY) -m pip install -q 'jax>=0.4.20'
+	touch $@
+
 $(VENV)/.bench: $(VENV)/.torch
 	$(PY) -m pip install -q psutil scikit-image
 	touch $@
@@ -26,7 +31,7 @@ $(VENV)/.bench: $(VENV)/.torch
 demo: $(VENV)/.torch
 	$(PY) -m slipstream demo
 
-test: $(VENV)/.test
+test: $(VENV)/.torch $(VENV)/.jax
 	$(PY) -m pytest -q
 	# the fallbacks on their own: NumPy pixel kernels (no numba), whole-image JPEG decoding (no _roijpeg)
 	SLIPSTREAM_NO_NUMBA=1 SLIPSTREAM_NO_ROIJPEG=1 $(PY) -m pytest -q tests/test_kernels.py tests/test_mapfields.py
