@@ -742,12 +742,12 @@ class FakeCuda:
 
 
 def test_the_cuda_prefetcher_copies_one_batch_ahead_and_syncs_before_handing_out(monkeypatch):
-    import slipstream.torch as dropin
+    from slipstream.torch import _device
 
     fake = FakeCuda()
     for name in ("Stream", "Event", "stream", "current_stream"):
         monkeypatch.setattr(torch.cuda, name, getattr(fake, name))
-    monkeypatch.setattr(dropin, "_move", lambda batch, device: fake.log.append(f"copy {batch}") or f"gpu{batch}")
+    monkeypatch.setattr(_device, "_move", lambda batch, device: fake.log.append(f"copy {batch}") or f"gpu{batch}")
     closed = []
 
     def source():
@@ -759,7 +759,7 @@ def test_the_cuda_prefetcher_copies_one_batch_ahead_and_syncs_before_handing_out
             closed.append(True)
 
     out = []
-    for batch in dropin._to_cuda(source(), torch.device("cuda")):
+    for batch in _device._to_cuda(source(), torch.device("cuda")):
         fake.log.append(f"use {batch}")
         out.append(batch)
     assert out == ["gpu0", "gpu1", "gpu2"] and closed == [True]

@@ -1,0 +1,102 @@
+"""``slipstream.torch.DataLoader``: a drop-in for ``torch.utils.data.DataLoader``, loaded by slipstream.
+
+    from slipstream.torch import DataLoader   # instead of: from torch.utils.data import DataLoader
+
+It takes torch's signature unchanged (``dataset, batch_size=1, shuffle=None, sampler=None,
+batch_sampler=None, num_workers=0, collate_fn=None, pin_memory=False, drop_last=False, timeout=0,
+worker_init_fn=None, multiprocessing_context=None, generator=None, *, prefetch_factor=None,
+persistent_workers=False, pin_memory_device='', in_order=True``), plus keyword-only extras:
+
+* ``backend``: None (the default: worker *processes* when ``num_workers > 0``, as torch) or
+  ``"process"``; ``"thread"`` loads in worker threads instead (best when the samples' work
+  releases the GIL: decoding, NumPy, I/O).
+* ``device``: None or ``"cpu"`` (nothing is moved), or a CUDA device: each batch is copied there
+  on a side CUDA stream one batch ahead of the consumer (``non_blocking``, ``pin_memory`` first if
+  asked), so the copy overlaps the training step. A CUDA device without CUDA raises RuntimeError.
+* ``seed``: None keeps torch's shuffling exactly (below). An int makes ``shuffle=True`` use
+  slipstream's own permutation, a pure function of ``(seed, epoch)`` that ignores torch's RNGs, and
+  seeds ``ss.sample_rng()``.
+
+It *is* a ``torch.utils.data.DataLoader`` (a subclass), so ``isinstance`` checks, ``len()``, the
+``sampler``/``batch_sampler``/``collate_fn`` attributes and argument validation (same exception
+types and messages, done by torch's own constructor) are torch's.
+
+What matches torch exactly, batch by batch:
+
+* map-style datasets: the indices come from torch's own samplers (``self.batch_sampler``, i.e.
+  ``BatchSampler(SequentialSampler | RandomSampler(generator=generator) | sampler)``, or the
+  ``batch_sampler`` given), drawn in the same order from the same RNGs as torch (one base-seed draw
+  per ``iter()``, then the sampler), so with ``seed=None`` even ``shuffle=True`` gives torch's
+  permutation for the same ``generator`` or ``torch.manual_seed``;
+* the batches equal ``default_collate``'s (types, values, dtypes, shapes, nesting): tensors,
+  ndarrays, NumPy scalars (their dtype), Python ``int`` -> int64, ``float`` -> float64, ``bool``
+  -> bool, strings and bytes -> the list torch gives (a tuple inside a tuple or list sample, as
+  torch's ``zip`` makes), dicts (other mappings cloned as torch clones them), namedtuples, tuples
+  -> lists (as torch), lists, and any nesting of those. Samples the buffers cannot reproduce
+  (``None``, bfloat16 or ``requires_grad`` tensors, tensor subclasses, custom sequences, string
+  arrays, ...) are collated by torch's ``default_collate`` itself, errors included;
+* ``collate_fn`` receives what torch gives it: the list of samples, or ``__getitems__``'s return
+  value as it is when the dataset has ``__getitems__``; ``batch_size=None`` gives
+  ``collate_fn(dataset[i])`` per index (``default_convert`` by default), as torch;
+* ``IterableDataset``: with ``num_workers=0`` the dataset is iterated, batched and collated as
+  torch does (``batch_size=None``, ``drop_last``, ``len()``'s warning). With ``num_workers > 0``
+  (processes) each worker iterates its own copy, sees ``torch.utils.data.get_worker_info()`` as
+  torch's workers do (``id``, ``num_workers``, ``seed = base_seed + id``, its ``dataset`` copy),
+  batches and collates in the worker, and batches are taken round-robin from the workers,
+  skipping a worker that has ended: torch's order. ``persistent_workers`` keeps the same worker
+  processes (and dataset copies) across epochs, as torch;
+* worker processes are seeded as torch seeds them (``random``, ``torch`` and NumPy's global
+  generators from ``base_seed + worker_id``), ``worker_init_fn(worker_id)`` runs in each with
+  ``get_worker_info()`` set (map-style datasets too), and ``multiprocessing_context`` picks the
+  start method;
+* ``pin_memory=True`` pins the batches (torch's ``pin_memory`` walk) when an accelerator is
+  available; without one it warns once, as torch does, and does nothing.
+
+What differs:
+
+* Default-collated batches of map-style datasets are written straight into a few reused NumPy
+  buffers (shared memory with worker processes) and handed out as tensors viewing them
+  (``torch.from_numpy``, no copy). A buffer is reused only once nothing references any tensor of
+  its batch, so a batch you keep is never overwritten; dropping each batch when done lets the
+  loader run without allocating, while keeping many makes it allocate new buffers.
+* The fast path shapes its buffers from sample 0 (read once at the first ``iter()``: by a worker
+  process with process workers, so the parent never reads the data; else in the calling thread,
+  without disturbing torch's, NumPy's or Python's global RNG), and every sample
+  must then match sample 0's structure, shapes and dtypes (a mismatch raises ``TypeError`` or
+  ``ValueError`` naming the sample). torch decides per batch from the batch's first sample, so
+  datasets whose samples change type (an ``int`` here, a ``float`` there) can be collated by
+  torch where slipstream raises. Malformed batches raise in both, sometimes with other types.
+* ``sampler``/``batch_sampler`` are drawn whole at the first ``next()`` of each epoch (torch
+  draws them lazily), so they must be finite, and their indices must be integers in
+  ``range(len(dataset))`` (passed to the dataset as Python ints).
+* Map-style worker processes (and threads) persist across epochs whatever
+  ``persistent_workers`` says, and are seeded once, from the first epoch's base seed; torch
+  restarts and reseeds non-persistent workers every epoch. Random augmentations drawn from the
+  global RNGs therefore match torch's with ``num_workers=0`` only (with workers, which worker
+  loads which sample differs from torch). ``ss.sample_rng()`` gives per-sample randomness that
+  is the same with any number of workers.
+* ``backend="thread"``: ``get_worker_info()`` stays None in worker threads (torch's is one
+  process-wide value), so an ``IterableDataset`` with ``num_workers > 0`` needs processes and
+  raises ``ValueError`` here; ``worker_init_fn`` runs once per thread per epoch; samples that
+  draw from the global RNGs draw from the main process's (torch's workers draw from their own).
+* ``timeout`` raises ``TimeoutError`` (for an ``IterableDataset``, ``DataLoaderTimeoutError``,
+  also a ``RuntimeError``, which is what torch raises); a dead worker raises ``ss.WorkerError`` (a
+  ``RuntimeError``, as torch's). An exception raised while loading ends the epoch's iterator
+  (torch's can be resumed past it).
+* Batches of an ``IterableDataset`` come back from worker processes pickled (a copy), not
+  through torch's shared-memory tensors.
+* ``pin_memory_device`` is accepted and ignored (deprecated in torch); ``timeout`` is accepted
+  with ``num_workers=0`` (torch fails at ``iter()``); DataPipes get no special treatment.
+
+``close()`` (or ``with DataLoader(...) as loader:``) stops the worker processes at once; they are
+also stopped when the loader is garbage collected or the interpreter exits.
+"""
+
+from ._dataloader import DataLoader
+from ._iterable import DataLoaderTimeoutError
+
+# the public classes are ``slipstream.torch``'s, wherever they are defined
+DataLoader.__module__ = __name__
+DataLoaderTimeoutError.__module__ = __name__
+
+__all__ = ["DataLoader", "DataLoaderTimeoutError"]

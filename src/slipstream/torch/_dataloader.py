@@ -1,0 +1,301 @@
+"""The ``DataLoader`` class: torch's constructor and attributes, slipstream's loading.
+
+``__iter__`` draws torch's base seed, then builds the epoch's source of batches:
+
+* map-style datasets: slipstream's loader (``_make_map_loader``, made once and kept) over the
+  indices drawn from torch's sampler (or slipstream's own permutation with ``seed``), its
+  default-collated batches turned into torch's by the collate plan (``_convert``);
+* ``IterableDataset``: ``_Fetcher`` in this thread, or worker processes taken round-robin
+  (``_iterable``);
+
+then pins and moves the batches (``_device``) and wraps them in one epoch's iterator
+(``_epoch``). The behaviour it promises is ``slipstream.torch``'s docstring.
+"""
+
+from __future__ import annotations
+
+import warnings
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+import torch.utils.data as _tud
+
+from .._loader import DataLoader as _SSLoader
+from ._convert import Convert, _keep, _plan
+from ._datasets import (
+    _BatchIntoDataset,
+    _CollateOne,
+    _Dataset,
+    _EpochBatches,
+    _ManyDataset,
+    _MapWorkerInit,
+    _tokens,
+    _WholeCollate,
+    _WholeDataset,
+)
+from ._device import _NO_ACCELERATOR, _accelerator_available, _check_device, _pinned, _to_cuda, _to_device
+from ._epoch import _LoaderIter
+from ._globals import _rng_untouched
+from ._iterable import _Fetcher, _IterablePayload, _round_robin
+
+_BACKENDS = ("process", "thread")
+
+
+class DataLoader(_tud.DataLoader):
+    """``torch.utils.data.DataLoader``'s interface and output, loaded by slipstream (see
+    ``slipstream.torch``'s docstring for exactly what matches torch and what differs).
+
+    Extra keyword-only arguments: ``backend`` (None/"process" or "thread"), ``device`` (None, "cpu"
+    or a CUDA device to prefetch batches to), ``seed`` (None: torch's shuffling; an int:
+    slipstream's permutation of ``(seed, epoch)``, and the seed of ``ss.sample_rng()``).
+    """
+
+    def __init__(
+        self,
+        dataset: Any,
+        batch_size: int | None = 1,
+        shuffle: bool | None = None,
+        sampler: Iterable[Any] | None = None,
+        batch_sampler: Iterable[list[Any]] | None = None,
+        num_workers: int = 0,
+        collate_fn: Callable[[Any], Any] | None = None,
+        pin_memory: bool = False,
+        drop_last: bool = False,
+        timeout: float = 0,
+        worker_init_fn: Callable[[int], Any] | None = None,
+        multiprocessing_context: Any = None,
+        generator: torch.Generator | None = None,
+        *,
+        prefetch_factor: int | None = None,
+        persistent_workers: bool = False,
+        pin_memory_device: str = "",
+        in_order: bool = True,
+        backend: str | None = None,
+        device: str | int | torch.device | None = None,
+        seed: int | None = None,
+    ):
+        super().__init__(
+            dataset,
+            batch_size,
+            shuffle,
+            sampler,
+            batch_sampler,
+            num_workers,
+            collate_fn,
+            pin_memory,
+            drop_last,
+            timeout,
+            worker_init_fn,
+            multiprocessing_context,
+            generator,
+            prefetch_factor=prefetch_factor,
+            persistent_workers=persistent_workers,
+            pin_memory_device=pin_memory_device,
+            in_order=in_order,
+        )
+        if backend is not None and backend not in _BACKENDS:
+            raise ValueError(f"backend must be None, 'process' or 'thread', got {backend!r}")
+        chosen = backend or "process"
+        iterable = self._dataset_kind == _tud.dataloader._DatasetKind.Iterable
+        if num_workers > 0 and chosen == "thread":
+            if iterable:
+                raise ValueError(
+                    "an IterableDataset with num_workers > 0 needs backend='process': each worker iterates "
+                    "its own copy and tells which it is through torch.utils.data.get_worker_info(), one "
+                    "process-wide value that worker threads cannot tell apart"
+                )
+            if multiprocessing_context is not None:
+                raise ValueError("multiprocessing_context is for backend='process'; backend='thread' starts no processes")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
+            raise ValueError(f"seed must be None or an integer >= 0, got {seed!r}")
+        self.backend = chosen
+        self.device = _check_device(device)
+        self.seed = None if seed is None else int(seed)
+        self._user_collate = collate_fn is not None
+        self._shuffle = bool(shuffle) and not iterable
+        self._ss: _SSLoader | None = None  # map-style: the slipstream loader, made at the first iter()
+        self._convert: Convert = _keep
+        self._epoch_batches = _EpochBatches()
+        self._base_seed: int | None = None  # persistent workers: drawn once, as torch does
+        self._iter_pool: Any = None  # IterableDataset, persistent workers: the process pool
+        self._iter_epoch = 0
+        self._warned_pin = False
+
+    # -- iteration ---------------------------------------------------------------------------
+    def _get_iterator(self) -> Any:  # torch's hook, in case anything calls it
+        return self.__iter__()
+
+    def __iter__(self) -> _LoaderIter:  # type: ignore[override]
+        persistent = self.persistent_workers and self.num_workers > 0
+        if persistent and self._base_seed is not None:
+            base_seed = self._base_seed
+        else:  # drawn exactly as torch draws it, so later draws (the sampler's) match torch's
+            base_seed = int(torch.empty((), dtype=torch.int64).random_(generator=self.generator).item())
+            self._base_seed = base_seed
+        if self._dataset_kind == _tud.dataloader._DatasetKind.Iterable:
+            if self.num_workers == 0:
+                source: Iterator[Any] = self._iterable_inline(iter(self.dataset))
+            else:
+                source = self._iterable_processes(base_seed)
+        else:
+            source = self._map(base_seed)
+        if self.pin_memory:
+            if _accelerator_available():
+                source = _pinned(source)
+            elif not self._warned_pin:
+                self._warned_pin = True
+                warnings.warn(_NO_ACCELERATOR, stacklevel=2)
+        if self.device is not None:
+            source = _to_cuda(source, self.device) if self.device.type == "cuda" else _to_device(source, self.device)
+        return _LoaderIter(self, source)
+
+    # map-style: slipstream's loader over torch's batches
+    def _map(self, base_seed: int) -> Iterator[Any]:
+        loader = self._map_loader(base_seed)
+        if not (self.seed is not None and self._shuffle):
+            if self._auto_collation:
+                self._epoch_batches.batches = [list(b) for b in self.batch_sampler]  # type: ignore[union-attr]
+            else:
+                self._epoch_batches.batches = [[i] for i in self.sampler]
+        try:
+            with _rng_untouched():  # the first iter() reads sample 0 to shape the batch buffers
+                it = iter(loader)
+        finally:
+            self._epoch_batches.batches = []
+        convert = self._convert
+        try:
+            if convert is _keep:
+                yield from it
+            else:
+                for batch in it:
+                    yield convert(batch)
+        finally:
+            it.close()
+
+    def _map_loader(self, base_seed: int) -> _SSLoader:
+        if self._ss is None:
+            self._ss = self._make_map_loader(base_seed)
+        return self._ss
+
+    def _make_map_loader(self, base_seed: int) -> _SSLoader:
+        dataset = self.dataset
+        processes = self.num_workers > 0 and self.backend == "process"
+        many = bool(getattr(dataset, "__getitems__", None))
+        collate: Callable[[list[Any]], Any] | None
+        adapter: type[_Dataset] | None = None
+        if not self._auto_collation:  # batch_size=None: collate_fn(dataset[i]), no __getitems__
+            collate = _CollateOne(self.collate_fn)
+            adapter = _Dataset if (processes or many or isinstance(dataset, (tuple, Mapping))) else None
+        elif self._user_collate:
+            collate = self.collate_fn
+            if many:
+                adapter, collate = _WholeDataset, _WholeCollate(self.collate_fn)
+        else:
+            collate = None
+            if len(dataset) > 0 and not processes:  # type: ignore[arg-type]  (processes: read in a worker, below)
+                with _rng_untouched():
+                    sample = dataset.__getitems__([0])[0] if many else dataset[0]  # type: ignore[index]
+                plan = _plan(sample)
+                del sample
+                if plan is None:
+                    collate = self.collate_fn  # torch's default_collate, exactly
+                else:
+                    self._convert = plan
+        if adapter is None and (processes or isinstance(dataset, (tuple, Mapping))):
+            if hasattr(dataset, "getobs_batch_into") and not many:
+                adapter = _BatchIntoDataset
+            else:
+                adapter = _ManyDataset if many else _Dataset
+        token = next(_tokens)
+        data = dataset if adapter is None else adapter(dataset, token)
+        if self.seed is not None:
+            ss_seed = self.seed
+        else:  # reproducible under torch.manual_seed / a seeded generator, drawing nothing from them
+            source = self.generator if self.generator is not None else torch.default_generator
+            ss_seed = source.initial_seed() % 2**63
+        kwargs: dict[str, Any] = {"collate": collate, "seed": ss_seed, "in_order": self.in_order}
+        if self.seed is not None and self._shuffle:  # slipstream's own permutation of (seed, epoch)
+            kwargs.update(batch_size=self.batch_size or 1, shuffle=True, drop_last=self.drop_last)
+        else:
+            kwargs.update(batch_sampler=self._epoch_batches)
+        if self.num_workers > 0:
+            kwargs.update(
+                workers=self.num_workers,
+                prefetch=self.prefetch_factor if self.prefetch_factor is not None else 2,
+                backend=self.backend,
+                timeout=self.timeout or None,
+            )
+            if processes:
+                kwargs.update(
+                    worker_init=_MapWorkerInit(token, base_seed, self.num_workers, self.worker_init_fn),
+                    mp_context=self.multiprocessing_context,
+                )
+            elif self.worker_init_fn is not None:
+                kwargs.update(worker_init=self.worker_init_fn)
+        loader = _SSLoader(data, **kwargs)
+        if processes and collate is None and len(dataset) > 0:  # type: ignore[arg-type]
+            # the parent never reads the data: sample 0 comes from a worker (after worker_init_fn), as
+            # a dataset that opens files lazily or in worker_init_fn needs
+            plan = _plan(loader._sample_zero())
+            if plan is None:  # not one the buffers reproduce: torch's default_collate, in the workers
+                loader.close()
+                loader = _SSLoader(data, **{**kwargs, "collate": self.collate_fn})
+            else:
+                self._convert = plan
+        return loader
+
+    # IterableDataset, in this thread
+    def _iterable_inline(self, iterator: Iterator[Any]) -> Iterator[Any]:
+        fetcher = _Fetcher(iterator, self.batch_size if self._auto_collation else None, self.drop_last, self.collate_fn)
+        while True:
+            try:
+                batch = fetcher.fetch()
+            except StopIteration:
+                return
+            yield batch
+
+    # IterableDataset, in worker processes, taken round-robin
+    def _iterable_processes(self, base_seed: int) -> Iterator[Any]:
+        from .._procpool import WorkerPool
+
+        persistent = self.persistent_workers
+        pool = self._iter_pool if persistent else None
+        if pool is None or pool.closed:
+            payload = _IterablePayload(
+                self.dataset,
+                self.collate_fn,
+                self.worker_init_fn,
+                self.batch_size if self._auto_collation else None,
+                self.drop_last,
+            )
+            pool = WorkerPool(
+                payload,
+                self.num_workers,
+                context=self.multiprocessing_context,
+                seed=base_seed % 2**63,
+                name="slipstream-torch",
+            )
+            if persistent:
+                self._iter_pool = pool
+                weakref.finalize(self, pool.close)
+        self._iter_epoch += 1
+        return _round_robin(self, pool, self._iter_epoch, base_seed, not persistent)
+
+    # -- resources -----------------------------------------------------------------------------
+    def close(self) -> None:
+        """Stop this loader's worker processes now (a later ``iter()`` starts new ones). Idempotent."""
+        loader, self._ss = self._ss, None
+        if loader is not None:
+            loader.close()
+        pool, self._iter_pool = self._iter_pool, None
+        if pool is not None:
+            pool.close()
+
+    def __enter__(self) -> DataLoader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,134 @@
+"""How slipstream sees a torch map-style dataset, and what its process workers set up.
+
+* ``_Dataset`` and its subclasses wrap the user's dataset so slipstream indexes it as torch does
+  (a tuple or dict dataset is one container, not a slipstream group), with or without
+  ``__getitems__``, keeping a packed file's ``getobs_batch_into``. Each wrapper carries a token
+  and registers itself in ``_DATASETS`` when made or unpickled, so a worker process finds its own
+  copy for ``get_worker_info().dataset``.
+* ``_WholeDataset``/``_WholeCollate`` pass ``__getitems__``'s return value whole to the user's
+  ``collate_fn``; ``_CollateOne`` is ``batch_size=None``'s ``collate_fn(dataset[i])``.
+* ``_EpochBatches`` is the epoch's batches of indices, drawn from torch's sampler.
+* ``_MapWorkerInit`` is slipstream's ``worker_init`` for map-style process workers: torch's
+  seeding and ``get_worker_info()``, then the user's ``worker_init_fn``.
+
+Everything here is module-level: it is pickled by reference into worker processes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+from ._globals import _seed_like_torch, _set_torch_worker_info
+
+# The process workers' copies of the datasets, by token, for ``get_worker_info().dataset``: a copy
+# registers itself when unpickled (spawn, forkserver) or is inherited with this module (fork).
+_DATASETS: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+_tokens = itertools.count()
+
+
+def _restore(cls: type, dataset: Any, token: int) -> Any:
+    return cls(dataset, token)
+
+
+class _Dataset:
+    """A map-style dataset indexed as torch indexes it (a tuple or dict dataset is one container,
+    not a slipstream group); ``__getitems__`` hidden (``batch_size=None`` reads one index at a time)."""
+
+    def __init__(self, dataset: Any, token: int):
+        self.dataset, self.token = dataset, token
+        _DATASETS[token] = self
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, index: int) -> Any:
+        return self.dataset[index]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_restore, (type(self), self.dataset, self.token))
+
+
+class _ManyDataset(_Dataset):
+    """... with the dataset's ``__getitems__`` (torch calls it for every batch when present)."""
+
+    def __getitems__(self, indices: list[int]) -> Any:
+        return self.dataset.__getitems__(indices)
+
+
+class _BatchIntoDataset(_Dataset):
+    """... keeping a packed file's vectorized reads (``getobs_batch_into``: whole chunks of a batch
+    decoded into the batch buffer, the same values its ``__getitem__`` gives)."""
+
+    def getobs_batch_into(self, buffer: Any, indices: Any) -> Any:
+        return self.dataset.getobs_batch_into(buffer, indices)
+
+
+class _Whole:
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any):
+        self.value = value
+
+
+class _WholeDataset(_Dataset):
+    """... with ``__getitems__``'s return value passed whole to the user's collate_fn (torch does
+    not require it to be a list of samples): slipstream sees one wrapped value and placeholders."""
+
+    def __getitems__(self, indices: list[int]) -> list[Any]:
+        return [_Whole(self.dataset.__getitems__(indices)), *([None] * (len(indices) - 1))]
+
+
+class _WholeCollate:
+    def __init__(self, collate_fn: Callable[[Any], Any]):
+        self.collate_fn = collate_fn
+
+    def __call__(self, samples: list[Any]) -> Any:
+        parts = [s.value for s in samples if type(s) is _Whole]
+        if len(parts) == 1:
+            return self.collate_fn(parts[0])
+        return self.collate_fn([s for part in parts for s in part])  # one batch read in chunks
+
+
+class _CollateOne:
+    """``batch_size=None``: torch gives ``collate_fn(dataset[i])`` (no batching)."""
+
+    def __init__(self, collate_fn: Callable[[Any], Any]):
+        self.collate_fn = collate_fn
+
+    def __call__(self, samples: list[Any]) -> Any:
+        return self.collate_fn(samples[0])
+
+
+class _EpochBatches:
+    """The epoch's batches of indices, drawn from torch's sampler before slipstream iterates them
+    (and no ``set_epoch``: torch leaves that to the user)."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[int]] = []
+
+    def __iter__(self) -> Iterator[list[int]]:
+        return iter(self.batches)
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+
+class _MapWorkerInit:
+    """``worker_init`` for slipstream's process workers (map-style datasets): torch's seeding and
+    ``get_worker_info()``, then the user's ``worker_init_fn``."""
+
+    def __init__(self, token: int, base_seed: int, num_workers: int, worker_init_fn: Callable[[int], Any] | None):
+        self.token, self.base_seed, self.num_workers, self.worker_init_fn = token, base_seed, num_workers, worker_init_fn
+
+    def __call__(self, worker_id: int) -> None:
+        torch.set_num_threads(1)
+        seed = _seed_like_torch(self.base_seed, worker_id)
+        adapter = _DATASETS.get(self.token)
+        _set_torch_worker_info(worker_id, self.num_workers, seed, None if adapter is None else adapter.dataset)
+        if self.worker_init_fn is not None:
+            self.worker_init_fn(worker_id)

@@ -1,0 +1,63 @@
+"""One epoch of a ``slipstream.torch.DataLoader``: the iterator ``iter(loader)`` returns.
+
+It hands out the batches of its source (an iterator of finished batches), with ``len()`` as
+torch's iterator gives it, torch's warning when an ``IterableDataset`` yields more batches than
+its reported ``len()``, and ``close()`` (or ``with``) to stop the epoch's loading at once.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import torch.utils.data as _tud
+
+if TYPE_CHECKING:
+    from ._dataloader import DataLoader
+
+
+class _LoaderIter(Iterator[Any]):
+    """One epoch of a ``DataLoader``: ``next()``, ``len()`` (as torch's iterator) and ``close()``."""
+
+    def __init__(self, loader: DataLoader, source: Iterator[Any]):
+        self._loader = loader
+        self._source = source
+        self._yielded = 0
+        self._iterable = loader._dataset_kind == _tud.dataloader._DatasetKind.Iterable
+        self._len_called = loader._IterableDataset_len_called
+
+    def __iter__(self) -> _LoaderIter:
+        return self
+
+    def __next__(self) -> Any:
+        batch = next(self._source)
+        self._yielded += 1
+        if self._iterable and self._len_called is not None and self._yielded > self._len_called:
+            message = (
+                f"Length of IterableDataset {self._loader.dataset} was reported to be {self._len_called}"
+                f"(when accessing len(dataloader)), but {self._yielded} samples have been fetched. "
+            )
+            if self._loader.num_workers > 0:
+                message += (
+                    "For multiprocessing data-loading, this could be caused by not properly configuring the "
+                    "IterableDataset replica at each worker. Please see "
+                    "https://pytorch.org/docs/stable/data.html#torch.utils.data.IterableDataset for examples."
+                )
+            warnings.warn(message, stacklevel=2)
+        return batch
+
+    def __len__(self) -> int:
+        return len(self._loader._index_sampler)
+
+    def close(self) -> None:
+        """Stop this epoch's loading now (workers stay for the next epoch where they persist)."""
+        close = getattr(self._source, "close", None)
+        if close is not None:
+            close()
+
+    def __enter__(self) -> _LoaderIter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

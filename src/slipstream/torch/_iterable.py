@@ -1,0 +1,166 @@
+"""``IterableDataset`` loading, as torch does it.
+
+* ``_Fetcher`` batches an iterator as torch's ``_IterableDatasetFetcher`` does (``batch_size``
+  items or one unbatched item, the last batch short unless ``drop_last``), in this thread
+  (``num_workers=0``) or in a worker process.
+* In worker processes (``num_workers > 0``): each worker holds an ``_IterablePayload`` (its own
+  copy of the dataset); ``_iterable_begin`` sets the worker up as torch does (seeding,
+  ``get_worker_info()``, ``worker_init_fn``, once per process) and starts the epoch's iterator;
+  ``_iterable_next`` returns its next collated batch, or ``_Ended``. These are module-level: they
+  are pickled by reference into the workers.
+* ``_round_robin`` takes the workers' batches in torch's order and raises
+  ``DataLoaderTimeoutError`` (also a ``RuntimeError``, as torch's) past ``timeout``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ._globals import _seed_like_torch, _set_torch_worker_info
+
+if TYPE_CHECKING:
+    from ._dataloader import DataLoader
+
+
+class DataLoaderTimeoutError(TimeoutError, RuntimeError):
+    """No batch within ``timeout`` seconds (an ``IterableDataset`` in worker processes); a
+    ``RuntimeError`` too, which is what torch raises."""
+
+
+class _IterablePayload:
+    """What each worker process holds for an ``IterableDataset``: sent once (inherited with fork),
+    so lambdas work as ``collate_fn``/``worker_init_fn`` with fork, as in torch."""
+
+    def __init__(self, dataset: Any, collate_fn: Any, worker_init_fn: Any, batch_size: int | None, drop_last: bool):
+        self.dataset, self.collate_fn, self.worker_init_fn = dataset, collate_fn, worker_init_fn
+        self.batch_size, self.drop_last = batch_size, drop_last
+
+
+class _Ended:
+    """A worker's iterator is exhausted (torch's ``_IterableDatasetStopIteration``)."""
+
+
+class _Fetcher:
+    """Batches of an iterator as torch's ``_IterableDatasetFetcher`` makes them: ``batch_size``
+    items (None: one item, not batched), the last batch short unless ``drop_last``, and the
+    iterator not touched again once it has ended."""
+
+    def __init__(self, iterator: Iterator[Any], batch_size: int | None, drop_last: bool, collate_fn: Callable[[Any], Any]):
+        self.iterator, self.batch_size, self.drop_last, self.collate_fn = iterator, batch_size, drop_last, collate_fn
+        self.ended = False
+
+    def fetch(self) -> Any:
+        """The next collated batch; StopIteration at the end."""
+        if self.ended:
+            raise StopIteration
+        if self.batch_size is None:
+            return self.collate_fn(next(self.iterator))
+        data = []
+        for _ in range(self.batch_size):
+            try:
+                data.append(next(self.iterator))
+            except StopIteration:
+                self.ended = True
+                break
+        if not data or (self.drop_last and len(data) < self.batch_size):
+            raise StopIteration
+        return self.collate_fn(data)
+
+
+def _iterable_begin(state: Any, epoch: int, base_seed: int) -> None:
+    """Start an epoch in this worker: set up the worker (first time only), then ``iter(dataset)``."""
+    payload: _IterablePayload = state.payload
+    cache = state.cache
+    cache.pop("iterator", None)
+    if "torch-worker" not in cache:  # once per process: persistent workers are set up once, as in torch
+        cache["torch-worker"] = True
+        torch.set_num_threads(1)
+        seed = _seed_like_torch(base_seed, state.id)
+        _set_torch_worker_info(state.id, state.num_workers, seed, payload.dataset)
+        if payload.worker_init_fn is not None:
+            payload.worker_init_fn(state.id)
+    cache["iterator"] = (epoch, _Fetcher(iter(payload.dataset), payload.batch_size, payload.drop_last, payload.collate_fn))
+
+
+def _iterable_next(state: Any, epoch: int) -> Any:
+    """The worker's next collated batch of the epoch, or an ``_Ended``."""
+    entry = state.cache.get("iterator")
+    if entry is None or entry[0] != epoch:
+        return _Ended()
+    try:
+        return entry[1].fetch()
+    except StopIteration:
+        state.cache.pop("iterator", None)
+        return _Ended()
+
+
+def _round_robin(loader: DataLoader, pool: Any, epoch: int, base_seed: int, own_pool: bool) -> Iterator[Any]:
+    """One epoch's batches from ``pool``'s workers, as torch takes them: round-robin (with
+    ``loader.in_order``; else whichever is ready first), skipping a worker whose iterator has ended,
+    each worker ``loader.prefetch_factor`` batches ahead. Past ``loader.timeout`` (0: none) it closes
+    the pool and raises ``DataLoaderTimeoutError``; at the end it closes the pool when ``own_pool``,
+    else discards the tasks still outstanding."""
+    k = loader.num_workers
+    ahead = loader.prefetch_factor if loader.prefetch_factor is not None else 2
+    timeout = loader.timeout or None
+    queues: list[deque[int]] = [deque() for _ in range(k)]
+    owner: dict[int, int] = {}
+    begins: set[int] = set()
+
+    def send(w: int, fn: Callable[..., Any], *args: Any) -> int:
+        ticket = pool.submit(w, fn, *args)
+        queues[w].append(ticket)
+        owner[ticket] = w
+        return ticket
+
+    def wait(tickets: set[int]) -> tuple[int, bool, Any]:
+        try:
+            return pool.wait(tickets, timeout)
+        except TimeoutError:
+            pool.close()
+            raise DataLoaderTimeoutError(f"DataLoader timed out after {loader.timeout} seconds") from None
+
+    try:
+        for w in range(k):
+            begins.add(send(w, _iterable_begin, epoch, base_seed))
+            for _ in range(ahead):
+                send(w, _iterable_next, epoch)
+        active = [True] * k
+        w = 0
+        while any(active):
+            if loader.in_order:
+                if not active[w]:
+                    w = (w + 1) % k
+                    continue
+                ticket = queues[w][0]
+                ticket, ok, value = wait({ticket})
+            else:
+                ticket, ok, value = wait(set(owner))
+                w = owner[ticket]
+            queues[w].remove(ticket)
+            del owner[ticket]
+            if not ok:
+                raise value
+            if ticket in begins:
+                begins.discard(ticket)
+                continue  # the same worker's first batch comes next
+            if isinstance(value, _Ended):
+                active[w] = False
+                pool.discard(list(queues[w]))
+                for t in queues[w]:
+                    owner.pop(t, None)
+                queues[w].clear()
+                w = (w + 1) % k
+                continue
+            send(w, _iterable_next, epoch)
+            w = (w + 1) % k
+            yield value
+    finally:
+        if own_pool:
+            pool.close()
+        elif owner and not pool.closed:
+            pool.discard(list(owner))
