@@ -21,7 +21,7 @@ $(VENV)/.torch: $(VENV)/.test
 
 # the JAX adapter's tests run on JAX's CPU backend
 $(VENV)/.jax: $(VENV)/.test
-	$(PY) -m pip install -q 'jax>=0.4.20'
+	$(PY) -m pip install -q 'jax>=0.4.30'
 	touch $@
 
 $(VENV)/.bench: $(VENV)/.torch

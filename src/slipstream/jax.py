@@ -1,0 +1,292 @@
+"""JAX: batches moved onto devices ahead of the training step.
+
+``device_prefetch(loader)`` wraps any iterable of batches (what ``ss.DataLoader`` yields: NumPy
+arrays in nested dicts, tuples and lists) and yields the same structure with every numeric array
+moved onto a JAX device (or spread over several with a ``jax.sharding.Sharding``), keeping a few
+batches in flight so that the host-to-device copy of the next batch overlaps the step on this one::
+
+    from slipstream.jax import device_prefetch
+
+    for batch in device_prefetch(loader):            # the default device
+        state = train_step(state, batch)
+
+    mesh = jax.make_mesh((jax.device_count(),), ("data",))
+    sharding = NamedSharding(mesh, PartitionSpec("data"))   # axis 0 split across the devices
+    for batch in device_prefetch(loader, device=sharding):   # use drop_last=True: every batch must divide
+        ...
+
+JAX is optional: ``import slipstream`` never imports it; importing this module without it raises
+ImportError. Nothing runs in background threads: the copies are JAX's asynchronous dispatch, and
+the source is advanced in the consumer's thread (``ss.DataLoader`` loads in its own workers).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+from copy import copy
+from typing import Any
+
+try:
+    import jax
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess without jax
+    raise ImportError(
+        "slipstream.jax needs JAX: pip install jax (or the jax[cuda12] / jax[tpu] build for your accelerator)"
+    ) from exc
+
+import numpy as np
+
+from ._loader import _check_int
+from ._readers import add_note
+
+__all__ = ["DevicePrefetch", "device_prefetch"]
+
+# dtype kinds jax.device_put accepts: bool, ints, floats, complex; 'V' without fields covers
+# ml_dtypes' bfloat16 and float8 types. Strings, bytes, objects, datetimes and records stay on the host.
+_MOVABLE_KINDS = frozenset("biufc")
+
+
+def _movable(x: Any) -> bool:
+    if isinstance(x, jax.Array):
+        return True
+    if not isinstance(x, (np.ndarray, np.generic)):
+        return False
+    dtype = x.dtype
+    return dtype.kind in _MOVABLE_KINDS or (dtype.kind == "V" and dtype.names is None)
+
+
+def _arrays(node: Any, out: list[Any]) -> None:
+    """Append the movable arrays of ``node`` to ``out``, depth first (the order ``_rebuild`` consumes them)."""
+    if _movable(node):
+        out.append(node)
+    elif isinstance(node, Mapping):
+        for value in node.values():
+            _arrays(value, out)
+    elif isinstance(node, (tuple, list)):
+        for value in node:
+            _arrays(value, out)
+
+
+def _rebuild(node: Any, moved: Iterator[Any]) -> Any:
+    """``node`` with its movable arrays replaced, in order, by ``moved``; a part without any is returned as is."""
+    if _movable(node):
+        return next(moved)
+    if isinstance(node, Mapping):
+        values = {key: _rebuild(value, moved) for key, value in node.items()}
+        if all(values[key] is value for key, value in node.items()):
+            return node
+        if type(node) is dict:
+            return values
+        if isinstance(node, MutableMapping):  # keeps the type and its state (OrderedDict, defaultdict, ...)
+            new = copy(node)
+            new.update(values)
+            return new
+        return type(node)(values)
+    if isinstance(node, (tuple, list)):
+        items = [_rebuild(value, moved) for value in node]
+        if all(a is b for a, b in zip(items, node)):
+            return node
+        if isinstance(node, tuple) and hasattr(node, "_fields"):  # a namedtuple
+            return type(node)(*items)
+        return items if type(node) is list else type(node)(items)
+    return node
+
+
+class _InFlight:
+    """One batch on its way: the device batch, its device arrays, and the host batch until those are ready."""
+
+    __slots__ = ("arrays", "batch", "host")
+
+    def __init__(self, host: Any, batch: Any, arrays: list[Any]):
+        self.host, self.batch, self.arrays = host, batch, arrays
+
+    def release_if_ready(self) -> None:
+        if self.host is not None and all(a.is_ready() for a in self.arrays):
+            self.host = None
+
+    def release(self) -> None:
+        """Wait until the device copies are done, then let go of the host batch (its buffers may be reused)."""
+        if self.host is not None:
+            for array in self.arrays:
+                array.block_until_ready()
+            self.host = None
+
+
+def _finish(source: Any, queue: deque[_InFlight]) -> None:
+    """Stop a pass: wait for the copies still reading host memory, drop them, close the source."""
+    try:
+        while queue:
+            entry = queue.popleft()
+            try:
+                entry.release()
+            except Exception:  # noqa: BLE001, S110 - a failed copy reads nothing any more
+                pass
+    finally:
+        close = getattr(source, "close", None)
+        if callable(close):
+            close()
+
+
+class DevicePrefetch:
+    """An iterable of ``iterable``'s batches with their arrays on ``device``, ``size`` batches in flight.
+
+    Each ``iter()`` starts a fresh pass over ``iterable`` (an iterator can be passed only once), so
+    ``DevicePrefetch(loader)`` can be iterated once per epoch like the loader. ``len()`` is
+    ``len(iterable)`` when it has one. See ``device_prefetch`` for the details.
+    """
+
+    def __init__(self, iterable: Iterable[Any], size: int = 2, device: Any = None):
+        if not isinstance(iterable, Iterable):
+            raise TypeError(f"device_prefetch needs an iterable of batches, got {type(iterable).__name__}")
+        if device is not None and not isinstance(device, (jax.Device, jax.sharding.Sharding)):
+            raise TypeError(
+                f"device must be a jax.Device, a jax.sharding.Sharding or None, got {type(device).__name__} {device!r}"
+            )
+        self.iterable = iterable
+        self.size = _check_int("size", size, 1)
+        self.device = device
+
+    def __len__(self) -> int:
+        return len(self.iterable)  # type: ignore[arg-type]
+
+    def __iter__(self) -> DevicePrefetchIterator:
+        return DevicePrefetchIterator(iter(self.iterable), self.size, self.device)
+
+    def __repr__(self) -> str:
+        return f"DevicePrefetch({self.iterable!r}, size={self.size}, device={self.device!r})"
+
+
+class DevicePrefetchIterator:
+    """One pass: batches ``0, 1, ...`` of the source, on the device.
+
+    Stops (and closes the source, when it has ``close()``) on exhaustion, an error, ``close()``,
+    leaving a ``with`` block, or garbage collection.
+    """
+
+    def __init__(self, source: Iterator[Any], size: int, device: Any):
+        self._source: Iterator[Any] | None = source
+        self._size = size
+        self._device = device
+        self._queue: deque[_InFlight] = deque()
+        self._pulled = 0  # batches taken from the source
+        self._error: BaseException | None = None  # what the source (or the copy) raised after the queued batches
+        self._close = weakref.finalize(self, _finish, source, self._queue)
+        self._close.atexit = False  # at exit there is nothing left to protect; the source stops on its own
+
+    def __iter__(self) -> DevicePrefetchIterator:
+        return self
+
+    def _put(self, host: Any) -> _InFlight:
+        arrays: list[Any] = []
+        _arrays(host, arrays)
+        if not arrays:
+            return _InFlight(None, host, [])
+        moved = jax.device_put(arrays, self._device)
+        return _InFlight(host, _rebuild(host, iter(moved)), moved)
+
+    def _fill(self) -> None:
+        """Take batches from the source until ``size`` are in flight (or it ends or fails)."""
+        while self._source is not None and len(self._queue) < self._size:
+            position = self._pulled
+            try:
+                host = next(self._source)
+            except StopIteration:
+                self._source = None
+                return
+            except Exception as exc:  # noqa: BLE001 - raised at its position, in order
+                add_note(exc, f"slipstream.jax.device_prefetch: raised by the iterable when asked for batch {position}")
+                self._error, self._source = exc, None
+                return
+            self._pulled += 1
+            try:
+                entry = self._put(host)
+            except Exception as exc:  # noqa: BLE001 - raised at its position, in order
+                where = f"jax.device_put for batch {position} (device={self._device!r})"
+                add_note(exc, f"slipstream.jax.device_prefetch: raised by {where}")
+                self._error, self._source = exc, None
+                return
+            self._queue.append(entry)
+        for entry in self._queue:  # let go early of host batches whose copies are done
+            entry.release_if_ready()
+
+    def __next__(self) -> Any:
+        try:
+            self._fill()
+        except BaseException:  # KeyboardInterrupt and the like: stop now
+            self.close()
+            raise
+        if self._queue:
+            entry = self._queue.popleft()
+            entry.release()  # the host batch is referenced until its copy is done, then let go
+            return entry.batch
+        error, self._error = self._error, None
+        self.close()
+        if error is None:
+            raise StopIteration
+        try:
+            raise error
+        finally:
+            error = None
+
+    def __len__(self) -> int:
+        """Batches left in this pass (when the source iterator has a ``len()``)."""
+        if self._source is None:
+            return len(self._queue)
+        return len(self._queue) + len(self._source)  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        """Stop: wait for copies still reading host memory, drop the queued batches, close the source."""
+        self._source = None
+        self._close()
+
+    def __enter__(self) -> DevicePrefetchIterator:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def device_prefetch(iterable: Iterable[Any], size: int = 2, *, device: Any = None) -> DevicePrefetch:
+    """Batches of ``iterable`` with their arrays moved onto JAX devices, ``size`` batches in flight.
+
+    Args:
+        iterable: batches, each a NumPy array or a nested dict / tuple / namedtuple / list of them
+            (what ``ss.DataLoader`` yields). Numeric arrays (and NumPy scalars, and jax Arrays)
+            are moved with ``jax.device_put``; everything else (lists of strings, string or
+            object arrays, Python numbers, None) is passed through as it is, and a part of the
+            structure with no array in it is the very same object. The structure is rebuilt with
+            the same container types. As with ``jax.device_put``, 64-bit arrays become 32-bit
+            unless ``jax_enable_x64`` is on.
+        size: batches on the device at once, counting the one the consumer holds: when the
+            consumer receives batch ``k``, batches ``k+1 .. k+size-1`` have already been taken
+            from ``iterable`` and their copies started. ``size=1`` copies each batch only when
+            asked for it. The source is never read further ahead than that.
+        device: None (JAX's default device), a ``jax.Device``, or a ``jax.sharding.Sharding``
+            applied to every array, e.g. ``NamedSharding(mesh, PartitionSpec("data"))`` to split
+            axis 0 of each batch across the mesh's devices (each batch's length must divide;
+            use ``drop_last=True``). Single-process only: for a multi-host mesh build the global
+            arrays with ``jax.make_array_from_process_local_data`` instead.
+
+    Host buffers: ``ss.DataLoader`` reuses a batch's buffers once nothing references them, and
+    ``jax.device_put`` may copy asynchronously. The adapter keeps a reference to each host batch
+    until all of its device arrays are ready (checked without blocking after each new batch is
+    queued; at the latest it blocks on a batch's copies before handing it out, and on close), so
+    a buffer is never reused while a copy still reads it. On an accelerator the yielded batches hold
+    no host memory of the loader. On JAX's CPU backend ``device_put`` may instead alias a
+    64-byte-aligned host buffer (shared-memory batches of ``backend="process"`` always are): the
+    device array then keeps that buffer referenced, so the loader leaves it alone (and allocates
+    another) for as long as the device array lives.
+
+    With ``ss.DataLoader(..., backend="process")``: once JAX has started its threads, JAX warns that
+    ``os.fork()`` may deadlock; prefer ``mp_context="spawn"`` or ``"forkserver"`` (or start the
+    loader's workers, i.e. its first ``iter()``, before touching JAX).
+
+    Never hangs: it runs no threads of its own. An exception from ``iterable`` (or from
+    ``jax.device_put``) reaches the consumer at that batch's position, after the batches before
+    it, with its own type and traceback plus a note; the pass then ends. Breaking out, ``close()``,
+    leaving a ``with`` block or dropping the iterator closes the source iterator (which stops
+    ``ss.DataLoader``'s workers). Each ``iter()`` is a fresh pass (one epoch of a loader);
+    ``len()`` passes through.
+    """
+    return DevicePrefetch(iterable, size, device)
