@@ -360,18 +360,22 @@ def memory_child(spec: str) -> None:
     """One configuration of case (b), in this fresh interpreter; prints one JSON line."""
     lib, workers, rows = spec.split(":")
     workers, rows = int(workers), int(rows)
-    if lib == "torch":
+    if lib.startswith("torch"):
         import torch
 
         torch.set_num_threads(1)
     t0 = time.perf_counter()
     gc.disable()  # building millions of dicts: no collections on the way (it is then enabled as usual)
     data = BigRows(rows)
+    if lib.endswith("-shared"):  # the remedy: the same rows as one pickled buffer in shared memory
+        import slipstream as ss
+
+        data.rows = ss.SharedList(data.rows)
     gc.enable()
     gc.collect()
     built = time.perf_counter() - t0
     base = _group_memory()
-    if lib == "ss":
+    if lib.startswith("ss"):
         loader = ss_loader(data, workers, "fork", batch=MEM_BATCH)
     else:
         loader = torch_loader(data, workers, "fork", persistent=False, batch=MEM_BATCH)
@@ -389,12 +393,20 @@ def memory_child(spec: str) -> None:
     print(json.dumps({"base": base, "end": peak, "samples": n, "epoch_s": epoch, "build_s": built}))
 
 
+LIBS = {
+    "ss": "slipstream",
+    "torch": "torch",
+    "ss-shared": "slipstream + SharedList",
+    "torch-shared": "torch + SharedList",
+}
+
+
 def case_b(rows: int, worker_counts: list[int]) -> None:
     print(f"\n(b) memory: a list of {rows:,} small dicts held by the container, one shuffled epoch, batch {MEM_BATCH}, fork;")
     print("    USS and PSS summed over the parent and its worker processes at the last batch; each row in a fresh interpreter")
     out: dict[tuple[str, int], dict] = {}
     for workers in worker_counts:
-        for lib in ("ss", "torch"):
+        for lib in LIBS:
             cmd = [sys.executable, str(Path(__file__).resolve()), "--memory-child", f"{lib}:{workers}:{rows}"]
             try:
                 done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
@@ -408,14 +420,14 @@ def case_b(rows: int, worker_counts: list[int]) -> None:
     if not out:
         return
     gib = 1 << 30
-    libs = {"ss": "slipstream", "torch": "torch"}
+    libs = LIBS
     for lib, name in libs.items():
         bases = [r["base"] for (l, _), r in out.items() if l == lib]
         if bases:
             uss, pss = (statistics.median(b[key] for b in bases) / gib for key in ("uss", "pss"))
-            note = "  (torch imported)" if lib == "torch" else ""
+            note = "  (torch imported)" if lib.startswith("torch") else ""
             print(f"    {name} parent alone after building the list (median): USS {uss:.2f} GiB, PSS {pss:.2f} GiB{note}")
-    print(f"    {'workers':>7}  {'library':<10} {'procs':>5}  {'USS sum GiB':>11}  {'PSS sum GiB':>11}  "
+    print(f"    {'workers':>7}  {'library':<24} {'procs':>5}  {'USS sum GiB':>11}  {'PSS sum GiB':>11}  "
           f"{'PSS added by workers':>20}  {'epoch s':>7}")
     for workers in worker_counts:
         for lib, name in libs.items():
@@ -423,15 +435,16 @@ def case_b(rows: int, worker_counts: list[int]) -> None:
             if r is None:
                 continue
             end = r["end"]
-            print(f"    {workers:>7}  {name:<10} {end['processes']:>5}  {end['uss'] / gib:>11.2f}  {end['pss'] / gib:>11.2f}  "
+            print(f"    {workers:>7}  {name:<24} {end['processes']:>5}  {end['uss'] / gib:>11.2f}  {end['pss'] / gib:>11.2f}  "
                   f"{(end['pss'] - r['base']['pss']) / gib:>20.2f}  {r['epoch_s']:>7.1f}")
-    print("    slipstream / torch:")
-    for workers in worker_counts:
-        a, b = out.get(("ss", workers)), out.get(("torch", workers))
-        if a and b:
-            added = (a["end"]["pss"] - a["base"]["pss"]) / max(1, b["end"]["pss"] - b["base"]["pss"])
-            uss, pss = a["end"]["uss"] / b["end"]["uss"], a["end"]["pss"] / b["end"]["pss"]
-            print(f"      workers={workers}: USS sum {uss:.2f}x, PSS sum {pss:.2f}x, PSS added by workers {added:.2f}x")
+    for mine in ("ss", "ss-shared"):
+        print(f"    {libs[mine]} / torch:")
+        for workers in worker_counts:
+            a, b = out.get((mine, workers)), out.get(("torch", workers))
+            if a and b:
+                added = (a["end"]["pss"] - a["base"]["pss"]) / max(1, b["end"]["pss"] - b["base"]["pss"])
+                uss, pss = a["end"]["uss"] / b["end"]["uss"], a["end"]["pss"] / b["end"]["pss"]
+                print(f"      workers={workers}: USS sum {uss:.2f}x, PSS sum {pss:.2f}x, PSS added by workers {added:.2f}x")
 
 
 def main(argv: list[str] | None = None) -> int:
