@@ -159,7 +159,8 @@ def test_thread_workers_also_run_worker_init_and_report_worker_info():
     calls = []
     dl = ss.DataLoader(Seeds(), 4, workers=2, worker_init=calls.append)
     workers = {int(w) for b in dl for w in b["worker"]}
-    assert sorted(calls) == [0, 1] and workers <= {0, 1} and workers
+    # once per worker thread, and once in the short-lived thread that read sample 0 first
+    assert sorted(calls) == [0, 0, 1] and workers <= {0, 1} and workers
     assert ss.worker_info() is None
 
 
@@ -426,3 +427,22 @@ def test_pickled_exceptions_that_cannot_be_rebuilt_become_runtime_errors_with_th
     assert isinstance(error, RuntimeError) and "Odd: 1-2" in str(error)
     assert "raised in worker 0" in error.__notes__[0]
     pickle.dumps(error)
+
+
+def test_thread_workers_read_sample_0_after_worker_init_too():
+    """A dataset reading through a per-thread handle that worker_init opens works with threads: the
+    buffers are shaped from sample 0 read in a thread that ran worker_init(0), not in the caller."""
+    local = threading.local()
+
+    def open_handle(worker_id):
+        local.offset = 1000
+
+    class PerThread:
+        def __len__(self):
+            return 12
+
+        def __getitem__(self, i):
+            return np.int64(local.offset + i)  # AttributeError in a thread without worker_init
+
+    dl = ss.DataLoader(PerThread(), 4, workers=2, worker_init=open_handle)
+    assert [int(v) for b in dl for v in b] == [1000 + i for i in range(12)]

@@ -90,7 +90,8 @@ class DataLoader:
             dies raises ``WorkerError`` naming its pid and signal or exit code.
         timeout: seconds to wait for one batch before raising ``TimeoutError`` (None: no limit).
         worker_init: ``f(worker_id)`` run once in each worker before it loads anything (process
-            workers: once per process; thread workers: once per thread, i.e. per epoch).
+            workers: once per process; thread workers: once per thread, i.e. per epoch, plus once
+            at the first ``iter()`` in the thread that reads sample 0 to shape the batch buffers).
             ``ss.worker_info()`` tells a worker which it is.
         mp_context: the process start method: None (the platform's default, as torch does),
             "fork", "spawn", "forkserver", or a ``multiprocessing`` context.
@@ -258,24 +259,52 @@ class DataLoader:
         the worker count or the resume point (read with the seed, as in epoch 0)."""
         if self._pool is not None or self.collate is not None or self._n == 0:
             return
+        if self._remote:
+            from ._procexec import spec_task
+
+            spec = self._in_worker(self._worker_pool(), spec_task)
+        else:
+            spec = Spec.of(self._sample_zero())
+        self._pool = self._slot_pool(spec)
+        self._reader.spec = self._pool.spec
+
+    def _read_sample_zero(self) -> Any:
         with sample_context(self.seed, 0) as ctx:
             ctx.at(0)
             try:  # through __getitems__ when the container reads that way
-                sample = getobs(self.data, [0])[0] if self._reader.batched else getobs(self.data, 0)
+                return getobs(self.data, [0])[0] if self._reader.batched else getobs(self.data, 0)
             except BaseException as exc:
                 add_note(exc, "slipstream: raised while loading sample 0 to shape the batch buffers")
                 raise
-        self._pool = self._slot_pool(Spec.of(sample))
-        self._reader.spec = self._pool.spec
 
-    def _shape_buffers_in(self, pool: Any) -> None:
-        """``_shape_buffers`` for process workers: sample 0 is read by a worker, never here."""
-        if self._pool is not None or self.collate is not None or self._n == 0:
-            return
-        from ._procexec import spec_task
+    def _sample_zero(self) -> Any:
+        """Sample 0 as the workers see it: read by a worker process (after ``worker_init``) with
+        ``backend="process"``; by a short-lived thread that ran ``worker_init(0)`` first with thread
+        workers and a ``worker_init``; else here. Used to shape the buffers, and by adapters that
+        must look at a sample (the torch drop-in)."""
+        if self._remote:
+            from ._procexec import sample_task
 
-        self._pool = self._slot_pool(self._in_worker(pool, spec_task))
-        self._reader.spec = self._pool.spec
+            return self._in_worker(self._worker_pool(), sample_task)
+        if self.workers == 0 or self.worker_init is None:
+            return self._read_sample_zero()
+        init, box = _thread_init(self.worker_init, self.workers, self.seed), {}
+
+        def read() -> None:
+            try:
+                init(0)
+                box["value"] = self._read_sample_zero()
+            except BaseException as exc:  # noqa: BLE001 - raised below, in the caller
+                box["error"] = exc
+
+        thread = threading.Thread(target=read, name="slipstream-sample-0", daemon=True)
+        thread.start()
+        thread.join(self.timeout)
+        if thread.is_alive():
+            raise TimeoutError(f"slipstream: sample 0 (read to shape the batch buffers) was not ready within timeout={self.timeout} s")
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
 
     def _in_worker(self, pool: Any, task: Callable[..., Any]) -> Any:
         """``task(state, seed)`` run in worker 0 (for sample 0), within the loader's timeout."""
@@ -291,17 +320,6 @@ class DataLoader:
         if not ok:
             raise value
         return value
-
-    def _sample_zero(self) -> Any:
-        """Sample 0 as the workers see it: read by a worker process (after ``worker_init``) with
-        ``backend="process"``, else here; for adapters that must look at a sample (the torch drop-in)."""
-        if self._remote:
-            from ._procexec import sample_task
-
-            return self._in_worker(self._worker_pool(), sample_task)
-        with sample_context(self.seed, 0) as ctx:
-            ctx.at(0)
-            return getobs(self.data, [0])[0] if self._reader.batched else getobs(self.data, 0)
 
     @property
     def _remote(self) -> bool:
@@ -392,11 +410,7 @@ class DataLoader:
     def __iter__(self) -> _LoaderIterator:
         epoch = self._epoch
         batches = self._batches(epoch)  # first: a sampler that fails leaves the loader's state as it was
-        if self._remote:
-            pool = self._worker_pool()
-            self._shape_buffers_in(pool)
-        else:
-            self._shape_buffers()
+        self._shape_buffers()
         progress = _Progress(epoch, self._skip, self._done, len(batches))
         self._epoch, self._skip, self._done = epoch + 1, 0, frozenset()
         self._progress = progress
@@ -404,6 +418,7 @@ class DataLoader:
         if self._remote:
             from ._procexec import ProcessExecutor
 
+            pool = self._worker_pool()
             remote = (self._remote_job(batches[k], BatchInfo(self.seed, epoch, k, stop)) for k in self._todo(batches, progress))
             executor: Any = ProcessExecutor(pool, remote, self.prefetch, self.in_order, self.timeout, _batch_name(epoch))
             return _LoaderIterator(executor, progress, stop)

@@ -346,6 +346,10 @@ class WorkerPool:
             dead = [w for w in self._workers if w.process.exitcode is not None]
             if dead:
                 w = dead[0]
+                while not self._closed and w.conn.poll(0) and self._read(w):  # it may have said why (worker_init)
+                    pass
+                if self.error is not None:
+                    raise self.error
                 error: BaseException = WorkerError(
                     f"slipstream: worker {w.id} (pid {w.process.pid}) {describe_exit(w.process.exitcode)} while starting, "
                     "before it had the dataset (its output above may say why)",
