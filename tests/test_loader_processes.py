@@ -446,3 +446,23 @@ def test_thread_workers_read_sample_0_after_worker_init_too():
 
     dl = ss.DataLoader(PerThread(), 4, workers=2, worker_init=open_handle)
     assert [int(v) for b in dl for v in b] == [1000 + i for i in range(12)]
+
+
+def test_a_dataset_class_spawned_workers_cannot_import_gets_a_hint():
+    result, out = child(
+        """
+        class Local:  # defined in the __main__ of `python -c`: a spawned worker cannot import it
+            def __len__(self):
+                return 8
+            def __getitem__(self, i):
+                return np.int64(i)
+        try:
+            list(ss.DataLoader(Local(), 4, workers=1, backend="process", mp_context="spawn"))
+            out = {"error": None}
+        except AttributeError as exc:
+            out = {"error": str(exc), "notes": getattr(exc, "__notes__", [])}
+        print(json.dumps(out))
+        """
+    )
+    assert "Local" in out["error"]
+    assert any("importable in a fresh interpreter" in note and "mp_context='fork'" in note for note in out["notes"])

@@ -181,8 +181,19 @@ def _worker_main(
 
             blob, init_blob, sizes = conn.recv_bytes(), conn.recv_bytes(), pickle.loads(conn.recv_bytes())
             _incoming[:] = [attach(recv_handle(conn), size) for size in sizes]
-            payload = pickle.loads(blob)
-            worker_init = pickle.loads(init_blob)
+            try:
+                payload = pickle.loads(blob)
+                worker_init = pickle.loads(init_blob)
+            except (AttributeError, ImportError) as exc:
+                from ._readers import add_note
+
+                add_note(
+                    exc,
+                    "slipstream: each worker rebuilds the dataset by unpickling it, so its classes and functions must "
+                    "be importable in a fresh interpreter (defined in a module, not in the __main__ of an interactive "
+                    "session or `python -c`); or use mp_context='fork'",
+                )
+                raise
             _incoming.clear()
         set_worker_info(WorkerInfo(worker_id, num_workers, seed, "process"), process=True)
         seed_globals(seed)
