@@ -1,8 +1,9 @@
 """slipstream: feed machine-learning training at hardware speed.
 
 Data containers are anything with ``__len__`` and ``__getitem__``; views compose them; the
-``DataLoader`` batches them in a seeded, sharded, resumable order with worker threads that never
-hang; ``loadparallel`` prefetches any iterable.
+``DataLoader`` batches them in a seeded, sharded, resumable order with worker threads or processes
+that never hang; ``loadparallel`` prefetches any iterable. ``slipstream.torch.DataLoader`` is a
+drop-in for PyTorch's; ``slipstream.jax.device_prefetch`` feeds JAX devices.
 """
 
 from . import fields, ops
