@@ -51,11 +51,14 @@ class Job:
         """Run ``finish`` once every task has run (and none failed)."""
         if self.error is None:
             try:
-                self.result = self.finish()
+                self.result = self._result()
             except BaseException as exc:  # noqa: BLE001 - handed to the consumer
                 self.fail(len(self.tasks), exc)
         self.tasks = []  # drop closures (and their buffers) as soon as possible
         self.done = True
+
+    def _result(self) -> Any:
+        return self.finish()
 
 
 def _task_error(exc: BaseException) -> BaseException:

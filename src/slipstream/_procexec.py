@@ -23,7 +23,7 @@ import numpy as np
 from ._collate import ArrayLeaf, Spec
 from ._procpool import WorkerPool
 from ._containers import getobs
-from ._executor import next_ready
+from ._executor import Job, next_ready
 from ._readers import BatchInfo, add_note, make_reader
 from ._rng import sample_context
 from ._shm import Segment, layout
@@ -42,33 +42,24 @@ class LoaderPayload:
         return {"dataset": self.data, "collate function": self.collate}
 
 
-class RemoteJob:
-    """One batch: ``calls`` ``(fn, args, extras)`` run in workers; ``finish(results)`` makes the batch.
+class RemoteJob(Job):
+    """One batch: ``tasks`` are calls ``(fn, args, extras)`` run in workers; ``finish(results)``
+    makes the batch. ``keep`` (the batch's storage) stays referenced until every call has answered."""
 
-    ``keep`` (the batch's storage) stays referenced until every call has answered."""
-
-    __slots__ = ("tag", "calls", "keep", "finish", "results", "waiting", "error", "error_pos", "done", "result")
+    __slots__ = ("keep", "results", "waiting")
 
     def __init__(self, tag: Any, calls: list[tuple[Any, tuple, dict]], keep: Any, finish: Callable[[list[Any]], Any]):
-        self.tag, self.calls, self.keep, self.finish = tag, calls, keep, finish
+        super().__init__(calls, finish, tag)  # type: ignore[arg-type]
+        self.keep = keep
         self.results: list[Any] = [None] * len(calls)
         self.waiting: dict[int, int] = {}  # ticket -> call position
-        self.error: BaseException | None = None
-        self.error_pos = len(calls)
-        self.done = False
-        self.result: Any = None
 
-    def fail(self, pos: int, error: BaseException) -> None:
-        if self.error is None or pos < self.error_pos:
-            self.error, self.error_pos = error, pos
+    def _result(self) -> Any:
+        return self.finish(self.results)  # type: ignore[call-arg]
 
     def complete(self) -> None:
-        if self.error is None:
-            try:
-                self.result = self.finish(self.results)
-            except BaseException as exc:  # noqa: BLE001 - handed to the consumer
-                self.fail(len(self.calls), exc)
-        self.results, self.keep, self.done = [], None, True
+        super().complete()
+        self.results, self.keep = [], None
 
 
 class ProcessExecutor:
@@ -112,12 +103,12 @@ class ProcessExecutor:
                 job.fail(0, exc)
             self._jobs[self._started] = job
             self._started += 1
-            for pos, (fn, args, extras) in enumerate(job.calls):
+            for pos, (fn, args, extras) in enumerate(job.tasks):
                 worker = min(range(pool.workers), key=pool.load)
                 ticket = pool.submit(worker, fn, *args, self._generation, keep=job.keep, **extras)
                 job.waiting[ticket] = pos
                 self._tickets[ticket] = (job, pos)
-            if not job.calls:
+            if not job.tasks:
                 job.complete()
 
     def _ready(self) -> int | None:
