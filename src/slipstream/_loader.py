@@ -88,7 +88,8 @@ class DataLoader:
             pickled once otherwise), persist across epochs until ``close()``, and write batches
             into shared-memory buffers that the consumer receives without a copy; a worker that
             dies raises ``WorkerError`` naming its pid and signal or exit code.
-        timeout: seconds to wait for one batch before raising ``TimeoutError`` (None: no limit).
+        timeout: seconds to wait for one batch before raising ``TimeoutError`` (None: no limit). It
+            applies with ``workers > 0``; with ``workers=0`` the batch loads in your own thread.
         worker_init: ``f(worker_id)`` run once in each worker before it loads anything (process
             workers: once per process; thread workers: once per thread, i.e. per epoch, plus once
             at the first ``iter()`` in the thread that reads sample 0 to shape the batch buffers).
