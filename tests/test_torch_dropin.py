@@ -909,3 +909,14 @@ def test_with_process_workers_the_parent_never_reads_the_dataset(method):
     with DataLoader(NeedsWorkerInit(), batch_size=4, num_workers=2, worker_init_fn=open_handle, multiprocessing_context=method) as dl:
         got = [int(v) for batch in dl for v in batch]
     assert got == [100 + i for i in range(16)]
+
+
+def test_an_endless_sampler_is_refused_instead_of_hanging():
+    class Endless(torch.utils.data.Sampler):
+        def __iter__(self):
+            while True:
+                yield 0
+
+    dl = DataLoader(list(range(8)), batch_size=2, sampler=Endless())
+    with pytest.raises(TypeError, match="must be finite and have __len__"):
+        next(iter(dl))

@@ -169,16 +169,22 @@ class DataLoader:
         if sampler is not None:
             if order != "sequential":
                 raise ValueError(f"sampler and {chosen} exclude each other: the sampler decides the order")
-            if not isinstance(sampler, Iterable):
-                raise TypeError(f"sampler must be an iterable of indices, got {type(sampler).__name__}")
+            if not isinstance(sampler, Iterable) or not hasattr(sampler, "__len__"):
+                raise TypeError(
+                    "sampler must be a sized iterable of indices (each epoch's order is drawn whole, so an endless "
+                    f"sampler would never let iter() return), got {type(sampler).__name__}"
+                )
         if batch_sampler is not None:
             if batch_size != 1 or order != "sequential" or sampler is not None or drop_last:
                 raise ValueError(
                     "batch_sampler excludes batch_size, shuffle, sampler and drop_last (it decides the batches); "
                     f"got batch_size={batch_size}, shuffle={shuffle}, sampler={sampler!r}, drop_last={drop_last}"
                 )
-            if not isinstance(batch_sampler, Iterable):
-                raise TypeError(f"batch_sampler must be an iterable of index lists, got {type(batch_sampler).__name__}")
+            if not isinstance(batch_sampler, Iterable) or not hasattr(batch_sampler, "__len__"):
+                raise TypeError(
+                    "batch_sampler must be a sized iterable of index lists (each epoch's batches are drawn whole), "
+                    f"got {type(batch_sampler).__name__}"
+                )
         if backend not in _BACKENDS:
             raise ValueError(f"backend must be one of {list(_BACKENDS)}, got {backend!r}")
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0):

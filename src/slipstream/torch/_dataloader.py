@@ -156,6 +156,14 @@ class DataLoader(_tud.DataLoader):
     def _map(self, base_seed: int) -> Iterator[Any]:
         loader = self._map_loader(base_seed)
         if not (self.seed is not None and self._shuffle):
+            source = self.batch_sampler if self._auto_collation else self.sampler
+            try:
+                len(source)  # type: ignore[arg-type]
+            except TypeError:
+                raise TypeError(
+                    "slipstream.torch.DataLoader draws each epoch's indices whole, so the sampler must be finite and "
+                    f"have __len__; {type(source).__name__} has none (an endless sampler would never let iter() return)"
+                ) from None
             if self._auto_collation:
                 self._epoch_batches.batches = [list(b) for b in self.batch_sampler]  # type: ignore[union-attr]
             else:
