@@ -258,6 +258,8 @@ def _array_writer(leaf: ArrayLeaf) -> Writer:
     accepts = {bool: (bool,), int: (int, bool), float: (float, int, bool), complex: (complex, float, int, bool)}.get(scalar_type, ())
 
     def checked(storage: list, j: int, value: Any) -> None:
+        if hasattr(value, "__array__") and not isinstance(value, (np.ndarray, np.generic)):
+            value = np.asarray(value)  # a tensor (torch, JAX...): checked by its dtype like an array
         found = np.shape(value)
         if found != shape:
             raise _Mismatch(

@@ -193,6 +193,7 @@ class DataLoader:
             raise TypeError(f"worker_init must be a callable or None, got {type(worker_init).__name__}")
         self.backend, self.timeout, self.worker_init, self.mp_context = backend, timeout, worker_init, mp_context
         self._processes: Any = None  # the persistent WorkerPool (backend="process"), made at the first iter()
+        self._sample0: tuple[Any] | None = None  # sample 0, when an adapter read it before the first iter()
         self._processes_seed: int | None = None
         self.data = data
         self.shuffle, self.drop_last, self.in_order = order == "random", bool(drop_last), bool(in_order)
@@ -266,12 +267,15 @@ class DataLoader:
         the worker count or the resume point (read with the seed, as in epoch 0)."""
         if self._pool is not None or self.collate is not None or self._n == 0:
             return
-        if self._remote:
+        cached, self._sample0 = self._sample0, None
+        if cached is not None:  # already read for an adapter (the torch drop-in): not read again
+            spec = Spec.of(cached[0])
+        elif self._remote:
             from ._procexec import spec_task
 
             spec = self._in_worker(self._worker_pool(), spec_task)
         else:
-            spec = Spec.of(self._sample_zero())
+            spec = Spec.of(self._fetch_sample_zero())
         self._pool = self._slot_pool(spec)
         self._reader.spec = self._pool.spec
 
@@ -285,10 +289,16 @@ class DataLoader:
                 raise
 
     def _sample_zero(self) -> Any:
+        """Sample 0 for an adapter that must look at one (the torch drop-in); kept, so that shaping
+        the buffers at the first ``iter()`` does not read it again."""
+        value = self._fetch_sample_zero()
+        self._sample0 = (value,)
+        return value
+
+    def _fetch_sample_zero(self) -> Any:
         """Sample 0 as the workers see it: read by a worker process (after ``worker_init``) with
         ``backend="process"``; by a short-lived thread that ran ``worker_init(0)`` first with thread
-        workers and a ``worker_init``; else here. Used to shape the buffers, and by adapters that
-        must look at a sample (the torch drop-in)."""
+        workers and a ``worker_init``; else here."""
         if self._remote:
             from ._procexec import sample_task
 
@@ -388,6 +398,14 @@ class DataLoader:
 
         return RemoteJob(k, calls, storage, finish)
 
+    def _release_workers(self) -> None:
+        """Let the next ``iter()`` start fresh worker processes (with the data as it is then); the
+        current ones finish serving the iterators that use them, then stop."""
+        pool, self._processes = self._processes, None
+        if pool is not None:
+            self._close_processes.detach()
+            pool.retire()
+
     def close(self) -> None:
         """Stop the persistent worker processes and release the shared batch buffers (batches still
         held stay valid). A later ``iter()`` starts new workers. Idempotent."""
@@ -415,6 +433,7 @@ class DataLoader:
 
     # -- iteration and state ---------------------------------------------------------------
     def __iter__(self) -> _LoaderIterator:
+        self._n = numobs(self.data)  # a container may grow or shrink between epochs (a replay buffer)
         epoch = self._epoch
         batches = self._batches(epoch)  # first: a sampler that fails leaves the loader's state as it was
         self._shape_buffers()

@@ -83,6 +83,7 @@ class ProcessExecutor:
         self._exhausted = False
         self._closed = False
         self._generation = pool.open_generation()
+        pool.attach()
         self.last_tag: Any = None
 
     def __iter__(self) -> ProcessExecutor:
@@ -170,6 +171,7 @@ class ProcessExecutor:
         if not pool.closed:
             pool.cancel(self._generation)
             pool.discard(list(self._tickets))
+        pool.detach()
         self._tickets.clear()
         self._jobs.clear()
         self._source = iter(())

@@ -314,6 +314,8 @@ class WorkerPool:
         self._tracked: set[int] = set()  # segments whose collection tells the workers to unmap them
         self._next_ticket = 0
         self._closed = False
+        self._users = 0  # consumers (iterators) using the pool; see retire()
+        self._retired = False
         self.error: BaseException | None = None  # why the pool broke, once it has
         self._workers: list[_Worker] = []
         _live.add(self)
@@ -415,6 +417,27 @@ class WorkerPool:
             if self._cancel[flag] == number:
                 self._cancel[flag] = -1
                 self._free_flags.append(flag)
+
+    def attach(self) -> None:
+        """A consumer (an iterator) starts using the pool."""
+        with self._lock:
+            self._users += 1
+
+    def detach(self) -> None:
+        """A consumer is done; a retired pool closes when its last consumer is."""
+        with self._lock:
+            self._users -= 1
+            last = self._retired and self._users <= 0
+        if last:
+            self.close()
+
+    def retire(self) -> None:
+        """No new consumers: close now if none is left, else when the last one detaches."""
+        with self._lock:
+            self._retired = True
+            idle = self._users <= 0
+        if idle:
+            self.close()
 
     def load(self, worker: int) -> int:
         """Tasks sent to ``worker`` and not yet answered."""

@@ -59,22 +59,26 @@ What differs:
   (``torch.from_numpy``, no copy). A buffer is reused only once nothing references any tensor of
   its batch, so a batch you keep is never overwritten; dropping each batch when done lets the
   loader run without allocating, while keeping many makes it allocate new buffers.
-* The fast path shapes its buffers from sample 0 (read once at the first ``iter()``: by a worker
-  process with process workers, so the parent never reads the data; else in the calling thread,
-  without disturbing torch's, NumPy's or Python's global RNG), and every sample
-  must then match sample 0's structure, shapes and dtypes (a mismatch raises ``TypeError`` or
-  ``ValueError`` naming the sample). torch decides per batch from the batch's first sample, so
-  datasets whose samples change type (an ``int`` here, a ``float`` there) can be collated by
-  torch where slipstream raises. Malformed batches raise in both, sometimes with other types.
-* ``sampler``/``batch_sampler`` are drawn whole at the first ``next()`` of each epoch (torch
-  draws them lazily), so they must be finite, and their indices must be integers in
-  ``range(len(dataset))`` (passed to the dataset as Python ints).
-* Map-style worker processes (and threads) persist across epochs whatever
-  ``persistent_workers`` says, and are seeded once, from the first epoch's base seed; torch
-  restarts and reseeds non-persistent workers every epoch. Random augmentations drawn from the
-  global RNGs therefore match torch's with ``num_workers=0`` only (with workers, which worker
-  loads which sample differs from torch). ``ss.sample_rng()`` gives per-sample randomness that
-  is the same with any number of workers.
+* The fast path shapes its buffers from sample 0, read once before the first epoch's reads (by a
+  worker process with process workers, so the parent never reads the data; else in the calling
+  thread, without disturbing torch's, NumPy's or Python's global RNG; a dataset with its own state
+  sees index 0 read once more than torch reads it), and every sample must then match sample 0's
+  structure, shapes and dtypes (a mismatch, a tensor of a wider dtype included, raises
+  ``TypeError`` or ``ValueError`` naming the sample). torch decides per batch from the batch's
+  first sample, so datasets whose samples change type (an ``int`` here, a ``float`` there) can be
+  collated by torch where slipstream raises. Malformed batches raise in both, sometimes with other
+  types.
+* ``sampler``/``batch_sampler`` are drawn whole for each epoch (at ``iter()`` with workers, at the
+  first ``next()`` without, when torch starts drawing them), so they must be finite and have
+  ``__len__`` (an endless or unsized sampler raises ``TypeError`` rather than hang), and their
+  indices must be integers in ``range(len(dataset))`` (passed to the dataset as Python ints).
+* Worker processes: with ``persistent_workers=False`` each epoch gets new worker processes that
+  see the dataset as it is then and are seeded from that epoch's base seed, as torch's; with
+  ``persistent_workers=True`` they keep the dataset copy and seeds of the first epoch, as torch's.
+  Random augmentations drawn from the global RNGs match torch's with ``num_workers=0`` only (with
+  workers, which worker loads which sample differs from torch). ``ss.sample_rng()`` gives
+  per-sample randomness that is the same with any number of workers. Thread workers read the live
+  dataset; the slipstream loader re-reads ``len(dataset)`` every epoch (a dataset may grow).
 * ``backend="thread"``: ``get_worker_info()`` stays None in worker threads (torch's is one
   process-wide value), so an ``IterableDataset`` with ``num_workers > 0`` needs processes and
   raises ``ValueError`` here; ``worker_init_fn`` runs once per thread per epoch; samples that

@@ -154,7 +154,20 @@ class DataLoader(_tud.DataLoader):
 
     # map-style: slipstream's loader over torch's batches
     def _map(self, base_seed: int) -> Iterator[Any]:
+        fresh = self._ss is None
         loader = self._map_loader(base_seed)
+        if not fresh and self.num_workers > 0 and self.backend == "process" and not self.persistent_workers:
+            # torch starts new workers each epoch: they see the dataset as it is now, seeded anew
+            loader.worker_init.base_seed = base_seed
+            loader._release_workers()
+        if self.num_workers > 0:  # torch's worker iterator draws the sampler inside iter()
+            return self._map_epoch(loader)
+        return self._map_lazily(loader)  # torch's single-process iterator draws it at the first next()
+
+    def _map_lazily(self, loader: _SSLoader) -> Iterator[Any]:
+        yield from self._map_epoch(loader)
+
+    def _map_epoch(self, loader: _SSLoader) -> Iterator[Any]:
         if not (self.seed is not None and self._shuffle):
             source = self.batch_sampler if self._auto_collation else self.sampler
             try:
@@ -173,6 +186,9 @@ class DataLoader(_tud.DataLoader):
                 it = iter(loader)
         finally:
             self._epoch_batches.batches = []
+        return self._converted(it)
+
+    def _converted(self, it: Any) -> Iterator[Any]:
         convert = self._convert
         try:
             if convert is _keep:
@@ -202,16 +218,7 @@ class DataLoader(_tud.DataLoader):
             if many:
                 adapter, collate = _WholeDataset, _WholeCollate(self.collate_fn)
         else:
-            collate = None
-            if len(dataset) > 0 and not processes:  # type: ignore[arg-type]  (processes: read in a worker, below)
-                with _rng_untouched():
-                    sample = dataset.__getitems__([0])[0] if many else dataset[0]  # type: ignore[index]
-                plan = _plan(sample)
-                del sample
-                if plan is None:
-                    collate = self.collate_fn  # torch's default_collate, exactly
-                else:
-                    self._convert = plan
+            collate = None  # the buffers, if sample 0 (read below) is one they reproduce exactly
         if adapter is None and (processes or isinstance(dataset, (tuple, Mapping))):
             if hasattr(dataset, "getobs_batch_into") and not many:
                 adapter = _BatchIntoDataset
@@ -244,10 +251,12 @@ class DataLoader(_tud.DataLoader):
             elif self.worker_init_fn is not None:
                 kwargs.update(worker_init=self.worker_init_fn)
         loader = _SSLoader(data, **kwargs)
-        if processes and collate is None and len(dataset) > 0:  # type: ignore[arg-type]
-            # the parent never reads the data: sample 0 comes from a worker (after worker_init_fn), as
-            # a dataset that opens files lazily or in worker_init_fn needs
-            plan = _plan(loader._sample_zero())
+        if collate is None and len(dataset) > 0:  # type: ignore[arg-type]
+            # sample 0, read once (the loader shapes its buffers from the same read): by a worker with
+            # processes, so the parent never reads the data (datasets that open files lazily or in
+            # worker_init_fn); else here, without moving the global RNGs
+            with _rng_untouched():
+                plan = _plan(loader._sample_zero())
             if plan is None:  # not one the buffers reproduce: torch's default_collate, in the workers
                 loader.close()
                 loader = _SSLoader(data, **{**kwargs, "collate": self.collate_fn})

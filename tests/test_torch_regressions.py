@@ -1,0 +1,249 @@
+"""Adversarial review of ``slipstream.torch.DataLoader``: one test per divergence from
+``torch.utils.data.DataLoader`` found in realistic training-script usage.
+
+Each test builds torch's loader and the drop-in with the same arguments and expects the same
+batches (or, where torch's behaviour cannot be matched, the error slipstream's docstring promises).
+Anything that starts worker processes runs in a fresh interpreter with a timeout, so a hang fails
+one test instead of the run.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from helpers import run_python
+from torch.utils.data import DataLoader as TorchLoader
+from torch.utils.data import Dataset
+
+from slipstream.torch import DataLoader
+
+
+def _run_json(code: str, timeout: float = 120) -> dict:
+    """Run ``code`` (which prints one JSON line last) in a fresh interpreter; return that JSON."""
+    result = run_python(code, timeout=timeout)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+# -- 1. a dataset whose length changes between epochs ------------------------------------------
+
+
+class _Growing(Dataset):
+    """A replay buffer / active-learning pool: samples are appended between epochs."""
+
+    def __init__(self, n: int):
+        self.items = [torch.full((2,), float(i)) for i in range(n)]
+
+    def grow(self, n: int) -> None:
+        self.items += [torch.full((2,), float(i)) for i in range(len(self.items), len(self.items) + n)]
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return self.items[i]
+
+
+def test_a_dataset_that_grows_between_epochs_is_loaded_in_full():
+    """Symptom: a map-style dataset that grows between epochs (a replay buffer, an active-learning
+    pool, a list the script appends to) raises ``IndexError: the batch_sampler gave sample index 5,
+    out of range for 5 observations`` in the second epoch, with any ``num_workers``; torch's sampler
+    sees the new ``len(dataset)`` and loads every sample. (A shrinking dataset is the same.)
+
+    Root cause: the drop-in builds its ``ss.DataLoader`` once, at the first ``iter()``, and keeps it
+    (``_map_loader``, src/slipstream/torch/_dataloader.py:186-189); ``ss.DataLoader.__init__``
+    freezes the number of observations (``self._n = numobs(data)``, src/slipstream/_loader.py:143)
+    and ``_batches`` checks every epoch's indices against that stale count
+    (``_as_indices(b, self._n, ...)``, src/slipstream/_loader.py:217).
+
+    Expected: each epoch indexes the dataset as it is at that epoch's ``iter()``, as torch does:
+    the second epoch has batches of sizes [4, 4, 4] like torch's.
+    """
+    sizes = {}
+    for name, cls in (("torch", TorchLoader), ("slipstream", DataLoader)):
+        dataset = _Growing(5)
+        loader = cls(dataset, batch_size=4)
+        first = [len(b) for b in loader]
+        dataset.grow(7)
+        try:
+            second = [len(b) for b in loader]
+        except IndexError as exc:
+            second = f"IndexError: {exc}"
+        sizes[name] = (first, second, len(loader))
+        if cls is DataLoader:
+            loader.close()
+    assert sizes["torch"] == ([4, 1], [4, 4, 4], 3)
+    assert sizes["slipstream"] == sizes["torch"]
+
+
+# -- 2. the sampler is drawn at iter() by torch's multi-process iterator ----------------------
+
+
+def test_zip_of_two_shuffled_loaders_with_workers_gives_torchs_permutations():
+    """Symptom: with ``num_workers > 0``, two shuffled loaders iterated together under
+    ``torch.manual_seed`` (``zip(labeled_loader, unlabeled_loader)``, or FixMatch's
+    ``labeled_iter = iter(a); unlabeled_iter = iter(b)`` then ``next()`` on each) give a different
+    permutation from torch's for the first loader (torch: [2, 0, 5, 3], [1, 4, 7, 6]; slipstream:
+    [7, 2, 0, 5], [3, 4, 6, 1]). Any global-RNG draw between ``iter(loader)`` and the first
+    ``next()`` shifts the permutation the same way.
+
+    Root cause: torch's ``_MultiProcessingDataLoaderIter._reset`` primes
+    ``prefetch_factor * num_workers`` indices inside ``iter()`` (torch/utils/data/dataloader.py,
+    "prime the prefetch loop"), so ``RandomSampler`` draws its seed from the global RNG at
+    ``iter()``, right after the base seed. The drop-in's ``_map`` is a generator
+    (src/slipstream/torch/_dataloader.py:156-168): the batch sampler is drawn at the first
+    ``next()``, so the RNG draws are ordered base(a), base(b), sampler(a), sampler(b) instead of
+    torch's base(a), sampler(a), base(b), sampler(b). (The module docstring says torch draws
+    samplers lazily; that is true only for ``num_workers=0``.)
+
+    Expected: with ``num_workers > 0`` draw the epoch's batches inside ``iter()`` (as torch's
+    multi-process iterator does), keeping the lazy draw for ``num_workers=0``; the same
+    permutations as torch.
+    """
+    code = """
+        import json, torch
+        from torch.utils.data import DataLoader as TorchLoader
+        from slipstream.torch import DataLoader
+
+        def run(cls):
+            torch.manual_seed(0)
+            kw = dict(batch_size=4, shuffle=True, num_workers=2, multiprocessing_context="fork")
+            a = cls(list(range(8)), **kw)
+            b = cls(list(range(100, 108)), **kw)
+            out = [[x.tolist(), y.tolist()] for x, y in zip(a, b)]
+            if cls is DataLoader:
+                a.close(); b.close()
+            return out
+
+        print(json.dumps({"torch": run(TorchLoader), "slipstream": run(DataLoader)}))
+    """
+    got = _run_json(code)
+    assert got["slipstream"] == got["torch"]
+
+
+# -- 3. non-persistent process workers never see the dataset change ---------------------------
+
+
+def test_process_workers_see_the_dataset_as_it_is_at_each_epoch_without_persistent_workers():
+    """Symptom: a training script that updates its dataset between epochs (``dataset.set_epoch(e)``,
+    a curriculum level, progressive resizing, a new transform) gets epoch 0's behaviour forever
+    with the default ``backend`` and ``num_workers > 0`` (slipstream: [[0, 0, 0, 0]] every epoch;
+    torch: [[0, 0, 0, 0]], [[1, 1, 1, 1]], [[2, 2, 2, 2]]). No error, no warning: the batches are
+    silently stale.
+
+    Root cause: the map-style ``ss.DataLoader`` is made once and kept
+    (src/slipstream/torch/_dataloader.py:186-189) and its ``WorkerPool`` persists across epochs
+    (``_worker_pool``, src/slipstream/_loader.py:344-364), whatever ``persistent_workers`` says;
+    the workers hold the copy of the dataset made when they started (forked at the first
+    ``iter()``). torch's default (``persistent_workers=False``) starts new workers, with a fresh
+    copy of the dataset, at every ``iter()``. The docstring mentions the persistence only as a
+    seeding difference.
+
+    Expected: with ``persistent_workers=False`` each epoch's workers see the dataset as it is at
+    that ``iter()`` (restart the pool, or re-send the dataset, at each epoch), as torch's do; keep
+    the workers only when ``persistent_workers=True``, where torch's are stale too.
+    """
+    code = """
+        import json, torch
+        from torch.utils.data import Dataset, DataLoader as TorchLoader
+        from slipstream.torch import DataLoader
+
+        class Curriculum(Dataset):
+            def __init__(self):
+                self.epoch = 0
+            def set_epoch(self, epoch):
+                self.epoch = epoch
+            def __len__(self):
+                return 4
+            def __getitem__(self, i):
+                return torch.tensor([i, self.epoch])
+
+        def run(cls):
+            dataset = Curriculum()
+            loader = cls(dataset, batch_size=4, num_workers=2, multiprocessing_context="fork")
+            out = []
+            for epoch in range(3):
+                dataset.set_epoch(epoch)
+                out.append([b[:, 1].tolist() for b in loader])
+            if cls is DataLoader:
+                loader.close()
+            return out
+
+        print(json.dumps({"torch": run(TorchLoader), "slipstream": run(DataLoader)}))
+    """
+    got = _run_json(code)
+    assert got["torch"] == [[[0, 0, 0, 0]], [[1, 1, 1, 1]], [[2, 2, 2, 2]]]
+    assert got["slipstream"] == got["torch"]
+
+
+# -- 4. sample 0 is read once, not twice, before the epoch -------------------------------------
+
+
+class _OwnRng(Dataset):
+    """Draws from its own generator and records the indices it is asked for."""
+
+    def __init__(self, n: int = 6):
+        self.n, self.reads, self.rng = n, [], np.random.default_rng(0)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        self.reads.append(i)
+        return torch.tensor([float(self.rng.random())]), i
+
+
+def test_sample_zero_is_read_once_before_the_epoch_with_num_workers_0():
+    """Shaping the buffers and planning the conversion to torch's output share one read of sample
+    0 (it used to be read twice). The one read is documented: a dataset with its own state sees
+    index 0 once before the epoch's reads, which are then exactly torch's."""
+    dataset = _OwnRng()
+    list(DataLoader(dataset, batch_size=2))
+    assert dataset.reads == [0, 0, 1, 2, 3, 4, 5]
+
+
+# -- 5. tensor samples skip the safe-cast check ------------------------------------------------
+
+
+class _Labels(Dataset):
+    """Sample 0 is an int32 tensor; the others are int64 tensors whose values need 64 bits."""
+
+    def __len__(self) -> int:
+        return 4
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        if i == 0:
+            return torch.tensor([1, 1], dtype=torch.int32)
+        return torch.tensor([2**40 + i, 2**40 + i], dtype=torch.int64)
+
+
+def test_a_tensor_sample_wider_than_sample_zero_is_not_silently_wrapped():
+    """Symptom: when a later sample is a tensor of a wider dtype than sample 0's (int64 after int32,
+    float64 after float32, uint16 after uint8 images), the drop-in silently casts it into sample
+    0's dtype: int64 values 2**40 + i come out of the batch as int32 ``i`` (wrapped), float64 values
+    are rounded to float32. torch (``num_workers=0``) promotes and returns the exact values as
+    int64. The same samples as NumPy arrays raise the ``TypeError`` the docstring promises
+    ("sample 1 has dtype int64 but the first sample had int32; casting could lose information").
+
+    Root cause: ``_array_writer.checked`` (src/slipstream/_collate.py:270) runs the safe-cast check
+    only for ``np.ndarray``/``np.generic`` values (``source = value.dtype if isinstance(value,
+    (np.ndarray, np.generic)) else None``); a ``torch.Tensor`` gets ``source = None`` and goes
+    straight to ``np.copyto(..., casting="same_kind")``, which wraps int64 into int32.
+
+    Expected: a tensor sample whose dtype cannot be cast safely into sample 0's raises the same
+    ``TypeError`` naming the sample as an ndarray does (or the batch equals torch's); never
+    silently different values.
+    """
+    expected = [b.tolist() for b in TorchLoader(_Labels(), batch_size=2)]
+    assert expected[0][1] == [2**40 + 1, 2**40 + 1]
+    try:
+        got = [b.tolist() for b in DataLoader(_Labels(), batch_size=2)]
+    except TypeError as exc:
+        assert "sample 1" in str(exc)
+        return
+    assert got == expected
