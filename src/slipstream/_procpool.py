@@ -314,6 +314,7 @@ class WorkerPool:
         self._tracked: set[int] = set()  # segments whose collection tells the workers to unmap them
         self._next_ticket = 0
         self._closed = False
+        self._pid = os.getpid()
         self._users = 0  # consumers (iterators) using the pool; see retire()
         self._retired = False
         self.error: BaseException | None = None  # why the pool broke, once it has
@@ -523,6 +524,8 @@ class WorkerPool:
             return
         self._closed = True
         _live.discard(self)
+        if os.getpid() != self._pid:  # a forked copy of the pool (user code forked): not ours to stop
+            return
         for w in self._workers:
             try:  # a polite word first, if it cannot block (a full pipe means a busy or stuck worker)
                 if w.process.is_alive() and select.select([], [w.conn.fileno()], [], 0)[1]:

@@ -181,9 +181,8 @@ class DataLoader(_tud.DataLoader):
                 self._epoch_batches.batches = [list(b) for b in self.batch_sampler]  # type: ignore[union-attr]
             else:
                 self._epoch_batches.batches = [[i] for i in self.sampler]
-        try:
-            with _rng_untouched():  # the first iter() reads sample 0 to shape the batch buffers
-                it = iter(loader)
+        try:  # (sample 0 was read when the loader was made: iter() reads nothing here, and worker
+            it = iter(loader)  # threads may start drawing from the global RNGs at once: no restoring them)
         finally:
             self._epoch_batches.batches = []
         return self._converted(it)
