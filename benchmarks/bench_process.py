@@ -143,7 +143,8 @@ def calibrate(target_ms: float) -> tuple[int, float]:
             times.append((time.perf_counter() - t0) / len(data))
         return statistics.median(times)
 
-    one = cost(1)
+    cost(1)  # warm-up: the first pass pays for caches and allocations
+    one = cost(4) / 4  # a round's cost, measured over several (a single round's is dominated by overhead)
     rounds = max(1, round(target_ms * 1e-3 / one))
     return rounds, cost(rounds)
 
