@@ -253,9 +253,8 @@ def test_out_of_range_indices_from_a_sampler_raise_index_error():
         ({"shuffle": "yes"}, TypeError, "shuffle must be True or False"),
         ({"collate": 3}, TypeError, "collate must be a callable"),
         ({"sampler": [0, 1], "shuffle": True}, ValueError, "sampler and shuffle=True exclude each other"),
-        ({"sampler": 5}, TypeError, "sampler must be a sized iterable"),
-        ({"sampler": (i for i in range(4))}, TypeError, "sampler must be a sized iterable .* endless sampler"),
-        ({"batch_sampler": (b for b in [[0, 1]])}, TypeError, "batch_sampler must be a sized iterable"),
+        ({"sampler": 5}, TypeError, "sampler must be an iterable"),
+        ({"sampler": (i for i in range(4)), "world_size": 2}, ValueError, "without __len__ is read as it goes"),
         ({"batch_sampler": [[0]], "batch_size": 4}, ValueError, "batch_sampler excludes batch_size"),
         ({"batch_sampler": [[0]], "drop_last": True}, ValueError, "batch_sampler excludes"),
     ],
@@ -474,3 +473,58 @@ def test_sampler_indices_must_be_integers():
             iter(ss.DataLoader(np.arange(5), 2, sampler=bad))
     with pytest.raises(TypeError, match="batch_sampler must give integer sample indices"):
         iter(ss.DataLoader(np.arange(5), batch_sampler=[[0.0, 1.0]]))
+
+
+class _Unsized:
+    """A sampler without __len__ (finite, or endless), re-iterable, optionally with set_epoch."""
+
+    def __init__(self, n, endless=False):
+        self.n, self.endless, self.epochs = n, endless, []
+
+    def set_epoch(self, epoch):
+        self.epochs.append(epoch)
+
+    def __iter__(self):
+        k = 0
+        while self.endless or k < self.n:
+            yield (7 * k + len(self.epochs)) % self.n
+            k += 1
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_a_sampler_without_len_is_read_as_the_batches_are_loaded(workers, drop_last):
+    data = np.arange(23) * 10
+    sampler = _Unsized(23)
+    dl = ss.DataLoader(data, 4, sampler=sampler, workers=workers, drop_last=drop_last)
+    with pytest.raises(TypeError, match="len\\(\\) is unknown"):
+        len(dl)
+    for epoch in range(2):
+        want = [(7 * k + epoch + 1) % 23 * 10 for k in range(23)]  # set_epoch was called before reading
+        cut = len(want) - len(want) % 4 if drop_last else len(want)
+        got = [int(v) for b in dl for v in b]
+        assert got == want[:cut]
+    assert sampler.epochs == [0, 1]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_an_endless_sampler_streams_batches_until_the_loop_stops(workers):
+    dl = ss.DataLoader(np.arange(10), 3, sampler=_Unsized(10, endless=True), workers=workers)
+    it = iter(dl)
+    got = [next(it).tolist() for _ in range(50)]  # far more than one pass over the data
+    assert got[0] == [1, 8, 5] and len(got) == 50
+    with pytest.raises(TypeError):
+        len(it)
+    it.close()
+
+
+def test_a_streamed_epoch_resumes_exactly_from_its_state():
+    def make():
+        return ss.DataLoader(np.arange(30), batch_sampler=_UnsizedBatches(), workers=2)
+
+    assert assert_resumes_exactly(make, epochs=2) > 10
+
+
+class _UnsizedBatches:
+    def __iter__(self):
+        return iter([[k, k + 1] for k in range(0, 28, 3)])

@@ -911,12 +911,19 @@ def test_with_process_workers_the_parent_never_reads_the_dataset(method):
     assert got == [100 + i for i in range(16)]
 
 
-def test_an_endless_sampler_is_refused_instead_of_hanging():
-    class Endless(torch.utils.data.Sampler):
+@pytest.mark.parametrize("num_workers, backend", [(0, "thread"), (2, "thread"), (2, "process")])
+def test_an_endless_sampler_streams_the_batches_torch_gives(num_workers, backend):
+    class Endless(torch.utils.data.Sampler):  # iteration-based training: no __len__, never ends
         def __iter__(self):
+            k = 0
             while True:
-                yield 0
+                yield (5 * k) % 8
+                k += 1
 
-    dl = DataLoader(list(range(8)), batch_size=2, sampler=Endless())
-    with pytest.raises(TypeError, match="must be finite and have __len__"):
-        next(iter(dl))
+    kwargs = {"batch_size": 3, "sampler": Endless(), "num_workers": num_workers}
+    want = [b.tolist() for _, b in zip(range(20), torch.utils.data.DataLoader(list(range(8)), **kwargs))]
+    with DataLoader(list(range(8)), backend=backend, **kwargs) as dl:
+        it = iter(dl)
+        got = [next(it).tolist() for _ in range(20)]
+        it.close()
+    assert got == want

@@ -6,6 +6,7 @@ Each ``iter(loader)`` starts the next epoch; ``len(loader)`` is its exact number
 
 from __future__ import annotations
 
+import itertools
 import math
 import secrets
 import threading
@@ -61,6 +62,15 @@ def _as_indices(values: Iterable[Any], n: int, source: str) -> np.ndarray:
         kind = f"{indices.dtype} values" if indices.ndim == 1 else f"an array of shape {indices.shape}"
         raise TypeError(f"the {source} must give integer sample indices, got {kind}")
     return _check_indices(indices.astype(np.intp, copy=False), n, source)
+
+
+def _chunked(indices: Iterator[Any], n: int, batch_size: int, drop_last: bool) -> Iterator[np.ndarray]:
+    """Batches of ``batch_size`` indices read from ``indices`` as they are needed (it may be endless)."""
+    while True:
+        chunk = list(itertools.islice(indices, batch_size))
+        if not chunk or (drop_last and len(chunk) < batch_size):
+            return
+        yield _as_indices(chunk, n, "sampler")
 
 
 def _check_indices(indices: np.ndarray, n: int, source: str) -> np.ndarray:
@@ -169,22 +179,23 @@ class DataLoader:
         if sampler is not None:
             if order != "sequential":
                 raise ValueError(f"sampler and {chosen} exclude each other: the sampler decides the order")
-            if not isinstance(sampler, Iterable) or not hasattr(sampler, "__len__"):
-                raise TypeError(
-                    "sampler must be a sized iterable of indices (each epoch's order is drawn whole, so an endless "
-                    f"sampler would never let iter() return), got {type(sampler).__name__}"
-                )
+            if not isinstance(sampler, Iterable):
+                raise TypeError(f"sampler must be an iterable of indices, got {type(sampler).__name__}")
         if batch_sampler is not None:
             if batch_size != 1 or order != "sequential" or sampler is not None or drop_last:
                 raise ValueError(
                     "batch_sampler excludes batch_size, shuffle, sampler and drop_last (it decides the batches); "
                     f"got batch_size={batch_size}, shuffle={shuffle}, sampler={sampler!r}, drop_last={drop_last}"
                 )
-            if not isinstance(batch_sampler, Iterable) or not hasattr(batch_sampler, "__len__"):
-                raise TypeError(
-                    "batch_sampler must be a sized iterable of index lists (each epoch's batches are drawn whole), "
-                    f"got {type(batch_sampler).__name__}"
-                )
+            if not isinstance(batch_sampler, Iterable):
+                raise TypeError(f"batch_sampler must be an iterable of index lists, got {type(batch_sampler).__name__}")
+        source = batch_sampler if batch_sampler is not None else sampler
+        self._streamed = source is not None and not hasattr(source, "__len__")
+        if self._streamed and world_size > 1:
+            raise ValueError(
+                f"a {'batch_sampler' if batch_sampler is not None else 'sampler'} without __len__ is read as it goes, "
+                "which cannot be shared out between ranks: give it __len__, or shard it yourself with world_size=1"
+            )
         if backend not in _BACKENDS:
             raise ValueError(f"backend must be one of {list(_BACKENDS)}, got {backend!r}")
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0):
@@ -211,15 +222,21 @@ class DataLoader:
         self._progress: _Progress | None = None  # the most recent iterator's, kept after it is gone
 
     # -- orders ----------------------------------------------------------------------------
-    def _batches(self, epoch: int) -> list[np.ndarray]:
+    def _batches(self, epoch: int) -> list[np.ndarray] | Iterator[np.ndarray]:
+        """The epoch's batches: a list, or (a sampler without ``__len__``, perhaps endless) an
+        iterator that reads the sampler as the batches are started."""
         if self.batch_sampler is not None:
             if hasattr(self.batch_sampler, "set_epoch"):
                 self.batch_sampler.set_epoch(epoch)
+            if self._streamed:
+                return (_as_indices(b, self._n, "batch_sampler") for b in self.batch_sampler)
             batches = [_as_indices(b, self._n, "batch_sampler") for b in self.batch_sampler]
             return shard_batches(batches, self.rank, self.world_size)
         if self.sampler is not None:
             if hasattr(self.sampler, "set_epoch"):
                 self.sampler.set_epoch(epoch)
+            if self._streamed:
+                return _chunked(iter(self.sampler), self._n, self.batch_size, self.drop_last)
             order = _as_indices(self.sampler, self._n, "sampler")
         elif self.order == "random":
             order = permutation(self._n, self.seed, epoch)
@@ -231,6 +248,8 @@ class DataLoader:
 
     def __len__(self) -> int:
         """The exact number of batches this rank gets in one epoch."""
+        if self._streamed:
+            raise TypeError("len() is unknown: the sampler has no __len__ (it is read as the batches are loaded)")
         if self.batch_sampler is not None:
             return math.ceil(len(self.batch_sampler) / self.world_size)  # type: ignore[arg-type]
         n = len(self.sampler) if self.sampler is not None else self._n  # type: ignore[arg-type]
@@ -423,13 +442,16 @@ class DataLoader:
         self.close()
 
     def _jobs(self, batches: list[np.ndarray], progress: _Progress, stop: threading.Event) -> Iterator[Job]:
-        return (self._job(batches[k], BatchInfo(self.seed, progress.epoch, k, stop)) for k in self._todo(batches, progress))
+        return (self._job(b, BatchInfo(self.seed, progress.epoch, k, stop)) for k, b in self._todo(batches, progress))
 
     @staticmethod
-    def _todo(batches: list[np.ndarray], progress: _Progress) -> list[int]:
-        """The batches still to load: what was handed out before this iterator started is skipped
-        (progress itself moves on as batches go out)."""
-        return [k for k in range(progress.batch, len(batches)) if k not in progress.done]
+    def _todo(batches: list[np.ndarray] | Iterator[np.ndarray], progress: _Progress) -> Iterator[tuple[int, np.ndarray]]:
+        """The batches still to load, numbered: what was handed out before this iterator started is
+        skipped (progress itself moves on as batches go out; the set is copied now)."""
+        first, done = progress.batch, frozenset(progress.done)
+        if isinstance(batches, list):
+            return ((k, batches[k]) for k in range(first, len(batches)) if k not in done)
+        return ((k, b) for k, b in enumerate(batches) if k >= first and k not in done)
 
     # -- iteration and state ---------------------------------------------------------------
     def __iter__(self) -> _LoaderIterator:
@@ -437,7 +459,7 @@ class DataLoader:
         epoch = self._epoch
         batches = self._batches(epoch)  # first: a sampler that fails leaves the loader's state as it was
         self._shape_buffers()
-        progress = _Progress(epoch, self._skip, self._done, len(batches))
+        progress = _Progress(epoch, self._skip, self._done, len(batches) if isinstance(batches, list) else None)
         self._epoch, self._skip, self._done = epoch + 1, 0, frozenset()
         self._progress = progress
         stop = threading.Event()
@@ -445,7 +467,7 @@ class DataLoader:
             from ._procexec import ProcessExecutor
 
             pool = self._worker_pool()
-            remote = (self._remote_job(batches[k], BatchInfo(self.seed, epoch, k, stop)) for k in self._todo(batches, progress))
+            remote = (self._remote_job(b, BatchInfo(self.seed, epoch, k, stop)) for k, b in self._todo(batches, progress))
             executor: Any = ProcessExecutor(pool, remote, self.prefetch, self.in_order, self.timeout, _batch_name(epoch))
             return _LoaderIterator(executor, progress, stop)
         jobs = self._jobs(batches, progress, stop)
@@ -526,14 +548,19 @@ class _Progress:
 
     __slots__ = ("epoch", "batch", "done", "total")
 
-    def __init__(self, epoch: int, batch: int, done: frozenset[int], total: int):
-        self.epoch, self.total = epoch, total
-        self.batch = min(batch, total)
+    def __init__(self, epoch: int, batch: int, done: frozenset[int], total: int | None):
+        self.epoch, self.total = epoch, total  # total: None until a streamed epoch ends
+        self.batch = batch if total is None else min(batch, total)
         self.done = set(done)
 
     @property
     def finished(self) -> bool:
-        return self.batch >= self.total
+        return self.total is not None and self.batch >= self.total
+
+    def ended(self) -> None:
+        """The epoch's iterator ran out: every batch was handed out."""
+        if self.total is None:
+            self.total = self.batch
 
     def handed_out(self, k: int) -> None:
         if k == self.batch:
@@ -569,6 +596,10 @@ class _LoaderIterator:
     def __next__(self) -> Any:
         try:
             batch = next(self._executor)
+        except StopIteration:
+            self._progress.ended()
+            self._close()
+            raise
         except BaseException:
             self._close()
             raise
@@ -576,8 +607,10 @@ class _LoaderIterator:
         return batch
 
     def __len__(self) -> int:
-        """Batches left in this epoch."""
+        """Batches left in this epoch (TypeError when the sampler has no ``__len__``)."""
         progress = self._progress
+        if progress.total is None:
+            raise TypeError("len() is unknown: the sampler has no __len__")
         return progress.total - progress.batch - len(progress.done)
 
     def close(self) -> None:

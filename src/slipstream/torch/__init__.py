@@ -68,10 +68,10 @@ What differs:
   first sample, so datasets whose samples change type (an ``int`` here, a ``float`` there) can be
   collated by torch where slipstream raises. Malformed batches raise in both, sometimes with other
   types.
-* ``sampler``/``batch_sampler`` are drawn whole for each epoch (at ``iter()`` with workers, at the
-  first ``next()`` without, when torch starts drawing them), so they must be finite and have
-  ``__len__`` (an endless or unsized sampler raises ``TypeError`` rather than hang), and their
-  indices must be integers in ``range(len(dataset))`` (passed to the dataset as Python ints).
+* A sized ``sampler``/``batch_sampler`` is drawn whole for each epoch (at ``iter()`` with workers,
+  at the first ``next()`` without, when torch starts drawing it); one without ``__len__``
+  (endless ones included) is read as the batches are loaded, as torch reads it. Indices must be
+  integers in ``range(len(dataset))`` (passed to the dataset as Python ints).
 * Worker processes: with ``persistent_workers=False`` each epoch gets new worker processes that
   see the dataset as it is then and are seeded from that epoch's base seed, as torch's; with
   ``persistent_workers=True`` they keep the dataset copy and seeds of the first epoch, as torch's.

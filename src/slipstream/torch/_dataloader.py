@@ -32,6 +32,7 @@ from ._datasets import (
     _EpochBatches,
     _ManyDataset,
     _MapWorkerInit,
+    _StreamedBatches,
     _tokens,
     _WholeCollate,
     _WholeDataset,
@@ -42,6 +43,15 @@ from ._globals import _rng_untouched
 from ._iterable import _Fetcher, _IterablePayload, _round_robin
 
 _BACKENDS = ("process", "thread")
+
+
+def _sized(sampler: Any) -> bool:
+    """Whether ``len(sampler)`` works (torch's BatchSampler has ``__len__`` only if its sampler has)."""
+    try:
+        len(sampler)
+    except TypeError:
+        return False
+    return True
 
 
 class DataLoader(_tud.DataLoader):
@@ -118,7 +128,7 @@ class DataLoader(_tud.DataLoader):
         self._shuffle = bool(shuffle) and not iterable
         self._ss: _SSLoader | None = None  # map-style: the slipstream loader, made at the first iter()
         self._convert: Convert = _keep
-        self._epoch_batches = _EpochBatches()
+        self._epoch_batches = _EpochBatches() if _sized(self.batch_sampler if self._auto_collation else self.sampler) else _StreamedBatches()
         self._base_seed: int | None = None  # persistent workers: drawn once, as torch does
         self._iter_pool: Any = None  # IterableDataset, persistent workers: the process pool
         self._iter_epoch = 0
@@ -169,18 +179,12 @@ class DataLoader(_tud.DataLoader):
 
     def _map_epoch(self, loader: _SSLoader) -> Iterator[Any]:
         if not (self.seed is not None and self._shuffle):
-            source = self.batch_sampler if self._auto_collation else self.sampler
-            try:
-                len(source)  # type: ignore[arg-type]
-            except TypeError:
-                raise TypeError(
-                    "slipstream.torch.DataLoader draws each epoch's indices whole, so the sampler must be finite and "
-                    f"have __len__; {type(source).__name__} has none (an endless sampler would never let iter() return)"
-                ) from None
             if self._auto_collation:
-                self._epoch_batches.batches = [list(b) for b in self.batch_sampler]  # type: ignore[union-attr]
+                batches: Any = (list(b) for b in self.batch_sampler)  # type: ignore[union-attr]
             else:
-                self._epoch_batches.batches = [[i] for i in self.sampler]
+                batches = ([i] for i in self.sampler)
+            # a sized sampler is drawn whole now; one without __len__ as the batches are loaded
+            self._epoch_batches.batches = list(batches) if isinstance(self._epoch_batches, _EpochBatches) else batches
         try:  # (sample 0 was read when the loader was made: iter() reads nothing here, and worker
             it = iter(loader)  # threads may start drawing from the global RNGs at once: no restoring them)
         finally:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import itertools
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Iterable, Callable, Iterator
 from typing import Any
 
 import torch
@@ -104,18 +104,23 @@ class _CollateOne:
         return self.collate_fn(samples[0])
 
 
-class _EpochBatches:
-    """The epoch's batches of indices, drawn from torch's sampler before slipstream iterates them
-    (and no ``set_epoch``: torch leaves that to the user)."""
+class _StreamedBatches:
+    """The epoch's batches of indices from torch's sampler, for slipstream to iterate (and no
+    ``set_epoch``: torch leaves that to the user). Without ``__len__``: read as the batches are
+    loaded, for samplers that have none (endless ones included)."""
 
     def __init__(self) -> None:
-        self.batches: list[list[int]] = []
+        self.batches: Iterable[list[int]] = []
 
     def __iter__(self) -> Iterator[list[int]]:
         return iter(self.batches)
 
+
+class _EpochBatches(_StreamedBatches):
+    """The epoch's batches, drawn whole from a sized sampler before slipstream iterates them."""
+
     def __len__(self) -> int:
-        return len(self.batches)
+        return len(self.batches)  # type: ignore[arg-type]
 
 
 class _MapWorkerInit:
