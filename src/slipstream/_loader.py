@@ -110,8 +110,11 @@ class DataLoader:
         in_order: False lets a finished batch overtake one that is still loading.
         rank, world_size: this process's share of each epoch (see ``_orders`` for padding).
         sampler: an iterable of indices, re-iterated each epoch (``set_epoch(epoch)`` is called
-            when it has one); excludes ``shuffle``.
-        batch_sampler: an iterable of index lists; excludes batch_size, shuffle, sampler, drop_last.
+            when it has one); excludes ``shuffle``. A sized one is drawn whole each epoch; one
+            without ``__len__`` (even endless) is read as the batches are loaded, and then
+            ``len(loader)`` raises ``TypeError`` and ``world_size`` must be 1.
+        batch_sampler: an iterable of index lists (sized or not, likewise); excludes batch_size,
+            shuffle, sampler, drop_last.
         order: "sequential", "random" (what ``shuffle=True`` means) or "quasi_random": pages of a
             packed file in random order, samples shuffled within a window of 8 pages, so an epoch
             reads each page about once (see ``_orders.quasi_random``); works with rank sharding.
