@@ -466,3 +466,23 @@ def test_a_dataset_class_spawned_workers_cannot_import_gets_a_hint():
     )
     assert "Local" in out["error"]
     assert any("importable in a fresh interpreter" in note and "mp_context='fork'" in note for note in out["notes"])
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_packed_image_pipeline_gives_the_same_batches_in_worker_processes(tmp_path, method):
+    """Packed files travel to spawned workers (reopened there) and their decode + augment pipeline
+    draws from sample_rng(): the batches equal workers=0's, bit for bit."""
+    from packed import photo_like
+    from slipstream import fields as F
+    from slipstream import ops
+
+    path = str(tmp_path / "images.arrow")
+    images = [photo_like(60 + 3 * k, 70, seed=k) for k in range(24)]
+    ss.write(path, [{"image": im, "label": k} for k, im in enumerate(images)], {"image": F.Image(codec="jpeg", quality=90), "label": F.Int()}, progress=False)
+    data = ss.open(path).map(image=[ops.RandomResizedCrop(32), ops.RandomHorizontalFlip(), ops.ToCHW()])
+    want = [snapshot(b) for b in ss.DataLoader(data, 8, shuffle=True, seed=4)]
+    with loader(data, method, batch_size=8, shuffle=True, seed=4) as processes:
+        got = [snapshot(b) for b in processes]
+    assert len(got) == len(want) == 3
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert_same(g, w, f"batch {k}")
