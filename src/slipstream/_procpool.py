@@ -205,7 +205,6 @@ def _worker_main(
         _send(conn, ("init-error", _wrap_error(exc, f"raised while starting {where}")))
         return
     state = WorkerState(payload, worker_id, num_workers, seed, cancel)
-    _send(conn, ("ready", pid))
     while True:
         try:
             if not conn.poll(_PARENT_POLL):
@@ -269,7 +268,7 @@ def _close_all() -> None:
 
 
 class _Worker:
-    __slots__ = ("id", "process", "conn", "queue", "in_flight", "tickets", "known", "ready")
+    __slots__ = ("id", "process", "conn", "queue", "in_flight", "tickets", "known")
 
     def __init__(self, worker_id: int, process: Any, conn: Any):
         self.id, self.process, self.conn = worker_id, process, conn
@@ -277,7 +276,6 @@ class _Worker:
         self.in_flight = 0  # bytes written and not yet answered
         self.tickets: dict[int, int] = {}  # ticket -> its message size, for tasks written or queued
         self.known: set[int] = set()  # keys of objects and segments this worker has
-        self.ready = False
 
 
 class WorkerPool:
@@ -309,7 +307,6 @@ class WorkerPool:
         self._results: dict[int, tuple[bool, Any]] = {}
         self._keep: dict[int, Any] = {}  # ticket -> what must stay alive until its answer
         self._discarded: set[int] = set()
-        self._owner: dict[int, _Worker] = {}
         self._forgotten: list[int] = []
         self._tracked: set[int] = set()  # segments whose collection tells the workers to unmap them
         self._next_ticket = 0
@@ -486,7 +483,6 @@ class WorkerPool:
             self._next_ticket += 1
             message = _pickled(("task", ticket, fn, args), "task")
             w.tickets[ticket] = len(message)
-            self._owner[ticket] = w
             if keep is not None:
                 self._keep[ticket] = keep
             self._queue(w, message, counted=True)
@@ -497,7 +493,7 @@ class WorkerPool:
         """Forget these tickets' results (their ``keep`` objects are held until the answers arrive)."""
         with self._lock:
             for ticket in tickets:
-                if self._results.pop(ticket, None) is None and ticket in self._owner:
+                if self._results.pop(ticket, None) is None and any(ticket in w.tickets for w in self._workers):
                     self._discarded.add(ticket)
 
     def wait(self, tickets: set[int], timeout: float | None = None) -> tuple[int, bool, Any]:
@@ -615,14 +611,11 @@ class WorkerPool:
         except (EOFError, OSError):
             return False
         kind = message[0]
-        if kind == "ready":
-            w.ready = True
-        elif kind == "init-error":
+        if kind == "init-error":
             self._fail(_rebuild(message[1]))
         else:
             _, ticket, value = message
             w.in_flight -= w.tickets.pop(ticket, 0)
-            self._owner.pop(ticket, None)
             self._keep.pop(ticket, None)
             if ticket in self._discarded:
                 self._discarded.discard(ticket)

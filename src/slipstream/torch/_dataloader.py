@@ -183,8 +183,7 @@ class DataLoader(_tud.DataLoader):
                 batches: Any = (list(b) for b in self.batch_sampler)  # type: ignore[union-attr]
             else:
                 batches = ([i] for i in self.sampler)
-            # a sized sampler is drawn whole now; one without __len__ as the batches are loaded
-            self._epoch_batches.batches = list(batches) if isinstance(self._epoch_batches, _EpochBatches) else batches
+            self._epoch_batches.draw(batches)  # a sized sampler whole now; one without __len__ as batches load
         try:  # (sample 0 was read when the loader was made: iter() reads nothing here, and worker
             it = iter(loader)  # threads may start drawing from the global RNGs at once: no restoring them)
         finally:

@@ -112,12 +112,19 @@ class _StreamedBatches:
     def __init__(self) -> None:
         self.batches: Iterable[list[int]] = []
 
+    def draw(self, batches: Iterable[list[int]]) -> None:
+        """This epoch's batches: kept as they come (read as slipstream loads them)."""
+        self.batches = batches
+
     def __iter__(self) -> Iterator[list[int]]:
         return iter(self.batches)
 
 
 class _EpochBatches(_StreamedBatches):
     """The epoch's batches, drawn whole from a sized sampler before slipstream iterates them."""
+
+    def draw(self, batches: Iterable[list[int]]) -> None:
+        self.batches = list(batches)
 
     def __len__(self) -> int:
         return len(self.batches)  # type: ignore[arg-type]
