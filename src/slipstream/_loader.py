@@ -17,11 +17,10 @@ from typing import Any
 import numpy as np
 
 from ._collate import Spec
-from ._containers import getobs, numobs
+from ._containers import numobs
 from ._executor import InlineExecutor, Job, ThreadExecutor
 from ._orders import num_batches, permutation, quasi_random, shard, shard_batches, split_batches
-from ._readers import BatchInfo, Reader, add_note, make_reader
-from ._rng import sample_context
+from ._readers import BatchInfo, Reader, first_sample, make_reader
 from ._slots import SlotPool
 from ._workerinfo import WorkerInfo, set_worker_info, worker_seed
 
@@ -302,13 +301,7 @@ class DataLoader:
         self._reader.spec = self._pool.spec
 
     def _read_sample_zero(self) -> Any:
-        with sample_context(self.seed, 0) as ctx:
-            ctx.at(0)
-            try:  # through __getitems__ when the container reads that way
-                return getobs(self.data, [0])[0] if self._reader.batched else getobs(self.data, 0)
-            except BaseException as exc:
-                add_note(exc, "slipstream: raised while loading sample 0 to shape the batch buffers")
-                raise
+        return first_sample(self.data, self._reader.batched, self.seed)
 
     def _sample_zero(self) -> Any:
         """Sample 0 for an adapter that must look at one (the torch drop-in); kept, so that shaping

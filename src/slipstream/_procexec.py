@@ -22,10 +22,8 @@ import numpy as np
 
 from ._collate import ArrayLeaf, Spec
 from ._procpool import WorkerPool
-from ._containers import getobs
 from ._executor import Job, next_ready
-from ._readers import BatchInfo, add_note, make_reader
-from ._rng import sample_context
+from ._readers import BatchInfo, add_note, first_sample, make_reader
 from ._shm import Segment, layout
 
 __all__ = ["LoaderPayload", "ProcessExecutor", "RemoteJob", "collate_task", "read_task", "sample_task", "shared_arrays", "spec_task"]
@@ -233,14 +231,7 @@ def read_task(
 
 def sample_task(state: Any, seed: int) -> Any:
     """Sample 0, read as in epoch 0, in a worker (after ``worker_init``: the parent never reads data)."""
-    data = state.payload.data
-    with sample_context(seed, 0) as ctx:
-        ctx.at(0)
-        try:
-            return getobs(data, [0])[0] if _reader(state).batched else getobs(data, 0)
-        except BaseException as exc:
-            add_note(exc, "slipstream: raised while loading sample 0 to shape the batch buffers")
-            raise
+    return first_sample(state.payload.data, _reader(state).batched, seed)
 
 
 def spec_task(state: Any, seed: int) -> Spec:
