@@ -93,6 +93,20 @@ class SlotPool:
             storage.segment, storage.offsets, storage.rows = slot.segment, slot.offsets, slot.rows
             return storage
 
+    def unmap_free(self) -> None:
+        """Unmap and forget the shared slots nothing uses (see ``drop_free_shared_slots``). For a
+        freshly forked, single-threaded child only: it takes no lock, since a lock copied while
+        another thread of the parent held it would never be released here."""
+        kept = []
+        for slot in self._slots:
+            mapping = getattr(slot.segment, "mapping", None)
+            if mapping is not None and slot.free():
+                slot.arrays = []
+                mapping.release()
+            else:
+                kept.append(slot)
+        self._slots = kept
+
     def clear(self) -> None:
         """Forget every slot (batches still held stay valid: they own their memory now)."""
         with self._lock:
@@ -106,12 +120,4 @@ def drop_free_shared_slots() -> None:
     """In a forked worker: unmap the parent's shared slots that nothing uses and forget them, so
     closing the parent's loader frees their memory (slots a kept batch still uses stay mapped)."""
     for pool in list(_shared_pools):
-        kept = []
-        for slot in pool._slots:
-            mapping = getattr(slot.segment, "mapping", None)
-            if mapping is not None and slot.free():
-                slot.arrays = []
-                mapping.release()
-            else:
-                kept.append(slot)
-        pool._slots = kept
+        pool.unmap_free()
