@@ -102,11 +102,11 @@ def shifted_collate(samples: list) -> dict:
 class Huge:
     """One sample of ``nbytes`` bytes (a broadcast view: nothing is allocated until a batch is)."""
 
-    def __init__(self, nbytes: int):
-        self.nbytes = nbytes
+    def __init__(self, nbytes: int, n: int = 4):
+        self.nbytes, self.n = nbytes, n
 
     def __len__(self) -> int:
-        return 4
+        return self.n
 
     def __getitem__(self, i: int) -> np.ndarray:
         return np.broadcast_to(np.uint8(i), (self.nbytes,))

@@ -20,9 +20,9 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NoReturn
 
-__all__ = ["InlineExecutor", "Job", "ThreadExecutor", "next_ready"]
+__all__ = ["InlineExecutor", "Job", "ThreadExecutor", "next_ready", "raise_failure"]
 
 _JOIN_TIMEOUT = 5.0
 _LIVENESS_POLL = 1.0
@@ -83,6 +83,18 @@ def next_ready(jobs: dict[int, Any], consumed: int, in_order: bool) -> int | Non
     return min(done) if done else None
 
 
+def raise_failure(job: Job) -> NoReturn:
+    """Raise ``job``'s error, leaving no reference cycle behind: neither the job nor this frame
+    keeps the error, so the buffers its traceback's frames hold are freed as soon as the caller
+    drops the exception, not at the next garbage collection (a retry needs that memory)."""
+    error, job.error = job.error, None
+    assert error is not None
+    try:
+        raise error
+    finally:
+        del error, job
+
+
 def _failed_job(error: BaseException) -> Job:
     job = Job([], lambda: None)
     job.fail(0, error)
@@ -118,7 +130,7 @@ class InlineExecutor:
         job.complete()
         if job.error is not None:
             self.close()
-            raise job.error
+            raise_failure(job)
         self.last_tag = job.tag
         return job.result
 
@@ -205,6 +217,7 @@ class ThreadExecutor:
                     cond.wait()
                 if self._closed:
                     cond.notify_all()  # wake the others: close() may have run without the lock (see close)
+                    job = task = error = None  # a task's traceback keeps this frame: no cycle through it
                     return
                 if self._pending:
                     job, pos = self._pending.popleft()
@@ -251,6 +264,7 @@ class ThreadExecutor:
                 self._started += 1
                 self._pending.extend((job, pos) for pos in range(len(job.tasks)))
             self._cond.notify_all()
+        job = None  # a failed pull's traceback keeps this frame: it must not keep the job (a cycle)
 
     # -- consumer --------------------------------------------------------------------------
     def __iter__(self) -> ThreadExecutor:
@@ -298,7 +312,7 @@ class ThreadExecutor:
             raise StopIteration
         if job.error is not None:
             self.close()
-            raise job.error
+            raise_failure(job)
         self.last_tag = job.tag
         return job.result
 

@@ -206,7 +206,6 @@ class DataLoader:
             raise TypeError(f"worker_init must be a callable or None, got {type(worker_init).__name__}")
         self.backend, self.timeout, self.worker_init, self.mp_context = backend, timeout, worker_init, mp_context
         self._processes: Any = None  # the persistent WorkerPool (backend="process"), made at the first iter()
-        self._sample0: tuple[Any] | None = None  # sample 0, when an adapter read it before the first iter()
         self._processes_seed: int | None = None
         self.data = data
         self.shuffle, self.drop_last, self.in_order = order == "random", bool(drop_last), bool(in_order)
@@ -222,6 +221,7 @@ class DataLoader:
         self._skip = 0  # batches of that epoch already consumed (after load_state_dict)...
         self._done: frozenset[int] = frozenset()  # ...and those consumed beyond them out of order
         self._progress: _Progress | None = None  # the most recent iterator's, kept after it is gone
+        self._lock = threading.RLock()  # iter() claims epochs and shapes the buffers under it
 
     # -- orders ----------------------------------------------------------------------------
     def _batches(self, epoch: int) -> list[np.ndarray] | Iterator[np.ndarray]:
@@ -249,12 +249,12 @@ class DataLoader:
         return split_batches(shard(order, self.rank, self.world_size, self.drop_last), self.batch_size, self.drop_last)
 
     def __len__(self) -> int:
-        """The exact number of batches this rank gets in one epoch."""
+        """The exact number of batches this rank gets in one epoch (of the data as it is now)."""
         if self._streamed:
             raise TypeError("len() is unknown: the sampler has no __len__ (it is read as the batches are loaded)")
         if self.batch_sampler is not None:
             return math.ceil(len(self.batch_sampler) / self.world_size)  # type: ignore[arg-type]
-        n = len(self.sampler) if self.sampler is not None else self._n  # type: ignore[arg-type]
+        n = len(self.sampler) if self.sampler is not None else numobs(self.data)  # type: ignore[arg-type]
         share = n // self.world_size if self.drop_last else math.ceil(n / self.world_size)
         return num_batches(share, self.batch_size, self.drop_last)
 
@@ -281,77 +281,35 @@ class DataLoader:
             parts[p] = reader.samples(indices[a : a + step], info)
 
         collate = self.collate
-        return Job([(lambda p=p, a=a: fetch(p, a)) for p, a in enumerate(starts)], lambda: collate([s for part in parts for s in part]), tag=k)
+        if collate is None:  # the default collate, before the buffers have a shape: see _shape
+            return Job([(lambda p=p, a=a: fetch(p, a)) for p, a in enumerate(starts)], lambda: _Unshaped(_join(parts), indices, info), tag=k)
+        return Job([(lambda p=p, a=a: fetch(p, a)) for p, a in enumerate(starts)], lambda: collate(_join(parts)), tag=k)
 
-    def _shape_buffers(self) -> None:
-        """Shape the batch buffers from sample 0, once: the same structure whatever the order,
-        the worker count or the resume point (read with the seed, as in epoch 0)."""
-        if self._pool is not None or self.collate is not None or self._n == 0:
-            return
-        cached, self._sample0 = self._sample0, None
-        if cached is not None:  # already read for an adapter (the torch drop-in): not read again
-            spec = Spec.of(cached[0])
-        elif self._remote:
-            from ._procexec import spec_task
+    def _adopt(self, sample: Any) -> SlotPool:
+        """The batch buffers, shaped from ``sample`` unless they already are (once per loader)."""
+        with self._lock:
+            pool = self._pool
+            if pool is None:
+                pool = self._slot_pool(Spec.of(sample))
+                self._reader.spec = pool.spec  # before the pool is published: in-place reads need it
+                self._pool = pool
+            return pool
 
-            spec = self._in_worker(self._worker_pool(), spec_task)
-        else:
-            spec = Spec.of(self._fetch_sample_zero())
-        self._pool = self._slot_pool(spec)
-        self._reader.spec = self._pool.spec
-
-    def _read_sample_zero(self) -> Any:
-        return first_sample(self.data, self._reader.batched, self.seed)
+    def _shape(self, unshaped: _Unshaped) -> Any:
+        """The batch of samples read before the buffers had a shape: written into a buffer shaped
+        from the first of them (in the consumer's thread, so the first batch handed out decides)."""
+        samples, indices = unshaped.samples, unshaped.indices
+        if not samples:
+            return [] if self._pool is None else self._pool.spec.build(self._pool.acquire(0), 0)
+        pool = self._adopt(samples[0])
+        storage = pool.acquire(len(samples))
+        for j, (i, sample) in enumerate(zip(indices.tolist(), samples)):
+            pool.spec.write(storage, j, sample, f"sample {i} ({unshaped.info})")
+        return pool.spec.build(storage, len(samples))
 
     def _sample_zero(self) -> Any:
-        """Sample 0 for an adapter that must look at one (the torch drop-in); kept, so that shaping
-        the buffers at the first ``iter()`` does not read it again."""
-        value = self._fetch_sample_zero()
-        self._sample0 = (value,)
-        return value
-
-    def _fetch_sample_zero(self) -> Any:
-        """Sample 0 as the workers see it: read by a worker process (after ``worker_init``) with
-        ``backend="process"``; by a short-lived thread that ran ``worker_init(0)`` first with thread
-        workers and a ``worker_init``; else here."""
-        if self._remote:
-            from ._procexec import sample_task
-
-            return self._in_worker(self._worker_pool(), sample_task)
-        if self.workers == 0 or self.worker_init is None:
-            return self._read_sample_zero()
-        init, box = _thread_init(self.worker_init, self.workers, self.seed), {}
-
-        def read() -> None:
-            try:
-                init(0)
-                box["value"] = self._read_sample_zero()
-            except BaseException as exc:  # noqa: BLE001 - raised below, in the caller
-                box["error"] = exc
-
-        thread = threading.Thread(target=read, name="slipstream-sample-0", daemon=True)
-        thread.start()
-        thread.join(self.timeout)
-        if thread.is_alive():
-            raise TimeoutError(f"slipstream: sample 0 (read to shape the batch buffers) was not ready within timeout={self.timeout} s")
-        if "error" in box:
-            raise box["error"]
-        return box["value"]
-
-    def _in_worker(self, pool: Any, task: Callable[..., Any]) -> Any:
-        """``task(state, seed)`` run in worker 0 (for sample 0), within the loader's timeout."""
-        ticket = pool.submit(0, task, self.seed)
-        try:
-            _, ok, value = pool.wait({ticket}, self.timeout)
-        except TimeoutError:
-            pool.close()
-            raise TimeoutError(
-                f"slipstream: sample 0 (read to shape the batch buffers) was not ready within timeout={self.timeout} s; "
-                "the worker processes were stopped"
-            ) from None
-        if not ok:
-            raise value
-        return value
+        """Sample 0, read here as in epoch 0 (for an adapter that must look at one first)."""
+        return first_sample(self.data, self._reader.batched, self.seed)
 
     @property
     def _remote(self) -> bool:
@@ -386,19 +344,22 @@ class DataLoader:
                 timeout=self.timeout,
             )
             self._processes, self._processes_seed = pool, self.seed
-            self._close_processes = weakref.finalize(self, pool.close)
+            self._close_processes = weakref.finalize(self, pool.retire)  # its iterators hold the loader anyway
         return pool
 
     def _remote_job(self, indices: np.ndarray, info: BatchInfo) -> Any:
-        from ._procexec import RemoteJob, collate_task, read_task
+        from ._procexec import RemoteJob, collate_task, read_task, samples_task
 
         n, k = len(indices), info.batch
         args = (info.seed, info.epoch, k)
         slots = self._pool
-        if slots is None:  # the user's collate runs in the worker, on the whole batch
+        if slots is None and self.collate is not None:  # the user's collate runs in the worker, on the whole batch
             return RemoteJob(k, [(collate_task, (indices, *args), {})], None, lambda results: results[0])
         step = self._chunk(n)
         starts = list(range(0, n, step)) if n else []
+        if slots is None:  # the default collate, before the buffers have a shape: see _shape
+            calls = [(samples_task, (indices[a : a + step], *args), {}) for a in starts]
+            return RemoteJob(k, calls, None, lambda results: _Unshaped(_join(results), indices, info))
         storage = slots.acquire(n)
         spec, segment = slots.spec, storage.segment
         extras = {"objects": [(self._spec_key, spec)], "segments": [segment]}
@@ -451,26 +412,30 @@ class DataLoader:
 
     # -- iteration and state ---------------------------------------------------------------
     def __iter__(self) -> _LoaderIterator:
-        self._n = numobs(self.data)  # a container may grow or shrink between epochs (a replay buffer)
-        epoch = self._epoch
-        batches = self._batches(epoch)  # first: a sampler that fails leaves the loader's state as it was
-        self._shape_buffers()
-        progress = _Progress(epoch, self._skip, self._done, len(batches) if isinstance(batches, list) else None)
-        self._epoch, self._skip, self._done = epoch + 1, 0, frozenset()
-        self._progress = progress
-        stop = threading.Event()
+        """The next epoch's iterator. Safe from several threads at once: each gets its own epoch."""
+        with self._lock:
+            self._n = numobs(self.data)  # a container may grow or shrink between epochs (a replay buffer)
+            epoch = self._epoch
+            batches = self._batches(epoch)  # first: a sampler that fails leaves the loader's state as it was
+            progress = _Progress(epoch, self._skip, self._done, len(batches) if isinstance(batches, list) else None)
+            self._epoch, self._skip, self._done = epoch + 1, 0, frozenset()
+            self._progress = progress
+            stop = threading.Event()  # readers see it between samples once the iterator is closed
+            return _LoaderIterator(self, self._executor(batches, progress, stop), progress, stop)
+
+    def _executor(self, batches: list[np.ndarray] | Iterator[np.ndarray], progress: _Progress, stop: threading.Event) -> Any:
+        epoch = progress.epoch
         if self._remote:
             from ._procexec import ProcessExecutor
 
             pool = self._worker_pool()
             remote = (self._remote_job(b, BatchInfo(self.seed, epoch, k, stop)) for k, b in self._todo(batches, progress))
-            executor: Any = ProcessExecutor(pool, remote, self.prefetch, self.in_order, self.timeout, _batch_name(epoch))
-            return _LoaderIterator(executor, progress, stop)
+            return ProcessExecutor(pool, remote, self.prefetch, self.in_order, self.timeout, _batch_name(epoch))
         jobs = self._jobs(batches, progress, stop)
         if self.workers == 0:
-            executor = InlineExecutor(jobs)
+            return InlineExecutor(jobs)
         else:
-            executor = ThreadExecutor(
+            executor: Any = ThreadExecutor(
                 jobs,
                 self.workers,
                 self.prefetch,
@@ -480,7 +445,7 @@ class DataLoader:
                 timeout=self.timeout,
                 describe=_batch_name(epoch),
             )
-        return _LoaderIterator(executor, progress, stop)
+        return executor
 
     def state_dict(self) -> dict[str, Any]:
         """Where the run stands: a small JSON-serializable dict (see ``load_state_dict``).
@@ -573,10 +538,27 @@ def _shut(stop: threading.Event, executor: Any) -> None:
     executor.close()
 
 
-class _LoaderIterator:
-    """One epoch of a loader. Stops its workers on ``close()``, exhaustion, an error, or garbage collection."""
+class _Unshaped:
+    """A batch's samples, read before the loader's buffers had a shape (see ``DataLoader._shape``)."""
 
-    def __init__(self, executor: Any, progress: _Progress, stop: threading.Event):
+    __slots__ = ("samples", "indices", "info")
+
+    def __init__(self, samples: list[Any], indices: np.ndarray, info: BatchInfo):
+        self.samples, self.indices, self.info = samples, indices, info
+
+
+def _join(parts: list[list[Any]]) -> list[Any]:
+    return [s for part in parts for s in part]
+
+
+class _LoaderIterator:
+    """One epoch of a loader. Stops its workers on ``close()``, exhaustion, an error, or garbage collection.
+
+    It holds its loader: a loader nobody else references lives (with its worker processes and
+    buffers) as long as one of its iterators does."""
+
+    def __init__(self, loader: DataLoader, executor: Any, progress: _Progress, stop: threading.Event):
+        self._loader = loader
         self._executor = executor
         self._progress = progress
         self._close = weakref.finalize(self, _shut, stop, executor)
@@ -599,6 +581,12 @@ class _LoaderIterator:
         except BaseException:
             self._close()
             raise
+        if type(batch) is _Unshaped:
+            try:
+                batch = self._loader._shape(batch)
+            except BaseException:
+                self._close()
+                raise
         self._progress.handed_out(self._executor.last_tag)
         return batch
 

@@ -22,11 +22,11 @@ import numpy as np
 
 from ._collate import ArrayLeaf, Spec
 from ._procpool import WorkerPool
-from ._executor import Job, next_ready
-from ._readers import BatchInfo, add_note, first_sample, make_reader
+from ._executor import Job, next_ready, raise_failure
+from ._readers import BatchInfo, add_note, make_reader
 from ._shm import Segment, layout
 
-__all__ = ["LoaderPayload", "ProcessExecutor", "RemoteJob", "collate_task", "read_task", "sample_task", "shared_arrays", "spec_task"]
+__all__ = ["LoaderPayload", "ProcessExecutor", "RemoteJob", "collate_task", "read_task", "samples_task", "shared_arrays"]
 
 
 class LoaderPayload:
@@ -98,8 +98,8 @@ class ProcessExecutor:
                 return
             except BaseException as exc:  # noqa: BLE001 - raised at its position, in order
                 self._exhausted = True
-                job = RemoteJob(None, [], None, lambda results: None)
-                job.fail(0, exc)
+                self._add_failed(exc)  # not made here: this frame, kept by the error's traceback, must not hold the job
+                return
             self._jobs[self._started] = job
             self._started += 1
             for pos, (fn, args, extras) in enumerate(job.tasks):
@@ -109,6 +109,14 @@ class ProcessExecutor:
                 self._tickets[ticket] = (job, pos)
             if not job.tasks:
                 job.complete()
+
+    def _add_failed(self, error: BaseException) -> None:
+        """A job that raises ``error`` at its position (the source failed to make the next one)."""
+        job = RemoteJob(None, [], None, lambda results: None)
+        job.fail(0, error)
+        job.complete()
+        self._jobs[self._started] = job
+        self._started += 1
 
     def _ready(self) -> int | None:
         return next_ready(self._jobs, self._consumed, self._in_order)
@@ -132,7 +140,7 @@ class ProcessExecutor:
         self._consumed += 1
         if job.error is not None:
             self.close()
-            raise job.error
+            raise_failure(job)
         self.last_tag = job.tag
         self._start()  # keep ``ahead`` jobs in the workers while the consumer works
         return job.result
@@ -229,20 +237,14 @@ def read_task(
     return {leaf.slot: storage[leaf.slot][a:b] for leaf in spec.object_leaves}
 
 
-def sample_task(state: Any, seed: int) -> Any:
-    """Sample 0, read as in epoch 0, in a worker (after ``worker_init``: the parent never reads data)."""
-    return first_sample(state.payload.data, _reader(state).batched, seed)
-
-
-def spec_task(state: Any, seed: int) -> Spec:
-    """The structure of sample 0, to shape the batch buffers."""
-    return Spec.of(sample_task(state, seed))
+def samples_task(state: Any, indices: np.ndarray, seed: int, epoch: int, batch: int, generation: tuple[int, int]) -> list[Any]:
+    """Load samples and send them back as they are (to shape the batch buffers from the first)."""
+    return _reader(state).samples(indices, BatchInfo(seed, epoch, batch, _Stop(state, generation)))
 
 
 def collate_task(state: Any, indices: np.ndarray, seed: int, epoch: int, batch: int, generation: tuple[int, int]) -> Any:
     """Load a batch's samples and collate them with the user's function, in the worker."""
-    samples = _reader(state).samples(indices, BatchInfo(seed, epoch, batch, _Stop(state, generation)))
-    return state.payload.collate(samples)
+    return state.payload.collate(samples_task(state, indices, seed, epoch, batch, generation))
 
 
 def shared_arrays(spec: Spec, rows: int) -> tuple[list[np.ndarray], Segment, list[int]]:
