@@ -562,3 +562,105 @@ def test_a_failed_loader_frees_its_batch_buffers_when_its_error_is_dropped_witho
         tracemalloc.stop()
         gc.enable()
     assert held < 1 << 20, f"{held / 2**20:.1f} MiB still held after the error was dropped"
+
+
+def test_len_follows_a_container_that_changes_size():
+    data = list(range(10))
+    dl = ss.DataLoader(data, 4)
+    assert len(dl) == 3
+    data.extend(range(10, 30))
+    assert len(dl) == 8 == len(list(dl))
+    del data[5:]
+    assert len(dl) == 2 == len(list(dl))
+
+
+def test_threads_iterating_one_loader_at_once_get_different_epochs():
+    """iter() claims its epoch under a lock. Each thread's set_epoch waits (bounded) for the other to
+    reach it too: without the lock both read the same epoch before either moved it on."""
+    barrier = threading.Barrier(2)
+    seen = []
+
+    class Meeting:
+        def __init__(self):
+            self.epoch = 0
+
+        def __len__(self):
+            return 4
+
+        def __iter__(self):
+            return iter(range(4))
+
+        def set_epoch(self, epoch):
+            seen.append(epoch)
+            try:
+                barrier.wait(timeout=0.5)
+            except threading.BrokenBarrierError:
+                pass
+
+    dl = ss.DataLoader(np.arange(4), 2, sampler=Meeting())
+    epochs = []
+    threads = [threading.Thread(target=lambda: epochs.append(iter(dl).epoch)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert sorted(epochs) == [0, 1] and sorted(seen) == [0, 1]
+    assert iter(dl).epoch == 2
+
+
+def test_torch_argument_names_get_a_hint():
+    with pytest.raises(TypeError, match=r"num_workers= is torch's name: use workers=.*slipstream.torch.DataLoader"):
+        ss.DataLoader(np.arange(4), 2, num_workers=2)
+    with pytest.raises(TypeError, match="unexpected keyword argument.*'colate'"):
+        ss.DataLoader(np.arange(4), 2, colate=None)
+
+
+def test_a_timeout_before_the_next_batch_started_names_it_plainly():
+    release = threading.Event()
+
+    def slow_order():
+        release.wait(10)  # the sampler itself is slow: no batch has started when the timeout hits
+        yield from range(4)
+
+    class Unsized:
+        def __iter__(self):
+            return slow_order()
+
+    dl = ss.DataLoader(np.arange(4), 2, sampler=Unsized(), workers=1, timeout=0.2)
+    try:
+        with pytest.raises(TimeoutError) as info:
+            next(iter(dl))
+    finally:
+        release.set()
+    assert "slipstream: the next batch of epoch 0 was not ready" in str(info.value)
+
+
+@pytest.mark.parametrize("how", ["close", "collect"])
+def test_closing_a_loader_with_workers_stuck_in_samples_takes_one_short_deadline_not_one_per_worker(how):
+    """Four workers stuck on I/O used to cost 5 s each (20 s) at close(), break or collection."""
+    import time
+
+    stuck = threading.Event()
+    entered = threading.Semaphore(0)
+
+    class Stuck:
+        def __len__(self):
+            return 64
+
+        def __getitem__(self, i):
+            entered.release()
+            stuck.wait(60)  # I/O that does not come back while the loader closes
+            return i
+
+    try:
+        it = iter(ss.DataLoader(Stuck(), 16, workers=4, collate=list))
+        assert all(entered.acquire(timeout=10) for _ in range(4))  # every worker is inside a sample
+        t0 = time.monotonic()
+        if how == "close":
+            it.close()
+        else:
+            del it  # what a break out of the loop leaves to the iterator's finalizer
+        elapsed = time.monotonic() - t0
+    finally:
+        stuck.set()
+    assert elapsed < 2.5, f"{how} took {elapsed:.1f} s with 4 stuck workers"

@@ -9,7 +9,8 @@ error, or a liveness check of the workers), so iteration never hangs.
 Contract: ``next()`` is called from one consumer thread at a time. The first failing task of a job
 raises its original exception (type, message, traceback) when the consumer reaches that job;
 after that the executor is closed. ``close()`` is idempotent, safe from any thread, and returns
-once every worker thread has exited (a task already running finishes first).
+once every worker thread has exited (a task already running finishes first), or after one short
+deadline for all of them together when a task is stuck.
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
-__all__ = ["InlineExecutor", "Job", "ThreadExecutor", "next_ready", "raise_failure"]
+__all__ = ["InlineExecutor", "Job", "ThreadExecutor", "name_of", "next_ready", "raise_failure"]
 
-_JOIN_TIMEOUT = 5.0
+_JOIN_TIMEOUT = 1.0  # for all the workers together: a thread stuck in a sample is not waited for twice
 _LIVENESS_POLL = 1.0
 
 
@@ -71,6 +72,11 @@ def _task_error(exc: BaseException) -> BaseException:
             error.__notes__ = [*getattr(error, "__notes__", []), note]
         return error
     return exc
+
+
+def name_of(tag: Any) -> str:
+    """The default ``describe`` of a job's tag for messages (None: a job not started yet)."""
+    return "the next result" if tag is None else str(tag)
 
 
 def next_ready(jobs: dict[int, Any], consumed: int, in_order: bool) -> int | None:
@@ -144,9 +150,10 @@ _live: weakref.WeakSet[ThreadExecutor] = weakref.WeakSet()
 
 @atexit.register
 def _close_all() -> None:
-    """At exit, stop every executor without waiting long for a task stuck in user code."""
+    """At exit, stop every executor without waiting long for a task stuck in user code (0.2 s in all)."""
+    deadline = time.monotonic() + 0.2
     for executor in list(_live):
-        executor.close(timeout=0.2)
+        executor.close(timeout=max(0.0, deadline - time.monotonic()))
 
 
 class ThreadExecutor:
@@ -165,7 +172,7 @@ class ThreadExecutor:
         name: str = "slipstream",
         init: Callable[[int], Any] | None = None,
         timeout: float | None = None,
-        describe: Callable[[Any], str] = str,
+        describe: Callable[[Any], str] = name_of,
     ):
         if workers < 1 or ahead < 1:
             raise ValueError(f"ThreadExecutor needs workers >= 1 and ahead >= 1, got {workers} and {ahead}")
@@ -317,12 +324,17 @@ class ThreadExecutor:
         return job.result
 
     def _consumed_tag(self) -> Any:
-        job = self._jobs.get(self._consumed)
-        return job.tag if job is not None else "the next batch"
+        """The tag of the job the consumer waits for (the next in order), or None when it has not
+        even been started (the source itself is slow)."""
+        job = self._jobs.get(self._consumed) if self._in_order else None
+        return None if job is None else job.tag
 
     def close(self, timeout: float = _JOIN_TIMEOUT) -> None:
-        """Stop all work: drop queued tasks, wake the workers and wait up to ``timeout`` s for each
-        (a worker inside a task finishes that task first). Idempotent.
+        """Stop all work: drop queued tasks, wake the workers and wait up to ``timeout`` s in total
+        for them to exit. Idempotent. A worker inside a task finishes that task first; one stuck
+        there (I/O that never returns) is not waited for beyond the deadline: it is a daemon thread
+        that exits when its task returns, and the batch buffer it writes stays out of use until then
+        (its task holds it).
 
         On one of this executor's own workers (a garbage collection that ran the iterator's
         finalizer there, perhaps while that worker holds the lock) it only raises the flag: the
@@ -338,8 +350,9 @@ class ThreadExecutor:
             self._pending.clear()
             self._jobs.clear()
             self._cond.notify_all()
+        deadline = time.monotonic() + (0 if self._timed_out else timeout)
         for thread in self._threads:
-            thread.join(0 if self._timed_out else timeout)
+            thread.join(max(0.0, deadline - time.monotonic()))
         _live.discard(self)
 
     @property

@@ -32,7 +32,8 @@ _BACKENDS = ("thread", "process")
 
 
 def _batch_name(epoch: int) -> Callable[[Any], str]:
-    return lambda k: f"batch {k} of epoch {epoch}"
+    """How messages name batch ``k`` of ``epoch`` (None: the next one, not started yet)."""
+    return lambda k: f"the next batch of epoch {epoch}" if k is None else f"batch {k} of epoch {epoch}"
 
 
 def _thread_init(worker_init: Callable[[int], Any] | None, workers: int, seed: int) -> Callable[[int], None]:
@@ -42,6 +43,32 @@ def _thread_init(worker_init: Callable[[int], Any] | None, workers: int, seed: i
             worker_init(k)
 
     return init
+
+
+_TORCH_NAMES = {
+    "num_workers": "workers",
+    "collate_fn": "collate",
+    "worker_init_fn": "worker_init",
+    "prefetch_factor": "prefetch (batches ahead in all, not per worker)",
+    "multiprocessing_context": "mp_context",
+    "persistent_workers": None,
+    "pin_memory": None,
+    "pin_memory_device": None,
+    "generator": None,
+}
+
+
+def _unknown_arguments(unknown: dict[str, Any]) -> str:
+    """A TypeError message for arguments DataLoader does not take, with the names to use instead."""
+    hints = []
+    for name in sorted(unknown):
+        if name in _TORCH_NAMES:
+            ours = _TORCH_NAMES[name]
+            hints.append(f"{name}= is torch's name: use {ours}=" if ours else f"{name}= is torch's only")
+    text = f"DataLoader() got unexpected keyword argument(s) {', '.join(map(repr, sorted(unknown)))}"
+    if hints:
+        text += "; " + "; ".join(hints) + ". With PyTorch's arguments as they are, use slipstream.torch.DataLoader (a drop-in)"
+    return text
 
 
 def _check_int(name: str, value: Any, minimum: int) -> int:
@@ -151,7 +178,10 @@ class DataLoader:
         timeout: float | None = None,
         worker_init: Callable[[int], Any] | None = None,
         mp_context: Any = None,
+        **unknown: Any,
     ):
+        if unknown:
+            raise TypeError(_unknown_arguments(unknown))
         self._n = numobs(data)
         self.batch_size = _check_int("batch_size", batch_size, 1)
         self.workers = _check_int("workers", workers, 0)

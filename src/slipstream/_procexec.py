@@ -22,7 +22,7 @@ import numpy as np
 
 from ._collate import ArrayLeaf, Spec
 from ._procpool import WorkerPool
-from ._executor import Job, next_ready, raise_failure
+from ._executor import Job, name_of, next_ready, raise_failure
 from ._readers import BatchInfo, add_note, make_reader
 from ._shm import Segment, layout
 
@@ -70,7 +70,7 @@ class ProcessExecutor:
         ahead: int,
         in_order: bool = True,
         timeout: float | None = None,
-        describe: Callable[[Any], str] = str,
+        describe: Callable[[Any], str] = name_of,
     ):
         self._pool, self._source, self._ahead, self._in_order = pool, source, ahead, in_order
         self._timeout, self._describe = timeout, describe
@@ -118,6 +118,11 @@ class ProcessExecutor:
         self._jobs[self._started] = job
         self._started += 1
 
+    def _waited_tag(self) -> Any:
+        """The tag of the job the consumer waits for (the next in order), else None."""
+        job = self._jobs.get(self._consumed) if self._in_order else None
+        return None if job is None else job.tag
+
     def _ready(self) -> int | None:
         return next_ready(self._jobs, self._consumed, self._in_order)
 
@@ -149,7 +154,7 @@ class ProcessExecutor:
         try:
             ticket, ok, value = self._pool.wait(set(self._tickets), self._timeout)
         except TimeoutError:
-            what = self._describe(self._jobs[self._consumed].tag) if self._in_order and self._consumed in self._jobs else "the next batch"
+            what = self._describe(self._waited_tag())
             self._pool.close()
             raise TimeoutError(
                 f"slipstream: {what} was not ready within timeout={self._timeout} s; the worker processes "
@@ -157,7 +162,7 @@ class ProcessExecutor:
             ) from None
         except BaseException as exc:
             if self._consumed in self._jobs:  # (no local holds the job: the traceback would keep its buffers)
-                add_note(exc, f"slipstream: while loading {self._describe(self._jobs[self._consumed].tag)}")
+                add_note(exc, f"slipstream: while loading {self._describe(self._waited_tag())}")
             raise
         job, pos = self._tickets.pop(ticket)
         del job.waiting[ticket]

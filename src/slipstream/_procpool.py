@@ -533,13 +533,14 @@ class WorkerPool:
             for w in self._workers:
                 w.process.join(max(0.0, deadline - time.monotonic()))
         finally:  # even if a Ctrl-C cuts the wait short, no worker outlives this
+            for stop in ("terminate", "kill"):  # all of them at once, then one deadline for all
+                alive = [w.process for w in self._workers if w.process.is_alive()]
+                for process in alive:
+                    getattr(process, stop)()
+                deadline = time.monotonic() + _JOIN
+                for process in alive:
+                    process.join(max(0.0, deadline - time.monotonic()))
             for w in self._workers:
-                if w.process.is_alive():
-                    w.process.terminate()
-                    w.process.join(_JOIN)
-                if w.process.is_alive():  # pragma: no cover - a worker ignoring SIGTERM
-                    w.process.kill()
-                    w.process.join(_JOIN)
                 w.conn.close()
         self._keep.clear()
         self._results.clear()
