@@ -1,8 +1,11 @@
 """The optional compiled region decoder: the same pixels as a whole decode, clear errors on bad data."""
 
+import io
+
 import numpy as np
 import pytest
 import simplejpeg
+from PIL import Image
 
 import slipstream as ss
 from helpers import assert_same, run_python, snapshot
@@ -84,3 +87,61 @@ def test_with_whole_the_region_lands_in_place_in_a_whole_image_buffer():
     assert not placed[:10].any() and not placed[40:].any()  # nothing outside the decoded rows is touched
     with pytest.raises(ValueError, match="too small"):
         roi.decode_region(data, 10, 40, 30, 50, np.zeros(100, np.uint8), whole=True)
+
+
+def test_damage_below_the_window_raises_as_a_whole_decode_does():
+    data = simplejpeg.encode_jpeg(photo_like(120, 88, seed=2), quality=90, colorsubsampling="420")
+    out = np.empty(1 << 16, np.uint8)
+    roi.decode_region(data, 0, 0, 16, 16, out)  # the intact file decodes
+    for bad in (data[: len(data) // 2], data[:-2], data[:-2] + bytes(40) + b"\xff\xd9"):  # cut; no EOI; extraneous bytes
+        with pytest.raises(ValueError):
+            simplejpeg.decode_jpeg(bad)
+        with pytest.raises(ValueError, match="JPEG decode failed: (Premature end of JPEG file|Corrupt JPEG data)"):
+            roi.decode_region(bad, 0, 0, 16, 16, out)  # the damage is far below rows 0..15
+
+
+def test_a_progressive_jpeg_with_scans_missing_is_left_to_a_whole_decode():
+    buffer = io.BytesIO()
+    Image.fromarray(photo_like(64, 48, seed=3)).save(buffer, format="JPEG", quality=90, progressive=True)
+    data = buffer.getvalue()
+    second_scan = data.index(b"\xff\xda", data.index(b"\xff\xda") + 2)
+    out = np.empty(1 << 16, np.uint8)
+    roi.decode_region(data, 0, 0, 8, 8, out)  # complete: decoded by region
+    with pytest.raises(NotImplementedError, match="decoded whole"):
+        roi.decode_region(data[:second_scan] + b"\xff\xd9", 0, 0, 8, 8, out)
+
+
+def test_fuzzed_jpegs_raise_value_errors_and_never_crash():
+    result = run_python(
+        """
+        import io, numpy as np, simplejpeg
+        from PIL import Image
+        from slipstream import _roijpeg
+        rng = np.random.default_rng(0)
+        image = np.clip(rng.normal(128, 40, (72, 56, 3)), 0, 255).astype(np.uint8)
+        progressive = io.BytesIO()
+        Image.fromarray(image).save(progressive, format="JPEG", quality=85, progressive=True)
+        sources = [simplejpeg.encode_jpeg(image, quality=85, colorsubsampling=s) for s in ("420", "422", "444")]
+        sources.append(progressive.getvalue())
+        out = np.empty(1 << 16, np.uint8)
+        outcomes = {"ok": 0, "ValueError": 0, "NotImplementedError": 0}
+        for trial in range(1200):
+            data = bytearray(sources[trial % len(sources)])
+            if trial % 3 == 0:
+                data = data[: int(rng.integers(2, len(data)))]
+            else:
+                for _ in range(int(rng.integers(1, 4))):
+                    data[int(rng.integers(0, len(data)))] = int(rng.integers(0, 256))
+            scale = int(rng.choice([1, 2, 4, 8]))
+            top, left = int(rng.integers(0, 72 // scale)), int(rng.integers(0, 56 // scale))
+            try:
+                _roijpeg.decode_region(bytes(data), top, left, 1 + int(rng.integers(0, 8)), 1 + int(rng.integers(0, 8)), out, scale=scale, whole=bool(trial % 2))
+                outcomes["ok"] += 1
+            except (ValueError, NotImplementedError) as exc:
+                outcomes[type(exc).__name__] += 1
+        print(outcomes)
+        """,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "'ValueError'" in result.stdout and "'ok'" in result.stdout, result.stdout

@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from ._containers import getobs, numobs, write_obs
-from ._pipeline import ImageSource, Pipeline
+from ._errors import CorruptFileError
+from ._pipeline import ImageDecodeError, ImageSource, Pipeline
 
 __all__ = ["MappedFields", "mapfields"]
 
@@ -47,13 +48,25 @@ class MappedFields:
             raise KeyError(f"sample {index} has no field {name!r} to map") from None
         return ImageSource.of(value, f"sample {index}, field {name!r}")
 
+    def _run(self, index: int, name: str, sample: Mapping | None, out: Any = None) -> Any:
+        """Field ``name`` of sample ``index`` through its pipeline. Bytes that do not decode raise
+        ``ValueError`` naming the sample and field (``CorruptFileError`` naming the file too, for
+        a packed file: what ``ds[index]`` raises on the same bytes)."""
+        source = self._source(index, name, sample)
+        try:
+            return self.pipelines[name].run(source, out=out)
+        except ImageDecodeError as exc:
+            if self._packed:
+                raise CorruptFileError(self.data.path, f"sample {index}, field {name!r}: {exc}") from exc
+            raise ValueError(f"sample {index}, field {name!r}: {exc}") from exc
+
     def __getitem__(self, index: int) -> dict[str, Any]:
         if self._packed:
             sample = self.data.getobs_into(None, index, fields=self._others)
         else:
             sample = dict(_as_mapping(getobs(self.data, index), index))
-        for name, pipeline in self.pipelines.items():
-            sample[name] = pipeline.run(self._source(index, name, sample))
+        for name in self.pipelines:
+            sample[name] = self._run(index, name, sample)
         return sample
 
     def getobs_into(self, buffer: Any, index: int) -> dict[str, Any]:
@@ -65,8 +78,8 @@ class MappedFields:
         else:
             raw = _as_mapping(getobs(self.data, index), index)
             sample = {k: write_obs(get(k), v, f"sample {index}, field {k!r}") if get(k) is not None else v for k, v in raw.items() if k not in self.pipelines}
-        for name, pipeline in self.pipelines.items():
-            sample[name] = pipeline.run(self._source(index, name, raw), out=get(name))
+        for name in self.pipelines:
+            sample[name] = self._run(index, name, raw, out=get(name))
         return sample
 
     def page_starts(self) -> np.ndarray:

@@ -21,7 +21,12 @@ from . import _imaging, _kernels
 from ._rng import sample_rng
 from .ops import Apply, Decode, Geometry, Normalize, Op, ToCHW, Window
 
-__all__ = ["ImageSource", "Pipeline"]
+__all__ = ["ImageDecodeError", "ImageSource", "Pipeline"]
+
+
+class ImageDecodeError(ValueError):
+    """The image's bytes do not decode (damaged or truncated). Raised by ``ImageSource.decode``;
+    ``MappedFields`` re-raises it naming the sample and field (``CorruptFileError`` for a packed file)."""
 
 _scratch = threading.local()
 
@@ -68,7 +73,10 @@ class ImageSource:
         if isinstance(value, (bytes, bytearray, memoryview)):
             codec = _imaging.sniff(value)
             if codec == "jpeg":
-                header = _imaging.jpeg_header(value)
+                try:
+                    header = _imaging.jpeg_header(value)
+                except ValueError as exc:
+                    raise ValueError(f"{where}: cannot decode jpeg image: {exc}") from exc
                 if header is not None:
                     return cls("jpeg", value, header)
             image = _imaging.as_image(value, where)
@@ -80,55 +88,76 @@ class ImageSource:
         """The decoded pixels that cover the window, and the window's box in them (top, left,
         height, width). A JPEG is decoded at a reduced DCT scale when the window stays at least its
         output size (unless ``exact``), and, when the ``_roijpeg`` extension is built, only the rows
-        and columns around the window (with a margin wider than the resampling filter reaches)."""
+        and columns around the window (with a margin wider than the resampling filter reaches).
+
+        Bytes that do not decode raise ``ImageDecodeError``, on every path alike: a JPEG is refused
+        when libjpeg warns anywhere in the file (truncated, corrupt data), even below the window.
+        """
         height, width, channels = self.shape
         whole = (window.top, window.left, window.height, window.width)
         if self.codec == "array":
             return self.data, whole
         if self.codec != "jpeg":
-            return _imaging.decode(self.codec, self.data, self.shape), whole
+            try:
+                return _imaging.decode(self.codec, self.data, self.shape), whole
+            except ValueError as exc:
+                raise ImageDecodeError(str(exc)) from exc
         factor = 1
         if not options.exact:
             while factor < 8 and window.height / (2 * factor) >= window.out_h and window.width / (2 * factor) >= window.out_w:
                 factor *= 2
         dec_h, dec_w = math.ceil(height / factor), math.ceil(width / factor)
         sy, sx = dec_h / height, dec_w / width
-        top, left, box_h, box_w = window.top * sy, window.left * sx, window.height * sy, window.width * sx
+        box = (window.top * sy, window.left * sx, window.height * sy, window.width * sx)
         try:
             if _roi is not None:
-                # decode only the rows and columns the resampling filter reaches (it reaches about
-                # max(1, downscale) pixels past the box), and place them where a whole decode would:
-                # the kernel then computes exactly what it computes on a whole image
-                margin = math.ceil(max(1.0, box_h / window.out_h, box_w / window.out_w)) + 2
-                r0, r1 = max(0, math.floor(top) - margin), min(dec_h, math.ceil(top + box_h) + margin)
-                c0, c1 = max(0, math.floor(left) - margin), min(dec_w, math.ceil(left + box_w) + margin)
-                canvas = _scratch_buffer(dec_h * dec_w * channels, "canvas")[: dec_h * dec_w * channels]
-                row0, col0, rows, cols = _roi.decode_region(
-                    self.data, r0, c0, r1 - r0, c1 - c0, canvas, fast=options.fast, gray=channels == 1, scale=factor, whole=True
-                )
-                if row0 + rows > dec_h or col0 + cols > dec_w:
-                    raise ValueError(f"the region decoder returned rows {row0}+{rows}, columns {col0}+{cols} of a {dec_h}x{dec_w} image")
-                # the band lands where a whole decode puts it; its own edges (outside c0..c1) may
-                # upsample chroma differently, but the resampling never reads them
-                canvas = canvas.reshape(dec_h, dec_w, channels)
-                return canvas, (top, left, box_h, box_w)
-            buffer = _scratch_buffer(dec_h * dec_w * channels)
-            colorspace = "GRAY" if channels == 1 else "RGB"
-            fast = options.fast
-            if factor == 1:
-                image = _imaging._simplejpeg().decode_jpeg(self.data, colorspace=colorspace, buffer=buffer, fastdct=fast, fastupsample=fast)
-            else:
-                image = _imaging._simplejpeg().decode_jpeg(
-                    self.data, colorspace=colorspace, buffer=buffer, fastdct=fast, fastupsample=fast,
-                    min_factor=factor, min_height=dec_h, min_width=dec_w,
-                )
+                try:
+                    return self._decode_region(box, window, options, factor, (dec_h, dec_w, channels)), box
+                except NotImplementedError:
+                    pass  # a progressive JPEG with scans missing: only a whole decode gives the same pixels
+            return self._decode_whole(options, factor, (dec_h, dec_w, channels)), box
         except ValueError as exc:
-            raise ValueError(f"cannot decode jpeg image: {exc}") from exc
+            raise ImageDecodeError(f"cannot decode jpeg image: {exc}") from exc
+
+    def _decode_region(
+        self, box: tuple[float, float, float, float], window: Window, options: Decode, factor: int, shape: tuple[int, int, int]
+    ) -> np.ndarray:
+        """The JPEG at 1/factor scale in a per-thread canvas of ``shape``, decoded only in the rows
+        and columns the resampling filter reaches (about max(1, downscale) pixels past the box),
+        placed where a whole decode puts them: the kernel then computes exactly what it computes
+        on a whole image. The band's own edges may upsample chroma differently; the kernel never
+        reads them."""
+        dec_h, dec_w, channels = shape
+        top, left, box_h, box_w = box
+        margin = math.ceil(max(1.0, box_h / window.out_h, box_w / window.out_w)) + 2
+        r0, r1 = max(0, math.floor(top) - margin), min(dec_h, math.ceil(top + box_h) + margin)
+        c0, c1 = max(0, math.floor(left) - margin), min(dec_w, math.ceil(left + box_w) + margin)
+        canvas = _scratch_buffer(dec_h * dec_w * channels, "canvas")[: dec_h * dec_w * channels]
+        row0, col0, rows, cols = _roi.decode_region(
+            self.data, r0, c0, r1 - r0, c1 - c0, canvas, fast=options.fast, gray=channels == 1, scale=factor, whole=True
+        )
+        if row0 + rows > dec_h or col0 + cols > dec_w:
+            raise ValueError(f"the region decoder returned rows {row0}+{rows}, columns {col0}+{cols} of a {dec_h}x{dec_w} image")
+        return canvas.reshape(dec_h, dec_w, channels)
+
+    def _decode_whole(self, options: Decode, factor: int, shape: tuple[int, int, int]) -> np.ndarray:
+        """The whole JPEG at 1/factor scale (simplejpeg, strict), in a per-thread buffer of ``shape``."""
+        dec_h, dec_w, channels = shape
+        buffer = _scratch_buffer(dec_h * dec_w * channels)
+        colorspace = "GRAY" if channels == 1 else "RGB"
+        fast = options.fast
+        if factor == 1:
+            image = _imaging._simplejpeg().decode_jpeg(self.data, colorspace=colorspace, buffer=buffer, fastdct=fast, fastupsample=fast)
+        else:
+            image = _imaging._simplejpeg().decode_jpeg(
+                self.data, colorspace=colorspace, buffer=buffer, fastdct=fast, fastupsample=fast,
+                min_factor=factor, min_height=dec_h, min_width=dec_w,
+            )
         if image.ndim == 2:
             image = image[:, :, None]
-        if image.shape[:2] != (dec_h, dec_w) or image.shape[2] != channels:
-            raise ValueError(f"the jpeg image decodes to shape {image.shape}, expected {(dec_h, dec_w, channels)}")
-        return image, (top, left, box_h, box_w)
+        if image.shape != shape:
+            raise ValueError(f"the jpeg image decodes to shape {image.shape}, expected {shape}")
+        return image
 
 
 class Pipeline:

@@ -7,8 +7,8 @@
  *     iMCU width (it can only widen the band, to the left);
  *   - jpeg_skip_scanlines() skips the rows above the window (no colour
  *     conversion/upsampling; for baseline images no IDCT either);
- *   - jpeg_read_scanlines() reads the window's rows, then the decoder is
- *     aborted, so nothing below the window is entropy-decoded (baseline).
+ *   - jpeg_read_scanlines() reads the window's rows; the rows below it are
+ *     only entropy-decoded, for damage (see "Strictness" below).
  *
  * The column band is additionally widened by `margin` pixels on each side
  * (clamped to the image) before alignment, so that chroma "fancy" upsampling
@@ -19,6 +19,14 @@
  * All coordinates are in output (i.e. DCT-scaled) pixels.  All libjpeg work
  * runs with the GIL released; libjpeg errors longjmp back and raise
  * ValueError.
+ *
+ * Strictness: every libjpeg warning (corrupt data, premature end of data,
+ * extraneous bytes before a marker...) is an error, as in simplejpeg's
+ * decode_jpeg(strict=True), TurboJPEG's TJFLAG_STOPONWARNING.  So that a
+ * region decode accepts exactly the bytes a whole decode accepts, the rows
+ * below the window are still entropy-decoded (jpeg_skip_scanlines: no IDCT,
+ * no colour conversion, into nothing) and the file is read to its EOI marker
+ * (jpeg_finish_decompress): damage anywhere in the file raises.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -48,9 +56,79 @@ roi_error_exit(j_common_ptr cinfo)
 static void
 roi_output_message(j_common_ptr cinfo)
 {
-    /* Warnings (e.g. "premature end of data") are not printed; the decoder
-       carries on as a full decode with libjpeg would. */
-    (void)cinfo;
+    (void)cinfo;  /* nothing is printed: warnings become errors, trace messages are dropped */
+}
+
+static void
+roi_emit_message(j_common_ptr cinfo, int msg_level)
+{
+    /* msg_level -1 is a warning: the data is corrupt (or not quite a JPEG).
+       Like TurboJPEG with TJFLAG_STOPONWARNING (simplejpeg's strict=True), stop
+       at the first one.  msg_level >= 0 are trace messages: ignored. */
+    roi_error_mgr *err = (roi_error_mgr *)cinfo->err;
+    if (msg_level >= 0)
+        return;
+    (*cinfo->err->format_message)(cinfo, err->msg);
+    longjmp(err->jmp, 1);
+}
+
+/* Installs the error manager: errors and warnings longjmp to err->jmp. */
+static struct jpeg_error_mgr *
+roi_errors(roi_error_mgr *err)
+{
+    jpeg_std_error(&err->pub);
+    err->pub.error_exit = roi_error_exit;
+    err->pub.emit_message = roi_emit_message;
+    err->pub.output_message = roi_output_message;
+    err->msg[0] = '\0';
+    return &err->pub;
+}
+
+/* Reads the rest of the image after the window's rows, for its warnings only:
+   the rows are entropy-decoded and discarded (all but the last, which is read
+   into a one-row scratch buffer: skipping to the very end would mark the input
+   finished without reading it), then the input is read to its EOI marker.
+   Returns 0, or -1 with `msg` set; libjpeg errors and warnings longjmp. */
+static int
+roi_drain(j_decompress_ptr cinfo, char *msg, size_t msg_len)
+{
+    if (cinfo->output_scanline + 1 < cinfo->output_height) {
+        JDIMENSION skip = cinfo->output_height - cinfo->output_scanline - 1;
+        if (jpeg_skip_scanlines(cinfo, skip) != skip) {
+            snprintf(msg, msg_len, "jpeg_skip_scanlines fell short below the window");
+            return -1;
+        }
+    }
+    if (cinfo->output_scanline < cinfo->output_height) {
+        JSAMPARRAY row = (*cinfo->mem->alloc_sarray)(
+            (j_common_ptr)cinfo, JPOOL_IMAGE,
+            cinfo->output_width * (JDIMENSION)cinfo->output_components, 1);
+        while (cinfo->output_scanline < cinfo->output_height) {
+            if (jpeg_read_scanlines(cinfo, row, 1) == 0) {
+                snprintf(msg, msg_len, "jpeg_read_scanlines stalled below the window");
+                return -1;
+            }
+        }
+    }
+    jpeg_finish_decompress(cinfo);
+    return 0;
+}
+
+/* Whether a progressive image lacks scans (or refinement bits): libjpeg then
+   smooths blocks, and libjpeg-turbo versions smooth differently, so only a
+   whole decode by the one libjpeg simplejpeg bundles gives the same pixels.
+   Valid after jpeg_start_decompress(), which reads a progressive file whole. */
+static int
+roi_incomplete(j_decompress_ptr cinfo)
+{
+    int ci, k;
+    if (!cinfo->progressive_mode || cinfo->coef_bits == NULL)
+        return 0;
+    for (ci = 0; ci < cinfo->num_components; ci++)
+        for (k = 0; k < DCTSIZE2; k++)
+            if (cinfo->coef_bits[ci][k] != 0)
+                return 1;
+    return 0;
 }
 
 /* ---------------------------------------------------------------- decode */
@@ -66,6 +144,7 @@ typedef struct {
     /* outputs */
     long row0, col0, rows, cols;
     Py_ssize_t needed;           /* set when `out` is too small */
+    int incomplete;              /* set for a progressive image with scans missing */
     char msg[JMSG_LENGTH_MAX + 64];  /* set on failure */
 } roi_job;
 
@@ -82,9 +161,7 @@ roi_decode(roi_job *job)
     unsigned char *base;
 
     cinfo.mem = NULL;  /* lets jpeg_destroy_decompress() run at any point */
-    cinfo.err = jpeg_std_error(&jerr.pub);
-    jerr.pub.error_exit = roi_error_exit;
-    jerr.pub.output_message = roi_output_message;
+    cinfo.err = roi_errors(&jerr);
     if (setjmp(jerr.jmp)) {
         snprintf(job->msg, sizeof(job->msg), "JPEG decode failed: %s",
                  jerr.msg);
@@ -124,6 +201,13 @@ roi_decode(roi_job *job)
     }
 
     jpeg_start_decompress(&cinfo);
+    if (roi_incomplete(&cinfo)) {
+        job->incomplete = 1;
+        snprintf(job->msg, sizeof(job->msg),
+                 "a progressive JPEG with scans missing is decoded whole, "
+                 "not by region (libjpeg versions smooth its blocks differently)");
+        goto fail;
+    }
     full_width = cinfo.output_width;  /* jpeg_crop_scanline() narrows output_width to the band */
 
     /* Column band: the window plus `margin` on each side, clamped. */
@@ -172,8 +256,9 @@ roi_decode(roi_job *job)
         row += got;
     }
 
-    /* Stop here: rows below the window are never decoded. */
-    jpeg_abort_decompress(&cinfo);
+    /* Below the window: entropy decoding only, for damage (see the top). */
+    if (roi_drain(&cinfo, job->msg, sizeof(job->msg)) != 0)
+        goto fail;
     jpeg_destroy_decompress(&cinfo);
     job->row0 = job->top;
     job->col0 = (long)xoff;
@@ -207,8 +292,12 @@ PyDoc_STRVAR(decode_region_doc,
 "With whole=True, `out` holds the whole (scaled) image, H x W x channels, and\n"
 "the decoded rows and columns are written where they belong in it; the\n"
 "rest of `out` is left as it was.\n"
-"Raises ValueError on corrupt data, unsupported colorspaces (CMYK/YCCK),\n"
-"an out-of-bounds window or a too-small `out`.");
+"Raises ValueError on corrupt or truncated data anywhere in the file, also\n"
+"below the window (every libjpeg warning is an error, as in simplejpeg's\n"
+"strict decode), unsupported colorspaces (CMYK/YCCK), an out-of-bounds\n"
+"window or a too-small `out`; `out` may then hold part of the window.\n"
+"Raises NotImplementedError for a progressive JPEG with scans missing\n"
+"(libjpeg smooths its blocks, differently by version): decode it whole.");
 
 static PyObject *
 decode_region(PyObject *self, PyObject *args, PyObject *kwargs)
@@ -256,7 +345,7 @@ decode_region(PyObject *self, PyObject *args, PyObject *kwargs)
     Py_END_ALLOW_THREADS
 
     if (rc != 0) {
-        PyErr_SetString(PyExc_ValueError, job.msg);
+        PyErr_SetString(job.incomplete ? PyExc_NotImplementedError : PyExc_ValueError, job.msg);
         goto done;
     }
 
@@ -273,7 +362,8 @@ PyDoc_STRVAR(read_header_doc,
 "\n"
 "Output size at DCT scale 1/scale, number of components in the file and\n"
 "libjpeg's J_COLOR_SPACE code of the file (1 gray, 2 RGB, 3 YCbCr,\n"
-"4 CMYK, 5 YCCK). Raises ValueError on a corrupt header.");
+"4 CMYK, 5 YCCK). Raises ValueError on a corrupt header (libjpeg warnings\n"
+"about the header are errors too).");
 
 typedef struct {
     unsigned long height, width;
@@ -290,9 +380,7 @@ roi_read_header(const unsigned char *data, unsigned long size, int scale,
     roi_error_mgr jerr;
 
     cinfo.mem = NULL;
-    cinfo.err = jpeg_std_error(&jerr.pub);
-    jerr.pub.error_exit = roi_error_exit;
-    jerr.pub.output_message = roi_output_message;
+    cinfo.err = roi_errors(&jerr);
     if (setjmp(jerr.jmp)) {
         memcpy(hdr->msg, jerr.msg, sizeof(hdr->msg));
         jpeg_destroy_decompress(&cinfo);

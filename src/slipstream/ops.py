@@ -187,7 +187,11 @@ class Normalize(Op):
 class Decode(Op):
     """How to decode JPEGs (place it anywhere before custom ops). ``fast=True`` uses libjpeg-turbo's
     fast integer DCT and fast chroma upsampling (what FFCV uses): about 10% faster decoding for a
-    small loss in quality (off by default). ``exact=True`` never decodes at a reduced DCT scale."""
+    small loss in quality (off by default). ``exact=True`` never decodes at a reduced DCT scale.
+
+    Damage is refused the same way on every path: a JPEG that libjpeg warns about anywhere in the
+    file (truncated, corrupt data, extraneous bytes) raises, as ``ds[i]`` and simplejpeg do; the
+    region decoder entropy-decodes the rows below the crop to find it."""
 
     def __init__(self, fast: bool = False, exact: bool = False):
         self.fast, self.exact = bool(fast), bool(exact)
