@@ -550,3 +550,16 @@ def test_an_iterator_keeps_its_unnamed_loader_and_workers_alive_to_the_end(backe
     )
     assert result.returncode == 0, result.stderr
     assert out == {"batches": 10, "first": list(range(0, 80, 8))}
+
+
+def test_process_workers_run_where_posix_fallocate_does_not_exist():
+    """macOS has no os.posix_fallocate: segments are then sized with ftruncate (not reserved)."""
+    result, out = child(
+        """
+        del os.posix_fallocate
+        batches = [b.tolist() for b in ss.DataLoader(np.arange(12).reshape(6, 2), 3, workers=2, backend="process")]
+        print(json.dumps({"batches": batches}))
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert out["batches"] == [[[0, 1], [2, 3], [4, 5]], [[6, 7], [8, 9], [10, 11]]]

@@ -9,6 +9,7 @@ returns to the system when the last process holding the fd or a mapping lets go.
 The pages are reserved with ``posix_fallocate`` when the segment is made, so a ``/dev/shm`` that
 is too small raises ``SharedMemoryError`` (saying how much was needed and what to do) instead of
 killing the process with SIGBUS the first time a worker writes to a page that cannot be backed.
+Where there is no ``posix_fallocate`` (macOS, whose temp dir is on disk) the file is only sized.
 """
 
 from __future__ import annotations
@@ -132,8 +133,12 @@ def _copy_of(data: bytes) -> Segment:
 
 def _reserve(fd: int, size: int, directory: str, purpose: str) -> None:
     """Back all ``size`` bytes now, so a full file system is an exception here, never a SIGBUS later."""
+    fallocate = getattr(os, "posix_fallocate", None)
+    if fallocate is None:  # macOS: no posix_fallocate; sized, not reserved (its temp dir is a disk, rarely full)
+        os.ftruncate(fd, size)
+        return
     try:
-        os.posix_fallocate(fd, 0, size)
+        fallocate(fd, 0, size)
     except OSError as exc:
         if exc.errno in (errno.ENOSPC, errno.ENOMEM, errno.EFBIG, errno.EDQUOT):
             free = _free_bytes(directory)
