@@ -8,19 +8,23 @@ TORCH ?= torch==2.13.0
 .PHONY: demo test bench clean
 
 $(PY):
+	@echo "== making a virtual environment in $(VENV)"
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
 $(VENV)/.test: $(PY) pyproject.toml
+	@echo "== installing slipstream with its file formats (pyarrow, simplejpeg, Pillow, numba...) and test tools"
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
 $(VENV)/.torch: $(VENV)/.test
+	@echo "== installing PyTorch ($(TORCH)) to compare against (a minute or two)"
 	$(PY) -m pip install -q '$(TORCH)'
 	touch $@
 
 # the JAX adapter's tests run on JAX's CPU backend
 $(VENV)/.jax: $(VENV)/.test
+	@echo "== installing JAX (CPU) for the JAX adapter's tests"
 	$(PY) -m pip install -q 'jax>=0.4.30'
 	touch $@
 
