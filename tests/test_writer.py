@@ -140,3 +140,147 @@ def test_bad_arguments_are_refused(tmp_path):
         ss.write(tmp_path / "a.arrow", [{"x": 1}], {"x": F.Int()}, page_size=0)
     with pytest.raises(TypeError, match="expected a dict of field values"):
         ss.write(tmp_path / "a.arrow", [1, 2], {"x": F.Int()})
+
+
+# -- writers racing to one path ---------------------------------------------------------------------
+def _racing_stream(tag: int, after_first=None, n: int = 40):
+    """Samples of writer ``tag`` (distinct bytes per writer); ``after_first()`` runs once the writer has
+    read its first sample, i.e. once its file is open, so two writers are certain to overlap."""
+    for k in range(n):
+        if k == 1 and after_first is not None:
+            after_first()
+        yield {"x": np.full(500, (tag * 100 + k) % 256, np.uint8), "tag": tag}
+
+
+RACE_FIELDS = {"x": F.Array(shape=(500,)), "tag": F.Int()}
+
+
+def _reference(tmp_path, tag: int) -> bytes:
+    return ss.write(tmp_path / f"ref{tag}.arrow", _racing_stream(tag), RACE_FIELDS, page_size=2048, progress=False).read_bytes()
+
+
+def _leftovers(folder) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.endswith(".partial"))
+
+
+def test_two_writers_racing_to_one_path_leave_the_last_complete_file(tmp_path):
+    import threading
+
+    refs = {tag: _reference(tmp_path, tag) for tag in (1, 2)}
+    target = tmp_path / "race" / "shared.arrow"
+    target.parent.mkdir()
+    both_open = threading.Barrier(2, timeout=30)
+    second_done = threading.Event()
+    seen_between: list[bytes] = []
+    errors: list[BaseException] = []
+
+    def first_waits():  # writer 1 opens its file, then finishes only after writer 2 has finished
+        both_open.wait()
+        assert second_done.wait(timeout=30)
+        seen_between.append(target.read_bytes())
+
+    def run(tag, hook):
+        try:
+            ss.write(target, _racing_stream(tag, hook), RACE_FIELDS, page_size=2048, workers=2, progress=False)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            if tag == 2:
+                second_done.set()
+
+    threads = [threading.Thread(target=run, args=(1, first_waits)), threading.Thread(target=run, args=(2, both_open.wait))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == []
+    assert seen_between == [refs[2]]  # the reader saw writer 2's complete file, untouched by writer 1
+    assert target.read_bytes() == refs[1]  # writer 1 completed last: its file wins, whole
+    assert _leftovers(target.parent) == []
+    assert [ss.open(target)[k]["tag"] for k in (0, 39)] == [1, 1]
+
+
+def test_a_failing_writer_leaves_a_racing_good_writer_alone(tmp_path):
+    import threading
+
+    good = _reference(tmp_path, 1)
+    target = tmp_path / "race" / "shared.arrow"
+    target.parent.mkdir()
+    both_open = threading.Barrier(2, timeout=30)
+    bad_failed = threading.Event()
+    errors: dict[int, BaseException] = {}
+
+    def good_waits():
+        both_open.wait()
+        assert bad_failed.wait(timeout=30)
+
+    def bad_stream():
+        yield from _racing_stream(2, both_open.wait, n=5)
+        raise RuntimeError("the bad source failed")
+
+    def run(tag, data):
+        try:
+            ss.write(target, data, RACE_FIELDS, page_size=2048, workers=2, progress=False)
+        except BaseException as exc:  # noqa: BLE001 - checked below
+            errors[tag] = exc
+        finally:
+            if tag == 2:
+                bad_failed.set()
+
+    threads = [threading.Thread(target=run, args=(1, _racing_stream(1, good_waits))), threading.Thread(target=run, args=(2, bad_stream()))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert list(errors) == [2] and "the bad source failed" in str(errors[2])
+    assert target.read_bytes() == good
+    assert _leftovers(target.parent) == []
+
+
+def test_two_writer_processes_racing_to_one_path_leave_one_whole_file(tmp_path):
+    refs = {tag: _reference(tmp_path, tag) for tag in (1, 2)}
+    target = tmp_path / "race" / "shared.arrow"
+    target.parent.mkdir()
+    code = textwrap.dedent(
+        f"""
+        import sys, numpy as np, slipstream as ss
+        from slipstream import fields as F
+        tag = int(sys.argv[1])
+        def wait_for_go():  # the file is open: say so, then wait until both writers are
+            print("OPEN", flush=True)
+            assert sys.stdin.readline().strip() == "GO"
+        def stream():
+            for k in range(40):
+                if k == 1:
+                    wait_for_go()
+                yield {{"x": np.full(500, (tag * 100 + k) % 256, np.uint8), "tag": tag}}
+        ss.write({str(target)!r}, stream(), {{"x": F.Array(shape=(500,)), "tag": F.Int()}}, page_size=2048, workers=2, progress=False)
+        print("DONE", flush=True)
+        """
+    )
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code, str(tag)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={"PYTHONPATH": SRC})
+        for tag in (1, 2)
+    ]
+    try:
+        assert [proc.stdout.readline().strip() for proc in procs] == ["OPEN", "OPEN"]
+        for proc in procs:
+            proc.stdin.write("GO\n")
+            proc.stdin.flush()
+        outs = [proc.communicate(timeout=60)[0] for proc in procs]
+    finally:
+        for proc in procs:
+            proc.kill()
+    assert [proc.returncode for proc in procs] == [0, 0] and all("DONE" in out for out in outs)
+    assert target.read_bytes() in (refs[1], refs[2])
+    assert _leftovers(target.parent) == []
+
+
+def test_the_written_file_gets_the_permissions_a_plain_open_would_give(tmp_path):
+    import os
+
+    plain = tmp_path / "plain"
+    plain.write_bytes(b"")
+    path = ss.write(tmp_path / "perm.arrow", samples(3), FIELDS, progress=False)
+    assert oct(path.stat().st_mode & 0o777) == oct(plain.stat().st_mode & 0o777)
+    assert os.access(path, os.R_OK)

@@ -2,9 +2,12 @@
 
 Samples are encoded in parallel worker threads (in order), gathered into pages of about
 ``page_size`` bytes and written as they fill, so memory stays bounded however large the dataset.
-The file is written under a temporary name beside ``path`` (``path + ".partial"``) and renamed
-into place only once complete and flushed: an interrupted or failing write never leaves a file
-at ``path`` that looks complete. The same input and settings give a byte-identical file.
+The file is written under a unique temporary name in ``path``'s folder (``.<name>.<random>.partial``),
+flushed to disk (fsync) and renamed over ``path`` only once complete, then the folder is synced: an
+interrupted or failing write never leaves a file at ``path`` that looks complete, and removes only
+its own temporary file. Writers racing to one path (every rank of a job converting the same data)
+never share a file: the last to complete wins, and a reader sees the old file or a new one, never
+a mix. The same input and settings give a byte-identical file.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import copy
 import os
 import sys
+import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -162,7 +166,7 @@ def write(
 
     workers = min(8, os.cpu_count() or 1) if workers is None else workers
     show = sys.stderr.isatty() if progress is None else bool(progress)
-    partial = path.with_name(path.name + ".partial")
+    partial = _temporary(path)
     bar = None
     try:
         if show:
@@ -187,16 +191,57 @@ def write(
                     bar.update(len(rows))
             if page:
                 _flush(writer, schema, fields, names, page, first_row, schema_crc)
-        with open(partial, "rb+") as handle:
-            os.fsync(handle.fileno())
-        os.replace(partial, path)
+        _commit(partial, path)
     except BaseException:
-        partial.unlink(missing_ok=True)
+        partial.unlink(missing_ok=True)  # this writer's own file only: a racing writer's is untouched
         raise
     finally:
         if bar is not None:
             bar.close()
     return path
+
+
+def _umask() -> int:
+    """The process's umask (read without changing it where /proc allows; ``os.umask`` round trip elsewhere)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _temporary(path: Path) -> Path:
+    """A new, empty file with a name no other writer uses, in ``path``'s folder (so the final rename
+    stays on one file system), with the permissions a plain ``open(path, "w")`` would give."""
+    handle, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
+    try:
+        os.fchmod(handle, 0o666 & ~_umask())
+    finally:
+        os.close(handle)
+    return Path(name)
+
+
+def _commit(partial: Path, path: Path) -> None:
+    """Flush ``partial`` to disk, rename it over ``path`` (atomic: a reader opens the old file or the
+    new one), then sync the folder so the rename itself survives a crash (where the OS allows)."""
+    with open(partial, "rb+") as handle:
+        os.fsync(handle.fileno())
+    os.replace(partial, path)
+    try:
+        folder = os.open(path.parent, os.O_RDONLY)
+    except OSError:  # pragma: no cover - folders cannot be opened on some platforms
+        return
+    try:
+        os.fsync(folder)
+    except OSError:  # pragma: no cover - some file systems refuse fsync on a folder
+        pass
+    finally:
+        os.close(folder)
 
 
 def _value(sample: Any, name: str, index: int) -> Any:
