@@ -143,3 +143,10 @@ class NeedsWorkerInit:
 
     def __getitem__(self, i: int) -> int:
         return _handle["offset"] + i  # TypeError in a process where worker_init did not run
+
+
+def failing_collate(samples: list) -> list:
+    """A collate that fails on the batch holding sample 6."""
+    if 6 in samples:
+        raise ValueError("cannot collate")
+    return samples

@@ -664,3 +664,15 @@ def test_closing_a_loader_with_workers_stuck_in_samples_takes_one_short_deadline
     finally:
         stuck.set()
     assert elapsed < 2.5, f"{how} took {elapsed:.1f} s with 4 stuck workers"
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_an_error_in_a_user_collate_names_the_batch(workers):
+    def collate(samples):
+        if 6 in samples:
+            raise ValueError("cannot collate")
+        return samples
+
+    with pytest.raises(ValueError, match="cannot collate") as info:
+        list(ss.DataLoader(list(range(10)), 3, workers=workers, collate=collate))
+    assert "raised by the collate function for batch 2 of epoch 0 (3 samples)" in "\n".join(info.value.__notes__)

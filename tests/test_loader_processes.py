@@ -563,3 +563,11 @@ def test_process_workers_run_where_posix_fallocate_does_not_exist():
     )
     assert result.returncode == 0, result.stderr
     assert out["batches"] == [[[0, 1], [2, 3], [4, 5]], [[6, 7], [8, 9], [10, 11]]]
+
+
+def test_an_error_in_a_user_collate_names_the_batch_in_a_worker_process():
+    from procdata import failing_collate
+
+    with pytest.raises(ValueError, match="cannot collate") as info:
+        list(loader(list(range(10)), batch_size=3, collate=failing_collate))
+    assert "raised by the collate function for batch 2 of epoch 0 (3 samples)" in "\n".join(info.value.__notes__)

@@ -20,7 +20,7 @@ from ._collate import Spec
 from ._containers import numobs
 from ._executor import InlineExecutor, Job, ThreadExecutor
 from ._orders import num_batches, permutation, quasi_random, shard, shard_batches, split_batches
-from ._readers import BatchInfo, Reader, first_sample, make_reader
+from ._readers import BatchInfo, Reader, collated, first_sample, make_reader
 from ._slots import SlotPool
 from ._workerinfo import WorkerInfo, set_worker_info, worker_seed
 
@@ -313,7 +313,7 @@ class DataLoader:
         collate = self.collate
         if collate is None:  # the default collate, before the buffers have a shape: see _shape
             return Job([(lambda p=p, a=a: fetch(p, a)) for p, a in enumerate(starts)], lambda: _Unshaped(_join(parts), indices, info), tag=k)
-        return Job([(lambda p=p, a=a: fetch(p, a)) for p, a in enumerate(starts)], lambda: collate(_join(parts)), tag=k)
+        return Job([(lambda p=p, a=a: fetch(p, a)) for p, a in enumerate(starts)], lambda: collated(collate, _join(parts), info), tag=k)
 
     def _adopt(self, sample: Any) -> SlotPool:
         """The batch buffers, shaped from ``sample`` unless they already are (once per loader)."""

@@ -23,7 +23,7 @@ import numpy as np
 from ._collate import ArrayLeaf, Spec
 from ._procpool import WorkerPool
 from ._executor import Job, name_of, next_ready, raise_failure
-from ._readers import BatchInfo, add_note, make_reader
+from ._readers import BatchInfo, add_note, collated, make_reader
 from ._shm import Segment, layout
 
 __all__ = ["LoaderPayload", "ProcessExecutor", "RemoteJob", "collate_task", "read_task", "samples_task", "shared_arrays"]
@@ -249,7 +249,8 @@ def samples_task(state: Any, indices: np.ndarray, seed: int, epoch: int, batch: 
 
 def collate_task(state: Any, indices: np.ndarray, seed: int, epoch: int, batch: int, generation: tuple[int, int]) -> Any:
     """Load a batch's samples and collate them with the user's function, in the worker."""
-    return state.payload.collate(samples_task(state, indices, seed, epoch, batch, generation))
+    samples = samples_task(state, indices, seed, epoch, batch, generation)
+    return collated(state.payload.collate, samples, BatchInfo(seed, epoch, batch, _Stop(state, generation)))
 
 
 def shared_arrays(spec: Spec, rows: int) -> tuple[list[np.ndarray], Segment, list[int]]:

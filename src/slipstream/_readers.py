@@ -37,6 +37,15 @@ def add_note(error: BaseException, note: str) -> None:
         error.__notes__ = [*getattr(error, "__notes__", []), note]
 
 
+def collated(collate: Any, samples: list[Any], info: Any) -> Any:
+    """``collate(samples)``; an exception it raises gets a note naming the batch."""
+    try:
+        return collate(samples)
+    except BaseException as exc:
+        add_note(exc, f"slipstream: raised by the collate function for {info} ({len(samples)} samples)")
+        raise
+
+
 class Cancelled(Exception):
     """Raised between samples once the iterator that wanted the batch has been closed."""
 
