@@ -284,3 +284,33 @@ def test_the_written_file_gets_the_permissions_a_plain_open_would_give(tmp_path)
     path = ss.write(tmp_path / "perm.arrow", samples(3), FIELDS, progress=False)
     assert oct(path.stat().st_mode & 0o777) == oct(plain.stat().st_mode & 0o777)
     assert os.access(path, os.R_OK)
+
+
+# -- iterables that reuse one buffer ----------------------------------------------------------------
+def _reusing_decoder(n: int = 50):
+    """Yields the same array, bytearray and list objects every time, changed in place (as decoders do)."""
+    frame = np.zeros((4, 6), np.int16)
+    raw = bytearray(3)
+    boxes: list = []
+    for k in range(n):
+        frame[...] = k
+        raw[:] = bytes([k, k + 1, k + 2])
+        boxes[:] = [k, [k, k]]
+        yield {"frame": frame, "raw": raw, "view": memoryview(raw), "boxes": boxes}
+
+
+def test_an_iterable_reusing_one_buffer_stores_each_sample_as_it_was_yielded(tmp_path):
+    fields = {"frame": F.Array(shape=(4, 6)), "raw": F.Bytes(), "view": F.Bytes(), "boxes": F.JSON()}
+    paths = [ss.write(tmp_path / f"w{w}.arrow", _reusing_decoder(), fields, workers=w, page_size=256, progress=False) for w in (1, 4)]
+    assert filecmp.cmp(paths[0], paths[1], shallow=False)
+    ds = ss.open(paths[0])
+    for k in range(50):
+        sample = ds[k]
+        assert (sample["frame"] == k).all(), f"sample {k} holds {sample['frame'][0, 0]}"
+        assert sample["raw"] == sample["view"] == bytes([k, k + 1, k + 2])
+        assert sample["boxes"] == [k, [k, k]]
+
+
+def test_inferred_fields_also_take_an_iterables_samples_as_yielded(tmp_path):
+    ds = ss.open(ss.write(tmp_path / "inferred.arrow", _reusing_decoder(10), workers=3, progress=False))
+    assert [int(ds[k]["frame"][0, 0]) for k in range(10)] == list(range(10))

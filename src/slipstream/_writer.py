@@ -7,7 +7,9 @@ flushed to disk (fsync) and renamed over ``path`` only once complete, then the f
 interrupted or failing write never leaves a file at ``path`` that looks complete, and removes only
 its own temporary file. Writers racing to one path (every rank of a job converting the same data)
 never share a file: the last to complete wins, and a reader sees the old file or a new one, never
-a mix. The same input and settings give a byte-identical file.
+a mix. Samples from an iterable are copied as they are yielded (decoders often reuse one buffer),
+so each is stored as it was when yielded; a container's samples are read in the workers. The same
+input and settings give a byte-identical file.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import copy
 import os
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -53,38 +55,64 @@ class _Chunking:
         self.size = max(1, min(self.most, self.target // per_sample))
 
 
-def _chunks(data: Any, chunking: _Chunking) -> tuple[Iterator[list[tuple[int, Any]]], int | None, Any]:
-    """Chunks of (index, sample) and the total; container samples are read later, in the workers."""
+def _chunks(data: Any, chunking: _Chunking) -> tuple[Callable[[list[str]], Iterator[list[tuple[int, Any]]]], int | None, Any]:
+    """``chunks(names)``: chunks of (index, sample) holding the stored fields ``names``; the total and
+    the first sample. Container samples are read later, in the workers; an iterable's are taken
+    (``_snapshot``) as they are yielded."""
     if _is_container(data):
         n = numobs(data)
         first = getobs(data, 0) if n else None
 
-        def ranges() -> Iterator[list[tuple[int, Any]]]:
+        def ranges(names: list[str]) -> Iterator[list[tuple[int, Any]]]:
             start = 0
             while start < n:
                 stop = min(start + chunking.size, n)
                 yield [(i, None) for i in range(start, stop)]
                 start = stop
 
-        return ranges(), n, first
+        return ranges, n, first
     iterator = iter(data)
     try:
-        first = next(iterator)
+        first = _snapshot(next(iterator))
     except StopIteration:
-        return iter(()), 0, None
+        return lambda names: iter(()), 0, None
     total = len(data) if hasattr(data, "__len__") else None
 
-    def batches() -> Iterator[list[tuple[int, Any]]]:
+    def batches(names: list[str]) -> Iterator[list[tuple[int, Any]]]:
         chunk = [(0, first)]
         for i, sample in enumerate(iterator, start=1):
             if len(chunk) >= chunking.size:
                 yield chunk
                 chunk = []
-            chunk.append((i, sample))
+            chunk.append((i, _snapshot(sample, names)))
         if chunk:
             yield chunk
 
-    return batches(), total, first
+    return batches, total, first
+
+
+def _snapshot(sample: Any, names: list[str] | None = None) -> Any:
+    """What an iterable's sample holds now, safe from the iterable changing it later: a new dict of
+    its keys ``names`` (all when None; missing ones are left for ``encode`` to report) whose NumPy
+    arrays, bytearrays and memoryviews are copied and lists, dicts and tuples deep-copied. Immutable
+    values and other objects are kept as they are; a sample that is not a dict is returned unchanged
+    (``encode`` reports it)."""
+    if not isinstance(sample, Mapping):
+        return sample
+    keys = sample.keys() if names is None else [name for name in names if name in sample]
+    return {name: _snapshot_value(sample[name]) for name in keys}
+
+
+def _snapshot_value(value: Any) -> Any:
+    import numpy as np
+
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, (list, dict, tuple)):
+        return copy.deepcopy(value)
+    return value
 
 
 def infer_fields(sample: Any) -> dict[str, Field]:
@@ -137,7 +165,7 @@ def write(
     if page_size < 1:
         raise ValueError(f"page_size must be >= 1 byte, got {page_size}")
     chunking = _Chunking()
-    chunks, total, first = _chunks(data, chunking)
+    make_chunks, total, first = _chunks(data, chunking)
     if fields is None:
         if first is None:
             raise ValueError("cannot infer fields from an empty dataset: pass fields=")
@@ -151,6 +179,7 @@ def write(
         if first is not None:
             field.prepare(_value(first, name, 0), f"sample 0, field {name!r}")
     names = list(fields)
+    chunks = make_chunks(names)
     schema = pa.schema([(name, fields[name].arrow_type()) for name in names])
     schema = schema.with_metadata(_format.schema_metadata({n: fields[n].spec() for n in names}, page_size))
     container = data if _is_container(data) else None
