@@ -229,6 +229,6 @@ def test_a_batch_is_read_into_row_slices_of_a_buffer_in_one_call(packed):
 def test_variable_size_images_in_a_batch_raise_a_plain_value_error_with_the_fix(tmp_path):
     data = [{"im": photo_like(8 + k, 6, seed=k)} for k in range(4)]
     ds = ss.open(ss.write(tmp_path / "v.arrow", data, {"im": F.Image(codec="png")}, progress=False))
-    with pytest.raises(ValueError, match=r"sample 1, field 'im' has shape \(9, 6, 3\) but the first sample's was \(8, 6, 3\)") as info:
+    with pytest.raises(ValueError, match=r"sample 1, field \['im'\], has shape \(9, 6, 3\) but the first sample had shape \(8, 6, 3\).*RandomResizedCrop") as info:
         list(ss.DataLoader(ds, 4))
     assert not isinstance(info.value, ss.PackedFileError)

@@ -30,6 +30,11 @@ class _FixedColumn(Column):
             return buffer
         return self.get(row)
 
+    def batch_node(self, row: int) -> Any:
+        from ._collate import ArrayLeaf
+
+        return ArrayLeaf(self.values.shape[1:], self.values.dtype)
+
     def rows_into(self, target: np.ndarray, positions: list[int], rows: list[int]) -> bool:
         """Copy ``rows`` to ``target[positions]`` row by row; False when ``target`` does not fit."""
         values = self.values
@@ -52,6 +57,11 @@ class _RaggedColumn(Column):
         if data.size != math.prod(shape) * self.dtype.itemsize:
             raise ValueError(f"{data.size} stored bytes cannot hold a {self.dtype} array of shape {shape}")
         return data.view(self.dtype).reshape(shape)
+
+    def batch_node(self, row: int) -> Any:
+        from ._collate import VarNode
+
+        return VarNode(tuple(int(s) for s in self.shapes[row]), self.dtype)  # shapes vary: a guess
 
 
 class Array(Field):

@@ -47,6 +47,14 @@ class Column:
         """Write the value into ``buffer`` when it can (returning the buffer), else return the value."""
         return self.get(row)
 
+    def batch_node(self, row: int) -> Any:
+        """How a batch holds this field's values (a ``_collate`` spec node), ``row``'s value being a
+        typical one: by default every value is kept and the batch collated by ``default_collate``'s
+        rules, right whatever the values' types and shapes."""
+        from ._collate import CollatedNode
+
+        return CollatedNode()
+
 
 class Field:
     """Base class. Subclasses set ``kind`` (the registry name) and ``version``."""

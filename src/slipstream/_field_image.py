@@ -38,8 +38,14 @@ class _ImageColumn(Column):
     def get(self, row: int) -> Any:
         return _imaging.decode(self.codec(row), self.encoded(row), self.shape(row))
 
+    def batch_node(self, row: int) -> Any:
+        from ._collate import VarNode
+
+        hint = "to batch images of several sizes, crop them to one: ds.map(<field>=[ops.RandomResizedCrop(...)])"
+        return VarNode(self.shape(row), np.dtype(np.uint8), hint)  # sizes may vary: a guess
+
     def into(self, buffer: Any, row: int) -> Any:
-        if isinstance(buffer, np.ndarray) and buffer.shape == self.shape(row):
+        if isinstance(buffer, np.ndarray) and buffer.shape == self.shape(row) and buffer.dtype == np.uint8:
             return _imaging.decode(self.codec(row), self.encoded(row), self.shape(row), out=buffer)
         return self.get(row)
 

@@ -24,6 +24,7 @@ from ._errors import (
     NotAPackedFileError,
     TruncatedFileError,
 )
+from ._collate import Spec
 from ._field_array import _FixedColumn
 from ._field_base import Column, Field, field_from_spec
 from ._field_base import pyarrow_module as _pa
@@ -196,11 +197,27 @@ class PackedDataset:
 
         return mapfields(self, **pipelines)
 
+    def batch_spec(self) -> Spec | None:
+        """The structure of a batch of this file's samples, from the fields (and the first sample's
+        stored shapes, read without decoding): fixed-size fields are arrays, Text and Bytes lists,
+        while fields whose values vary per sample (JSON, ragged arrays, images) are collated per
+        batch exactly as ``default_collate`` would (in place when they match the first sample's
+        shape). None for an empty file."""
+        if self._n == 0:
+            return None
+        columns = self._page(0)
+        try:
+            return Spec({name: column.batch_node(0) for name, column in columns.items()})
+        except ValueError as exc:
+            raise self._damage(exc, 0, columns, 0) from exc
+
     def getobs_batch_into(self, buffer: Any, indices: Any) -> dict[str, Any]:
         """Read samples ``indices`` into ``buffer`` (a dict of per-field arrays with one row per
-        index, or None where a field cannot be written in place); return the batch, whose array
-        fields are the buffer's arrays and other fields lists. Small fixed-size fields are gathered
-        with one ``take`` per field; larger ones are copied (or decoded) row by row into place.
+        index, or None where a field cannot be written in place); return a dict whose field is the
+        buffer's array when every row was written into it, else a list of the rows' values (rows
+        already written in place given as views of the buffer), for the caller to check and
+        collate. Small fixed-size fields are gathered with one ``take`` per field; larger ones are
+        copied (or decoded) row by row into place.
         """
         idx = np.asarray(indices)
         if idx.dtype.kind not in "iu" or idx.ndim != 1:
@@ -224,27 +241,30 @@ class PackedDataset:
             if isinstance(target, np.ndarray) and self._fixed_rows_into(name, target, pages, rows):
                 out[name] = target
                 continue
-            values = [] if not isinstance(target, np.ndarray) else None
-            for j, (p, r) in enumerate(zip(pages, rows)):
-                column = self._page(p)[name]
-                try:
-                    if values is not None:
-                        values.append(column.get(r))
-                        continue
-                    view = target[j]
-                    result = column.into(view, r)
-                except ValueError as exc:
-                    raise CorruptFileError(self.path, f"sample {int(idx[j])}, field {name!r}: {exc}") from exc
-                if result is not view:
-                    if np.shape(result) != view.shape:  # the data is fine; the batch cannot hold it
-                        raise ValueError(
-                            f"{self.path}: sample {int(idx[j])}, field {name!r} has shape {np.shape(result)} but the first "
-                            f"sample's was {view.shape}: batch variable sizes with .map(image=[ops.RandomResizedCrop(...)]) "
-                            f"or another crop, or pass collate="
-                        )
-                    np.copyto(view, result, casting="same_kind")
-            out[name] = target if values is None else values
+            out[name] = self._rows_into(name, target if isinstance(target, np.ndarray) else None, idx, pages, rows)
         return out
+
+    def _rows_into(self, name: str, target: np.ndarray | None, idx: np.ndarray, pages: list[int], rows: list[int]) -> Any:
+        """Field ``name`` of the rows, decoded into ``target``'s rows where each fits exactly (then
+        ``target`` is returned), else a list of the values (see ``getobs_batch_into``)."""
+        values: list[Any] | None = None if target is not None else []
+        for j, (p, r) in enumerate(zip(pages, rows)):
+            column = self._page(p)[name]
+            try:
+                if values is not None:
+                    values.append(column.get(r))
+                    continue
+                view = target[j, ...]  # a 0-d view, not a scalar, for a 1-d target
+                result = column.into(view, r)
+            except ValueError as exc:
+                raise CorruptFileError(self.path, f"sample {int(idx[j])}, field {name!r}: {exc}") from exc
+            if result is view:
+                continue
+            if isinstance(result, (np.ndarray, np.generic)) and result.shape == view.shape and result.dtype == view.dtype:
+                view[...] = result
+                continue
+            values = [target[k, ...] for k in range(j)] + [result]  # the spec decides what to do with it
+        return target if values is None else values
 
     def _fixed_rows_into(self, name: str, target: np.ndarray, pages: list[int], rows: list[int]) -> bool:
         """Large fixed-shape arrays: plain row copies, page by page (no per-sample dispatch)."""

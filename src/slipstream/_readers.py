@@ -3,7 +3,8 @@
 * arrays and tuples/dicts of arrays (through any ``obsview``): one ``take`` per leaf into the
   batch buffer, no per-sample Python at all;
 * containers with ``getobs_batch_into(buffer, indices)`` (packed files): one call per chunk of a
-  batch, writing into row slices of the batch buffer;
+  batch, writing into row slices of the batch buffer; their ``batch_spec()``, when they have one,
+  gives the batch structure without reading a sample;
 * containers with ``__getitems__``: one call per batch, then a checked copy per sample;
 * containers with ``getobs_into``: written in place through per-sample views of the buffer;
 * anything else: ``getobs`` and a checked copy per sample.
@@ -172,6 +173,10 @@ class _ManyReader(Reader):
 class _BatchIntoReader(Reader):
     vectorized = True
 
+    def __init__(self, data: Any, index_map: np.ndarray | None, spec: Spec | None = None):
+        super().__init__(data, index_map)
+        self.spec = spec
+
     def read(self, storage: list[Any], a: int, indices: np.ndarray, info: BatchInfo) -> None:
         if info.stop.is_set():
             raise Cancelled
@@ -181,7 +186,7 @@ class _BatchIntoReader(Reader):
             ctx.at(indices[0] if len(indices) else 0)
             try:
                 value = self.data.getobs_batch_into(views, self.resolve(indices))
-                self.spec.settle_batch(storage, a, value, views, f"samples {indices[0]}..")
+                self.spec.settle_batch(storage, a, value, views, indices.tolist())
             except BaseException as exc:
                 add_note(exc, f"slipstream: raised while loading samples {indices.tolist()} ({info})")
                 raise
@@ -199,6 +204,13 @@ def first_sample(data: Any, batched: bool, seed: int) -> Any:
             raise
 
 
+def _declared_spec(data: Any) -> Spec | None:
+    """The batch structure a container declares (``batch_spec()``: a packed file knows its fields,
+    which of them vary per sample, and how), so the buffers need not be shaped from sample 0."""
+    declare = getattr(data, "batch_spec", None)
+    return declare() if callable(declare) else None
+
+
 def make_reader(data: Any) -> Reader:
     """The reader for ``data`` (an ``obsview`` is read through to its parent)."""
     index_map = None
@@ -208,7 +220,7 @@ def make_reader(data: Any) -> Reader:
     if spec is not None:
         return _ArrayReader(data, index_map, spec)
     if hasattr(data, "getobs_batch_into"):
-        return _BatchIntoReader(data, index_map)
+        return _BatchIntoReader(data, index_map, _declared_spec(data))
     if hasattr(data, "__getitems__"):
         return _ManyReader(data, index_map)
     return _SampleReader(data, index_map)

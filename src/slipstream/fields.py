@@ -29,10 +29,15 @@ class _ScalarColumn(Column):
         return self.convert(self.values[row])
 
     def into(self, buffer: Any, row: int) -> Any:
-        if isinstance(buffer, np.ndarray):
+        if isinstance(buffer, np.ndarray) and buffer.shape == ():
             buffer[...] = self.values[row]
             return buffer
         return self.get(row)
+
+    def batch_node(self, row: int) -> Any:
+        from ._collate import ArrayLeaf
+
+        return ArrayLeaf((), self.values.dtype)  # what default_collate makes of the Python values
 
 
 class _Scalar(Field):

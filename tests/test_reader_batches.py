@@ -1,0 +1,149 @@
+"""A packed file's batches from the loader equal ``default_collate`` of the same samples, for every
+field kind (a property test), and errors the same way where ``default_collate`` refuses a batch."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import slipstream as ss
+from helpers import assert_same, snapshot
+from slipstream import fields as F
+
+JSON_SCALARS = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=4)
+JSON_VALUES = st.recursive(JSON_SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from("abc"), inner, max_size=3), max_leaves=6)
+DTYPES = st.sampled_from([np.uint8, np.int16, np.int64, np.float16, np.float32, np.float64, np.bool_])
+
+
+def _array_values(draw: Any, n: int) -> tuple[Any, list[Any]]:
+    dtype, shape = draw(DTYPES), draw(hnp.array_shapes(min_dims=0, max_dims=2, max_side=3))
+    values = [draw(hnp.arrays(dtype, shape)) for _ in range(n)]
+    return F.Array(shape=shape), values
+
+
+def _ragged_values(draw: Any, n: int) -> tuple[Any, list[Any]]:
+    dtype, ndim = draw(DTYPES), draw(st.integers(0, 2))
+    shapes = st.sampled_from([(2,) * ndim, (2,) * ndim, (1,) * ndim, (0,) * ndim])  # often equal, sometimes not
+    return F.Array(shape=None), [draw(hnp.arrays(dtype, draw(shapes))) for _ in range(n)]
+
+
+def _image_values(draw: Any, n: int) -> tuple[Any, list[Any]]:
+    codec = draw(st.sampled_from(["raw", "png", "jpeg"]))
+    channels = draw(st.sampled_from([1, 3]))
+    sizes = st.sampled_from([(8, 8), (8, 8), (9, 8)])  # mostly one size: batches in place, some spilled
+    values = [draw(hnp.arrays(np.uint8, (*draw(sizes), channels))) for _ in range(n)]
+    return F.Image(codec=codec), values
+
+
+@st.composite
+def packed_samples(draw: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Samples with one to three fields of drawn kinds, and those fields."""
+    n = draw(st.integers(1, 10))
+    kinds = draw(st.lists(st.sampled_from(["int", "float", "bool", "text", "bytes", "json", "array", "ragged", "image"]), min_size=1, max_size=3, unique=True))
+    fields, columns = {}, {}
+    for kind in kinds:
+        if kind == "int":
+            fields[kind], columns[kind] = F.Int(), draw(st.lists(st.integers(-(2**63), 2**63 - 1), min_size=n, max_size=n))
+        elif kind == "float":
+            fields[kind], columns[kind] = F.Float(), draw(st.lists(st.floats(), min_size=n, max_size=n))
+        elif kind == "bool":
+            fields[kind], columns[kind] = F.Bool(), draw(st.lists(st.booleans(), min_size=n, max_size=n))
+        elif kind == "text":
+            fields[kind], columns[kind] = F.Text(), draw(st.lists(st.text(max_size=5), min_size=n, max_size=n))
+        elif kind == "bytes":
+            fields[kind], columns[kind] = F.Bytes(), draw(st.lists(st.binary(max_size=5), min_size=n, max_size=n))
+        elif kind == "json":
+            same_type = draw(st.booleans())  # one JSON type for all samples (batches), or any mix (errors)
+            values = st.lists(JSON_VALUES, min_size=3, max_size=3) if same_type else JSON_VALUES
+            fields[kind], columns[kind] = F.JSON(), draw(st.lists(values, min_size=n, max_size=n))
+        else:
+            fields[kind], columns[kind] = {"array": _array_values, "ragged": _ragged_values, "image": _image_values}[kind](draw, n)
+    samples = [{k: columns[k][i] for k in kinds} for i in range(n)]
+    return samples, fields
+
+
+def _collate_or_error(samples: list[Any]) -> tuple[Any, type[Exception] | None]:
+    try:
+        return ss.default_collate(samples), None
+    except (ValueError, TypeError) as exc:
+        return None, type(exc)
+
+
+def assert_loader_batches_equal_default_collate(ds: Any, batch_size: int, workers: int, **kwargs: Any) -> None:
+    """Every batch equals ``default_collate`` of ``[ds[i] for i in batch]`` (structure, dtype,
+    values); where that raises, the loader raises the same type at that batch."""
+    n = len(ds)
+    batches = [list(range(a, min(a + batch_size, n))) for a in range(0, n, batch_size)]
+    loader = ss.DataLoader(ds, batch_size=batch_size, workers=workers, **kwargs)
+    iterator = iter(loader)
+    for k, indices in enumerate(batches):
+        want, error = _collate_or_error([ds[i] for i in indices])
+        if error is not None:
+            with pytest.raises(error):
+                next(iterator)
+            return
+        assert_same(snapshot(next(iterator)), want, f"batch {k} (samples {indices})")
+    with pytest.raises(StopIteration):
+        next(iterator)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(packed_samples(), st.integers(1, 5), st.sampled_from([0, 2]))
+def test_loader_batches_of_a_packed_file_equal_default_collate_of_its_samples(case, batch_size, workers):
+    samples, fields = case
+    with tempfile.TemporaryDirectory() as folder:
+        ds = ss.open(ss.write(Path(folder) / "p.arrow", samples, fields, page_size=200, progress=False))
+        assert_loader_batches_equal_default_collate(ds, batch_size, workers)
+
+
+def _json_file(folder: Path, values: list[Any]) -> Any:
+    return ss.open(ss.write(folder / "j.arrow", [{"j": v} for v in values], {"j": F.JSON()}, progress=False))
+
+
+@pytest.mark.parametrize("batch_size", [2, 4, 8])
+@pytest.mark.parametrize(
+    "values",
+    [
+        [[k, k + 1, k + 2] for k in range(16)],  # lists: were transposed, uninitialised or IndexError
+        [{"a": k, "b": [k, -k]} for k in range(16)],  # dicts: TypeError
+        [k / 2 for k in range(16)],  # numbers: a copyto TypeError
+        [[k] * (1 + k // 8) for k in range(16)],  # list lengths that change between batches
+        [k if k < 8 else k + 0.5 for k in range(16)],  # ints, then floats
+    ],
+    ids=["lists", "dicts", "numbers", "lengths", "ints-then-floats"],
+)
+def test_json_fields_batch_like_default_collate(tmp_path, values, batch_size):
+    assert_loader_batches_equal_default_collate(_json_file(tmp_path, values), batch_size, workers=0)
+
+
+def test_ragged_arrays_of_zero_dimensions_and_of_changing_shapes_batch_like_default_collate(tmp_path):
+    zero_d = [{"a": np.array(k, np.float32)} for k in range(8)]
+    ds = ss.open(ss.write(tmp_path / "z.arrow", zero_d, {"a": F.Array(shape=None)}, progress=False))
+    assert_loader_batches_equal_default_collate(ds, 4, workers=0)
+    growing = [{"a": np.full(1 + k // 4, k, np.int32)} for k in range(8)]  # batch 1's shape differs from batch 0's
+    ds = ss.open(ss.write(tmp_path / "g.arrow", growing, {"a": F.Array(shape=None)}, progress=False))
+    assert_loader_batches_equal_default_collate(ds, 4, workers=2)
+
+
+def test_a_mixed_json_batch_names_the_row_and_field_like_default_collate(tmp_path):
+    ds = _json_file(tmp_path, [[1], 2, [3], 4])
+    with pytest.raises(ValueError, match=r"row 1 of the batch, field \['j'\], is a int that does not match the first sample's list"):
+        list(ss.DataLoader(ds, batch_size=4))
+
+
+@pytest.mark.parametrize("start", ["fork", "spawn"])
+def test_varying_fields_batch_like_default_collate_in_worker_processes(tmp_path, start):
+    samples = [
+        {"j": [k] * (1 + k // 4), "r": np.arange(k // 4 + 1, dtype=np.int16), "im": np.full((4 + k // 4, 3, 3), k, np.uint8)}
+        for k in range(12)
+    ]
+    fields = {"j": F.JSON(), "r": F.Array(shape=None), "im": F.Image(codec="png")}
+    ds = ss.open(ss.write(tmp_path / "v.arrow", samples, fields, page_size=300, progress=False))
+    assert_loader_batches_equal_default_collate(ds, 4, workers=2, backend="process", mp_context=start)
