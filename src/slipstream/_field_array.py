@@ -64,11 +64,71 @@ class _RaggedColumn(Column):
         return VarNode(tuple(int(s) for s in self.shapes[row]), self.dtype)  # shapes vary: a guess
 
 
+def _castable(source: np.dtype, target: np.dtype) -> bool:
+    """Whether ``source`` values may be cast to ``target`` at all: within a kind (``same_kind``), and
+    between signed and unsigned integers (the values are range-checked by ``_check_round_trip``)."""
+    return np.can_cast(source, target, casting="same_kind") or (source.kind in "iu" and target.kind in "iu")
+
+
+def _lossless(source: np.dtype, target: np.dtype) -> bool:
+    """Whether every ``source`` value round-trips through ``target`` (NumPy's ``safe`` casting, less
+    integers too wide for the float's mantissa, which NumPy calls safe: int64 to float64)."""
+    if source.kind in "iu" and target.kind in "fc":
+        bits = source.itemsize * 8 - (source.kind == "i")
+        return bits <= np.finfo(target).nmant + 1
+    return np.can_cast(source, target, casting="safe")
+
+
+def _lost(array: np.ndarray, stored: np.ndarray) -> tuple[np.ndarray, str]:
+    """Which values of ``array`` its cast ``stored`` does not keep (a bool mask), and what the stored
+    dtype does hold, by the round-trip rule (see ``Array``)."""
+    source, target = array.dtype, stored.dtype
+    if source.kind in "iu" and target.kind in "iu":
+        info = np.iinfo(target)
+        return (array < info.min) | (array > info.max), f"{target} holds {info.min}..{info.max}"
+    if source.kind in "iu":  # to a float or complex: every integer exactly
+        values = stored.real if target.kind == "c" else stored
+        bits = np.finfo(values.dtype).nmant + 1
+        top = float(np.iinfo(source).max) + 1  # a power of two: above the source range once rounded up
+        with np.errstate(invalid="ignore", over="ignore"):
+            outside = ~np.isfinite(values) | (values >= top)
+            back = np.where(outside, 0, values).astype(source)
+        return outside | (back != array), f"{target} holds integers exactly up to 2**{bits} (beyond that, only some)"
+    finite = np.finfo(stored.real.dtype).max
+    return np.isfinite(array) & ~np.isfinite(stored), f"{target} holds finite values up to {finite:.6g} in magnitude"
+
+
+def _check_round_trip(array: np.ndarray, stored: np.ndarray, where: str) -> None:
+    """Refuse a cast that does not round-trip (the rule in ``Array``'s docstring): ``ValueError`` naming
+    ``where``, the first value lost and what it would read back as, and how many were lost."""
+    if array.size == 0 or _lossless(array.dtype, stored.dtype):
+        return
+    lost, holds = _lost(array, stored)
+    if not lost.any():
+        return
+    first = tuple(int(i) for i in np.argwhere(lost)[0])
+    value, became = array[first].item(), stored[first].item()
+    at = f" at {list(first)}" if first else ""
+    raise ValueError(
+        f"{where}: array field of dtype {stored.dtype} cannot hold the {array.dtype} value {value!r}{at} "
+        f"(it would read back as {became!r}; {int(lost.sum())} of {array.size} values do not fit): {holds}. "
+        f"Declare a dtype that holds them (F.Array(dtype=...)) or convert the values before writing"
+    )
+
+
 class Array(Field):
     """A NumPy array per sample: fixed ``shape`` (stored as an Arrow fixed-size list), or ragged
     when ``shape`` is None (each sample keeps its own shape; no padding). ``dtype`` and, for
     ragged arrays, the number of dimensions are taken from the first sample when not given.
     Any numeric dtype, float16 and bool included; values are stored little-endian.
+
+    Values of another dtype are cast to ``dtype`` within a kind (``same_kind``: never float to int;
+    signed and unsigned integers are one kind here), and a cast must round-trip: integers must fit
+    the stored integer range (``[0, 5]`` fits uint8, -1 does not), and integers stored as
+    floats must stay exact (int64 1000 in int8, 70000 in int16, 2**24 + 1 in float32 raise
+    ``ValueError`` naming the sample, field, value and range). A narrower float rounds as floats do
+    (float64 to float32 keeps about 7 digits) but may not overflow: a finite value that would become
+    inf (1e6 in float16) raises; NaN and inf stay as they are.
 
     Decoded arrays are read-only views into the file's pages (copy one to modify it).
     """
@@ -106,13 +166,16 @@ class Array(Field):
         array = np.asarray(value)
         if array.dtype.hasobject or array.dtype.kind not in "biufc":
             raise TypeError(f"{where}: array field expects a numeric array, got dtype {array.dtype}")
-        if not np.can_cast(array.dtype, self.dtype, casting="same_kind"):
+        if not _castable(array.dtype, self.dtype):
             raise TypeError(f"{where}: array field of dtype {self.dtype} cannot store {array.dtype} without losing information")
         if self.shape is not None and array.shape != self.shape:
             raise ValueError(f"{where}: array field expects shape {self.shape}, got {array.shape} (use F.Array(shape=None) for ragged arrays)")
         if self.shape is None and array.ndim != self.ndim:
             raise ValueError(f"{where}: ragged array field has {self.ndim} dimensions, got shape {array.shape}")
-        data = np.ascontiguousarray(array, dtype=self.dtype.newbyteorder("<")).view(self._storage()).reshape(-1)
+        with np.errstate(over="ignore", invalid="ignore"):  # a lossy cast is refused just below
+            stored = np.ascontiguousarray(array, dtype=self.dtype.newbyteorder("<"))
+        _check_round_trip(array, stored, where)
+        data = stored.view(self._storage()).reshape(-1)
         return data if self.shape is not None else (array.shape, data)
 
     def nbytes(self, encoded: Any) -> int:
