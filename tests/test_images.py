@@ -110,3 +110,84 @@ def test_images_decode_straight_into_a_buffer_of_the_right_shape(tmp_path):
         out = ds.getobs_into({"im": buffer}, 2)
         assert out["im"] is buffer
         assert np.abs(buffer.astype(int) - images[2]).mean() < 4
+
+
+def _png(array: np.ndarray, mode: str | None = None) -> bytes:
+    buffer = io.BytesIO()
+    image = Image.fromarray(array[:, :, 0] if array.ndim == 3 and array.shape[2] == 1 else array)
+    (image.convert(mode) if mode else image).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def _mixed_inputs() -> list:
+    """Grayscale and colour JPEGs and PNGs, RGBA, LA and palette PNGs, a gray array, a PIL image."""
+    rgb, gray = photo_like(24, 20, seed=1), photo_like(24, 20, seed=2, channels=1)
+    rgba = np.concatenate([rgb, np.full((24, 20, 1), 128, np.uint8)], axis=2)
+    return [
+        simplejpeg.encode_jpeg(rgb, quality=90),
+        simplejpeg.encode_jpeg(gray, quality=90, colorspace="GRAY", colorsubsampling="Gray"),
+        _png(rgb),
+        _png(gray),
+        _png(rgba),
+        _png(rgb, "LA"),
+        _png(rgb, "P"),
+        gray[:, :, 0],
+        Image.fromarray(rgb),
+    ]
+
+
+@pytest.mark.parametrize("codec", ["raw", "jpeg", "png", "qoi"])
+def test_channels_3_makes_every_image_rgb(tmp_path, codec):
+    inputs = _mixed_inputs()
+    ds = roundtrip(tmp_path, [{"im": value} for value in inputs], {"im": F.Image(codec=codec, channels=3)})
+    for k, value in enumerate(inputs):
+        image = ds[k]["im"]
+        assert image.shape == (24, 20, 3), f"input {k}: {image.shape}"
+        own = _imaging.as_image(value, "input")
+        if own.shape[2] == 1:
+            assert (image == image[:, :, :1]).all(), f"input {k}: a grayscale image becomes R = G = B"
+            if codec != "jpeg":
+                np.testing.assert_array_equal(image[:, :, 0], own[:, :, 0])
+    assert ds.fields["im"] == F.Image(codec=codec, channels=3)  # the setting is kept in the file
+
+
+def test_a_grayscale_jpeg_stored_as_rgb_is_kept_as_it_is_and_decoded_to_rgb_directly(tmp_path):
+    gray = simplejpeg.encode_jpeg(photo_like(24, 20, seed=2, channels=1), quality=90, colorspace="GRAY", colorsubsampling="Gray")
+    ds = roundtrip(tmp_path, [{"im": gray}], {"im": F.Image(codec="jpeg", channels=3)})
+    assert ds._page(0)["im"].encoded(0).tobytes() == gray and ds._page(0)["im"].shape(0) == (24, 20, 3)
+    expected = simplejpeg.decode_jpeg(gray, colorspace="GRAY")
+    np.testing.assert_array_equal(ds[0]["im"], np.repeat(expected, 3, axis=2))
+    buffer = np.zeros((24, 20, 3), np.uint8)
+    assert ds.getobs_into({"im": buffer}, 0)["im"] is buffer
+    np.testing.assert_array_equal(buffer, ds[0]["im"])
+
+
+@pytest.mark.parametrize("codec", ["raw", "png", "qoi"])
+def test_channels_1_makes_every_image_grayscale_with_pillows_luma(tmp_path, codec):
+    rgb = photo_like(24, 20, seed=4)
+    ds = roundtrip(tmp_path, [{"im": rgb}, {"im": _png(rgb, "RGBA")}], {"im": F.Image(codec=codec, channels=1)})
+    luma = np.asarray(Image.fromarray(rgb).convert("L"))
+    for k in range(2):
+        assert ds[k]["im"].shape == (24, 20, 1)
+        np.testing.assert_array_equal(ds[k]["im"][:, :, 0], luma)
+
+
+def test_the_default_keeps_each_images_own_channels_and_writes_the_same_spec_as_before():
+    assert F.Image(codec="jpeg").spec() == {
+        "kind": "image", "version": 1, "codec": "jpeg", "quality": 90, "max_side": None, "min_side": None,
+        "policy": None, "threshold": 1 << 18, "proportion": 0.5, "seed": 0,
+    }
+    assert F.Image(channels=3).spec()["version"] == 2 and F.Image(channels=3).spec()["channels"] == 3
+    for bad in (2, 4, 0, True, "rgb"):
+        with pytest.raises(ValueError, match="channels must be None"):
+            F.Image(channels=bad)
+
+
+def test_pil_and_encoded_inputs_follow_one_channel_rule():
+    rgb = photo_like(12, 10, seed=6)
+    la = Image.fromarray(rgb).convert("LA")
+    assert _imaging.as_image(la, "x").shape == (12, 10, 1)  # the same as LA PNG bytes
+    assert _imaging.as_image(_png(rgb, "LA"), "x").shape == (12, 10, 1)
+    np.testing.assert_array_equal(_imaging.as_image(la, "x"), _imaging.as_image(_png(rgb, "LA"), "x"))
+    for mode in ("RGBA", "P", "CMYK", "YCbCr"):
+        assert _imaging.as_image(Image.fromarray(rgb).convert(mode), "x").shape == (12, 10, 3)

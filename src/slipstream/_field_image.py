@@ -58,11 +58,22 @@ class Image(Field):
     at most ``min_side``. ``policy``: None (every image uses ``codec``), "smart" (only images whose
     raw size exceeds ``threshold`` bytes are compressed, the rest stored raw) or "proportion" (a
     fraction ``proportion`` of images, chosen by a seeded coin per sample index, is compressed).
-    Input: a uint8 array, a PIL image, or encoded JPEG/PNG/QOI bytes; JPEG bytes that need no
-    resize and are to be stored as JPEG are kept as they are (no second lossy encode).
+    Input: a uint8 array, a PIL image, or encoded image bytes (JPEG, PNG, QOI, or any format
+    Pillow reads); JPEG bytes that need no resize and are to be stored as JPEG are kept as they are
+    (no second lossy encode).
+
+    ``channels``: None keeps each image's own (1 for grayscale, 3 otherwise: a folder that mixes
+    them gives batches that fail at the first odd one); 3 makes every image RGB, as torchvision's
+    ImageFolder does (use it for photo datasets such as ImageNet); 1 makes every image grayscale
+    (Pillow's luma; a colour JPEG kept as it is decodes to its luma plane). Encoded inputs follow
+    one rule: alpha is dropped, palette/CMYK/YCbCr images become RGB, 16-bit samples keep their
+    high byte (``v >> 8``), floating-point images are refused. The conversion costs nothing at
+    read time: a grayscale image stored as RGB is kept as a grayscale JPEG or PNG (smaller) that
+    the decoder outputs as RGB directly; raw and QOI store the converted pixels.
     """
 
     kind = "image"
+    version = 2  # 2: the ``channels`` setting; files without it are written as version 1
 
     def __init__(
         self,
@@ -74,6 +85,7 @@ class Image(Field):
         threshold: int = 1 << 18,
         proportion: float = 0.5,
         seed: int = 0,
+        channels: int | None = None,
     ):
         if codec not in _imaging.CODECS:
             raise ValueError(f"unknown image codec {codec!r}; expected one of {sorted(_imaging.CODECS)}")
@@ -86,11 +98,14 @@ class Image(Field):
                 raise ValueError(f"{name} must be >= 1 or None, got {side}")
         if not 0.0 <= float(proportion) <= 1.0:
             raise ValueError(f"proportion must be in [0, 1], got {proportion}")
+        if channels not in (None, 1, 3) or isinstance(channels, bool):
+            raise ValueError(f"channels must be None (each image's own), 1 (grayscale) or 3 (RGB), got {channels!r}")
         self.codec, self.quality, self.max_side, self.min_side = codec, int(quality), max_side, min_side
         self.policy, self.threshold, self.proportion, self.seed = policy, int(threshold), float(proportion), int(seed)
+        self.channels = channels
 
     def params(self) -> dict[str, Any]:
-        return {
+        params = {
             "codec": self.codec,
             "quality": self.quality,
             "max_side": self.max_side,
@@ -100,6 +115,14 @@ class Image(Field):
             "proportion": self.proportion,
             "seed": self.seed,
         }
+        if self.channels is not None:  # files without it stay as they were (version 1, same bytes)
+            params["channels"] = self.channels
+        return params
+
+    def spec(self) -> dict[str, Any]:
+        """Version 1 unless ``channels`` is set: a slipstream that predates it then refuses the
+        file by its version instead of failing on an unknown setting."""
+        return {**super().spec(), "version": 1 if self.channels is None else self.version}
 
     def _codec_for(self, index: int, raw_size: int) -> str:
         if self.policy == "smart":
@@ -110,22 +133,38 @@ class Image(Field):
         return self.codec
 
     def encode(self, value: Any, index: int, where: str) -> Any:
-        if isinstance(value, (bytes, bytearray, memoryview)) and _imaging.sniff(value) == "jpeg":
-            try:
-                header = _imaging.jpeg_header(bytes(value))
-            except ValueError as exc:
-                raise ValueError(f"{where}: the JPEG bytes do not decode: {exc}") from exc
-            if header is not None:
-                height, width, channels = header
-                fits = _imaging.target_size(height, width, self.max_side, self.min_side) == (height, width)
-                if fits and self._codec_for(index, height * width * channels) == "jpeg":
-                    _imaging.verify_jpeg(value, where)  # stored as it is: make sure it decodes
-                    return (_imaging.CODECS["jpeg"], height, width, channels, bytes(value))
+        kept = self._kept_jpeg(value, index, where)
+        if kept is not None:
+            return kept
         image = _imaging.as_image(value, where)
         height, width = _imaging.target_size(image.shape[0], image.shape[1], self.max_side, self.min_side)
+        channels = self.channels or image.shape[2]
+        if image.shape[2] > channels:  # to gray before resizing: a third of the work
+            image = _imaging.to_channels(image, channels)
         image = _imaging.resize_area(image, height, width)
-        codec = self._codec_for(index, image.size)
-        return (_imaging.CODECS[codec], height, width, image.shape[2], _imaging.encode(codec, image, self.quality))
+        codec = self._codec_for(index, height * width * channels)
+        if codec in ("raw", "qoi"):  # they store the pixels they give back; JPEG and PNG keep gray and decode to RGB
+            image = _imaging.to_channels(image, channels)
+        return (_imaging.CODECS[codec], height, width, channels, _imaging.encode(codec, image, self.quality))
+
+    def _kept_jpeg(self, value: Any, index: int, where: str) -> tuple | None:
+        """The encoded sample for JPEG bytes stored as they are (no resize needed, JPEG chosen),
+        with the stored channel count the decoder will output; None when they must be re-encoded."""
+        if not isinstance(value, (bytes, bytearray, memoryview)) or _imaging.sniff(value) != "jpeg":
+            return None
+        try:
+            header = _imaging.jpeg_header(bytes(value))
+        except ValueError as exc:
+            raise ValueError(f"{where}: the JPEG bytes do not decode: {exc}") from exc
+        if header is None:  # CMYK/YCCK: decoded to RGB and re-encoded
+            return None
+        height, width, own = header
+        channels = self.channels or own
+        fits = _imaging.target_size(height, width, self.max_side, self.min_side) == (height, width)
+        if not fits or self._codec_for(index, height * width * channels) != "jpeg":
+            return None
+        _imaging.verify_jpeg(value, where)  # stored as it is: make sure it decodes
+        return (_imaging.CODECS["jpeg"], height, width, channels, bytes(value))
 
     def nbytes(self, encoded: Any) -> int:
         return len(encoded[4]) + 24

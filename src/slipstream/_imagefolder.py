@@ -4,7 +4,9 @@
 taken in sorted order within each class (so the order, and a packed file made from it, is
 deterministic). ``ds[i]`` is ``{"image": ..., "label": int, "path": str}`` where the image is the
 file's encoded bytes (the default: ``ss.write`` then stores JPEGs without a second lossy encode)
-or, with ``decode=True``, a uint8 (H, W, C) array.
+or, with ``decode=True``, a uint8 (H, W, C) array with ``channels`` channels (3 by default, RGB as
+torchvision's ImageFolder gives; None keeps each file's own). Encoded bytes keep the file's own
+channels: pack them with ``F.Image(channels=3)``, or map them with ``ops.ToRGB()``.
 """
 
 from __future__ import annotations
@@ -23,7 +25,11 @@ EXTENSIONS = (".jpg", ".jpeg", ".png", ".qoi", ".bmp", ".ppm", ".pgm", ".tif", "
 class ImageFolder:
     """A class-per-folder tree of image files (see ``ss.imagefolder``)."""
 
-    def __init__(self, root: str | os.PathLike, decode: bool = False, extensions: tuple[str, ...] = EXTENSIONS):
+    def __init__(
+        self, root: str | os.PathLike, decode: bool = False, extensions: tuple[str, ...] = EXTENSIONS, channels: int | None = 3
+    ):
+        if channels not in (None, 1, 3) or isinstance(channels, bool):
+            raise ValueError(f"channels must be None (each file's own), 1 (grayscale) or 3 (RGB), got {channels!r}")
         self.root = Path(root)
         if not self.root.is_dir():
             raise NotADirectoryError(f"{self.root}: expected a folder with one sub-folder of images per class")
@@ -38,7 +44,7 @@ class ImageFolder:
                 for file in sorted(files):
                     if file.lower().endswith(extensions) and not file.startswith("."):
                         self.samples.append((os.path.join(folder, file), label))
-        self.decode = decode
+        self.decode, self.channels = decode, channels
 
     def __len__(self) -> int:
         return len(self.samples)
@@ -49,12 +55,15 @@ class ImageFolder:
         image: Any = data
         if self.decode:
             image = _imaging.as_image(data, path)
+            if self.channels is not None:
+                image = _imaging.to_channels(image, self.channels)
         return {"image": image, "label": label, "path": path}
 
     def __repr__(self) -> str:
         return f"ss.imagefolder({str(self.root)!r}): {len(self)} images in {len(self.classes)} classes"
 
 
-def imagefolder(root: str | os.PathLike, decode: bool = False) -> ImageFolder:
-    """The images under ``root/<class>/`` as a container of ``{"image", "label", "path"}`` samples."""
-    return ImageFolder(root, decode=decode)
+def imagefolder(root: str | os.PathLike, decode: bool = False, channels: int | None = 3) -> ImageFolder:
+    """The images under ``root/<class>/`` as a container of ``{"image", "label", "path"}`` samples;
+    ``channels`` applies to decoded images (``decode=True``), see the module doc."""
+    return ImageFolder(root, decode=decode, channels=channels)

@@ -3,6 +3,12 @@
 Images are uint8 arrays of shape (height, width, channels), channels 1 (grayscale) or 3 (RGB).
 Every encoder is deterministic (same pixels and settings, same bytes), so rewriting a dataset gives
 a byte-identical file. The heavy calls (JPEG, PNG and QOI coding, resizing) release the GIL.
+
+Other inputs are brought to that form one way everywhere (``pil_to_array``): grayscale modes give
+one channel, every other mode (RGBA, LA's colour cousins, palette, CMYK, YCbCr) three, alpha
+dropped as Pillow's ``convert("RGB")`` drops it; 16-bit samples keep their high byte (``v >> 8``,
+what Pillow does to 16-bit colour PNGs, so a 16-bit gray and a 16-bit colour file agree);
+floating-point images are refused (no known range). ``to_channels`` converts between 1 and 3.
 """
 
 from __future__ import annotations
@@ -12,7 +18,19 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CODECS", "as_image", "decode", "encode", "jpeg_header", "resize_area", "sniff", "target_size", "verify_jpeg"]
+__all__ = [
+    "CODECS",
+    "as_image",
+    "decode",
+    "encode",
+    "jpeg_header",
+    "pil_to_array",
+    "resize_area",
+    "sniff",
+    "target_size",
+    "to_channels",
+    "verify_jpeg",
+]
 
 # Codes stored per sample; the mapping is written into each file's schema metadata too.
 CODECS = {"raw": 0, "jpeg": 1, "png": 2, "qoi": 3}
@@ -56,8 +74,55 @@ def jpeg_header(data: bytes) -> tuple[int, int, int] | None:
     return None
 
 
+_GRAY_MODES = ("1", "L", "LA", "La")
+
+
+def pil_to_array(pil: Any, where: str = "image") -> np.ndarray:
+    """A PIL image as a uint8 (H, W, C) array, C in {1, 3} (the rule of the module doc).
+
+    Grayscale ("1", "L", "LA") gives one channel; 16-bit grayscale ("I;16*", and "I" holding
+    values in 0..65535, as older Pillows read 16-bit PNGs) one channel of ``v >> 8``; every other
+    mode three channels through ``convert("RGB")``. Raises ``ValueError`` naming ``where`` for a
+    floating-point image, 32-bit values beyond 16 bits, or a mode Pillow cannot convert to RGB.
+    """
+    mode = pil.mode
+    if mode.startswith("I;16") or mode == "I":
+        values = np.asarray(pil)
+        if mode == "I" and values.size and (int(values.min()) < 0 or int(values.max()) > 65535):
+            raise ValueError(
+                f"{where}: a 32-bit integer image (PIL mode 'I') with values {int(values.min())}..{int(values.max())}, "
+                f"expected 8- or 16-bit samples; scale it to uint8 first"
+            )
+        return (values >> 8).astype(np.uint8)[:, :, None]
+    if mode == "F":
+        raise ValueError(f"{where}: a floating-point image (PIL mode 'F') has no fixed range; scale it to uint8 first")
+    try:
+        converted = pil.convert("L" if mode in _GRAY_MODES else "RGB")
+    except ValueError as exc:
+        raise ValueError(f"{where}: cannot convert a PIL {mode!r} image to RGB: {exc}") from exc
+    array = np.asarray(converted)
+    return array[:, :, None] if array.ndim == 2 else array
+
+
+def to_channels(image: np.ndarray, channels: int) -> np.ndarray:
+    """``image`` (H, W, 1 or 3) with ``channels`` (1 or 3) channels; the same array when it has them.
+
+    Gray to RGB repeats the plane (a new array); RGB to gray is Pillow's ``convert("L")``
+    (ITU-R 601-2 luma, ``L = R * 299/1000 + G * 587/1000 + B * 114/1000``, rounded).
+    """
+    have = image.shape[2]
+    if have == channels:
+        return image
+    if channels == 3 and have == 1:
+        return np.repeat(image, 3, axis=2)
+    if channels == 1 and have == 3:
+        return np.asarray(_pil().fromarray(np.ascontiguousarray(image)).convert("L"))[:, :, None]
+    raise ValueError(f"cannot convert an image of {have} channels to {channels}; expected 1 or 3 channels each")
+
+
 def as_image(value: Any, where: str) -> np.ndarray:
-    """``value`` as a uint8 (H, W, C) array, C in {1, 3}: arrays, PIL images and encoded bytes are accepted."""
+    """``value`` as a uint8 (H, W, C) array, C in {1, 3}: arrays, PIL images and encoded bytes are
+    accepted (PIL images and image files through ``pil_to_array``'s rule; arrays must be uint8)."""
     if isinstance(value, (bytes, bytearray, memoryview)):
         codec = sniff(value)
         if codec is None:  # another format Pillow may know (BMP, TIFF, WebP...)
@@ -73,7 +138,7 @@ def as_image(value: Any, where: str) -> np.ndarray:
             except ValueError as exc:
                 raise ValueError(f"{where}: {exc}") from exc
     if not isinstance(value, np.ndarray) and hasattr(value, "mode") and hasattr(value, "convert"):  # a PIL image
-        value = np.asarray(value.convert("L" if value.mode in ("L", "1", "I", "I;16", "F") else "RGB"))
+        value = pil_to_array(value, where)
     array = np.asarray(value)
     if array.dtype != np.uint8:
         raise TypeError(f"{where}: an image must be uint8, got {array.dtype} (scale and convert it first)")
@@ -138,11 +203,18 @@ def verify_jpeg(data: Any, where: str) -> None:
         raise ValueError(f"{where}: the JPEG bytes do not decode: {exc}") from exc
 
 
-def decode(codec: str, data: Any, shape: tuple[int, int, int] | None, out: np.ndarray | None = None) -> np.ndarray:
+def decode(
+    codec: str, data: Any, shape: tuple[int, int, int] | None, out: np.ndarray | None = None, channels: int | None = None
+) -> np.ndarray:
     """Decode ``data`` to a uint8 (H, W, C) array (into ``out`` when given and the shape fits).
 
     ``shape`` (from the file) is checked against the decoded image: a mismatch means damage.
+    ``channels`` (1 or 3) asks for that many channels instead of the stored ``shape[2]``: JPEG
+    decodes to it directly (libjpeg converts gray to RGB, or keeps a colour image's luma plane),
+    PNG and QOI convert as they decode, raw pixels are converted after (``to_channels``). Without
+    ``shape`` the image keeps its own channels (``pil_to_array``'s rule for PNG).
     """
+    want = channels if channels is not None else (shape[2] if shape is not None else None)
     try:
         if codec == "raw":
             if shape is None:
@@ -152,35 +224,23 @@ def decode(codec: str, data: Any, shape: tuple[int, int, int] | None, out: np.nd
                 raise ValueError(f"{image.size} raw bytes cannot hold an image of shape {shape}")
             image = image.reshape(shape)
         elif codec == "jpeg":
-            if shape is None:
-                header = jpeg_header(data)
-                gray = header is not None and header[2] == 1
-            else:
-                gray = shape[2] == 1
-            colorspace = "GRAY" if gray else "RGB"
-            if out is not None and shape is not None and out.shape == shape and out.flags.c_contiguous:
-                image = _simplejpeg().decode_jpeg(data, colorspace=colorspace, buffer=out)
-            else:
-                image = _simplejpeg().decode_jpeg(data, colorspace=colorspace)
+            image = _decode_jpeg(data, shape, want, out)
         elif codec == "png":
             with _pil().open(io.BytesIO(data)) as pil:
-                gray = shape[2] == 1 if shape is not None else pil.mode in ("L", "1", "I", "I;16", "LA")
-                image = np.asarray(pil.convert("L" if gray else "RGB"))
-            if image.ndim == 2:
-                image = image[:, :, None]
+                image = pil_to_array(pil, "png image")
         elif codec == "qoi":
             import qoi
 
             image = qoi.decode(bytes(data))[:, :, :3]
-            if shape is not None and shape[2] == 1:
+            if want == 1:  # slipstream stores gray as R = G = B
                 image = image[:, :, :1]
         else:
             raise ValueError(f"unknown image codec {codec!r}")
     except (ValueError, OSError, RuntimeError, SyntaxError) as exc:
         raise ValueError(f"cannot decode {codec} image: {exc}") from exc
-    if image.ndim == 2:
-        image = image[:, :, None]
-    if shape is not None and image.shape != tuple(shape):
+    if want is not None:
+        image = to_channels(image, want)
+    if shape is not None and image.shape != (shape[0], shape[1], want):
         raise ValueError(f"the {codec} image decodes to shape {image.shape} but its stored shape is {tuple(shape)}")
     if out is not None and image is not out:
         if out.shape != image.shape:
@@ -188,3 +248,17 @@ def decode(codec: str, data: Any, shape: tuple[int, int, int] | None, out: np.nd
         np.copyto(out, image)
         return out
     return image
+
+
+def _decode_jpeg(data: Any, shape: tuple[int, int, int] | None, channels: int | None, out: np.ndarray | None) -> np.ndarray:
+    """A whole JPEG (simplejpeg, strict: any libjpeg warning raises) as ``channels`` channels
+    (default: the file's own), straight into ``out`` when it has the stored size and those channels."""
+    if channels is None:
+        header = jpeg_header(data)
+        channels = 1 if header is not None and header[2] == 1 else 3
+    colorspace = "GRAY" if channels == 1 else "RGB"
+    if out is not None and shape is not None and out.shape == (shape[0], shape[1], channels) and out.flags.c_contiguous:
+        image = _simplejpeg().decode_jpeg(data, colorspace=colorspace, buffer=out)
+    else:
+        image = _simplejpeg().decode_jpeg(data, colorspace=colorspace)
+    return image[:, :, None] if image.ndim == 2 else image

@@ -54,11 +54,18 @@ class MappedFields:
         a packed file: what ``ds[index]`` raises on the same bytes)."""
         source = self._source(index, name, sample)
         try:
-            return self.pipelines[name].run(source, out=out)
+            result = self.pipelines[name].run(source, out=out)
         except ImageDecodeError as exc:
             if self._packed:
                 raise CorruptFileError(self.data.path, f"sample {index}, field {name!r}: {exc}") from exc
             raise ValueError(f"sample {index}, field {name!r}: {exc}") from exc
+        if out is not None and result is not out and _channels_differ(np.shape(result), out.shape):
+            raise ValueError(
+                f"sample {index}, field {name!r}: the pipeline gives shape {np.shape(result)} but the batch holds "
+                f"{out.shape} (the first sample's): the images mix 1 and 3 channels; put ops.ToRGB() in the "
+                f"pipeline, or pack with F.Image(channels=3)"
+            )
+        return result
 
     def __getitem__(self, index: int) -> dict[str, Any]:
         if self._packed:
@@ -95,6 +102,14 @@ class MappedFields:
 
     def __repr__(self) -> str:
         return f"MappedFields({self.data!r}, {self.pipelines!r})"
+
+
+def _channels_differ(got: tuple[int, ...], expected: tuple[int, ...]) -> bool:
+    """Whether two image shapes differ only in one axis holding 1 and 3 (channels)."""
+    if len(got) != 3 or len(expected) != 3:
+        return False
+    differ = [(a, b) for a, b in zip(got, expected) if a != b]
+    return len(differ) == 1 and set(differ[0]) == {1, 3}
 
 
 def _as_mapping(sample: Any, index: int) -> Mapping:

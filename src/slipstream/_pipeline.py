@@ -19,7 +19,7 @@ import numpy as np
 
 from . import _imaging, _kernels
 from ._rng import sample_rng
-from .ops import Apply, Decode, Geometry, Normalize, Op, ToCHW, Window
+from .ops import Apply, Decode, Geometry, Normalize, Op, ToCHW, ToRGB, Window
 
 __all__ = ["ImageDecodeError", "ImageSource", "Pipeline"]
 
@@ -84,22 +84,28 @@ class ImageSource:
         image = _imaging.as_image(value, where)
         return cls("array", image, image.shape)
 
-    def decode(self, window: Window, options: Decode) -> tuple[np.ndarray, tuple[float, float, float, float]]:
+    def decode(
+        self, window: Window, options: Decode, channels: int | None = None
+    ) -> tuple[np.ndarray, tuple[float, float, float, float]]:
         """The decoded pixels that cover the window, and the window's box in them (top, left,
         height, width). A JPEG is decoded at a reduced DCT scale when the window stays at least its
         output size (unless ``exact``), and, when the ``_roijpeg`` extension is built, only the rows
         and columns around the window (with a margin wider than the resampling filter reaches).
+        ``channels`` (1 or 3; default the source's own) is what the decoder outputs: libjpeg
+        converts a grayscale JPEG to RGB itself, PNG and QOI convert as they decode, and arrays
+        (raw pixels) are converted into a new array.
 
         Bytes that do not decode raise ``ImageDecodeError``, on every path alike: a JPEG is refused
         when libjpeg warns anywhere in the file (truncated, corrupt data), even below the window.
         """
-        height, width, channels = self.shape
+        height, width, own = self.shape
+        channels = own if channels is None else channels
         whole = (window.top, window.left, window.height, window.width)
         if self.codec == "array":
-            return self.data, whole
+            return _imaging.to_channels(self.data, channels), whole
         if self.codec != "jpeg":
             try:
-                return _imaging.decode(self.codec, self.data, self.shape), whole
+                return _imaging.decode(self.codec, self.data, self.shape, channels=channels), whole
             except ValueError as exc:
                 raise ImageDecodeError(str(exc)) from exc
         factor = 1
@@ -177,6 +183,7 @@ class Pipeline:
         formats = [op for op in head if isinstance(op, (Normalize, ToCHW))]
         self.normalize = next((op for op in formats if isinstance(op, Normalize)), None)
         self.chw = any(isinstance(op, ToCHW) for op in formats)
+        self.channels = 3 if any(isinstance(op, ToRGB) for op in head) else None  # None: each image's own
         if sum(isinstance(op, Normalize) for op in formats) > 1 or sum(isinstance(op, ToCHW) for op in formats) > 1:
             raise ValueError("a pipeline takes at most one Normalize and one ToCHW before its custom ops")
         self.filter = next((op.interpolation for op in reversed(self.geometry) if hasattr(op, "interpolation")), "bilinear")
@@ -187,11 +194,12 @@ class Pipeline:
 
     def run(self, source: ImageSource, out: np.ndarray | None = None) -> np.ndarray:
         """Run on one image; write into ``out`` when its shape and dtype fit, else return a new array."""
-        height, width, channels = source.shape
+        height, width, own = source.shape
+        channels = self.channels or own
         window = Window(height, width)
         for op in self.geometry:
             op.apply(window, sample_rng)
-        image, box = source.decode(window, self.decode)
+        image, box = source.decode(window, self.decode, channels)
         if not self.tail:
             dtype = np.dtype(self.normalize.dtype) if self.normalize else np.dtype(np.uint8)
             shape = (channels, window.out_h, window.out_w) if self.chw else (window.out_h, window.out_w, channels)
@@ -225,6 +233,12 @@ def _step(op: Op, image: Any) -> Any:
         return _format(np.asarray(image), op, False)
     if isinstance(op, ToCHW):
         return np.ascontiguousarray(np.asarray(image).transpose(2, 0, 1))
+    if isinstance(op, ToRGB):
+        array = np.asarray(image)
+        array = array[:, :, None] if array.ndim == 2 else array
+        if array.ndim != 3 or array.shape[2] not in (1, 3):
+            raise TypeError(f"ops.ToRGB after a custom op needs an (H, W), (H, W, 1) or (H, W, 3) image, got shape {array.shape}")
+        return _imaging.to_channels(array, 3)
     if isinstance(op, Decode):
         raise TypeError("ops.Decode must come before the custom ops (it sets how the image is decoded)")
     if isinstance(op, Geometry):

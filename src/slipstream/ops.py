@@ -12,6 +12,8 @@ ops.RandomHorizontalFlip(), ops.ToCHW()])``. A pipeline is compiled once into st
 3. custom per-sample ops (``ops.Apply(fn)``: a NumPy function, or a numba ``@njit(nogil=True)``
    one), in order, on the uint8 HxWxC image they are given.
 
+``ToRGB`` (every image with three channels) and ``Decode`` (how JPEGs are decoded) set up stage 1.
+
 Random parameters come from ``ss.sample_rng()``: the same seed gives bit-identical batches with
 any number of workers. Semantics follow torchvision (RandomResizedCrop: scale (0.08, 1), ratio
 (3/4, 4/3), 10 attempts, then the center fallback; CenterCrop after an optional shorter-side
@@ -26,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Apply", "CenterCrop", "Decode", "Normalize", "Op", "RandomHorizontalFlip", "RandomResizedCrop", "Resize", "ToCHW"]
+__all__ = ["Apply", "CenterCrop", "Decode", "Normalize", "Op", "RandomHorizontalFlip", "RandomResizedCrop", "Resize", "ToCHW", "ToRGB"]
 
 
 def _pair(size: int | Sequence[int], name: str) -> tuple[int, int]:
@@ -199,6 +201,17 @@ class Decode(Op):
 
 class ToCHW(Op):
     """Channels first: (C, H, W) instead of the default (H, W, C)."""
+
+
+class ToRGB(Op):
+    """Three channels for every image: grayscale ones are made RGB (R = G = B), RGB ones pass.
+
+    For files packed with each image's own channel count (``F.Image(channels=None)``), where a
+    grayscale sample would otherwise break the batch. Before the custom ops it costs no extra copy
+    for JPEG (the decoder outputs RGB directly), PNG and QOI (converted as they decode); raw
+    grayscale pixels and arrays are repeated into a new array. After a custom op it converts the
+    (H, W, 1 or 3) array that op returned. Packing with ``F.Image(channels=3)`` does this once,
+    at write time, instead."""
 
 
 class Apply(Op):

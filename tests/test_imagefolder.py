@@ -1,0 +1,100 @@
+"""Image folders that mix grayscale, colour and RGBA files train with three channels throughout."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+import simplejpeg
+from PIL import Image
+
+import slipstream as ss
+from helpers import assert_same, snapshot
+from packed import photo_like
+from slipstream import _pipeline, ops
+from slipstream import fields as F
+
+
+def _save(path: Path, image: np.ndarray, kind: str) -> None:
+    if kind == "jpeg":
+        gray = image.shape[2] == 1
+        path.write_bytes(simplejpeg.encode_jpeg(image, quality=90, colorspace="GRAY" if gray else "RGB", colorsubsampling="Gray" if gray else "420"))
+        return
+    buffer = io.BytesIO()
+    pil = Image.fromarray(image[:, :, 0] if image.shape[2] == 1 else image)
+    pil.save(buffer, format="PNG")
+    path.write_bytes(buffer.getvalue())
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> Path:
+    """Two classes of RGB and grayscale JPEGs and PNGs and RGBA PNGs, in varied sizes; the first
+    grayscale file is the 3rd sample, so a batch of 4 breaks at once without a channel policy."""
+    root = tmp_path_factory.mktemp("folder")
+    kinds = [("rgb", "jpeg"), ("rgb", "png"), ("gray", "jpeg"), ("rgba", "png"), ("gray", "png"), ("rgb", "jpeg")]
+    for label in ("cat", "dog"):
+        (root / label).mkdir()
+        for k, (colour, codec) in enumerate(kinds):
+            image = photo_like(48 + 5 * k, 60 - 3 * k, seed=k + 10 * len(label), channels=1 if colour == "gray" else 3)
+            if colour == "rgba":
+                image = np.concatenate([image, np.full(image.shape[:2] + (1,), 200, np.uint8)], axis=2)
+            _save(root / label / f"{k}.{'jpg' if codec == 'jpeg' else 'png'}", image, codec)
+    return root
+
+
+def _train(data, workers: int = 0) -> list:
+    mapped = data.map(image=[ops.RandomResizedCrop(32), ops.RandomHorizontalFlip(), ops.ToCHW()])
+    return [snapshot(b) for b in ss.DataLoader(mapped, 4, shuffle=True, seed=1, workers=workers)]
+
+
+def test_a_mixed_folder_packed_with_channels_3_trains_with_rgb_batches(folder, tmp_path, monkeypatch):
+    path = ss.write(tmp_path / "f.arrow", ss.imagefolder(folder), {"image": F.Image(codec="jpeg", channels=3), "label": F.Int(), "path": F.Text()}, progress=False)
+    batches = _train(ss.open(path), workers=2)
+    assert len(batches) == 3 and all(b["image"].shape == (4, 3, 32, 32) for b in batches)
+    monkeypatch.setattr(_pipeline, "_roi", None)  # whole-image decoding: the same batches
+    for a, b in zip(batches, _train(ss.open(path))):
+        assert_same(a, b)
+
+
+def test_a_mixed_packed_file_trains_with_to_rgb_as_if_packed_with_channels_3(folder, tmp_path):
+    mixed = ss.write(tmp_path / "mixed.arrow", ss.imagefolder(folder), {"image": F.Image(codec="jpeg"), "label": F.Int()}, progress=False)
+    rgb = ss.write(tmp_path / "rgb.arrow", ss.imagefolder(folder), {"image": F.Image(codec="jpeg", channels=3), "label": F.Int()}, progress=False)
+    assert {ss.open(mixed)[k]["image"].shape[2] for k in range(12)} == {1, 3}
+    pipe = [ops.ToRGB(), ops.RandomResizedCrop(32), ops.Normalize((0.5, 0.4, 0.3), (0.2, 0.2, 0.2)), ops.ToCHW()]
+    with_op = [snapshot(b) for b in ss.DataLoader(ss.open(mixed).map(image=pipe), 4, shuffle=True, seed=2)]
+    packed = [snapshot(b) for b in ss.DataLoader(ss.open(rgb).map(image=pipe[1:]), 4, shuffle=True, seed=2)]
+    for a, b in zip(with_op, packed):
+        assert a["image"].shape == (4, 3, 32, 32)
+        assert_same(a, b)
+
+
+def test_without_a_channel_policy_the_first_grayscale_sample_names_the_fix(folder, tmp_path):
+    mixed = ss.write(tmp_path / "mixed.arrow", ss.imagefolder(folder), {"image": F.Image(codec="png"), "label": F.Int()}, progress=False)
+    mapped = ss.open(mixed).map(image=[ops.RandomResizedCrop(32), ops.ToCHW()])
+    with pytest.raises(ValueError, match=r"sample 2, field 'image': .*\(1, 32, 32\).*\(3, 32, 32\).*ops\.ToRGB\(\)"):
+        list(ss.DataLoader(mapped, 2))  # sample 2 opens the second batch, read into the first one's buffers
+
+
+def test_an_unpacked_folder_trains_through_to_rgb(folder):
+    mapped = ss.mapfields(ss.imagefolder(folder), image=[ops.ToRGB(), ops.RandomResizedCrop(32), ops.ToCHW()])
+    batches = [snapshot(b) for b in ss.DataLoader(mapped, 4, shuffle=True, seed=3, workers=2)]
+    assert len(batches) == 3 and all(b["image"].shape == (4, 3, 32, 32) for b in batches)
+
+
+def test_decoded_folder_images_are_rgb_by_default(folder):
+    shapes = {ss.imagefolder(folder, decode=True)[k]["image"].shape[2] for k in range(12)}
+    assert shapes == {3}
+    assert {ss.imagefolder(folder, decode=True, channels=None)[k]["image"].shape[2] for k in range(12)} == {1, 3}
+    with pytest.raises(ValueError, match="channels must be None"):
+        ss.imagefolder(folder, channels=2)
+
+
+def test_to_rgb_after_a_custom_op_converts_what_the_op_returns():
+    data = [{"image": photo_like(20, 20, seed=1, channels=1)}]
+    out = ss.mapfields(data, image=[ops.Resize((10, 10)), ops.Apply(lambda im: im[:, :, 0]), ops.ToRGB()])[0]["image"]
+    plain = ss.mapfields(data, image=[ops.Resize((10, 10))])[0]["image"]
+    np.testing.assert_array_equal(out, np.repeat(plain, 3, axis=2))
+    with pytest.raises(TypeError, match="ops.ToRGB after a custom op"):
+        ss.mapfields(data, image=[ops.Apply(lambda im: im[None]), ops.ToRGB()])[0]
