@@ -191,3 +191,50 @@ def test_pil_and_encoded_inputs_follow_one_channel_rule():
     np.testing.assert_array_equal(_imaging.as_image(la, "x"), _imaging.as_image(_png(rgb, "LA"), "x"))
     for mode in ("RGBA", "P", "CMYK", "YCbCr"):
         assert _imaging.as_image(Image.fromarray(rgb).convert(mode), "x").shape == (12, 10, 3)
+
+
+def _png16(samples: np.ndarray) -> bytes:
+    """A 16-bit PNG (gray, gray+alpha, RGB or RGBA by the last axis) written with numpy and zlib."""
+    import struct
+    import zlib
+
+    height, width, channels = samples.shape
+    rows = b"".join(b"\x00" + samples[y].astype(">u2").tobytes() for y in range(height))
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    header = struct.pack(">IIBBBBB", width, height, 16, {1: 0, 2: 4, 3: 2, 4: 6}[channels], 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+
+
+def _sixteen_bit() -> np.ndarray:
+    values = np.array([0, 255, 256, 1000, 32767, 32896, 65280, 65535], np.uint16)
+    return np.tile(values, (3, 1))  # (3, 8), every value above 255 but the first two
+
+
+def test_16_bit_images_keep_their_high_byte_instead_of_saturating(tmp_path):
+    samples = _sixteen_bit()
+    expected = (samples >> 8).astype(np.uint8)[:, :, None]  # 0 0 1 3 127 128 255 255
+    tiff = io.BytesIO()
+    Image.fromarray(samples).save(tiff, format="TIFF")
+    pillow_png = io.BytesIO()
+    Image.fromarray(samples).save(pillow_png, format="PNG")
+    gray_inputs = {"Pillow 16-bit PNG": pillow_png.getvalue(), "numpy 16-bit PNG": _png16(samples[:, :, None]),
+                   "16-bit TIFF": tiff.getvalue(), "PIL I;16 image": Image.fromarray(samples)}
+    for name, value in gray_inputs.items():
+        np.testing.assert_array_equal(_imaging.as_image(value, name), expected, err_msg=name)
+    colour = _imaging.as_image(_png16(np.repeat(samples[:, :, None], 3, axis=2)), "RGB")  # Pillow's own rule for colour
+    np.testing.assert_array_equal(colour, np.repeat(expected, 3, axis=2))
+    ds = roundtrip(tmp_path, [{"im": v} for v in gray_inputs.values()], {"im": F.Image(codec="png")})
+    for k in range(len(gray_inputs)):
+        np.testing.assert_array_equal(ds[k]["im"], expected)
+
+
+def test_images_without_a_known_8_or_16_bit_range_are_refused():
+    with pytest.raises(TypeError, match=r"sample 3: an image must be uint8, got uint16 \(scale and convert it first\)"):
+        _imaging.as_image(_sixteen_bit(), "sample 3")
+    with pytest.raises(ValueError, match=r"sample 4: a floating-point image \(PIL mode 'F'\)"):
+        _imaging.as_image(Image.fromarray(np.zeros((4, 4), np.float32)), "sample 4")
+    with pytest.raises(ValueError, match=r"sample 5: a 32-bit integer image .* values 0..70000"):
+        _imaging.as_image(Image.fromarray(np.array([[0, 70000]], np.int32)), "sample 5")
