@@ -99,3 +99,35 @@ def test_bad_field_settings_are_refused_at_construction():
         F.Image(quality=0)
     with pytest.raises(TypeError, match="numeric or bool"):
         F.Array(dtype=object)
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        (F.Int(), 2**63, r"sample 1, field 'x': int field holds int64 values, -2\*\*63..2\*\*63-1, got 9223372036854775808"),
+        (F.Int(), -(2**63) - 1, r"sample 1, field 'x': int field holds int64 values.*got -9223372036854775809"),
+        (F.Int(), np.uint64(2**64 - 1), r"sample 1, field 'x': int field holds int64 values.*got 18446744073709551615"),
+        (F.Int(), 10**400, r"sample 1, field 'x': int field holds int64 values.*got 100000\.\.\. \(401 digits\)"),
+        (F.Float(), 2**53 + 1, r"sample 1, field 'x': float field holds float64 values, exact for integers up to 2\*\*53, got the integer 9007199254740993 \(it would read back as 9007199254740992\.0\)"),
+        (F.Float(), 10**400, r"sample 1, field 'x': float field .*got the integer 100000\.\.\. \(401 digits\) \(it would read back as inf\)"),
+        (F.Float(), np.longdouble("1e4000") if np.finfo(np.longdouble).max > 1e4000 else 10**400, r"sample 1, field 'x': float field holds float64 values"),
+        (F.Text(), "caf\udce9", r"sample 1, field 'x': text field holds UTF-8 text, got a str with the lone surrogate '\\udce9' at position 3"),
+    ],
+    ids=["int-2**63", "int-below", "int-uint64", "int-huge", "float-inexact", "float-huge", "float-longdouble", "text-surrogate"],
+)
+def test_scalar_values_a_field_cannot_hold_raise_naming_sample_field_and_range(tmp_path, field, value, message):
+    first = "ok" if isinstance(field, F.Text) else 1
+    with pytest.raises(ValueError, match=message):
+        roundtrip(tmp_path, [{"x": first}, {"x": value}], {"x": field})
+    assert not (tmp_path / "data.arrow").exists()
+
+
+def test_scalar_edge_values_that_fit_round_trip(tmp_path):
+    samples = [
+        {"i": -(2**63), "u": np.uint64(2**63 - 1), "f": 2**60, "n": float("nan"), "inf": np.float32("-inf"), "j": ["caf\udce9", {"k": 2**70}]},
+    ]
+    fields = {"i": F.Int(), "u": F.Int(), "f": F.Float(), "n": F.Float(), "inf": F.Float(), "j": F.JSON()}
+    got = roundtrip(tmp_path, samples, fields)[0]
+    assert got["i"] == -(2**63) and got["u"] == 2**63 - 1 and got["f"] == 2**60
+    assert np.isnan(got["n"]) and got["inf"] == float("-inf")
+    assert got["j"] == ["caf\udce9", {"k": 2**70}]  # a lone surrogate is kept, escaped, in JSON
