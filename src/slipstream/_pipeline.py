@@ -108,6 +108,10 @@ class ImageSource:
                 return _imaging.decode(self.codec, self.data, self.shape, channels=channels), whole
             except ValueError as exc:
                 raise ImageDecodeError(str(exc)) from exc
+        try:
+            region = self._check_jpeg_size() and _roi is not None
+        except ValueError as exc:
+            raise ImageDecodeError(f"cannot decode jpeg image: {exc}") from exc
         factor = 1
         if not options.exact:
             while factor < 8 and window.height / (2 * factor) >= window.out_h and window.width / (2 * factor) >= window.out_w:
@@ -116,7 +120,7 @@ class ImageSource:
         sy, sx = dec_h / height, dec_w / width
         box = (window.top * sy, window.left * sx, window.height * sy, window.width * sx)
         try:
-            if _roi is not None:
+            if region:
                 try:
                     return self._decode_region(box, window, options, factor, (dec_h, dec_w, channels)), box
                 except NotImplementedError:
@@ -124,6 +128,16 @@ class ImageSource:
             return self._decode_whole(options, factor, (dec_h, dec_w, channels)), box
         except ValueError as exc:
             raise ImageDecodeError(f"cannot decode jpeg image: {exc}") from exc
+
+    def _check_jpeg_size(self) -> bool:
+        """Check the JPEG's own size against ``shape`` (the stored one, for a packed file: damage
+        there must not size the buffers, nor reshape the pixels on one path and fail on another).
+        Returns whether the region decoder handles its colour space (not CMYK/YCCK: those are
+        decoded whole, and simplejpeg converts them to RGB)."""
+        height, width, colorspace, _ = _imaging._simplejpeg().decode_jpeg_header(self.data)
+        if (height, width) != self.shape[:2]:
+            raise ValueError(f"the jpeg image is {height}x{width} but its stored shape is {self.shape}")
+        return colorspace in ("Gray", "YCbCr", "RGB")
 
     def _decode_region(
         self, box: tuple[float, float, float, float], window: Window, options: Decode, factor: int, shape: tuple[int, int, int]
