@@ -238,3 +238,17 @@ def test_images_without_a_known_8_or_16_bit_range_are_refused():
         _imaging.as_image(Image.fromarray(np.zeros((4, 4), np.float32)), "sample 4")
     with pytest.raises(ValueError, match=r"sample 5: a 32-bit integer image .* values 0..70000"):
         _imaging.as_image(Image.fromarray(np.array([[0, 70000]], np.int32)), "sample 5")
+
+
+def test_a_png_claiming_a_huge_size_is_refused_naming_the_sample():
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    huge = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 20000, 20000, 8, 0, 0, 0, 0)) + chunk(b"IEND", b"")
+    with pytest.raises(ValueError, match=r"sample 7: cannot decode png image: .*decompression bomb"):
+        _imaging.as_image(huge, "sample 7")
+    with pytest.raises(ValueError, match=r"cannot decode png image"):
+        _imaging.decode("png", huge, (20000, 20000, 1))

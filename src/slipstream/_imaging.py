@@ -236,7 +236,7 @@ def decode(
                 image = image[:, :, :1]
         else:
             raise ValueError(f"unknown image codec {codec!r}")
-    except (ValueError, OSError, RuntimeError, SyntaxError) as exc:
+    except (ValueError, OSError, RuntimeError, SyntaxError, _pil().DecompressionBombError) as exc:
         raise ValueError(f"cannot decode {codec} image: {exc}") from exc
     if want is not None:
         image = to_channels(image, want)
