@@ -18,6 +18,7 @@ from ._errors import (
     PackedFileError,
     TruncatedFileError,
 )
+from ._huggingface import to_huggingface
 from ._imagefolder import imagefolder
 from ._loader import DataLoader
 from ._mapfields import mapfields
@@ -64,6 +65,7 @@ __all__ = [
     "sample_rng",
     "shuffleobs",
     "splitobs",
+    "to_huggingface",
     "worker_info",
     "write",
 ]
