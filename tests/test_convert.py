@@ -316,3 +316,67 @@ def test_unknown_sources_say_what_is_supported(tmp_path: Path, capsys):
         np.save(tmp_path / "scalar.npy", np.float32(1))
         open_source(tmp_path / "scalar.npy")
     assert not (tmp_path / "out.ss").exists()
+
+
+# -- targets checked first, files named, class names kept ---------------------------------------------------
+@pytest.fixture
+def broken_tree(tree: Path) -> Path:
+    """The tree with one file that is not a decodable JPEG (its header parses, its data is cut)."""
+    (tree / "dog" / "1.jpg").write_bytes(_jpeg(11, 25, 32)[:120])
+    return tree
+
+
+def test_a_file_that_fails_to_encode_is_named_by_its_path(broken_tree: Path, tmp_path: Path, capsys):
+    assert _convert(broken_tree, tmp_path / "out.ss") == 2
+    err = capsys.readouterr().err
+    assert f"sample 5 (file {broken_tree / 'dog' / '1.jpg'}), field 'image':" in err
+    assert not (tmp_path / "out.ss").exists()
+
+
+def test_an_existing_output_is_refused_before_anything_is_encoded(broken_tree: Path, tmp_path: Path, capsys):
+    existing = tmp_path / "existing.ss"
+    existing.write_bytes(b"keep me")
+    assert _convert(broken_tree, existing) == 2  # the broken image would fail the encoding: the target fails first
+    err = capsys.readouterr().err
+    assert "existing.ss: the output exists; pass --force" in err and "JPEG" not in err
+    assert existing.read_bytes() == b"keep me"
+    folder = tmp_path / "a_folder"
+    folder.mkdir()
+    assert _convert(broken_tree, folder) == 2
+    err = capsys.readouterr().err
+    assert "a_folder: the output is a folder" in err and "JPEG" not in err
+    assert _convert(broken_tree, tmp_path / "missing" / "out.ss") == 2
+    assert "does not exist; create it first" in capsys.readouterr().err
+    assert _convert(broken_tree, existing, "--force") == 2  # now it is encoded, and fails on the image
+    assert "JPEG" in capsys.readouterr().err and existing.read_bytes() == b"keep me"
+
+
+def test_force_replaces_an_existing_output(tree: Path, tmp_path: Path):
+    out = tmp_path / "out.ss"
+    out.write_bytes(b"old")
+    assert _convert(tree, out, "--force") == 0
+    assert len(ss.open(out)) == 8
+
+
+def test_class_names_survive_conversion(tree: Path, tmp_path: Path):
+    assert _convert(tree, tmp_path / "folder.ss") == 0
+    assert ss.open(tmp_path / "folder.ss").metadata == {"class_names": {"label": ["cat", "dog"]}}
+    hf = tmp_path / "hf"
+    _save_to_disk(hf, [_hf_table(0, 3)], HF_FEATURES)
+    assert _convert(hf, tmp_path / "hf.ss") == 0
+    assert ss.open(tmp_path / "hf.ss").metadata == {"class_names": {"label": ["cat", "dog"]}}
+    table = _hf_table(0, 3).replace_schema_metadata({b"huggingface": json.dumps({"info": {"features": HF_FEATURES}}).encode()})
+    pq.write_table(table, tmp_path / "hf.parquet")
+    assert _convert(tmp_path / "hf.parquet", tmp_path / "pq.ss") == 0
+    assert ss.open(tmp_path / "pq.ss").metadata == {"class_names": {"label": ["cat", "dog"]}}
+    bare = tmp_path / "bare"
+    _save_to_disk(bare, [_hf_table(0, 3)], None)
+    assert _convert(bare, tmp_path / "bare.ss") == 0
+    assert ss.open(tmp_path / "bare.ss").metadata == {}
+
+
+def test_convert_stores_the_users_metadata_with_the_class_names(tree: Path, tmp_path: Path):
+    from slipstream._convert import convert
+
+    path, _ = convert(tree, tmp_path / "m.ss", progress=False, metadata={"license": "CC-BY-4.0"})
+    assert ss.open(path).metadata == {"class_names": {"label": ["cat", "dog"]}, "license": "CC-BY-4.0"}

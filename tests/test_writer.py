@@ -314,3 +314,32 @@ def test_an_iterable_reusing_one_buffer_stores_each_sample_as_it_was_yielded(tmp
 def test_inferred_fields_also_take_an_iterables_samples_as_yielded(tmp_path):
     ds = ss.open(ss.write(tmp_path / "inferred.arrow", _reusing_decoder(10), workers=3, progress=False))
     assert [int(ds[k]["frame"][0, 0]) for k in range(10)] == list(range(10))
+
+
+# -- the user's metadata ----------------------------------------------------------------------------
+def test_metadata_is_stored_and_read_back_as_json(tmp_path):
+    metadata = {"class_names": {"label": ["cat", "dog"]}, "source": "photos", "version": (1, 2), "scale": 0.5, "ok": None}
+    path = ss.write(tmp_path / "m.arrow", samples(3), FIELDS, metadata=metadata, progress=False)
+    ds = ss.open(path)
+    assert ds.metadata == {"class_names": {"label": ["cat", "dog"]}, "source": "photos", "version": [1, 2], "scale": 0.5, "ok": None}
+    ds.metadata["source"] = "changed"  # a copy: the dataset's own stays
+    assert ss.open(path).metadata["source"] == ds.metadata["source"] != "changed"
+    ds.validate()  # the pages vouch for the schema metadata, the user's included
+    assert ds.format_metadata["format"] == "slipstream.packed" and ds.format_metadata["metadata"]["source"] == "photos"
+
+
+def test_a_file_without_metadata_reads_an_empty_dict(tmp_path):
+    ds = ss.open(ss.write(tmp_path / "none.arrow", samples(2), FIELDS, progress=False))
+    assert ds.metadata == {} and "metadata" not in ds.format_metadata  # as files written before metadata existed
+
+
+def test_metadata_json_cannot_hold_is_refused_before_writing(tmp_path):
+    for bad, message in [
+        ({"x": {1, 2}}, "metadata must hold JSON values"),
+        ({"x": float("nan")}, "metadata must hold JSON values"),
+        ({1: "x"}, "metadata must be a dict with str keys"),
+        (["x"], "metadata must be a dict with str keys"),
+    ]:
+        with pytest.raises(TypeError, match=message):
+            ss.write(tmp_path / "bad.arrow", samples(2), FIELDS, metadata=bad, progress=False)
+    assert list(tmp_path.iterdir()) == []

@@ -51,7 +51,9 @@ def main(argv: list[str] | None = None) -> int:
         help="pack an image folder, .npy/.npz, .parquet or saved Hugging Face dataset into a packed file",
         description="Pack SRC into the packed file OUT. SRC: a folder root/<class>/<images> (fields image, label, path), "
         "a .npy file (field 'data'), a .npz file (a field per key), a .parquet file (a field per column), or a Hugging Face "
-        "dataset saved with save_to_disk (a field per feature). The image options apply to every image field.",
+        "dataset saved with save_to_disk (a field per feature). The image options apply to every image field. Class names "
+        "(folder names, ClassLabel names) are stored in the file's metadata. OUT is checked first: an existing file is "
+        "replaced only with --force.",
     )
     convert.add_argument("src", metavar="SRC")
     convert.add_argument("out", metavar="OUT")
@@ -65,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     convert.add_argument("--workers", type=_positive, default=None, metavar="N", help="encoding threads (default: CPU count, at most 8)")
     convert.add_argument("--page-size", type=_size, default=8 << 20, metavar="BYTES", help="bytes per page (default 8MiB; K, M, G suffixes)")
     convert.add_argument("--no-progress", action="store_true", help="no progress bar (default: one when stderr is a terminal)")
+    convert.add_argument("--force", action="store_true", help="replace OUT if it exists (checked before any encoding)")
 
     inspect = commands.add_parser("inspect", help="print a packed file's schema, counts, sizes and image codecs")
     inspect.add_argument("file", metavar="FILE")
@@ -116,6 +119,7 @@ def _convert(args: argparse.Namespace) -> int:
             workers=args.workers,
             progress=False if args.no_progress else None,
             page_size=args.page_size,
+            force=args.force,
         )
     except (ValueError, TypeError, OSError, ImportError, arrow_error) as exc:
         return _fail("convert", exc)
@@ -144,8 +148,8 @@ def _inspect(file: str, validate: bool) -> int:
     import numpy as np
 
     from ._errors import PackedFileError
-    from ._reader import open as open_packed
     from ._field_base import pyarrow_module as _pa
+    from ._reader import open as open_packed
 
     try:
         pa = _pa()
@@ -178,7 +182,7 @@ def _inspect(file: str, validate: bool) -> int:
     n = len(ds)
     size = ds.path.stat().st_size
     per = (lambda b: _human(b / n)) if n else (lambda b: "-")
-    meta = ds.metadata
+    meta = ds.format_metadata
     out = [
         f"file      {ds.path}",
         f"format    {meta.get('format')} version {meta.get('version')}, pages of about {_human(meta.get('page_size', 0))}",

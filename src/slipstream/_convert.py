@@ -4,8 +4,9 @@
 
 * a class-per-folder image tree ``root/<class>/<images>`` (``ss.imagefolder``): fields ``image``
   (``F.Image``, JPEG by default; JPEG files that need no resize are stored unchanged), ``label``
-  (``F.Int``, the class index in sorted folder-name order) and ``path`` (``F.Text``, the file's
-  path relative to ``root`` with ``/`` separators, so the class names are kept in the file too);
+  (``F.Int``, the class index in sorted folder-name order, the names stored as
+  ``metadata["class_names"]["label"]``) and ``path`` (``F.Text``, the file's path relative to
+  ``root`` with ``/`` separators); an image that fails to encode is named by its file;
 * a ``.npy`` file: one field ``data``; a ``.npz`` file: one field per key (equal lengths on
   axis 0). Arrays of 2 or more dimensions become ``F.Array`` of their per-sample shape and dtype;
   1-d arrays become ``F.Int`` / ``F.Float`` / ``F.Bool`` (``F.Text`` / ``F.Bytes`` for string
@@ -14,7 +15,8 @@
   Arrow type (integer, floating, bool, string, binary or image bytes, list/struct as JSON);
 * a Hugging Face dataset saved with ``save_to_disk`` (a folder with ``dataset_info.json`` and/or
   ``state.json`` and ``data-*.arrow`` Arrow IPC stream files), read with pyarrow alone: the
-  ``features`` choose the fields (``Image`` -> ``F.Image``, ``ClassLabel`` -> ``F.Int``,
+  ``features`` choose the fields (``Image`` -> ``F.Image``, ``ClassLabel`` -> ``F.Int`` with its
+  names stored as ``metadata["class_names"][column]``,
   ``Value`` -> a scalar or ``F.Text``, ``Array2D``..``Array5D`` -> ``F.Array``), the Arrow types
   otherwise.
 
@@ -78,17 +80,42 @@ def convert(
     workers: int | None = None,
     progress: bool | None = None,
     page_size: int = 8 << 20,
+    force: bool = False,
+    metadata: dict[str, Any] | None = None,
 ) -> tuple[Path, Source]:
     """Convert ``src`` into the packed file ``out``; the image settings apply to every image field.
-    Returns the written path and the source."""
-    from ._writer import write
+    Returns the written path and the source.
 
+    ``out`` is checked before anything is encoded: it must not be a folder or the source, its folder
+    must exist, and an existing file there is replaced only with ``force`` (``FileExistsError``
+    otherwise). The file stores the source's class names (an image folder's classes, Hugging Face
+    ``ClassLabel`` names) as ``metadata["class_names"] = {field: [names]}``, updated with
+    ``metadata`` (your own JSON dict); read them back as ``ss.open(out).metadata``. An error while
+    encoding names the sample's file when the source has one.
+    """
+    from ._writer import write_with_origin
+
+    out = _check_target(Path(src), Path(out), force)
     image = F.Image(codec=codec, quality=quality, max_side=max_side, min_side=min_side, policy=policy)
     source = open_source(src, image)
-    out = Path(out)
-    if out.exists() and out.resolve() == source.path.resolve():
+    stored = {**source.metadata, **(metadata or {})}
+    path = write_with_origin(
+        out, source.data, source.fields, workers=workers, progress=progress, page_size=page_size, metadata=stored, origin=source.origin
+    )
+    return path, source
+
+
+def _check_target(src: Path, out: Path, force: bool) -> Path:
+    """``out`` when a packed file may be written there, else the error saying why (before any work)."""
+    if out.is_dir():
+        raise IsADirectoryError(f"{out}: the output is a folder; give a file path such as {out / 'data.arrow'}")
+    if src.exists() and out.exists() and out.resolve() == src.resolve():
         raise ConvertError(f"{out}: the output would overwrite the source")
-    return write(out, source.data, source.fields, workers=workers, progress=progress, page_size=page_size), source
+    if not out.parent.is_dir():
+        raise FileNotFoundError(f"{out}: the output's folder {out.parent} does not exist; create it first")
+    if out.exists() and not force:
+        raise FileExistsError(f"{out}: the output exists; pass --force (force=True) to replace it, or choose another path")
+    return out
 
 
 # -- image folders ---------------------------------------------------------------------------------
@@ -115,4 +142,9 @@ def _imagefolder(path: Path, image: F.Image) -> Source:
         raise ConvertError(f"{path}: class folders {folder.classes} hold no image files (looked for {', '.join(EXTENSIONS)})")
     fields = {"image": image, "label": F.Int(), "path": F.Text()}
     note = f"{len(folder)} images in {len(folder.classes)} classes"
-    return Source("image folder", path, _FolderSamples(folder), fields, [note])
+    metadata = {"class_names": {"label": list(folder.classes)}}
+
+    def origin(index: int) -> str:
+        return f"file {folder.samples[index][0]}"
+
+    return Source("image folder", path, _FolderSamples(folder), fields, [note], metadata, origin)

@@ -16,6 +16,7 @@ from . import fields as F
 from ._convert_base import ConvertError, Source
 from ._field_base import Field
 
+
 def _array_field(path: Path, name: str, array: np.ndarray) -> Field:
     if array.ndim == 0:
         raise ConvertError(f"{path}: array {name!r} is 0-d (a single value); samples are taken along axis 0")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,20 +18,23 @@ SUPPORTED = (
 )
 
 
-
 class ConvertError(ValueError):
     """A source that cannot be converted (an unknown kind, unequal lengths, nulls, unsupported types)."""
 
 
 @dataclass
 class Source:
-    """A recognized source: ``data`` (a container or a sized iterable of dict samples) and its ``fields``."""
+    """A recognized source: ``data`` (a container or a sized iterable of dict samples) and its
+    ``fields``; ``metadata`` to store with them (class names: ``{"class_names": {field: [names]}}``),
+    and ``origin(index)``, where sample ``index`` comes from (its file), for error messages."""
 
     kind: str
     path: Path
     data: Any
     fields: dict[str, Field]
     notes: list[str] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    origin: Callable[[int], str] | None = None
 
     def __len__(self) -> int:
         return len(self.data)

@@ -31,6 +31,7 @@ class _Column:
     name: str
     field: Field
     values: Callable[[Any, int], Any]
+    class_names: list[str] | None = None  # a Hugging Face ClassLabel's names
 
 
 def _null_error(where: Path, column: str, row: int, hint: str = "") -> ConvertError:
@@ -147,7 +148,9 @@ def _hf_column(where: Path, name: str, feature: Any, typ: Any, first: Callable[[
             return _Column(name, copy.deepcopy(image), _list_values)
         return _Column(name, copy.deepcopy(image), _image_struct_values(where, name, where if where.is_dir() else where.parent))
     if kind == "ClassLabel":
-        return _Column(name, F.Int(), _numpy_values)
+        names = feature.get("names")
+        valid = isinstance(names, list) and all(isinstance(n, str) for n in names)
+        return _Column(name, F.Int(), _numpy_values, names if valid else None)
     if kind in _HF_ARRAYS:
         dtype = np.dtype(feature.get("dtype", "float32"))
         shape = feature.get("shape")
@@ -211,6 +214,13 @@ def _table_columns(where: Path, schema: Any, features: dict[str, Any], first: Ca
     return columns
 
 
+def _source(kind: str, where: Path, rows: _TableRows, columns: list[_Column]) -> Source:
+    """The source of a table's rows, its ClassLabel names kept as ``{"class_names": {column: names}}``."""
+    class_names = {c.name: c.class_names for c in columns if c.class_names is not None}
+    metadata = {"class_names": class_names} if class_names else {}
+    return Source(kind, where, rows, {c.name: c.field for c in columns}, metadata=metadata)
+
+
 def _parquet(path: Path, image: F.Image) -> Source:
     pa = _pa()
     import pyarrow.parquet as pq
@@ -238,7 +248,7 @@ def _parquet(path: Path, image: F.Image) -> Source:
     def batches() -> Iterator[Any]:
         return pq.ParquetFile(path, memory_map=True).iter_batches(batch_size=batch_size, columns=names)
 
-    return Source("Parquet file", path, _TableRows(path, batches, total, columns), {c.name: c.field for c in columns})
+    return _source("Parquet file", path, _TableRows(path, batches, total, columns), columns)
 
 
 def _parquet_nulls(path: Path, parquet: Any, names: list[str]) -> None:
@@ -343,4 +353,4 @@ def _huggingface(folder: Path, image: F.Image) -> Source:
         for file in files:
             yield from _arrow_batches(file)
 
-    return Source("Hugging Face dataset", folder, _TableRows(folder, batches, total, columns), {c.name: c.field for c in columns})
+    return _source("Hugging Face dataset", folder, _TableRows(folder, batches, total, columns), columns)

@@ -5,7 +5,9 @@
   Each page's custom metadata holds its first sample index, its row count and a CRC-32 of its
   serialized Arrow message, which ``validate()`` recomputes.
 * The schema metadata key ``slipstream`` holds JSON: the format name and version, every field's
-  kind, version and settings, and the image codec codes.
+  kind, version and settings, the image codec codes, and under ``metadata`` the writer's own JSON
+  metadata (``ss.write(metadata=...)``; absent when none, as in older files, which read as ``{}``).
+  The pages' schema checksum covers all of it.
 
 Any Arrow reader (pyarrow, polars, duckdb) opens the file; slipstream reads samples zero-copy from
 a memory map.
@@ -29,9 +31,20 @@ PAGE_SCHEMA_CRC = b"slipstream.schema_crc32"  # every page vouches for the schem
 MAGIC = b"ARROW1"
 
 
-def schema_metadata(field_specs: dict[str, dict[str, Any]], page_size: int) -> dict[bytes, bytes]:
+def schema_metadata(field_specs: dict[str, dict[str, Any]], page_size: int, user: dict[str, Any] | None = None) -> dict[bytes, bytes]:
+    """The schema metadata of a packed file; ``user`` (the writer's own JSON metadata) under ``"metadata"``
+    when not empty."""
     meta = {"format": FORMAT, "version": VERSION, "fields": field_specs, "codecs": _imaging.CODECS, "page_size": page_size}
+    if user:
+        meta["metadata"] = user
     return {META_KEY: json.dumps(meta, sort_keys=True, separators=(",", ":")).encode()}
+
+
+def user_metadata(meta: dict[str, Any]) -> dict[str, Any]:
+    """The writer's own metadata in a file's parsed ``slipstream`` schema metadata (empty when none,
+    as in files written before it existed)."""
+    user = meta.get("metadata")
+    return user if isinstance(user, dict) else {}
 
 
 def page_checksum(batch: Any) -> int:

@@ -81,7 +81,7 @@ class PackedDataset:
             raise NotAPackedFileError(self.path, f"the schema metadata names format {meta.get('format') if isinstance(meta, dict) else meta!r}, not {_format.FORMAT!r}")
         if not isinstance(meta.get("version"), int) or meta["version"] > _format.VERSION:
             raise FormatVersionError(self.path, f"format version {meta.get('version')} is newer than this slipstream reads ({_format.VERSION}): upgrade slipstream")
-        self.metadata = meta
+        self.format_metadata = meta  # the format's own: fields, codecs, page size (see _format)
         try:
             all_fields = {name: field_from_spec(spec) for name, spec in meta["fields"].items()}
         except (ValueError, TypeError, KeyError) as exc:
@@ -129,6 +129,12 @@ class PackedDataset:
     # -- container protocol ------------------------------------------------------------------
     def __len__(self) -> int:
         return self._n
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The writer's own metadata (``ss.write(metadata=...)``; class names that ``slipstream convert``
+        stored under ``"class_names"``: {field: [names]}), a fresh copy; ``{}`` when none."""
+        return json.loads(json.dumps(_format.user_metadata(self.format_metadata)))
 
     @property
     def num_pages(self) -> int:

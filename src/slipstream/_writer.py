@@ -15,6 +15,7 @@ input and settings give a byte-identical file.
 from __future__ import annotations
 
 import copy
+import json
 import os
 import sys
 import tempfile
@@ -24,9 +25,9 @@ from typing import Any
 
 from . import _format
 from ._containers import getobs, numobs
-from ._parallel import loadparallel
 from ._field_base import Field
 from ._field_base import pyarrow_module as _pa
+from ._parallel import loadparallel
 
 __all__ = ["write"]
 
@@ -150,47 +151,59 @@ def write(
     workers: int | None = None,
     progress: bool | None = None,
     page_size: int = 8 << 20,
+    metadata: Mapping[str, Any] | None = None,
 ) -> Path:
     """Pack ``data`` (a container or an iterable of dict samples) into the file ``path``.
 
     ``fields`` maps each stored key to its field (``slipstream.fields``); keys a sample has beyond
     them are ignored, and a missing one raises ``ValueError`` naming the sample. When None, fields
     are inferred from the first sample. ``workers`` encoding threads (default: the CPU count, at
-    most 8). ``progress``: a tqdm bar (default: when stderr is a terminal). Returns the path.
+    most 8). ``progress``: a tqdm bar (default: when stderr is a terminal). ``metadata``: a dict of
+    your own (class names, a source, a license) with string keys and JSON values, stored in the
+    file and read back as ``ss.open(path).metadata``. Returns the path.
+
+    The file appears at ``path`` only once complete (see the module docstring); an iterable's
+    samples are stored as they were when yielded.
     """
+    return write_with_origin(path, data, fields, workers=workers, progress=progress, page_size=page_size, metadata=metadata)
+
+
+def write_with_origin(
+    path: str | os.PathLike,
+    data: Any,
+    fields: Mapping[str, Field] | None = None,
+    *,
+    workers: int | None = None,
+    progress: bool | None = None,
+    page_size: int = 8 << 20,
+    metadata: Mapping[str, Any] | None = None,
+    origin: Callable[[int], str] | None = None,
+) -> Path:
+    """``write``, with errors naming sample ``index`` also by ``origin(index)`` (where it came from,
+    such as its file) when given: ``slipstream convert`` names the image file that fails."""
     pa = _pa()
     import pyarrow.ipc  # noqa: F401 - makes pa.ipc available
 
     path = Path(path)
     if page_size < 1:
         raise ValueError(f"page_size must be >= 1 byte, got {page_size}")
+    user_metadata = _checked_metadata(metadata)
     chunking = _Chunking()
     make_chunks, total, first = _chunks(data, chunking)
-    if fields is None:
-        if first is None:
-            raise ValueError("cannot infer fields from an empty dataset: pass fields=")
-        fields = infer_fields(first)
-    if not isinstance(fields, Mapping) or not fields:
-        raise TypeError(f"fields must be a non-empty dict of name -> slipstream.fields.Field, got {fields!r}")
-    fields = {str(name): copy.deepcopy(field) for name, field in fields.items()}
-    for name, field in fields.items():
-        if not isinstance(field, Field):
-            raise TypeError(f"field {name!r} must be a slipstream.fields.Field (e.g. F.Int()), got {type(field).__name__}")
-        if first is not None:
-            field.prepare(_value(first, name, 0), f"sample 0, field {name!r}")
+    where = _describe(origin)
+    fields = _settled_fields(fields, first, where)
     names = list(fields)
     chunks = make_chunks(names)
     schema = pa.schema([(name, fields[name].arrow_type()) for name in names])
-    schema = schema.with_metadata(_format.schema_metadata({n: fields[n].spec() for n in names}, page_size))
+    schema = schema.with_metadata(_format.schema_metadata({n: fields[n].spec() for n in names}, page_size, user_metadata))
     container = data if _is_container(data) else None
-    schema_crc = _format.metadata_checksum(schema.metadata[_format.META_KEY])
 
     def encode(chunk: list[tuple[int, Any]]) -> list[tuple[Any, ...]]:
         rows = []
         for index, sample in chunk:
             if container is not None:
                 sample = getobs(container, index)
-            rows.append(tuple(fields[n].encode(_value(sample, n, index), index, f"sample {index}, field {n!r}") for n in names))
+            rows.append(tuple(fields[n].encode(_value(sample, n, index), index, where(index, n)) for n in names))
         return rows
 
     workers = min(8, os.cpu_count() or 1) if workers is None else workers
@@ -202,24 +215,8 @@ def write(
             from tqdm import tqdm
 
             bar = tqdm(total=total, unit="samples", desc=f"packing {path.name}", file=sys.stderr)
-        with pa.OSFile(str(partial), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
-            page: list[tuple[Any, ...]] = []
-            size, first_row = 0, 0
-            for rows in loadparallel(chunks, encode, workers=workers, prefetch=workers + 1):
-                chunk_bytes = 0
-                for row in rows:
-                    page.append(row)
-                    row_bytes = sum(fields[n].nbytes(v) for n, v in zip(names, row))
-                    chunk_bytes += row_bytes
-                    size += row_bytes
-                    if size >= page_size:
-                        first_row = _flush(writer, schema, fields, names, page, first_row, schema_crc)
-                        page, size = [], 0
-                chunking.observe(len(rows), chunk_bytes)
-                if bar is not None:
-                    bar.update(len(rows))
-            if page:
-                _flush(writer, schema, fields, names, page, first_row, schema_crc)
+        rows = loadparallel(chunks, encode, workers=workers, prefetch=workers + 1)
+        _write_pages(partial, schema, fields, rows, page_size, chunking, bar)
         _commit(partial, path)
     except BaseException:
         partial.unlink(missing_ok=True)  # this writer's own file only: a racing writer's is untouched
@@ -228,6 +225,73 @@ def write(
         if bar is not None:
             bar.close()
     return path
+
+
+def _checked_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The user's metadata as JSON will read it back; ``TypeError`` for what JSON cannot hold."""
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, Mapping) or not all(isinstance(key, str) for key in metadata):
+        raise TypeError(f"metadata must be a dict with str keys and JSON values, got {metadata!r:.200}")
+    try:
+        return json.loads(json.dumps(dict(metadata), allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"metadata must hold JSON values (dicts, lists, str, int, float, bool, None): {exc}") from None
+
+
+def _describe(origin: Callable[[int], str] | None) -> Callable[[int, str], str]:
+    """``where(index, name)``: how errors name a sample's field ("sample 3 (file x.jpg), field 'image'")."""
+
+    def where(index: int, name: str) -> str:
+        if origin is None:
+            return f"sample {index}, field {name!r}"
+        return f"sample {index} ({origin(index)}), field {name!r}"
+
+    return where
+
+
+def _settled_fields(fields: Mapping[str, Field] | None, first: Any, where: Callable[[int, str], str]) -> dict[str, Field]:
+    """Private copies of ``fields`` (inferred from ``first`` when None), checked and prepared from ``first``."""
+    if fields is None:
+        if first is None:
+            raise ValueError("cannot infer fields from an empty dataset: pass fields=")
+        fields = infer_fields(first)
+    if not isinstance(fields, Mapping) or not fields:
+        raise TypeError(f"fields must be a non-empty dict of name -> slipstream.fields.Field, got {fields!r}")
+    settled = {str(name): copy.deepcopy(field) for name, field in fields.items()}
+    for name, field in settled.items():
+        if not isinstance(field, Field):
+            raise TypeError(f"field {name!r} must be a slipstream.fields.Field (e.g. F.Int()), got {type(field).__name__}")
+        if first is not None:
+            field.prepare(_value(first, name, 0), where(0, name))
+    return settled
+
+
+def _write_pages(
+    partial: Path, schema: Any, fields: dict[str, Field], chunks: Iterator[list[tuple[Any, ...]]], page_size: int, chunking: _Chunking, bar: Any
+) -> None:
+    """Write the encoded rows of ``chunks`` to ``partial`` in pages of about ``page_size`` bytes."""
+    pa = _pa()
+    names = list(fields)
+    schema_crc = _format.metadata_checksum(schema.metadata[_format.META_KEY])
+    with pa.OSFile(str(partial), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
+        page: list[tuple[Any, ...]] = []
+        size, first_row = 0, 0
+        for rows in chunks:
+            chunk_bytes = 0
+            for row in rows:
+                page.append(row)
+                row_bytes = sum(fields[n].nbytes(v) for n, v in zip(names, row))
+                chunk_bytes += row_bytes
+                size += row_bytes
+                if size >= page_size:
+                    first_row = _flush(writer, schema, fields, names, page, first_row, schema_crc)
+                    page, size = [], 0
+            chunking.observe(len(rows), chunk_bytes)
+            if bar is not None:
+                bar.update(len(rows))
+        if page:
+            _flush(writer, schema, fields, names, page, first_row, schema_crc)
 
 
 def _umask() -> int:
