@@ -181,7 +181,7 @@ def test_process_workers_see_the_dataset_as_it_is_at_each_epoch_without_persiste
     assert got["slipstream"] == got["torch"]
 
 
-# -- 4. sample 0 is read once, not twice, before the epoch -------------------------------------
+# -- 4. sample 0 is not read before the epoch ----------------------------------------------------
 
 
 class _OwnRng(Dataset):
@@ -198,13 +198,15 @@ class _OwnRng(Dataset):
         return torch.tensor([float(self.rng.random())]), i
 
 
-def test_sample_zero_is_read_once_before_the_epoch_with_num_workers_0():
-    """Shaping the buffers and planning the conversion to torch's output share one read of sample
-    0 (it used to be read twice). The one read is documented: a dataset with its own state sees
-    index 0 once before the epoch's reads, which are then exactly torch's."""
-    dataset = _OwnRng()
-    list(DataLoader(dataset, batch_size=2))
-    assert dataset.reads == [0, 0, 1, 2, 3, 4, 5]
+def test_sample_zero_is_not_read_before_the_epoch_with_num_workers_0():
+    """Shaping the buffers and planning the conversion to torch's output take the first batch's
+    own samples (sample 0 used to be read once more before the epoch): a dataset with its own
+    state sees torch's reads and gives torch's values."""
+    mine, theirs = _OwnRng(), _OwnRng()
+    got = [b[0].tolist() for b in DataLoader(mine, batch_size=2)]
+    want = [b[0].tolist() for b in TorchLoader(theirs, batch_size=2)]
+    assert mine.reads == theirs.reads == [0, 1, 2, 3, 4, 5]
+    assert got == want
 
 
 # -- 5. tensor samples skip the safe-cast check ------------------------------------------------

@@ -59,11 +59,9 @@ What differs:
   (``torch.from_numpy``, no copy). A buffer is reused only once nothing references any tensor of
   its batch, so a batch you keep is never overwritten; dropping each batch when done lets the
   loader run without allocating, while keeping many makes it allocate new buffers.
-* The fast path shapes its buffers from sample 0, read once before the first epoch's reads (by a
-  worker process with process workers, so the parent never reads the data; else in the calling
-  thread, without disturbing torch's, NumPy's or Python's global RNG; a dataset with its own state
-  sees index 0 read once more than torch reads it), and every sample must then match sample 0's
-  structure, shapes and dtypes (a mismatch, a tensor of a wider dtype included, raises
+* The fast path shapes its buffers from the first batch's own samples (nothing is read before
+  the epoch: a dataset sees exactly torch's reads), and every sample must then match the first
+  one's structure, shapes and dtypes (a mismatch, a tensor of a wider dtype included, raises
   ``TypeError`` or ``ValueError`` naming the sample). torch decides per batch from the batch's
   first sample, so datasets whose samples change type (an ``int`` here, a ``float`` there) can be
   collated by torch where slipstream raises. Malformed batches raise in both, sometimes with other
@@ -83,10 +81,16 @@ What differs:
   process-wide value), so an ``IterableDataset`` with ``num_workers > 0`` needs processes and
   raises ``ValueError`` here; ``worker_init_fn`` runs once per thread per epoch; samples that
   draw from the global RNGs draw from the main process's (torch's workers draw from their own).
-* ``timeout`` raises ``TimeoutError`` (for an ``IterableDataset``, ``DataLoaderTimeoutError``,
-  also a ``RuntimeError``, which is what torch raises); a dead worker raises ``ss.WorkerError`` (a
-  ``RuntimeError``, as torch's). An exception raised while loading ends the epoch's iterator
-  (torch's can be resumed past it).
+* ``prefetch_factor`` is per worker, as torch's: ``num_workers * prefetch_factor`` batches are
+  loaded ahead (slipstream's workers share each batch rather than take one each).
+* Errors are torch's: a ``timeout`` raises ``DataLoaderTimeoutError``, a ``RuntimeError`` whose
+  message starts with torch's ``DataLoader timed out after N seconds`` (and a ``TimeoutError``,
+  with slipstream's detail after it); a dead worker raises ``ss.WorkerError`` (a
+  ``RuntimeError``) starting with torch's ``DataLoader worker (pid(s) N) exited unexpectedly``
+  (and ``... is killed by signal: ...`` for a signal). An exception raised while loading a batch
+  comes from that ``next()`` and the epoch goes on with the next batch, as torch's does (except
+  with ``in_order=False``, a sampler without ``__len__``, an ``IterableDataset`` in worker
+  processes or ``device="cuda"``, where it ends the epoch).
 * Batches of an ``IterableDataset`` come back from worker processes pickled (a copy), not
   through torch's shared-memory tensors.
 * ``pin_memory_device`` is accepted and ignored (deprecated in torch); ``timeout`` is accepted
@@ -95,6 +99,14 @@ What differs:
 ``close()`` (or ``with DataLoader(...) as loader:``) stops the worker processes at once; they are
 also stopped when the loader is garbage collected or the interpreter exits.
 """
+
+try:
+    import torch  # noqa: F401
+except ImportError as exc:  # exercised in a subprocess without torch
+    raise ImportError(
+        "slipstream.torch needs PyTorch: pip install torch (see https://pytorch.org/get-started/locally/ "
+        "for the build that matches your accelerator)"
+    ) from exc
 
 from ._dataloader import DataLoader
 from ._iterable import DataLoaderTimeoutError

@@ -4,7 +4,8 @@
 
 * map-style datasets: slipstream's loader (``_make_map_loader``, made once and kept) over the
   indices drawn from torch's sampler (or slipstream's own permutation with ``seed``), its
-  default-collated batches turned into torch's by the collate plan (``_convert``);
+  default-collated batches turned into torch's by the collate plan (``_convert``) that the first
+  batch's samples decide (``_MapLoader``);
 * ``IterableDataset``: ``_Fetcher`` in this thread, or worker processes taken round-robin
   (``_iterable``);
 
@@ -14,10 +15,11 @@ then pins and moves the batches (``_device``) and wraps them in one epoch's iter
 
 from __future__ import annotations
 
+import threading
 import warnings
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -39,10 +41,19 @@ from ._datasets import (
 )
 from ._device import _NO_ACCELERATOR, _accelerator_available, _check_device, _pinned, _to_cuda, _to_device
 from ._epoch import _LoaderIter
-from ._globals import _rng_untouched
 from ._iterable import _Fetcher, _IterablePayload, _round_robin
+from ._mapepoch import _MapEpoch
 
 _BACKENDS = ("process", "thread")
+_T_co = TypeVar("_T_co", covariant=True)
+
+
+def _odd_array(dataset: Any) -> bool:
+    """An ndarray dataset whose rows the buffers cannot turn into torch's batches (strings, objects,
+    uint64 scalars): read sample by sample and collated by torch, as any dataset of such samples."""
+    if not isinstance(dataset, np.ndarray):
+        return False
+    return dataset.ndim == 0 or dataset.dtype.kind not in "biufc" or (len(dataset) > 0 and _plan(dataset[0]) is None)
 
 
 def _sized(sampler: Any) -> bool:
@@ -54,7 +65,43 @@ def _sized(sampler: Any) -> bool:
     return True
 
 
-class DataLoader(_tud.DataLoader):
+class _MapLoader(_SSLoader):
+    """slipstream's loader for a torch map-style dataset with the default collate. The first
+    batch's own samples (the first of them) decide how its default-collated batches become
+    torch's (``convert``), or that torch's ``default_collate`` collates them (samples the buffers
+    cannot reproduce): nothing is read before the epoch, so a dataset sees exactly torch's reads."""
+
+    def __init__(self, data: Any, torch_collate: Callable[[list[Any]], Any], **kwargs: Any):
+        super().__init__(data, **kwargs)
+        self.convert: Convert = _keep
+        self._torch_collate = torch_collate
+        self._collates = False  # True: the samples are collated by torch's default_collate
+        self._decided = threading.Lock(), False
+        if getattr(self, "_pool", None) is not None and len(self.data):  # arrays: shaped from the data, not a batch
+            self._decide(self.data[0])
+
+    def _decide(self, sample: Any) -> None:
+        lock, done = self._decided
+        with lock:
+            if done:
+                return
+            plan = None if sample is None else _plan(sample)
+            if plan is None:
+                self._collates = True
+            else:
+                self.convert = plan
+            self._decided = lock, True
+
+    def _shape(self, unshaped: Any) -> Any:  # the core's hook for batches read before the buffers had a shape
+        samples = unshaped.samples
+        if samples:
+            self._decide(samples[0])
+        if self._collates:
+            return self._torch_collate(samples)
+        return super()._shape(unshaped)
+
+
+class DataLoader(_tud.DataLoader[_T_co]):
     """``torch.utils.data.DataLoader``'s interface and output, loaded by slipstream (see
     ``slipstream.torch``'s docstring for exactly what matches torch and what differs).
 
@@ -127,7 +174,6 @@ class DataLoader(_tud.DataLoader):
         self._user_collate = collate_fn is not None
         self._shuffle = bool(shuffle) and not iterable
         self._ss: _SSLoader | None = None  # map-style: the slipstream loader, made at the first iter()
-        self._convert: Convert = _keep
         self._epoch_batches = _EpochBatches() if _sized(self.batch_sampler if self._auto_collation else self.sampler) else _StreamedBatches()
         self._base_seed: int | None = None  # persistent workers: drawn once, as torch does
         self._iter_pool: Any = None  # IterableDataset, persistent workers: the process pool
@@ -147,7 +193,8 @@ class DataLoader(_tud.DataLoader):
             self._base_seed = base_seed
         if self._dataset_kind == _tud.dataloader._DatasetKind.Iterable:
             if self.num_workers == 0:
-                source: Iterator[Any] = self._iterable_inline(iter(self.dataset))
+                batch_size = self.batch_size if self._auto_collation else None
+                source: Iterator[Any] = _Fetcher(iter(self.dataset), batch_size, self.drop_last, self.collate_fn)
             else:
                 source = self._iterable_processes(base_seed)
         else:
@@ -170,36 +217,33 @@ class DataLoader(_tud.DataLoader):
             # torch starts new workers each epoch: they see the dataset as it is now, seeded anew
             loader.worker_init.base_seed = base_seed
             loader._release_workers()
-        if self.num_workers > 0:  # torch's worker iterator draws the sampler inside iter()
-            return self._map_epoch(loader)
-        return self._map_lazily(loader)  # torch's single-process iterator draws it at the first next()
+        epoch = _MapEpoch(loader, lambda resume: self._map_start(loader, resume), self.timeout)
+        if self.num_workers > 0:  # torch's worker iterator draws the sampler inside iter(), its
+            epoch.begin()  # single-process one at the first next()
+        return epoch
 
-    def _map_lazily(self, loader: _SSLoader) -> Iterator[Any]:
-        yield from self._map_epoch(loader)
-
-    def _map_epoch(self, loader: _SSLoader) -> Iterator[Any]:
-        if not (self.seed is not None and self._shuffle):
+    def _map_start(self, loader: _SSLoader, resume: Any) -> tuple[Any, Any]:
+        """slipstream's iterator for this epoch, and what resuming it takes (see ``_MapEpoch``):
+        the epoch's batches drawn from torch's sampler (``resume``: drawn before, the loader's
+        state says which are left)."""
+        own_order = self.seed is not None and self._shuffle  # slipstream's permutation of (seed, epoch)
+        if resume is not None:
+            if not own_order:
+                self._epoch_batches.batches = resume
+        elif not own_order:
             if self._auto_collation:
                 batches: Any = (list(b) for b in self.batch_sampler)  # type: ignore[union-attr]
             else:
                 batches = ([i] for i in self.sampler)
             self._epoch_batches.draw(batches)  # a sized sampler whole now; one without __len__ as batches load
-        try:  # (sample 0 was read when the loader was made: iter() reads nothing here, and worker
-            it = iter(loader)  # threads may start drawing from the global RNGs at once: no restoring them)
+        drawn = self._epoch_batches.batches
+        try:  # iter() reads nothing: the first batch's samples shape the buffers (see _MapLoader)
+            it = iter(loader)
         finally:
             self._epoch_batches.batches = []
-        return self._converted(it)
-
-    def _converted(self, it: Any) -> Iterator[Any]:
-        convert = self._convert
-        try:
-            if convert is _keep:
-                yield from it
-            else:
-                for batch in it:
-                    yield convert(batch)
-        finally:
-            it.close()
+        if own_order:
+            return it, True
+        return it, drawn if isinstance(drawn, list) else None
 
     def _map_loader(self, base_seed: int) -> _SSLoader:
         if self._ss is None:
@@ -220,8 +264,8 @@ class DataLoader(_tud.DataLoader):
             if many:
                 adapter, collate = _WholeDataset, _WholeCollate(self.collate_fn)
         else:
-            collate = None  # the buffers, if sample 0 (read below) is one they reproduce exactly
-        if adapter is None and (processes or isinstance(dataset, (tuple, Mapping))):
+            collate = None  # the buffers, if the first batch's samples are ones they reproduce exactly
+        if adapter is None and (processes or isinstance(dataset, (tuple, Mapping)) or _odd_array(dataset)):
             if hasattr(dataset, "getobs_batch_into") and not many:
                 adapter = _BatchIntoDataset
             else:
@@ -239,9 +283,12 @@ class DataLoader(_tud.DataLoader):
         else:
             kwargs.update(batch_sampler=self._epoch_batches)
         if self.num_workers > 0:
+            factor = self.prefetch_factor if self.prefetch_factor is not None else 2
             kwargs.update(
+                # torch keeps prefetch_factor batches in flight per worker; slipstream's workers
+                # share each batch, so as many batches are started ahead as torch's workers hold
                 workers=self.num_workers,
-                prefetch=self.prefetch_factor if self.prefetch_factor is not None else 2,
+                prefetch=self.num_workers * factor,
                 backend=self.backend,
                 timeout=self.timeout or None,
             )
@@ -252,29 +299,9 @@ class DataLoader(_tud.DataLoader):
                 )
             elif self.worker_init_fn is not None:
                 kwargs.update(worker_init=self.worker_init_fn)
-        loader = _SSLoader(data, **kwargs)
-        if collate is None and len(dataset) > 0:  # type: ignore[arg-type]
-            # sample 0, read once (the loader shapes its buffers from the same read): by a worker with
-            # processes, so the parent never reads the data (datasets that open files lazily or in
-            # worker_init_fn); else here, without moving the global RNGs
-            with _rng_untouched():
-                plan = _plan(loader._sample_zero())
-            if plan is None:  # not one the buffers reproduce: torch's default_collate, in the workers
-                loader.close()
-                loader = _SSLoader(data, **{**kwargs, "collate": self.collate_fn})
-            else:
-                self._convert = plan
-        return loader
-
-    # IterableDataset, in this thread
-    def _iterable_inline(self, iterator: Iterator[Any]) -> Iterator[Any]:
-        fetcher = _Fetcher(iterator, self.batch_size if self._auto_collation else None, self.drop_last, self.collate_fn)
-        while True:
-            try:
-                batch = fetcher.fetch()
-            except StopIteration:
-                return
-            yield batch
+        if collate is None:
+            return _MapLoader(data, self.collate_fn, **kwargs)
+        return _SSLoader(data, **kwargs)
 
     # IterableDataset, in worker processes, taken round-robin
     def _iterable_processes(self, base_seed: int) -> Iterator[Any]:

@@ -14,7 +14,7 @@ Each wrapper closes its source when it is closed or exhausted.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import torch
@@ -115,24 +115,28 @@ def _to_cuda(source: Iterator[Any], device: torch.device) -> Iterator[Any]:
             close()
 
 
-def _to_device(source: Iterator[Any], device: torch.device) -> Iterator[Any]:
-    try:
-        for batch in source:
-            yield _move(batch, device)
-    finally:
-        close = getattr(source, "close", None)
+class _Mapped(Iterator[Any]):
+    """``fn`` applied to each batch of ``source``; an error of ``source`` passes through without
+    ending it (torch's iterator can be resumed past a batch that raised)."""
+
+    def __init__(self, source: Iterator[Any], fn: Callable[[Any], Any]):
+        self.source, self.fn = source, fn
+
+    def __next__(self) -> Any:
+        return self.fn(next(self.source))
+
+    def close(self) -> None:
+        close = getattr(self.source, "close", None)
         if close is not None:
             close()
+
+
+def _to_device(source: Iterator[Any], device: torch.device) -> Iterator[Any]:
+    return _Mapped(source, lambda batch: _move(batch, device))
 
 
 def _pinned(source: Iterator[Any]) -> Iterator[Any]:
-    try:
-        for batch in source:
-            yield _pin(batch)
-    finally:
-        close = getattr(source, "close", None)
-        if close is not None:
-            close()
+    return _Mapped(source, _pin)
 
 
 def _check_device(device: str | int | torch.device | None) -> torch.device | None:

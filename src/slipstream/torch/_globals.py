@@ -4,15 +4,11 @@
 * ``_seed_like_torch`` seeds a worker process's global RNGs as torch's worker loop does
   (``base_seed + worker_id``; NumPy from torch's ``_generate_state`` where torch has it).
 * ``_set_torch_worker_info`` sets what ``get_worker_info()`` returns in a worker process.
-* ``_rng_untouched`` runs a read torch would not do (sample 0, to shape the batch buffers)
-  without moving the parent's global RNGs, so what follows draws what it would under torch.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -32,18 +28,3 @@ def _seed_like_torch(base_seed: int, worker_id: int) -> int:
 
 def _set_torch_worker_info(worker_id: int, num_workers: int, seed: int, dataset: Any) -> None:
     _tworker._worker_info = _tworker.WorkerInfo(id=worker_id, num_workers=num_workers, seed=seed, dataset=dataset)
-
-
-@contextmanager
-def _rng_untouched() -> Iterator[None]:
-    """Run a read that torch would not do (shaping buffers from sample 0) without moving the global
-    RNGs, so the samplers and samples that follow draw what they would draw under torch."""
-    torch_state = torch.random.get_rng_state()
-    py_state = random.getstate()
-    np_state = np.random.get_state()
-    try:
-        yield
-    finally:
-        torch.random.set_rng_state(torch_state)
-        random.setstate(py_state)
-        np.random.set_state(np_state)

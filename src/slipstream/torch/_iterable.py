@@ -14,12 +14,14 @@
 
 from __future__ import annotations
 
+import signal
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from .._procpool import WorkerError
 from ._globals import _seed_like_torch, _set_torch_worker_info
 
 if TYPE_CHECKING:
@@ -27,8 +29,29 @@ if TYPE_CHECKING:
 
 
 class DataLoaderTimeoutError(TimeoutError, RuntimeError):
-    """No batch within ``timeout`` seconds (an ``IterableDataset`` in worker processes); a
-    ``RuntimeError`` too, which is what torch raises."""
+    """No batch within ``timeout`` seconds: a ``TimeoutError`` and, as torch raises, a
+    ``RuntimeError`` whose message starts with torch's ``DataLoader timed out after N seconds``."""
+
+
+def _torch_worker_error(error: WorkerError) -> WorkerError:
+    """A dead worker's ``WorkerError`` with torch's words first (``DataLoader worker (pid(s) N)
+    exited unexpectedly``, and for a signal ``DataLoader worker (pid N) is killed by signal: ...``),
+    then slipstream's; ``error`` itself when it is not about a worker that died."""
+    pid, code = error.pid, error.exitcode
+    if pid is None or code is None:
+        return error
+    words = f"DataLoader worker (pid(s) {pid}) exited unexpectedly"
+    if code < 0:
+        try:
+            name = signal.strsignal(-code) or f"signal {-code}"
+        except ValueError:
+            name = f"signal {-code}"
+        words += f". DataLoader worker (pid {pid}) is killed by signal: {name}."
+    else:
+        words += f" with exit code {code}."
+    torch_error = WorkerError(f"{words} {error}", pid, code)
+    torch_error.__notes__ = list(getattr(error, "__notes__", []))
+    return torch_error.with_traceback(error.__traceback__)
 
 
 class _IterablePayload:
@@ -52,6 +75,12 @@ class _Fetcher:
     def __init__(self, iterator: Iterator[Any], batch_size: int | None, drop_last: bool, collate_fn: Callable[[Any], Any]):
         self.iterator, self.batch_size, self.drop_last, self.collate_fn = iterator, batch_size, drop_last, collate_fn
         self.ended = False
+
+    def __iter__(self) -> _Fetcher:
+        return self
+
+    def __next__(self) -> Any:  # (an error of the dataset's iterator passes through, as in torch)
+        return self.fetch()
 
     def fetch(self) -> Any:
         """The next collated batch; StopIteration at the end."""
@@ -122,7 +151,15 @@ def _round_robin(loader: DataLoader, pool: Any, epoch: int, base_seed: int, own_
             return pool.wait(tickets, timeout)
         except TimeoutError:
             pool.close()
-            raise DataLoaderTimeoutError(f"DataLoader timed out after {loader.timeout} seconds") from None
+            raise DataLoaderTimeoutError(
+                f"DataLoader timed out after {loader.timeout} seconds (slipstream: no batch from the "
+                f"{k} worker processes; they were stopped)"
+            ) from None
+        except WorkerError as exc:
+            torch_error = _torch_worker_error(exc)
+            if torch_error is exc:
+                raise
+            raise torch_error from None
 
     try:
         for w in range(k):

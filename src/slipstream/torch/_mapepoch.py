@@ -1,0 +1,99 @@
+"""One epoch of a map-style dataset, as torch's iterator behaves.
+
+``_MapEpoch`` wraps slipstream's epoch iterator and gives torch's batches and torch's errors:
+
+* each batch through the collate plan its loader decided from the first batch (``_convert``);
+* a timeout raises ``DataLoaderTimeoutError`` (a ``RuntimeError`` starting with torch's
+  ``DataLoader timed out after N seconds``, and a ``TimeoutError``); a dead worker's
+  ``WorkerError`` says torch's ``DataLoader worker (pid(s) N) exited unexpectedly`` first;
+* an exception raised while loading a batch (the dataset's, the collate's) is raised by that
+  ``next()``, and the next ``next()`` goes on with the following batch, as torch's iterator does:
+  slipstream's iterator ends at an error, so the rest of the epoch is resumed from the loader's
+  state (ordered epochs of a sized sampler; otherwise the error ends the epoch);
+* ``start`` runs at the first ``next()`` when torch's iterator would only start then
+  (``num_workers=0`` draws the sampler at the first ``next()``); it returns slipstream's iterator
+  and what a resumed iterator needs (the epoch's batches), and is called again with that to resume.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .._procpool import WorkerError
+from ._convert import _keep
+from ._iterable import DataLoaderTimeoutError, _torch_worker_error
+
+
+class _MapEpoch:
+    """The epoch's batches of slipstream ``loader`` as torch gives them. ``start(None)`` starts
+    the epoch and returns ``(iterator, resume)``: ``resume`` is None when the epoch cannot be
+    resumed past an error (a sampler read as it goes), else what ``start(resume)`` takes to make
+    an iterator over the same epoch (the loader's state says which batches are left)."""
+
+    def __init__(self, loader: Any, start: Callable[[Any], tuple[Any, Any]], timeout: float):
+        self._loader, self._start, self._timeout = loader, start, timeout
+        self._it: Any = None
+        self._resume_with: Any = None
+        self._ended = False
+
+    def __iter__(self) -> _MapEpoch:
+        return self
+
+    def begin(self) -> None:
+        """Start the epoch now (draw the sampler, start loading) rather than at the first ``next()``."""
+        if self._it is None and not self._ended:
+            self._it, self._resume_with = self._start(self._resume_with)
+
+    def __next__(self) -> Any:
+        if self._ended:
+            raise StopIteration
+        self.begin()
+        try:
+            batch = next(self._it)
+        except StopIteration:
+            self.close()
+            raise
+        except DataLoaderTimeoutError:
+            self.close()
+            raise
+        except TimeoutError as exc:
+            self.close()
+            raise DataLoaderTimeoutError(f"DataLoader timed out after {self._timeout} seconds ({exc})") from exc
+        except WorkerError as exc:
+            self.close()
+            torch_error = _torch_worker_error(exc)
+            if torch_error is exc:
+                raise
+            raise torch_error from None
+        except Exception:
+            self._resume()
+            raise
+        except BaseException:
+            self.close()
+            raise
+        convert = getattr(self._loader, "convert", _keep)
+        return batch if convert is _keep else convert(batch)
+
+    def _resume(self) -> None:
+        """After a batch raised: the next ``next()`` goes on with the batch after it, from the
+        loader's state (batches ``0..batch-1`` were handed out, so ``batch`` is the one that
+        failed); the epoch ends instead where that is not known exactly."""
+        loader = self._loader
+        it, self._it = self._it, None
+        it.close()
+        if self._resume_with is None or not loader.in_order:
+            self._ended = True
+            return
+        state = loader.state_dict()
+        after = state["batch"] + 1
+        state["batch"] = after
+        state["done_ahead"] = [k for k in state.get("done_ahead", []) if k > after]
+        loader.load_state_dict(state)
+
+    def close(self) -> None:
+        """Stop the epoch's loading now."""
+        self._ended = True
+        it, self._it = self._it, None
+        if it is not None:
+            it.close()
