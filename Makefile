@@ -28,6 +28,12 @@ $(VENV)/.jax: $(VENV)/.test
 	$(PY) -m pip install -q 'jax>=0.4.30'
 	touch $@
 
+# ss.to_huggingface's tests (tests/test_huggingface.py skips without it)
+$(VENV)/.hf: $(VENV)/.test
+	@echo "== installing Hugging Face datasets for the ss.to_huggingface tests"
+	$(PY) -m pip install -q 'datasets>=2.14'
+	touch $@
+
 $(VENV)/.bench: $(VENV)/.torch
 	$(PY) -m pip install -q psutil scikit-image
 	touch $@
@@ -35,7 +41,7 @@ $(VENV)/.bench: $(VENV)/.torch
 demo: $(VENV)/.torch
 	$(PY) -m slipstream demo
 
-test: $(VENV)/.torch $(VENV)/.jax
+test: $(VENV)/.torch $(VENV)/.jax $(VENV)/.hf
 	$(PY) -m pytest -q
 	# the fallbacks on their own: NumPy pixel kernels (no numba), whole-image JPEG decoding (no _roijpeg)
 	SLIPSTREAM_NO_NUMBA=1 SLIPSTREAM_NO_ROIJPEG=1 $(PY) -m pytest -q tests/test_kernels.py tests/test_mapfields.py

@@ -7,12 +7,11 @@ import pickle
 
 import numpy as np
 import pytest
+from helpers import run_python
+from packed import photo_like
 
 import slipstream as ss
 from slipstream import fields as F
-
-from helpers import run_python
-from packed import photo_like
 
 datasets = pytest.importorskip("datasets")
 pa = pytest.importorskip("pyarrow")
@@ -142,6 +141,16 @@ def test_class_names_make_a_class_label_feature(packed_path):
     ds = ss.to_huggingface(packed_path, fields=["label"], class_names={"label": ["cat", "dog", "fox", "owl"]})
     assert ds.features["label"] == datasets.ClassLabel(names=["cat", "dog", "fox", "owl"])
     assert ds[6]["label"] == 2 and ds.features["label"].int2str(ds[6]["label"]) == "fox"
+
+
+def test_class_names_the_file_records_make_a_class_label_feature(tmp_path):
+    path = tmp_path / "labels.arrow"
+    metadata = {"class_names": {"label": ["cat", "dog"], "text": ["ignored: not an F.Int field"]}}
+    ss.write(path, [{"label": i % 2, "text": "t"} for i in range(4)], {"label": F.Int(), "text": F.Text()}, progress=False, metadata=metadata)
+    ds = ss.to_huggingface(path)
+    assert ds.features["label"] == datasets.ClassLabel(names=["cat", "dog"]) and ds.features["text"] == datasets.Value("large_string")
+    assert pickle.loads(pickle.dumps(ds)).features == ds.features
+    assert ss.to_huggingface(path, class_names={"label": ["a", "b", "c"]}).features["label"].names == ["a", "b", "c"]
 
 
 def test_class_names_that_do_not_cover_the_labels_raise_naming_the_field(packed_path):

@@ -23,7 +23,6 @@ from ._reader import PackedDataset
 
 __all__ = ["to_huggingface"]
 
-_PIL_CODECS = ("jpeg", "png", "qoi")  # what datasets' Image feature decodes (Pillow opens them)
 _HF_ARRAYS = {2: "Array2D", 3: "Array3D", 4: "Array4D", 5: "Array5D"}
 
 
@@ -57,7 +56,8 @@ class _Converter:
     # -- scalars, text, bytes, JSON ----------------------------------------------------------
     def _array_int(self, array: Any, first: int) -> Any:
         if self.names is not None and len(array):
-            pc = _pa().compute
+            import pyarrow.compute as pc
+
             low, high = pc.min_max(array).values()
             if low.as_py() < -1 or high.as_py() >= len(self.names):  # -1: datasets' "no label"
                 bad = low.as_py() if low.as_py() < -1 else high.as_py()
@@ -166,11 +166,12 @@ class _Converter:
         if not 1 <= ndim <= 5:
             raise ValueError(f"{self.where()} holds ragged {ndim}-d arrays; datasets expresses ragged arrays of 1 to 5 dimensions")
         shapes = array.field("shape").flatten().to_numpy(zero_copy_only=False).reshape(len(array), ndim)
-        for row in range(len(array)):
-            trailing = tuple(int(s) for s in shapes[row, 1:])
+        if len(array):
             if self.trailing is None:
-                self.trailing = trailing
-            elif trailing != self.trailing:
+                self.trailing = tuple(int(s) for s in shapes[0, 1:])
+            differs = (shapes[:, 1:] != np.asarray(self.trailing, np.int64)).any(axis=1)
+            if differs.any():
+                row = int(np.argmax(differs))
                 raise ValueError(
                     f"{self.where()}: ragged arrays vary in more than their first dimension (sample {first + row} has shape "
                     f"{tuple(int(s) for s in shapes[row])}, an earlier one (n, {', '.join(map(str, self.trailing))})), "
@@ -218,10 +219,14 @@ def _nested(values: Any, count: int, shape: Sequence[int]) -> Any:
 
 
 def _class_names(packed: PackedDataset, given: Mapping[str, Sequence[str]] | None) -> dict[str, list[str]]:
-    """Class names per field: ``given`` over those the file records (``metadata["class_names"]``, when
-    the file has them); each must name an ``F.Int`` field of the file."""
-    recorded = packed.metadata.get("class_names") if isinstance(packed.metadata, dict) else None
-    names = {k: list(v) for k, v in (recorded or {}).items() if k in packed.fields} if isinstance(recorded, dict) else {}
+    """Class names per ``F.Int`` field: those the file records (``metadata["class_names"]``, as
+    ``slipstream convert`` and ``ss.write(metadata=...)`` store them; entries that are not a list of
+    str for an ``F.Int`` field read are ignored), overridden by ``given`` (checked: ``ValueError``)."""
+    recorded = packed.metadata.get("class_names")
+    names = {}
+    for field, labels in (recorded if isinstance(recorded, dict) else {}).items():
+        if field in packed.fields and packed.fields[field].kind == "int" and isinstance(labels, list) and all(isinstance(x, str) for x in labels):
+            names[field] = list(labels)
     for field, labels in (given or {}).items():
         if field not in packed.fields:
             raise ValueError(f"{packed.path}: class_names names field {field!r}, which is not read (fields: {list(packed.fields)})")
@@ -293,8 +298,9 @@ def to_huggingface(
       by Pillow; ``Image(mode="RGB")`` or ``"L"`` when the field was written with ``channels=``).
       Raw-pixel images raise ``ValueError`` unless ``encode_raw=True``, which encodes them to
       lossless PNG in memory while the dataset is built.
-    * ``F.Int``: ``Value("int64")``, or ``ClassLabel`` with ``class_names[field]`` or the names
-      the file records; ``F.Float``, ``F.Bool``, ``F.Text``, ``F.Bytes``: ``Value`` of the
+    * ``F.Int``: ``ClassLabel`` with ``class_names[field]``, else with the names the file records
+      (``ss.open(path).metadata["class_names"][field]``, as ``slipstream convert`` stores them),
+      else ``Value("int64")``; labels outside the names raise ``ValueError``. ``F.Float``, ``F.Bool``, ``F.Text``, ``F.Bytes``: ``Value`` of the
       column's type; ``F.JSON``: ``Json`` (decoded to the value ``ss.open`` gives), or the JSON
       text with a ``datasets`` that has no ``Json`` feature.
     * ``F.Array``: ``Value`` (shape ``()``), ``Sequence(length=n)`` (1-d), ``Array2D``..``Array5D``;
