@@ -343,3 +343,21 @@ def test_metadata_json_cannot_hold_is_refused_before_writing(tmp_path):
         with pytest.raises(TypeError, match=message):
             ss.write(tmp_path / "bad.arrow", samples(2), FIELDS, metadata=bad, progress=False)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_folder_or_a_missing_folder_as_the_target_fails_before_encoding(tmp_path):
+    taken = []
+
+    def stream():
+        for sample in samples(20):
+            taken.append(1)
+            yield sample
+
+    (tmp_path / "folder.arrow").mkdir()
+    with pytest.raises(IsADirectoryError, match="folder.arrow: is a folder"):
+        ss.write(tmp_path / "folder.arrow", stream(), FIELDS, progress=False)
+    assert len(taken) <= 1
+    with pytest.raises(FileNotFoundError, match="the folder .*missing does not exist"):
+        ss.write(tmp_path / "missing" / "x.arrow", stream(), FIELDS, progress=False)
+    assert len(taken) <= 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder.arrow"]

@@ -187,6 +187,10 @@ def write_with_origin(
     path = Path(path)
     if page_size < 1:
         raise ValueError(f"page_size must be >= 1 byte, got {page_size}")
+    if path.is_dir():  # os.replace would refuse it only after every sample was encoded
+        raise IsADirectoryError(f"{path}: is a folder; ss.write writes a file (such as {path / 'data.arrow'})")
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"{path}: the folder {path.parent} does not exist; create it first")
     user_metadata = _checked_metadata(metadata)
     chunking = _Chunking()
     make_chunks, total, first = _chunks(data, chunking)
