@@ -54,14 +54,14 @@ class _RaggedColumn(Column):
     def get(self, row: int) -> Any:
         data = slice_row(self.offsets, self.data, row)
         shape = tuple(int(s) for s in self.shapes[row])
-        if data.size != math.prod(shape) * self.dtype.itemsize:
+        if min(shape, default=0) < 0 or data.size != math.prod(shape) * self.dtype.itemsize:
             raise ValueError(f"{data.size} stored bytes cannot hold a {self.dtype} array of shape {shape}")
         return data.view(self.dtype).reshape(shape)
 
     def batch_node(self, row: int) -> Any:
         from ._collate import VarNode
 
-        return VarNode(tuple(int(s) for s in self.shapes[row]), self.dtype)  # shapes vary: a guess
+        return VarNode(self.get(row).shape, self.dtype)  # shapes vary: a guess (checked against the bytes)
 
 
 def _castable(source: np.dtype, target: np.dtype) -> bool:

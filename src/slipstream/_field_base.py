@@ -23,10 +23,13 @@ def pyarrow_module():
 
 
 def binary_views(array: Any) -> tuple[np.ndarray, np.ndarray]:
-    """(offsets, data) of a large_binary/large_string Arrow array, as NumPy views of its buffers."""
+    """(offsets, data) of a large_binary/large_string Arrow array, as NumPy views of its buffers;
+    ``ValueError`` when the offsets cannot be right (damage), so every row slices inside ``data``."""
     buffers = array.buffers()
     offsets = np.frombuffer(buffers[1], np.int64)[array.offset : array.offset + len(array) + 1]
     data = np.frombuffer(buffers[2], np.uint8) if buffers[2] is not None else np.zeros(0, np.uint8)
+    if len(offsets) != len(array) + 1 or (len(offsets) and (offsets[0] < 0 or offsets[-1] > data.size or (np.diff(offsets) < 0).any())):
+        raise ValueError(f"the offsets of {len(array)} values do not fit their {data.size} bytes")
     return offsets, data
 
 

@@ -23,7 +23,11 @@ class _ImageColumn(Column):
         self.offsets, self.data = binary_views(array.field("data"))
 
     def shape(self, row: int) -> tuple[int, int, int]:
-        return int(self.heights[row]), int(self.widths[row]), int(self.channels[row])
+        """The stored (H, W, C), checked against the stored bytes (``ValueError`` for damage), so no
+        buffer is ever sized from a damaged header."""
+        shape = int(self.heights[row]), int(self.widths[row]), int(self.channels[row])
+        _check_shape(self.codec(row), self.encoded(row), shape)
+        return shape
 
     def codec(self, row: int) -> str:
         name = _CODE_NAMES.get(int(self.codes[row]))
@@ -48,6 +52,30 @@ class _ImageColumn(Column):
         if isinstance(buffer, np.ndarray) and buffer.shape == self.shape(row) and buffer.dtype == np.uint8:
             return _imaging.decode(self.codec(row), self.encoded(row), self.shape(row), out=buffer)
         return self.get(row)
+
+
+def _check_shape(codec: str, data: np.ndarray, shape: tuple[int, int, int]) -> None:
+    """``ValueError`` unless ``shape`` is a possible image shape that the stored bytes agree with
+    (their size for raw pixels, the encoded header's size for JPEG, PNG and QOI)."""
+    height, width, channels = shape
+    if height < 1 or width < 1 or channels not in (1, 3):
+        raise ValueError(f"the stored image shape {shape} is impossible (sides >= 1, 1 or 3 channels)")
+    if codec == "raw":
+        if data.size != height * width * channels:
+            raise ValueError(f"{data.size} raw bytes cannot hold an image of shape {shape}")
+        return
+    head = bytes(data[:24])
+    if codec == "png":
+        found = (int.from_bytes(head[20:24], "big"), int.from_bytes(head[16:20], "big")) if head[12:16] == b"IHDR" else None
+    elif codec == "qoi":
+        found = (int.from_bytes(head[8:12], "big"), int.from_bytes(head[4:8], "big")) if head[:4] == b"qoif" else None
+    else:
+        try:
+            found = tuple(_imaging._simplejpeg().decode_jpeg_header(data)[:2])
+        except (ValueError, RuntimeError, OSError):
+            found = None
+    if found != (height, width):
+        raise ValueError(f"the stored image shape {shape} disagrees with its {codec} bytes (which say {found or 'nothing readable'})")
 
 
 class Image(Field):

@@ -33,6 +33,9 @@ from .fields import _ScalarColumn
 
 __all__ = ["PackedDataset", "open"]
 
+# what decoding damaged bytes raises (columns raise ValueError; the others are a safety net): every
+# one becomes a CorruptFileError naming the file, sample, page and field
+_DAMAGE = (ValueError, IndexError, TypeError, OverflowError, UnicodeDecodeError)
 _FLAT_MAX_ROW_BYTES = 256  # fields this small per sample are gathered from one concatenated array
 
 
@@ -70,6 +73,10 @@ class PackedDataset:
             if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError)):
                 raise
             raise CorruptFileError(self.path, f"Arrow cannot read the file's structure: {exc}") from None
+        try:
+            column_names = list(self._reader.schema.names)
+        except ValueError as exc:  # a damaged name that is not UTF-8
+            raise CorruptFileError(self.path, f"the column names cannot be read: {exc}") from None
         raw_meta = meta = (self._reader.schema.metadata or {}).get(_format.META_KEY)
         if meta is None:
             raise NotAPackedFileError(self.path, "an Arrow file, but not one slipstream wrote (no 'slipstream' schema metadata)")
@@ -86,10 +93,10 @@ class PackedDataset:
             all_fields = {name: field_from_spec(spec) for name, spec in meta["fields"].items()}
         except (ValueError, TypeError, KeyError) as exc:
             raise CorruptFileError(self.path, f"the field descriptions cannot be read: {exc}") from None
-        names = [n for n in self._reader.schema.names if n in all_fields] if fields is None else list(fields)
+        names = [n for n in column_names if n in all_fields] if fields is None else list(fields)
         missing = [n for n in names if n not in all_fields]
         if missing:
-            stored = [n for n in self._reader.schema.names if n in all_fields]
+            stored = [n for n in column_names if n in all_fields]
             raise MissingFieldError(self.path, f"no field {missing[0]!r} in the file; it has {stored}")
         for name, field in all_fields.items():
             index = self._reader.schema.get_field_index(name)
@@ -149,6 +156,7 @@ class PackedDataset:
         if columns is None:
             try:
                 batch = self._reader.get_batch(p)
+                batch.validate()  # buffer sizes against lengths (cheap; offsets are checked by the columns)
                 columns = {n: self.fields[n].column(batch.column(k)) for n, k in zip(self.fields, self._columns_index)}
             except Exception as exc:  # noqa: BLE001 - any failure to map a page is damage
                 raise CorruptFileError(self.path, f"page {p} cannot be read: {exc}") from exc
@@ -170,7 +178,7 @@ class PackedDataset:
         columns, row, i = self._locate(index)
         try:
             return {name: column.get(row) for name, column in columns.items()}
-        except ValueError as exc:
+        except _DAMAGE as exc:
             raise self._damage(exc, i, columns, row) from exc
 
     def getobs_into(self, buffer: Any, index: int, fields: Any = None) -> dict[str, Any]:
@@ -182,7 +190,7 @@ class PackedDataset:
         names = columns if fields is None else fields
         try:
             return {name: columns[name].into(get(name), row) for name in names}
-        except ValueError as exc:
+        except _DAMAGE as exc:
             raise self._damage(exc, i, columns, row) from exc
 
     def encoded(self, index: int, name: str) -> tuple[str, Any, tuple[int, int, int]]:
@@ -194,7 +202,7 @@ class PackedDataset:
             raise TypeError(f"{self.path}: field {name!r} is not an image field ({self.fields[name]!r})")
         try:
             return column.codec(row), column.encoded(row), column.shape(row)
-        except ValueError as exc:
+        except _DAMAGE as exc:
             raise CorruptFileError(self.path, f"sample {i}, field {name!r}: {exc}") from exc
 
     def map(self, **pipelines: Any) -> Any:
@@ -214,7 +222,7 @@ class PackedDataset:
         columns = self._page(0)
         try:
             return Spec({name: column.batch_node(0) for name, column in columns.items()})
-        except ValueError as exc:
+        except _DAMAGE as exc:
             raise self._damage(exc, 0, columns, 0) from exc
 
     def getobs_batch_into(self, buffer: Any, indices: Any) -> dict[str, Any]:
@@ -262,8 +270,8 @@ class PackedDataset:
                     continue
                 view = target[j, ...]  # a 0-d view, not a scalar, for a 1-d target
                 result = column.into(view, r)
-            except ValueError as exc:
-                raise CorruptFileError(self.path, f"sample {int(idx[j])}, field {name!r}: {exc}") from exc
+            except _DAMAGE as exc:
+                raise CorruptFileError(self.path, f"sample {int(idx[j])} (page {p}, row {r}), field {name!r}: {exc}") from exc
             if result is view:
                 continue
             if isinstance(result, (np.ndarray, np.generic)) and result.shape == view.shape and result.dtype == view.dtype:
@@ -298,13 +306,18 @@ class PackedDataset:
         self._flats[name] = flat
         return flat
 
-    def _damage(self, exc: ValueError, i: int, columns: dict[str, Column], row: int) -> Exception:
+    def _damage(self, exc: Exception, i: int, columns: dict[str, Column], row: int) -> Exception:
+        """The ``CorruptFileError`` for ``exc``, raised while decoding sample ``i``, naming the field
+        that fails to decode; ``exc`` itself when every field decodes (it was not damage)."""
         for name, column in columns.items():  # find the field that fails, for the message
             try:
                 column.get(row)
-            except ValueError:
-                return CorruptFileError(self.path, f"sample {i}, field {name!r}: {exc}")
+            except _DAMAGE:
+                return CorruptFileError(self.path, f"sample {i} (page {self._page_of(i)}, row {row}), field {name!r}: {exc}")
         return exc
+
+    def _page_of(self, i: int) -> int:
+        return bisect.bisect_right(self._starts, i) - 1
 
     # -- checks and inspection ---------------------------------------------------------------
     def validate(self) -> None:
