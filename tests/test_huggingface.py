@@ -197,6 +197,25 @@ def test_the_channels_setting_decodes_to_the_same_mode(tmp_path):
         assert packed[i]["image"].shape[2] == 3 and np.array_equal(_pixels(ds[i]["image"]), packed[i]["image"])
 
 
+def test_colour_jpegs_stored_as_gray_decode_to_the_same_luma(tmp_path):
+    import io
+
+    from PIL import Image
+
+    jpegs = []
+    for i in range(4):
+        buffer = io.BytesIO()
+        Image.fromarray(photo_like(40, 48, seed=i)).save(buffer, format="JPEG", quality=90)
+        jpegs.append(buffer.getvalue())
+    path = tmp_path / "luma.arrow"
+    ss.write(path, [{"image": j} for j in jpegs], {"image": F.Image(codec="jpeg", channels=1)}, progress=False)
+    packed, ds = ss.open(path), ss.to_huggingface(path)
+    assert ds.features["image"] == datasets.Image(mode="L")
+    for i in range(4):
+        assert packed.encoded(i, "image")[1].tobytes() == jpegs[i]  # kept as it is: the colour JPEG
+        assert np.array_equal(_pixels(ds[i]["image"]), packed[i]["image"]), i
+
+
 def test_the_columns_are_views_of_the_memory_mapped_file(tmp_path):
     path = tmp_path / "big.arrow"
     rng = np.random.default_rng(0)
