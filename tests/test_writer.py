@@ -361,3 +361,25 @@ def test_a_folder_or_a_missing_folder_as_the_target_fails_before_encoding(tmp_pa
         ss.write(tmp_path / "missing" / "x.arrow", stream(), FIELDS, progress=False)
     assert len(taken) <= 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["folder.arrow"]
+
+
+def test_an_iterables_buffers_keep_their_type_dtype_and_shape_when_taken(tmp_path):
+    def stream():
+        frame = np.zeros((2, 3), np.float32)
+        raw = bytearray(4)
+        for k in range(6):
+            frame[...] = k
+            raw[:] = bytes([k] * 4)
+            yield {"view": memoryview(frame), "raw_array": raw, "raw_bytes": raw}
+
+    fields = {"view": F.Array(shape=(2, 3)), "raw_array": F.Array(shape=(4,)), "raw_bytes": F.Bytes()}
+    ds = ss.open(ss.write(tmp_path / "buffers.arrow", stream(), fields, workers=2, progress=False))
+    assert ds.fields["view"] == F.Array(dtype="float32", shape=(2, 3)) and ds.fields["raw_array"] == F.Array(dtype="uint8", shape=(4,))
+    for k in range(6):
+        assert (ds[k]["view"] == k).all() and (ds[k]["raw_array"] == k).all() and ds[k]["raw_bytes"] == bytes([k] * 4)
+
+
+def test_an_iterables_sample_missing_a_field_is_reported_with_the_keys_it_has(tmp_path):
+    fields = {"x": F.Int()}
+    with pytest.raises(ValueError, match=r"sample 1 lacks field 'x' \(it has \['y'\]\)"):
+        ss.write(tmp_path / "missing.arrow", iter([{"x": 1}, {"y": 2}]), fields, progress=False)

@@ -94,14 +94,15 @@ def _chunks(data: Any, chunking: _Chunking) -> tuple[Callable[[list[str]], Itera
 
 def _snapshot(sample: Any, names: list[str] | None = None) -> Any:
     """What an iterable's sample holds now, safe from the iterable changing it later: a new dict of
-    its keys ``names`` (all when None; missing ones are left for ``encode`` to report) whose NumPy
-    arrays, bytearrays and memoryviews are copied and lists, dicts and tuples deep-copied. Immutable
-    values and other objects are kept as they are; a sample that is not a dict is returned unchanged
-    (``encode`` reports it)."""
+    its keys ``names`` (all when None) whose NumPy arrays, bytearrays and memoryviews are copied (same
+    types, dtypes and shapes) and lists, dicts and tuples deep-copied. Immutable values and other
+    objects are kept as they are. A sample that is not a dict, or lacks one of ``names``, is returned
+    unchanged, for ``encode`` to report."""
     if not isinstance(sample, Mapping):
         return sample
-    keys = sample.keys() if names is None else [name for name in names if name in sample]
-    return {name: _snapshot_value(sample[name]) for name in keys}
+    if names is not None and not all(name in sample for name in names):
+        return sample
+    return {name: _snapshot_value(sample[name]) for name in (sample.keys() if names is None else names)}
 
 
 def _snapshot_value(value: Any) -> Any:
@@ -109,8 +110,10 @@ def _snapshot_value(value: Any) -> Any:
 
     if isinstance(value, np.ndarray):
         return value.copy()
-    if isinstance(value, (bytearray, memoryview)):
-        return bytes(value)
+    if isinstance(value, bytearray):
+        return bytearray(value)
+    if isinstance(value, memoryview):
+        return memoryview(np.array(value))  # a copy with the view's format and shape
     if isinstance(value, (list, dict, tuple)):
         return copy.deepcopy(value)
     return value
