@@ -154,3 +154,37 @@ def test_a_damaged_ragged_shape_is_refused_before_any_buffer_is_sized_from_it(tm
         ss.open(bad)[0]
     with pytest.raises(ss.CorruptFileError, match="field 'r'"):
         list(ss.DataLoader(ss.open(bad), batch_size=2))
+
+
+REPLACED = """
+import os, shutil, sys
+import numpy as np, slipstream as ss
+from slipstream import fields as F
+
+folder, how = sys.argv[1], sys.argv[2]
+big = ss.write(folder + "/big.arrow", [{"x": np.full(4000, k, np.int64)} for k in range(64)], {"x": F.Array(shape=(4000,))}, page_size=1 << 16, progress=False)
+small = ss.write(folder + "/small.arrow", [{"x": np.full(4000, -1, np.int64)}], {"x": F.Array(shape=(4000,))}, progress=False)
+ds = ss.open(big)
+first = [int(ds[k]["x"][0]) for k in range(len(ds))]  # every page mapped and loaded
+if how == "copy":
+    shutil.copyfile(small, big)  # in place: the same inode, truncated and rewritten
+else:
+    os.replace(small, big)  # a new inode renamed over the old
+for read in (lambda: int(ds[63]["x"][-1]), lambda: int(next(iter(ss.DataLoader(ds, batch_size=64)))["x"][63, -1])):
+    try:
+        print("READ", read())
+    except ss.CorruptFileError as exc:
+        print("CORRUPT", exc)
+"""
+
+
+@pytest.mark.parametrize("how", ["copy", "rename"])
+def test_a_file_changed_in_place_under_a_reader_is_reported_and_a_renamed_one_is_harmless(tmp_path, how):
+    result = run_python(REPLACED, timeout=120, argv=[str(tmp_path), how])
+    assert result.returncode == 0, f"killed by signal {-result.returncode}: {result.stderr[-2000:]}"
+    lines = result.stdout.splitlines()
+    if how == "rename":
+        assert lines == ["READ 63", "READ 63"], result.stdout  # the old file, still mapped
+    else:
+        assert len(lines) == 2 and all(line.startswith(f"CORRUPT {tmp_path}/big.arrow: the file changed under the reader") for line in lines), result.stdout
+        assert "renaming a new one over them" in lines[0]

@@ -3,6 +3,12 @@
 ``ds = ss.open(path)``; ``len(ds)``; ``ds[i]`` is a dict of the decoded fields of sample ``i``.
 Reads are thread-safe. Arrays returned for ``F.Array`` fields and raw images are read-only views
 into the file (copy one to modify it); ``getobs_into`` writes fields straight into a batch buffer.
+
+Replace a packed file that readers may have open by renaming a new one over it (``ss.write`` does):
+they keep reading the old one. Truncating or copying over it in place changes the pages under their
+memory map; a read that touches a page past the new end gets SIGBUS, which Python cannot catch. Each
+read first checks (one ``fstat``) that the file is unchanged and raises ``CorruptFileError`` if not,
+which narrows that window to the reads already running when the file changes.
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ from __future__ import annotations
 import bisect
 import json
 import os
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +61,34 @@ def _check_ends(path: Path) -> None:
         raise TruncatedFileError(path, f"the file is cut short ({size} bytes, and no Arrow footer at its end): rewrite or copy it again")
 
 
+class _FileIdentity:
+    """The memory-mapped file's identity (inode, size, mtime) through a descriptor of our own, so a
+    file changed in place under the reader (truncated, or copied over) is noticed before its pages
+    are touched -- which would otherwise kill the process with SIGBUS. A file *renamed* over ours is
+    harmless (the mapping keeps the old inode) and is not reported."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        self._close = weakref.finalize(self, os.close, self.fd)
+        self.seen = self._stamp()
+
+    def _stamp(self) -> tuple[int, int, int]:
+        st = os.fstat(self.fd)
+        return st.st_ino, st.st_size, st.st_mtime_ns
+
+    def check(self) -> None:
+        """``CorruptFileError`` when the file changed since it was opened (one ``fstat``)."""
+        now = self._stamp()
+        if now != self.seen:
+            raise CorruptFileError(
+                self.path,
+                f"the file changed under the reader (size {self.seen[1]} -> {now[1]} bytes, or rewritten in place): "
+                "replace packed files by renaming a new one over them (ss.write does), never by copying or "
+                "truncating in place; reopen it to read the new contents",
+            )
+
+
 class PackedDataset:
     """A packed file as a container of dict samples (see ``ss.open``)."""
 
@@ -66,6 +101,7 @@ class PackedDataset:
         self.path = Path(path)
         self.cache = cache
         _check_ends(self.path)
+        self._file = _FileIdentity(self.path) if cache == "os" else None
         try:
             source = pa.memory_map(str(self.path)) if cache == "os" else pa.py_buffer(self.path.read_bytes())
             self._reader = pa.ipc.open_file(source)
@@ -152,6 +188,8 @@ class PackedDataset:
         return np.asarray(self._starts, dtype=np.int64)
 
     def _page(self, p: int) -> dict[str, Column]:
+        if self._file is not None:
+            self._file.check()
         columns = self._pages[p]
         if columns is None:
             try:
@@ -166,6 +204,8 @@ class PackedDataset:
     def _locate(self, index: Any) -> tuple[dict[str, Column], int, int]:
         if isinstance(index, (bool, np.bool_)) or not isinstance(index, (int, np.integer)):
             raise TypeError(f"sample index must be an integer, got {type(index).__name__}")
+        if self._file is not None:
+            self._file.check()
         i = int(index)
         if i < 0:
             i += self._n
@@ -233,6 +273,8 @@ class PackedDataset:
         collate. Small fixed-size fields are gathered with one ``take`` per field; larger ones are
         copied (or decoded) row by row into place.
         """
+        if self._file is not None:
+            self._file.check()
         idx = np.asarray(indices)
         if idx.dtype.kind not in "iu" or idx.ndim != 1:
             raise TypeError(f"indices must be a 1-d sequence of integers, got {idx.dtype} of shape {idx.shape}")
@@ -351,6 +393,8 @@ def open(path: str | os.PathLike, cache: str = "os", fields: list[str] | None = 
     cache and read on demand. ``cache="ram"`` reads the whole file into this process's memory.
     ``fields`` reads only those fields. Bad files raise the errors of ``slipstream._errors``
     (``NotAPackedFileError``, ``FormatVersionError``, ``TruncatedFileError``, ``CorruptFileError``,
-    ``MissingFieldError``), each naming the path.
+    ``MissingFieldError``), each naming the path. A memory-mapped file must not be changed in place
+    while open (replace it by renaming a new one over it; see the module docstring): a change is
+    reported as ``CorruptFileError`` at the next read, or kills a read in progress with SIGBUS.
     """
     return PackedDataset(path, cache=cache, fields=fields)
