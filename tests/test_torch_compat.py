@@ -391,3 +391,38 @@ def test_importing_the_drop_in_without_torch_says_how_to_install_it():
     )
     assert result.returncode == 0, result.stderr
     assert "hint: slipstream.torch needs PyTorch: pip install torch" in result.stdout
+
+
+# -- DataPipes -----------------------------------------------------------------------------------
+
+
+def test_a_shuffled_datapipe_is_seeded_and_sharded_as_torch_does_it():
+    """torch seeds an ``IterDataPipe``'s shuffles from its generator at each ``iter()`` and shards
+    it between workers (``sharding_filter``); the drop-in gave each epoch an unseeded shuffle, so
+    ``torch.manual_seed`` did not make two epochs alike (torch's test_shuffler_iterdatapipe)."""
+    got = _run_json(
+        """
+        import json, torch
+        import torch.utils.data.datapipes as dp
+        from slipstream.torch import DataLoader
+
+        out = {}
+        for num_workers, persistent in ((0, False), (2, False), (2, True)):
+            for name, make in (("slipstream", DataLoader), ("torch", torch.utils.data.DataLoader)):
+                pipe = dp.iter.IterableWrapper(list(range(30))).shuffle(buffer_size=5).sharding_filter()
+                loader = make(pipe, num_workers=num_workers, shuffle=True, persistent_workers=persistent,
+                              multiprocessing_context="fork" if num_workers else None)
+                epochs = []
+                for seed in (123, 123, 321):
+                    torch.manual_seed(seed)
+                    epochs.append([int(x) for x in loader])
+                out[f"{name} {num_workers} {persistent}"] = epochs
+        print(json.dumps(out))
+        """,
+        timeout=180,
+    )
+    for key, epochs in got.items():
+        if key.startswith("torch"):
+            continue
+        assert epochs == got[key.replace("slipstream", "torch")], key
+        assert epochs[0] == epochs[1] != epochs[2] and sorted(epochs[0]) == list(range(30)), key

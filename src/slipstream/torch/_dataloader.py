@@ -41,11 +41,16 @@ from ._datasets import (
 )
 from ._device import _NO_ACCELERATOR, _accelerator_available, _check_device, _pinned, _to_cuda, _to_device
 from ._epoch import _LoaderIter
-from ._iterable import _Fetcher, _IterablePayload, _round_robin
+from ._iterable import _Fetcher, _IterablePayload, _round_robin, _seeded_pipe
 from ._mapepoch import _MapEpoch
 
 _BACKENDS = ("process", "thread")
 _T_co = TypeVar("_T_co", covariant=True)
+
+
+def _draw(generator: torch.Generator | None) -> int:
+    """One seed drawn as torch's iterator draws its seeds (from ``generator`` or the global RNG)."""
+    return int(torch.empty((), dtype=torch.int64).random_(generator=generator).item())
 
 
 def _odd_array(dataset: Any) -> bool:
@@ -186,17 +191,22 @@ class DataLoader(_tud.DataLoader[_T_co]):
 
     def __iter__(self) -> _LoaderIter:  # type: ignore[override]
         persistent = self.persistent_workers and self.num_workers > 0
-        if persistent and self._base_seed is not None:
-            base_seed = self._base_seed
-        else:  # drawn exactly as torch draws it, so later draws (the sampler's) match torch's
-            base_seed = int(torch.empty((), dtype=torch.int64).random_(generator=self.generator).item())
-            self._base_seed = base_seed
+        fresh = not (persistent and self._base_seed is not None)  # torch makes a new iterator
+        pipe = isinstance(self.dataset, _tud.IterDataPipe)
+        shared_seed = _draw(self.generator) if pipe and fresh else None  # torch's DataPipe seed comes first
+        if fresh:  # drawn exactly as torch draws it, so later draws (the sampler's) match torch's
+            self._base_seed = _draw(self.generator)
+        base_seed = self._base_seed
+        if pipe and self.num_workers > 0:  # torch's _reset draws once more: unused at first, then the seed
+            again = _draw(self.generator)
+            shared_seed = again if not fresh else shared_seed
         if self._dataset_kind == _tud.dataloader._DatasetKind.Iterable:
             if self.num_workers == 0:
+                dataset = _seeded_pipe(self.dataset, shared_seed, 1, 0) if pipe else self.dataset
                 batch_size = self.batch_size if self._auto_collation else None
-                source: Iterator[Any] = _Fetcher(iter(self.dataset), batch_size, self.drop_last, self.collate_fn)
+                source: Iterator[Any] = _Fetcher(iter(dataset), batch_size, self.drop_last, self.collate_fn)
             else:
-                source = self._iterable_processes(base_seed)
+                source = self._iterable_processes(base_seed, shared_seed)
         else:
             source = self._map(base_seed)
         if self.pin_memory:
@@ -304,7 +314,7 @@ class DataLoader(_tud.DataLoader[_T_co]):
         return _SSLoader(data, **kwargs)
 
     # IterableDataset, in worker processes, taken round-robin
-    def _iterable_processes(self, base_seed: int) -> Iterator[Any]:
+    def _iterable_processes(self, base_seed: int, shared_seed: int | None) -> Iterator[Any]:
         from .._procpool import WorkerPool
 
         persistent = self.persistent_workers
@@ -328,7 +338,7 @@ class DataLoader(_tud.DataLoader[_T_co]):
                 self._iter_pool = pool
                 weakref.finalize(self, pool.close)
         self._iter_epoch += 1
-        return _round_robin(self, pool, self._iter_epoch, base_seed, not persistent)
+        return _round_robin(self, pool, self._iter_epoch, base_seed, shared_seed, not persistent)
 
     # -- resources -----------------------------------------------------------------------------
     def close(self) -> None:

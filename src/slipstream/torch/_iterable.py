@@ -100,8 +100,24 @@ class _Fetcher:
         return self.collate_fn(data)
 
 
-def _iterable_begin(state: Any, epoch: int, base_seed: int) -> None:
-    """Start an epoch in this worker: set up the worker (first time only), then ``iter(dataset)``."""
+def _seeded_pipe(dataset: Any, shared_seed: int | None, num_workers: int, worker_id: int, shard: bool = True) -> Any:
+    """An ``IterDataPipe`` seeded (its shuffles) from ``shared_seed`` and sharded between
+    ``num_workers`` as torch's DataLoader does it; any other dataset as it is."""
+    if shared_seed is None:
+        return dataset
+    from torch.utils.data import graph_settings
+
+    rng = torch.Generator()
+    rng.manual_seed(shared_seed)
+    dataset = graph_settings.apply_random_seed(dataset, rng)
+    if shard:
+        graph_settings.apply_sharding(dataset, num_workers, worker_id)
+    return dataset
+
+
+def _iterable_begin(state: Any, epoch: int, base_seed: int, shared_seed: int | None) -> None:
+    """Start an epoch in this worker: set up the worker (first time only), then ``iter(dataset)``.
+    A DataPipe is seeded from ``shared_seed`` every epoch and sharded once, as torch's workers do."""
     payload: _IterablePayload = state.payload
     cache = state.cache
     cache.pop("iterator", None)
@@ -109,9 +125,16 @@ def _iterable_begin(state: Any, epoch: int, base_seed: int) -> None:
         cache["torch-worker"] = True
         torch.set_num_threads(1)
         seed = _seed_like_torch(base_seed, state.id)
+        payload.dataset = _seeded_pipe(payload.dataset, shared_seed, state.num_workers, state.id, shard=False)
         _set_torch_worker_info(state.id, state.num_workers, seed, payload.dataset)
+        if shared_seed is not None:  # torch's _sharding_worker_init_fn, before the user's
+            from torch.utils.data import graph_settings
+
+            graph_settings.apply_sharding(payload.dataset, state.num_workers, state.id)
         if payload.worker_init_fn is not None:
             payload.worker_init_fn(state.id)
+    else:
+        payload.dataset = _seeded_pipe(payload.dataset, shared_seed, state.num_workers, state.id, shard=False)
     cache["iterator"] = (epoch, _Fetcher(iter(payload.dataset), payload.batch_size, payload.drop_last, payload.collate_fn))
 
 
@@ -127,7 +150,9 @@ def _iterable_next(state: Any, epoch: int) -> Any:
         return _Ended()
 
 
-def _round_robin(loader: DataLoader, pool: Any, epoch: int, base_seed: int, own_pool: bool) -> Iterator[Any]:
+def _round_robin(
+    loader: DataLoader, pool: Any, epoch: int, base_seed: int, shared_seed: int | None, own_pool: bool
+) -> Iterator[Any]:
     """One epoch's batches from ``pool``'s workers, as torch takes them: round-robin (with
     ``loader.in_order``; else whichever is ready first), skipping a worker whose iterator has ended,
     each worker ``loader.prefetch_factor`` batches ahead. Past ``loader.timeout`` (0: none) it closes
@@ -163,7 +188,7 @@ def _round_robin(loader: DataLoader, pool: Any, epoch: int, base_seed: int, own_
 
     try:
         for w in range(k):
-            begins.add(send(w, _iterable_begin, epoch, base_seed))
+            begins.add(send(w, _iterable_begin, epoch, base_seed, shared_seed))
             for _ in range(ahead):
                 send(w, _iterable_next, epoch)
         active = [True] * k
