@@ -101,3 +101,10 @@ def test_the_installed_entry_point_converts_and_inspects(tmp_path):
     assert inspected.returncode == 0 and "samples   6" in inspected.stdout and "dtype=<i2 shape=[2]" in inspected.stdout
     bad = run("inspect", "bad.ss")
     assert bad.returncode == 2 and bad.stdout == "" and bad.stderr.count("\n") == 1 and "bad.ss" in bad.stderr
+
+
+def test_version_prints_the_package_version():
+    result = subprocess.run([sys.executable, "-m", "slipstream", "--version"], capture_output=True, text=True, timeout=60)
+    import slipstream
+
+    assert result.returncode == 0 and result.stdout.strip() == f"slipstream {slipstream.__version__}"

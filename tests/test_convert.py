@@ -69,7 +69,7 @@ def test_image_folder_stores_jpegs_unchanged_labels_and_relative_paths(tree: Pat
     assert _convert(tree, out) == 0
     ds = ss.open(out)
     assert len(ds) == 8 and list(ds.fields) == ["image", "label", "path"]
-    assert ds.fields["image"] == F.Image(codec="jpeg", quality=90)
+    assert ds.fields["image"] == F.Image(codec="jpeg", quality=90, channels=3)  # RGB by default, as torchvision's ImageFolder
     for i in range(len(ds)):
         sample = ds[i]
         assert sample["label"] == (0 if sample["path"].startswith("cat/") else 1)
@@ -78,13 +78,14 @@ def test_image_folder_stores_jpegs_unchanged_labels_and_relative_paths(tree: Pat
         assert codec == "jpeg"
         if sample["path"].endswith(".jpg"):
             assert stored == source  # passed through: no second lossy encode
-            np.testing.assert_array_equal(sample["image"], ss._imaging.as_image(source, "x"))
+            decoded = ss._imaging.as_image(source, "x")
+            np.testing.assert_array_equal(sample["image"], np.repeat(decoded, 3 // decoded.shape[2], axis=2))
         else:  # a PNG re-encoded as JPEG: close to its pixels
             original = np.asarray(Image.open(tree / sample["path"]).convert("RGB"))
             assert sample["image"].shape == original.shape
             assert np.abs(sample["image"].astype(int) - original).mean() < 6
     assert [ds[i]["path"] for i in range(8)] == ["cat/0.jpg", "cat/1.jpg", "cat/2.jpg", "cat/z.png", "dog/0.jpg", "dog/1.jpg", "dog/2.jpg", "dog/z.png"]
-    assert ds[2]["image"].shape == (26, 32, 1)  # grayscale kept
+    assert ds[2]["image"].shape == (26, 32, 3)  # a grayscale JPEG, stored as it was, read as RGB
 
 
 def test_image_folder_lossless_codec_and_resize_options(tree: Path, tmp_path: Path):
@@ -94,11 +95,12 @@ def test_image_folder_lossless_codec_and_resize_options(tree: Path, tmp_path: Pa
     for i in range(len(ds)):
         sample = ds[i]
         assert _stored(ds, "image", i)[0] == "png"
-        np.testing.assert_array_equal(sample["image"], ss._imaging.as_image((tree / sample["path"]).read_bytes(), "x"))
+        decoded = ss._imaging.as_image((tree / sample["path"]).read_bytes(), "x")
+        np.testing.assert_array_equal(sample["image"], np.repeat(decoded, 3 // decoded.shape[2], axis=2))  # RGB
     small = tmp_path / "small.ss"
     assert _convert(tree, small, "--codec", "qoi", "--max-side", "8", "--page-size", "1K") == 0
     ds = ss.open(small)
-    assert ds.fields["image"] == F.Image(codec="qoi", max_side=8) and ds.num_pages > 1
+    assert ds.fields["image"] == F.Image(codec="qoi", max_side=8, channels=3) and ds.num_pages > 1
     assert all(max(ds[i]["image"].shape[:2]) == 8 for i in range(len(ds)))
 
 
@@ -380,3 +382,16 @@ def test_convert_stores_the_users_metadata_with_the_class_names(tree: Path, tmp_
 
     path, _ = convert(tree, tmp_path / "m.ss", progress=False, metadata={"license": "CC-BY-4.0"})
     assert ss.open(path).metadata == {"class_names": {"label": ["cat", "dog"]}, "license": "CC-BY-4.0"}
+
+
+@pytest.mark.parametrize("flag, channels", [([], {3}), (["--channels", "keep"], {1, 3}), (["--channels", "1"], {1})])
+def test_image_folders_convert_to_rgb_by_default_so_grayscale_files_batch(tree: Path, tmp_path: Path, flag, channels):
+    """The tree holds grayscale JPEGs beside colour ones (as ImageNet does): by default every image is
+    stored as RGB (torchvision's ImageFolder converts too), so batches never fail partway."""
+    out = tmp_path / "out.arrow"
+    assert main(["convert", str(tree), str(out), "--no-progress", *flag]) == 0
+    ds = ss.open(out)
+    assert {ds[i]["image"].shape[-1] for i in range(len(ds))} == channels
+    if channels == {3}:
+        pipeline = ds.map(image=[ss.ops.RandomResizedCrop(16), ss.ops.ToCHW()])
+        assert [b["image"].shape for b in ss.DataLoader(pipeline, 4, workers=2)] == [(4, 3, 16, 16), (4, 3, 16, 16)]

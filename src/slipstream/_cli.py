@@ -39,7 +39,10 @@ def _quality(text: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from . import __version__
+
     parser = argparse.ArgumentParser(prog="slipstream", description="slipstream: data loading at hardware speed")
+    parser.add_argument("--version", action="version", version=f"slipstream {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="make, pack and train-load photo-like JPEGs with slipstream and torch; print img/s")
     demo.add_argument("--samples", type=_positive, default=1000, help="images (default 1000)")
@@ -59,6 +62,12 @@ def main(argv: list[str] | None = None) -> int:
     convert.add_argument("out", metavar="OUT")
     convert.add_argument("--codec", choices=["jpeg", "png", "qoi", "raw"], default="jpeg", help="image codec (default jpeg)")
     convert.add_argument("--quality", type=_quality, default=90, help="JPEG quality 1..100 (default 90)")
+    convert.add_argument(
+        "--channels",
+        choices=["auto", "3", "1", "keep"],
+        default="auto",
+        help="store images as RGB (3), grayscale (1) or as each is (keep); auto (default): RGB for image folders, keep otherwise",
+    )
     convert.add_argument("--max-side", type=_positive, default=None, metavar="N", help="downscale images so the longer side is at most N")
     convert.add_argument("--min-side", type=_positive, default=None, metavar="N", help="downscale images so the shorter side is at most N")
     convert.add_argument(
@@ -99,6 +108,10 @@ def _human(n: float) -> str:
     return f"{n:.1f} TiB"  # pragma: no cover
 
 
+def _channels(text: str) -> int | str | None:
+    return {"auto": "auto", "keep": None}[text] if text in ("auto", "keep") else int(text)
+
+
 def _convert(args: argparse.Namespace) -> int:
     from ._convert import convert
     from ._field_base import pyarrow_module as _pa
@@ -113,6 +126,7 @@ def _convert(args: argparse.Namespace) -> int:
             args.out,
             codec=args.codec,
             quality=args.quality,
+            channels=_channels(args.channels),
             max_side=args.max_side,
             min_side=args.min_side,
             policy=args.policy,

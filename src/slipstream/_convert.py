@@ -26,6 +26,7 @@ Packed files hold no nulls: a null value raises ``ConvertError`` naming the colu
 
 from __future__ import annotations
 
+import copy
 import os
 from pathlib import Path
 from typing import Any
@@ -38,9 +39,11 @@ from ._convert_tables import _huggingface, _parquet
 __all__ = ["SUPPORTED", "ConvertError", "Source", "convert", "open_source"]
 
 # -- detection -------------------------------------------------------------------------------------
-def open_source(src: str | os.PathLike, image: F.Image | None = None) -> Source:
+def open_source(src: str | os.PathLike, image: F.Image | None = None, folder_channels: int | None = 3) -> Source:
     """The samples and fields of ``src`` (see the module doc). ``image`` is the field used for image
-    columns (default ``F.Image(codec="jpeg")``); each image column gets its own copy."""
+    columns (default ``F.Image(codec="jpeg")``); each image column gets its own copy. An image
+    folder's images are stored with ``folder_channels`` (RGB by default, as torchvision's
+    ImageFolder gives them) instead of ``image.channels``."""
     path = Path(src)
     image = F.Image(codec="jpeg") if image is None else image
     if not path.exists():
@@ -57,7 +60,9 @@ def open_source(src: str | os.PathLike, image: F.Image | None = None) -> Source:
         has_subfolders = any(e.is_dir() and not e.name.startswith(".") for e in os.scandir(path))
         if not has_subfolders:
             raise ConvertError(f"{path}: a folder with no class sub-folders and no Hugging Face dataset files; can convert {SUPPORTED}")
-        return _imagefolder(path, image)
+        folder_image = copy.deepcopy(image)
+        folder_image.channels = folder_channels
+        return _imagefolder(path, folder_image)
     suffix = path.suffix.lower()
     if suffix == ".npy":
         return _npy(path)
@@ -77,6 +82,7 @@ def convert(
     max_side: int | None = None,
     min_side: int | None = None,
     policy: str | None = None,
+    channels: int | str | None = "auto",
     workers: int | None = None,
     progress: bool | None = None,
     page_size: int = 8 << 20,
@@ -85,6 +91,12 @@ def convert(
 ) -> tuple[Path, Source]:
     """Convert ``src`` into the packed file ``out``; the image settings apply to every image field.
     Returns the written path and the source.
+
+    ``channels``: 3 stores every image as RGB, 1 as grayscale, None as each image is (batching mixed
+    ones then needs ``ops.ToRGB()``). The default, "auto", is 3 for an image folder (as torchvision's
+    ImageFolder converts: ImageNet's few grayscale and CMYK files would otherwise fail a batch
+    partway) and None for datasets whose images are typed already (Parquet, Hugging Face: MNIST
+    stays grayscale).
 
     ``out`` is checked before anything is encoded: it must not be a folder or the source, its folder
     must exist, and an existing file there is replaced only with ``force`` (``FileExistsError``
@@ -96,8 +108,11 @@ def convert(
     from ._writer import write_with_origin
 
     out = _check_target(Path(src), Path(out), force)
-    image = F.Image(codec=codec, quality=quality, max_side=max_side, min_side=min_side, policy=policy)
-    source = open_source(src, image)
+    if channels not in ("auto", None, 1, 3) or isinstance(channels, bool):
+        raise ValueError(f"channels must be 'auto', None, 1 or 3, got {channels!r}")
+    typed = None if channels == "auto" else channels
+    image = F.Image(codec=codec, quality=quality, max_side=max_side, min_side=min_side, policy=policy, channels=typed)
+    source = open_source(src, image, folder_channels=3 if channels == "auto" else typed)
     stored = {**source.metadata, **(metadata or {})}
     path = write_with_origin(
         out, source.data, source.fields, workers=workers, progress=progress, page_size=page_size, metadata=stored, origin=source.origin

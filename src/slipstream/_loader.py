@@ -20,7 +20,7 @@ from ._collate import Spec
 from ._containers import numobs
 from ._executor import InlineExecutor, Job, ThreadExecutor
 from ._orders import num_batches, permutation, quasi_random, shard, shard_batches, split_batches
-from ._readers import BatchInfo, Reader, collated, first_sample, make_reader
+from ._readers import BatchInfo, Reader, collated, make_reader
 from ._slots import SlotPool
 from ._workerinfo import WorkerInfo, set_worker_info, worker_seed
 
@@ -336,10 +336,6 @@ class DataLoader:
         for j, (i, sample) in enumerate(zip(indices.tolist(), samples)):
             pool.spec.write(storage, j, sample, f"sample {i} ({unshaped.info})")
         return pool.spec.build(storage, len(samples))
-
-    def _sample_zero(self) -> Any:
-        """Sample 0, read here as in epoch 0 (for an adapter that must look at one first)."""
-        return first_sample(self.data, self._reader.batched, self.seed)
 
     @property
     def _remote(self) -> bool:

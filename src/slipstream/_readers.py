@@ -27,7 +27,7 @@ from ._containers import getobs, getobs_into
 from ._rng import sample_context
 from ._views import ObsView
 
-__all__ = ["BatchInfo", "Cancelled", "Reader", "add_note", "first_sample", "make_reader"]
+__all__ = ["BatchInfo", "Cancelled", "Reader", "add_note", "collated", "make_reader"]
 
 
 def add_note(error: BaseException, note: str) -> None:
@@ -190,18 +190,6 @@ class _BatchIntoReader(Reader):
             except BaseException as exc:
                 add_note(exc, f"slipstream: raised while loading samples {indices.tolist()} ({info})")
                 raise
-
-
-def first_sample(data: Any, batched: bool, seed: int) -> Any:
-    """Sample 0 of ``data`` as the loader reads it in epoch 0 (to shape the batch buffers); through
-    ``__getitems__`` when the container reads that way."""
-    with sample_context(seed, 0) as ctx:
-        ctx.at(0)
-        try:
-            return getobs(data, [0])[0] if batched else getobs(data, 0)
-        except BaseException as exc:
-            add_note(exc, "slipstream: raised while loading sample 0 to shape the batch buffers")
-            raise
 
 
 def _declared_spec(data: Any) -> Spec | None:
