@@ -98,3 +98,17 @@ def test_to_rgb_after_a_custom_op_converts_what_the_op_returns():
     np.testing.assert_array_equal(out, np.repeat(plain, 3, axis=2))
     with pytest.raises(TypeError, match="ops.ToRGB after a custom op"):
         ss.mapfields(data, image=[ops.Apply(lambda im: im[None]), ops.ToRGB()])[0]
+
+
+def test_ss_write_of_an_image_folder_names_the_file_that_fails(tmp_path):
+    import simplejpeg
+
+    from slipstream import fields as F
+
+    root = tmp_path / "tree"
+    (root / "cat").mkdir(parents=True)
+    image = np.zeros((16, 16, 3), np.uint8)
+    (root / "cat" / "a.jpg").write_bytes(simplejpeg.encode_jpeg(image))
+    (root / "cat" / "b.jpg").write_bytes(simplejpeg.encode_jpeg(image)[:100])  # cut short
+    with pytest.raises(ValueError, match=r"sample 1 \(file .*b\.jpg\), field 'image'"):
+        ss.write(tmp_path / "out.arrow", ss.imagefolder(root), fields={"image": F.Image(codec="png"), "label": F.Int()})

@@ -158,8 +158,4 @@ def _imagefolder(path: Path, image: F.Image) -> Source:
     fields = {"image": image, "label": F.Int(), "path": F.Text()}
     note = f"{len(folder)} images in {len(folder.classes)} classes"
     metadata = {"class_names": {"label": list(folder.classes)}}
-
-    def origin(index: int) -> str:
-        return f"file {folder.samples[index][0]}"
-
-    return Source("image folder", path, _FolderSamples(folder), fields, [note], metadata, origin)
+    return Source("image folder", path, _FolderSamples(folder), fields, [note], metadata, folder.sample_origin)

@@ -59,6 +59,10 @@ class ImageFolder:
                 image = _imaging.to_channels(image, self.channels)
         return {"image": image, "label": label, "path": path}
 
+    def sample_origin(self, index: int) -> str:
+        """Where sample ``index`` comes from, for error messages (``ss.write`` uses it)."""
+        return f"file {self.samples[index][0]}"
+
     def __repr__(self) -> str:
         return f"ss.imagefolder({str(self.root)!r}): {len(self)} images in {len(self.classes)} classes"
 

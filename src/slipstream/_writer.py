@@ -166,9 +166,12 @@ def write(
     file and read back as ``ss.open(path).metadata``. Returns the path.
 
     The file appears at ``path`` only once complete (see the module docstring); an iterable's
-    samples are stored as they were when yielded.
+    samples are stored as they were when yielded. An error names the sample, and where it came
+    from when the container says (``data.sample_origin(index)``, e.g. ``ss.imagefolder``'s files).
     """
-    return write_with_origin(path, data, fields, workers=workers, progress=progress, page_size=page_size, metadata=metadata)
+    origin = getattr(data, "sample_origin", None)
+    origin = origin if callable(origin) else None
+    return write_with_origin(path, data, fields, workers=workers, progress=progress, page_size=page_size, metadata=metadata, origin=origin)
 
 
 def write_with_origin(
