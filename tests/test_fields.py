@@ -64,6 +64,7 @@ def test_wrong_values_raise_naming_the_sample_and_field(tmp_path):
     cases = [
         ({"x": F.Int()}, [{"x": 1}, {"x": 2.5}], TypeError, r"sample 1, field 'x': int field expects an integer, got float"),
         ({"x": F.Int()}, [{"x": True}], TypeError, "got bool"),
+        ({"x": F.Float()}, [{"x": 1.5}, {"x": True}], TypeError, r"sample 1, field 'x': float field expects a number, got bool True \(use F.Bool\(\)\)"),
         ({"x": F.Text()}, [{"x": b"b"}], TypeError, "text field expects a str"),
         ({"x": F.JSON()}, [{"x": {1, 2}}], TypeError, "json field cannot store set"),
         ({"x": F.Array(shape=(2,))}, [{"x": np.zeros(2)}, {"x": np.zeros(3)}], ValueError, r"sample 1, field 'x': array field expects shape \(2,\), got \(3,\)"),
@@ -131,3 +132,4 @@ def test_scalar_edge_values_that_fit_round_trip(tmp_path):
     assert got["i"] == -(2**63) and got["u"] == 2**63 - 1 and got["f"] == 2**60
     assert np.isnan(got["n"]) and got["inf"] == float("-inf")
     assert got["j"] == ["caf\udce9", {"k": 2**70}]  # a lone surrogate is kept, escaped, in JSON
+

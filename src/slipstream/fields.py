@@ -100,13 +100,15 @@ class Float(_Scalar):
     """A 64-bit float per sample. Values must round-trip as ``F.Array``'s do: an integer must be exact
     as a float64 (up to 2**53, and beyond only where it is), and a finite value (a NumPy longdouble)
     must not overflow to inf; either raises ``ValueError`` naming the sample and field. NaN and inf
-    are stored as they are."""
+    are stored as they are. A bool is refused (``F.Bool()``), as ``F.Int`` refuses it."""
 
     kind, dtype, convert = "float", np.float64, float
     accepts = (float, int, np.floating, np.integer)
     expected = "a number"
 
     def encode(self, value: Any, index: int, where: str) -> Any:
+        if isinstance(value, (bool, np.bool_)):  # a bool is an int to Python, but 1.0 is not what was meant
+            raise TypeError(f"{where}: float field expects a number, got bool {value!r} (use F.Bool())")
         value = self.accept(value, where)
         try:
             with np.errstate(over="ignore"):
