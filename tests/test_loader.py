@@ -676,3 +676,12 @@ def test_an_error_in_a_user_collate_names_the_batch(workers):
     with pytest.raises(ValueError, match="cannot collate") as info:
         list(ss.DataLoader(list(range(10)), 3, workers=workers, collate=collate))
     assert "raised by the collate function for batch 2 of epoch 0 (3 samples)" in "\n".join(info.value.__notes__)
+
+
+def test_a_group_member_whose_dtype_widens_later_is_refused_like_default_collate_not_wrapped():
+    """Written in place through ss.getobs_into, int64 1000 landed in the int8 batch as -24."""
+    data = (np.arange(8), [np.int8(1)] * 4 + [np.int64(1000)] * 4)
+    with pytest.raises(TypeError, match="observation 4 has dtype int64 which cannot be written into a buffer of dtype int8"):
+        list(ss.DataLoader(data, 4))
+    with pytest.raises(TypeError, match="casting could lose information"):
+        ss.default_collate([ss.getobs(data, i) for i in (0, 4)])

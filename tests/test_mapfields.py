@@ -132,3 +132,18 @@ def test_decode_options_trade_exactness_for_speed_and_stay_deterministic(jpegs):
     assert np.abs(fast[2]["image"].astype(int) - default).mean() < 4
     with pytest.raises(ValueError, match="at most one Decode"):
         ss.open(path).map(image=[ops.Decode(), ops.Decode()])
+
+
+def test_a_custom_op_whose_dtype_widens_later_is_refused_like_default_collate_not_cast():
+    """The first batch's float32 output shapes the batch; a later float64 result was copied in with
+    same_kind casting (silently rounded) where default_collate refuses the unsafe cast."""
+
+    def widen(image):
+        return image.astype(np.float32 if image[0, 0, 0] < 4 else np.float64)
+
+    data = [{"image": np.full((8, 8, 3), i, np.uint8)} for i in range(8)]
+    mapped = ss.mapfields(data, image=[ops.Apply(widen)])
+    with pytest.raises(TypeError, match="float64.*float32"):
+        list(ss.DataLoader(mapped, 4))
+    with pytest.raises(TypeError, match="float64.*float32"):
+        ss.default_collate([mapped[i] for i in (0, 4)])

@@ -128,17 +128,22 @@ def _getobs_many(data: Any, indices: Any) -> Any:
 def write_obs(buffer: Any, value: Any, where: str = "observation") -> Any:
     """Write ``value`` into the nested array structure ``buffer``; return what the caller should keep.
 
-    Array leaves are written in place (shapes must match exactly; casts must be safe or
-    same-kind, so a float never lands silently in an int buffer). Leaves that are not arrays
+    Array leaves are written in place (shapes must match exactly; NumPy values must cast safely and
+    Python numbers must fit, as ``default_collate`` requires: nothing wraps or rounds silently). Leaves that are not arrays
     (strings, objects) cannot be written in place and are returned as they are.
     """
     if isinstance(buffer, np.ndarray):
         shape = np.shape(value)
         if shape != buffer.shape:
             raise ValueError(f"{where} has shape {shape} but the buffer expects {buffer.shape}")
+        # NumPy values must cast safely (int64 -> int8 would wrap), as default_collate requires;
+        # Python numbers only need to fit, which copyto checks as it stores them
+        source = value.dtype if isinstance(value, (np.ndarray, np.generic)) else None
         try:
+            if source is not None and not np.can_cast(source, buffer.dtype, casting="safe"):
+                raise TypeError(f"{source} to {buffer.dtype} is not a safe cast")
             np.copyto(buffer, value, casting="same_kind")
-        except TypeError as exc:
+        except (TypeError, OverflowError) as exc:
             raise TypeError(
                 f"{where} has dtype {np.asarray(value).dtype} which cannot be written into a buffer "
                 f"of dtype {buffer.dtype} without losing information"

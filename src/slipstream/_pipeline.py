@@ -207,7 +207,8 @@ class Pipeline:
         return f"Pipeline({self.ops!r})"
 
     def run(self, source: ImageSource, out: np.ndarray | None = None) -> np.ndarray:
-        """Run on one image; write into ``out`` when its shape and dtype fit, else return a new array."""
+        """Run on one image; write into ``out`` when its shape fits and its dtype casts safely into
+        ``out``'s, else return a new array (never a lossy copy into ``out``)."""
         height, width, own = source.shape
         channels = self.channels or own
         window = Window(height, width)
@@ -225,10 +226,11 @@ class Pipeline:
             result = _format(result, self.normalize, self.chw)
         for op in self.tail:
             result = _step(op, result)
-        if out is not None and np.shape(result) == out.shape:
-            np.copyto(out, result, casting="same_kind")
+        result = np.asarray(result)
+        if out is not None and result.shape == out.shape and np.can_cast(result.dtype, out.dtype, casting="safe"):
+            np.copyto(out, result, casting="safe")
             return out
-        return np.asarray(result)
+        return result  # the caller checks it (float64 into a float32 batch is refused, as default_collate does)
 
 
 def _format(image: np.ndarray, normalize: Normalize | None, chw: bool) -> np.ndarray:
