@@ -105,7 +105,7 @@ def convert(
     ``metadata`` (your own JSON dict); read them back as ``ss.open(out).metadata``. An error while
     encoding names the sample's file when the source has one.
     """
-    from ._writer import write_with_origin
+    from ._writer import write
 
     out = _check_target(Path(src), Path(out), force)
     if channels not in ("auto", None, 1, 3) or isinstance(channels, bool):
@@ -114,9 +114,7 @@ def convert(
     image = F.Image(codec=codec, quality=quality, max_side=max_side, min_side=min_side, policy=policy, channels=typed)
     source = open_source(src, image, folder_channels=3 if channels == "auto" else typed)
     stored = {**source.metadata, **(metadata or {})}
-    path = write_with_origin(
-        out, source.data, source.fields, workers=workers, progress=progress, page_size=page_size, metadata=stored, origin=source.origin
-    )
+    path = write(out, source.data, source.fields, workers=workers, progress=progress, page_size=page_size, metadata=stored)
     return path, source
 
 
@@ -148,6 +146,9 @@ class _FolderSamples:
         sample["path"] = Path(sample["path"]).relative_to(self.folder.root).as_posix()
         return sample
 
+    def sample_origin(self, index: int) -> str:
+        return self.folder.sample_origin(index)
+
 
 def _imagefolder(path: Path, image: F.Image) -> Source:
     from ._imagefolder import EXTENSIONS, imagefolder
@@ -158,4 +159,4 @@ def _imagefolder(path: Path, image: F.Image) -> Source:
     fields = {"image": image, "label": F.Int(), "path": F.Text()}
     note = f"{len(folder)} images in {len(folder.classes)} classes"
     metadata = {"class_names": {"label": list(folder.classes)}}
-    return Source("image folder", path, _FolderSamples(folder), fields, [note], metadata, folder.sample_origin)
+    return Source("image folder", path, _FolderSamples(folder), fields, [note], metadata)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,8 +24,9 @@ class ConvertError(ValueError):
 @dataclass
 class Source:
     """A recognized source: ``data`` (a container or a sized iterable of dict samples) and its
-    ``fields``; ``metadata`` to store with them (class names: ``{"class_names": {field: [names]}}``),
-    and ``origin(index)``, where sample ``index`` comes from (its file), for error messages."""
+    ``fields``; ``metadata`` to store with them (class names: ``{"class_names": {field: [names]}}``).
+    ``data.sample_origin(index)``, when it has one, names where a sample comes from (its file) in
+    ``ss.write``'s errors."""
 
     kind: str
     path: Path
@@ -34,7 +34,6 @@ class Source:
     fields: dict[str, Field]
     notes: list[str] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
-    origin: Callable[[int], str] | None = None
 
     def __len__(self) -> int:
         return len(self.data)

@@ -171,22 +171,6 @@ def write(
     """
     origin = getattr(data, "sample_origin", None)
     origin = origin if callable(origin) else None
-    return write_with_origin(path, data, fields, workers=workers, progress=progress, page_size=page_size, metadata=metadata, origin=origin)
-
-
-def write_with_origin(
-    path: str | os.PathLike,
-    data: Any,
-    fields: Mapping[str, Field] | None = None,
-    *,
-    workers: int | None = None,
-    progress: bool | None = None,
-    page_size: int = 8 << 20,
-    metadata: Mapping[str, Any] | None = None,
-    origin: Callable[[int], str] | None = None,
-) -> Path:
-    """``write``, with errors naming sample ``index`` also by ``origin(index)`` (where it came from,
-    such as its file) when given: ``slipstream convert`` names the image file that fails."""
     pa = _pa()
     import pyarrow.ipc  # noqa: F401 - makes pa.ipc available
 
