@@ -84,31 +84,57 @@ roi_errors(roi_error_mgr *err)
     return &err->pub;
 }
 
-/* Reads the rest of the image after the window's rows, for its warnings only:
-   the rows are entropy-decoded and discarded (all but the last, which is read
-   into a one-row scratch buffer: skipping to the very end would mark the input
-   finished without reading it), then the input is read to its EOI marker.
-   Returns 0, or -1 with `msg` set; libjpeg errors and warnings longjmp. */
+/* Reads the rest of the image after the window's rows, for its warnings only.
+   Most rows are entropy-decoded and discarded by jpeg_skip_scanlines(), in
+   whole iMCU rows: skipping from the middle of one (an odd row, with the merged
+   upsampler that fast=True selects for 2x2-subsampled images, which works on
+   row pairs) makes libjpeg-turbo decode one iMCU row too many and warn of a
+   premature end of data in a valid file. So the rows up to the next iMCU
+   boundary are read into a one-row scratch buffer, whole iMCU rows skipped up
+   to the last one, and that one read too (skipping to the very end would mark
+   the input finished without reading it); then the input is read to its EOI
+   marker. Returns 0, or -1 with `msg` set; libjpeg errors and warnings longjmp. */
 static int
-roi_drain(j_decompress_ptr cinfo, char *msg, size_t msg_len)
+roi_read_rows(j_decompress_ptr cinfo, JSAMPARRAY row, JDIMENSION until, char *msg, size_t msg_len)
 {
-    if (cinfo->output_scanline + 1 < cinfo->output_height) {
-        JDIMENSION skip = cinfo->output_height - cinfo->output_scanline - 1;
-        if (jpeg_skip_scanlines(cinfo, skip) != skip) {
-            snprintf(msg, msg_len, "jpeg_skip_scanlines fell short below the window");
+    while (cinfo->output_scanline < until) {
+        if (jpeg_read_scanlines(cinfo, row, 1) == 0) {
+            snprintf(msg, msg_len, "jpeg_read_scanlines stalled below the window");
             return -1;
         }
     }
-    if (cinfo->output_scanline < cinfo->output_height) {
-        JSAMPARRAY row = (*cinfo->mem->alloc_sarray)(
-            (j_common_ptr)cinfo, JPOOL_IMAGE,
-            cinfo->output_width * (JDIMENSION)cinfo->output_components, 1);
-        while (cinfo->output_scanline < cinfo->output_height) {
-            if (jpeg_read_scanlines(cinfo, row, 1) == 0) {
-                snprintf(msg, msg_len, "jpeg_read_scanlines stalled below the window");
-                return -1;
-            }
+    return 0;
+}
+
+static int
+roi_drain(j_decompress_ptr cinfo, char *msg, size_t msg_len)
+{
+    JDIMENSION imcu = (JDIMENSION)(cinfo->max_v_samp_factor * cinfo->min_DCT_scaled_size);
+    JDIMENSION height = cinfo->output_height, next, last;
+    JSAMPARRAY row;
+
+    if (cinfo->output_scanline >= height) {
+        jpeg_finish_decompress(cinfo);
+        return 0;
+    }
+    if (imcu < 1)
+        imcu = 1;
+    row = (*cinfo->mem->alloc_sarray)((j_common_ptr)cinfo, JPOOL_IMAGE,
+                                      cinfo->output_width * (JDIMENSION)cinfo->output_components, 1);
+    next = (cinfo->output_scanline + imcu - 1) / imcu * imcu;  /* the next iMCU boundary */
+    last = (height - 1) / imcu * imcu;                          /* the start of the last iMCU row */
+    if (next >= last) {  /* at most two iMCU rows left: read them */
+        if (roi_read_rows(cinfo, row, height, msg, msg_len) != 0)
+            return -1;
+    } else {
+        if (roi_read_rows(cinfo, row, next, msg, msg_len) != 0)
+            return -1;
+        if (jpeg_skip_scanlines(cinfo, last - next) != last - next) {
+            snprintf(msg, msg_len, "jpeg_skip_scanlines fell short below the window");
+            return -1;
         }
+        if (roi_read_rows(cinfo, row, height, msg, msg_len) != 0)
+            return -1;
     }
     jpeg_finish_decompress(cinfo);
     return 0;
