@@ -29,6 +29,14 @@ class _ImageColumn(Column):
         _check_shape(self.codec(row), self.encoded(row), shape)
         return shape
 
+    def stored_shape(self, row: int) -> tuple[int, int, int]:
+        """The stored (H, W, C), checked only for what costs no parsing (sides, channels, a raw
+        image's byte count): for a decoder that checks the encoded header against it itself (the
+        image pipeline reads each JPEG's header once, and Pillow/QOI decodes are compared)."""
+        shape = int(self.heights[row]), int(self.widths[row]), int(self.channels[row])
+        _check_shape(self.codec(row), self.encoded(row), shape, header=False)
+        return shape
+
     def codec(self, row: int) -> str:
         name = _CODE_NAMES.get(int(self.codes[row]))
         if name is None:
@@ -54,15 +62,17 @@ class _ImageColumn(Column):
         return self.get(row)
 
 
-def _check_shape(codec: str, data: np.ndarray, shape: tuple[int, int, int]) -> None:
+def _check_shape(codec: str, data: np.ndarray, shape: tuple[int, int, int], header: bool = True) -> None:
     """``ValueError`` unless ``shape`` is a possible image shape that the stored bytes agree with
-    (their size for raw pixels, the encoded header's size for JPEG, PNG and QOI)."""
+    (their size for raw pixels, and with ``header``, the encoded header's size for JPEG, PNG and QOI)."""
     height, width, channels = shape
     if height < 1 or width < 1 or channels not in (1, 3):
         raise ValueError(f"the stored image shape {shape} is impossible (sides >= 1, 1 or 3 channels)")
     if codec == "raw":
         if data.size != height * width * channels:
             raise ValueError(f"{data.size} raw bytes cannot hold an image of shape {shape}")
+        return
+    if not header:
         return
     head = bytes(data[:24])
     if codec == "png":

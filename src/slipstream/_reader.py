@@ -188,10 +188,10 @@ class PackedDataset:
         return np.asarray(self._starts, dtype=np.int64)
 
     def _page(self, p: int) -> dict[str, Column]:
-        if self._file is not None:
-            self._file.check()
         columns = self._pages[p]
         if columns is None:
+            if self._file is not None:  # (reads of a loaded page are checked by their callers, once each)
+                self._file.check()
             try:
                 batch = self._reader.get_batch(p)
                 batch.validate()  # buffer sizes against lengths (cheap; offsets are checked by the columns)
@@ -241,7 +241,7 @@ class PackedDataset:
         if not isinstance(column, _ImageColumn):
             raise TypeError(f"{self.path}: field {name!r} is not an image field ({self.fields[name]!r})")
         try:
-            return column.codec(row), column.encoded(row), column.shape(row)
+            return column.codec(row), column.encoded(row), column.stored_shape(row)  # the decoder checks the header
         except _DAMAGE as exc:
             raise CorruptFileError(self.path, f"sample {i}, field {name!r}: {exc}") from exc
 
