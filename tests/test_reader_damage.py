@@ -188,3 +188,36 @@ def test_a_file_changed_in_place_under_a_reader_is_reported_and_a_renamed_one_is
     else:
         assert len(lines) == 2 and all(line.startswith(f"CORRUPT {tmp_path}/big.arrow: the file changed under the reader") for line in lines), result.stdout
         assert "renaming a new one over them" in lines[0]
+
+
+def test_packed_file_errors_pickle_as_themselves_so_worker_processes_report_them():
+    import pickle
+
+    errors = [
+        ss.CorruptFileError("/d/x.arrow", "damaged"),
+        ss.ChecksumError("/d/x.arrow", "page 3 differs", 3, range(30, 40)),
+        ss.TruncatedFileError("/d/x.arrow", "cut short"),
+        ss.NotAPackedFileError("/d/x.arrow", "not arrow"),
+        ss.MissingFieldError("/d/x.arrow", "no field 'y'"),
+    ]
+    errors[0].add_note("slipstream: raised while loading sample 4")
+    for error in errors:
+        back = pickle.loads(pickle.dumps(error))
+        assert type(back) is type(error) and str(back) == str(error) and back.path == "/d/x.arrow"
+        assert getattr(back, "__notes__", None) == getattr(error, "__notes__", None)
+    assert (back_checksum := pickle.loads(pickle.dumps(errors[1]))).page == 3 and back_checksum.samples == range(30, 40)
+
+
+def test_a_damaged_image_in_a_worker_process_arrives_as_corrupt_file_error(tmp_path):
+    path = tmp_path / "bad.arrow"
+    image = np.zeros((32, 32, 3), np.uint8)
+    ss.write(path, [{"image": image}] * 4, fields={"image": F.Image(codec="png")})
+    ds = ss.open(path)
+    codec, data, shape = ds.encoded(1, "image")
+    raw = bytearray(path.read_bytes())
+    at = bytes(raw).find(bytes(data)) + len(data) // 2
+    raw[at : at + 8] = b"\x00" * 8  # the first PNG damaged in place (its checksum would say so)
+    path.write_bytes(bytes(raw))
+    for backend in ("thread", "process"):
+        with pytest.raises(ss.CorruptFileError, match=r"sample \d .*cannot decode png"):
+            list(ss.DataLoader(ss.open(path), 2, workers=2, backend=backend))

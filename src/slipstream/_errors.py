@@ -25,12 +25,24 @@ __all__ = [
 ]
 
 
+def _rebuilt(cls: type[BaseException], args: tuple, state: dict) -> BaseException:
+    """An exception of ``cls`` with ``args`` and attributes ``state``, its ``__init__`` not called."""
+    error = cls.__new__(cls)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
+
 class PackedFileError(Exception):
-    """A packed file cannot be used; ``path`` names it."""
+    """A packed file cannot be used; ``path`` names it. Pickles (a worker process's error arrives
+    as itself, with its type, message, notes and attributes)."""
 
     def __init__(self, path: object, message: str):
         super().__init__(f"{path}: {message}")
         self.path = str(path)
+
+    def __reduce__(self) -> tuple:
+        return _rebuilt, (type(self), self.args, dict(self.__dict__))
 
 
 class NotAPackedFileError(PackedFileError, ValueError):
