@@ -383,3 +383,36 @@ def test_an_iterables_sample_missing_a_field_is_reported_with_the_keys_it_has(tm
     fields = {"x": F.Int()}
     with pytest.raises(ValueError, match=r"sample 1 lacks field 'x' \(it has \['y'\]\)"):
         ss.write(tmp_path / "missing.arrow", iter([{"x": 1}, {"y": 2}]), fields, progress=False)
+
+
+@pytest.mark.parametrize("workers", [1, 4])
+def test_reused_pil_images_and_tensors_are_stored_as_they_were_when_yielded(tmp_path, workers):
+    """GIF/TIFF frames from PIL's ImageSequence are one Image object, seeked; a decoder may fill one
+    output tensor. Both were stored with their last state."""
+    from PIL import Image, ImageSequence
+
+    frames = [Image.fromarray(np.full((8, 8, 3), 40 * k, np.uint8)) for k in range(6)]
+    frames[0].save(tmp_path / "anim.gif", save_all=True, append_images=frames[1:], duration=10)
+
+    def gif_frames():
+        with Image.open(tmp_path / "anim.gif") as image:
+            for frame in ImageSequence.Iterator(image):
+                yield {"image": frame}
+
+    class Filled:  # a tensor-like a decoder refills (the __array__ protocol, as torch tensors have)
+        def __init__(self):
+            self.values = np.zeros(4, np.int64)
+
+        def __array__(self, dtype=None, copy=None):
+            return self.values
+
+    def refilled():
+        out = Filled()
+        for k in range(6):
+            out.values[:] = k
+            yield {"x": out}
+
+    gif = ss.open(ss.write(tmp_path / "gif.arrow", gif_frames(), {"image": F.Image(codec="png")}, workers=workers, progress=False))
+    assert [int(gif[i]["image"][0, 0, 0]) for i in range(6)] == [0, 40, 80, 120, 160, 200]
+    arrays = ss.open(ss.write(tmp_path / "x.arrow", refilled(), {"x": F.Array(np.int64, (4,))}, workers=workers, progress=False))
+    assert [arrays[i]["x"].tolist() for i in range(6)] == [[k] * 4 for k in range(6)]

@@ -95,8 +95,8 @@ def _chunks(data: Any, chunking: _Chunking) -> tuple[Callable[[list[str]], Itera
 def _snapshot(sample: Any, names: list[str] | None = None) -> Any:
     """What an iterable's sample holds now, safe from the iterable changing it later: a new dict of
     its keys ``names`` (all when None) whose NumPy arrays, bytearrays and memoryviews are copied (same
-    types, dtypes and shapes) and lists, dicts and tuples deep-copied. Immutable values and other
-    objects are kept as they are. A sample that is not a dict, or lacks one of ``names``, is returned
+    types, dtypes and shapes), PIL images copied, tensors and other array-likes read into arrays, and
+    lists, dicts and tuples deep-copied. Immutable values and other objects are kept as they are. A sample that is not a dict, or lacks one of ``names``, is returned
     unchanged, for ``encode`` to report."""
     if not isinstance(sample, Mapping):
         return sample
@@ -116,6 +116,13 @@ def _snapshot_value(value: Any) -> Any:
         return memoryview(np.array(value))  # a copy with the view's format and shape
     if isinstance(value, (list, dict, tuple)):
         return copy.deepcopy(value)
+    if type(value).__module__.startswith("PIL.") and callable(getattr(value, "copy", None)):
+        return value.copy()  # an image object a decoder reuses (GIF/TIFF frames are one object, seeked)
+    if hasattr(value, "__array__") and not isinstance(value, (str, bytes, np.generic)):
+        try:
+            return np.array(np.asarray(value), copy=True)  # a tensor or other array-like: its values now (asarray may be a view)
+        except Exception:  # noqa: BLE001 - one NumPy cannot read is encoded as it is
+            return value
     return value
 
 
