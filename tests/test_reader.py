@@ -232,3 +232,21 @@ def test_variable_size_images_in_a_batch_raise_a_plain_value_error_with_the_fix(
     with pytest.raises(ValueError, match=r"sample 1, field \['im'\], has shape \(9, 6, 3\) but the first sample had shape \(8, 6, 3\).*RandomResizedCrop") as info:
         list(ss.DataLoader(ds, 4))
     assert not isinstance(info.value, ss.PackedFileError)
+
+
+def test_a_pickled_dataset_refuses_to_reopen_a_file_renamed_over_its_own(tmp_path):
+    """Spawned worker processes get the dataset pickled (by path): after a new file was renamed over
+    the old one they would silently read other data than the parent's reader serves."""
+    import pickle
+
+    from slipstream import fields as F
+
+    path = tmp_path / "data.arrow"
+    ss.write(path, [{"x": i} for i in range(8)], fields={"x": F.Int()}, progress=False)
+    ds = ss.open(path)
+    assert pickle.loads(pickle.dumps(ds))[3] == {"x": 3}  # the same file: reopened as it is
+    ss.write(path, [{"x": 100 + i} for i in range(8)], fields={"x": F.Int()}, progress=False)  # renamed over it
+    assert ds[3] == {"x": 3}  # the open reader keeps the old file
+    with pytest.raises(ss.CorruptFileError, match="was replaced since the dataset was opened"):
+        pickle.loads(pickle.dumps(ds))
+    assert pickle.loads(pickle.dumps(ss.open(path)))[3] == {"x": 103}

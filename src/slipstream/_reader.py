@@ -61,6 +61,12 @@ def _check_ends(path: Path) -> None:
         raise TruncatedFileError(path, f"the file is cut short ({size} bytes, and no Arrow footer at its end): rewrite or copy it again")
 
 
+def _identity(path: Path) -> tuple[int, int, int]:
+    """(inode, size, mtime) of the file at ``path``: which file it is, and whether it changed."""
+    st = os.stat(path)
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
 class _FileIdentity:
     """The memory-mapped file's identity (inode, size, mtime) through a descriptor of our own, so a
     file changed in place under the reader (truncated, or copied over) is noticed before its pages
@@ -102,6 +108,7 @@ class PackedDataset:
         self.cache = cache
         _check_ends(self.path)
         self._file = _FileIdentity(self.path) if cache == "os" else None
+        self._identity = self._file.seen if self._file is not None else _identity(self.path)
         try:
             source = pa.memory_map(str(self.path)) if cache == "os" else pa.py_buffer(self.path.read_bytes())
             self._reader = pa.ipc.open_file(source)
@@ -380,10 +387,20 @@ class PackedDataset:
         return f"ss.open({str(self.path)!r}): {self._n} samples in {self.num_pages} pages, fields {list(self.fields)}"
 
     def __getstate__(self) -> dict[str, Any]:  # reopened by path: pages are never pickled
-        return {"path": str(self.path), "cache": self.cache, "fields": list(self.fields)}
+        return {"path": str(self.path), "cache": self.cache, "fields": list(self.fields), "identity": self._identity}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        """Reopen by path (a spawned worker process), refusing a file that is not the one pickled:
+        one renamed over it since would be other data than the parent's reader serves."""
         self.__init__(state["path"], state["cache"], state["fields"])  # type: ignore[misc]
+        pickled = state.get("identity")
+        if pickled is not None and tuple(pickled) != tuple(self._identity):
+            raise CorruptFileError(
+                self.path,
+                "was replaced since the dataset was opened in the process that sent it here (a new file renamed "
+                "over it): this process would read other data than that one; open the new file with ss.open "
+                "(a new loader), or keep the old one in place until the run ends",
+            )
 
 
 def open(path: str | os.PathLike, cache: str = "os", fields: list[str] | None = None) -> PackedDataset:  # noqa: A001
