@@ -237,10 +237,6 @@ def test_variable_size_images_in_a_batch_raise_a_plain_value_error_with_the_fix(
 def test_a_pickled_dataset_refuses_to_reopen_a_file_renamed_over_its_own(tmp_path):
     """Spawned worker processes get the dataset pickled (by path): after a new file was renamed over
     the old one they would silently read other data than the parent's reader serves."""
-    import pickle
-
-    from slipstream import fields as F
-
     path = tmp_path / "data.arrow"
     ss.write(path, [{"x": i} for i in range(8)], fields={"x": F.Int()}, progress=False)
     ds = ss.open(path)
