@@ -279,9 +279,11 @@ def test_a_timeout_raises_names_the_batch_and_stops_the_workers():
     result, out = child(
         """
         dl = ss.DataLoader(Faulty("hang", at=21), 8, workers=2, backend="process", timeout=1.0)
-        start = time.monotonic()
+        batches = iter(dl)
         try:
-            list(dl)
+            next(batches), next(batches)
+            start = time.monotonic()  # batch 2 never comes: the wait for it starts here
+            next(batches)
             out = {"error": None}
         except TimeoutError as exc:
             out = {"error": str(exc), "after": time.monotonic() - start}
@@ -292,7 +294,8 @@ def test_a_timeout_raises_names_the_batch_and_stops_the_workers():
         """
     )
     assert out["error"] and "batch 2 of epoch 0 was not ready within timeout=1.0 s" in out["error"], out
-    assert out["after"] < 5 and out["alive"] == []
+    assert out["alive"] == []
+    assert out["after"] < 1.6, f"raised {out['after']:.2f} s into a 1 s timeout (a stuck worker is not waited for politely)"
 
 
 @pytest.mark.parametrize("how", ["break", "close", "drop"])

@@ -155,7 +155,7 @@ class ProcessExecutor:
             ticket, ok, value = self._pool.wait(set(self._tickets), self._timeout)
         except TimeoutError:
             what = self._describe(self._waited_tag())
-            self._pool.close()
+            self._pool.close(polite=False)
             raise TimeoutError(
                 f"slipstream: {what} was not ready within timeout={self._timeout} s; the worker processes "
                 f"(pids {self._pool.pids}) were stopped. A sample that takes that long, or one that never returns?"

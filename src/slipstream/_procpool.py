@@ -514,8 +514,9 @@ class WorkerPool:
                     raise TimeoutError("no answer in time")
                 self._guarded(self._receive, _WAIT_SLICE if left is None else min(left, _WAIT_SLICE))
 
-    def close(self) -> None:
-        """Stop every worker (politely, then by force) and release all buffers. Idempotent."""
+    def close(self, polite: bool = True) -> None:
+        """Stop every worker (politely, then by force; at once by force when not ``polite``: a
+        worker past a timeout is stuck) and release all buffers. Idempotent."""
         if self._closed:
             return
         self._closed = True
@@ -529,7 +530,7 @@ class WorkerPool:
             except (OSError, ValueError):
                 pass
         try:
-            deadline = time.monotonic() + _JOIN
+            deadline = time.monotonic() + (_JOIN if polite else 0.0)
             for w in self._workers:
                 w.process.join(max(0.0, deadline - time.monotonic()))
         finally:  # even if a Ctrl-C cuts the wait short, no worker outlives this
