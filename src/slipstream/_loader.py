@@ -127,9 +127,8 @@ class DataLoader:
         timeout: seconds to wait for one batch before raising ``TimeoutError`` (None: no limit). It
             applies with ``workers > 0``; with ``workers=0`` the batch loads in your own thread.
         worker_init: ``f(worker_id)`` run once in each worker before it loads anything (process
-            workers: once per process; thread workers: once per thread, i.e. per epoch, plus once
-            at the first ``iter()`` in the thread that reads sample 0 to shape the batch buffers).
-            ``ss.worker_info()`` tells a worker which it is.
+            workers: once per process; thread workers: once per thread, i.e. per epoch). Nothing is
+            read before the workers start. ``ss.worker_info()`` tells a worker which it is.
         mp_context: the process start method: None (the platform's default, as torch does),
             "fork", "spawn", "forkserver", or a ``multiprocessing`` context.
         prefetch: batches loaded ahead of the consumer (with ``workers > 0``).
@@ -149,6 +148,13 @@ class DataLoader:
     preallocated buffers. A buffer is reused only when nothing outside the loader references any
     array of its batch, so a batch (or a view or tensor made from it) that you keep is never
     overwritten; dropping batches as you go lets the loader allocate nothing in steady state.
+    The buffers are shaped from the first sample of the first batch handed out (no sample is read
+    before the epoch): samples must share one structure, shapes and dtypes (a later sample is
+    cast only safely, else an error names it). Containers that declare their batch structure
+    (``batch_spec()``: packed files) batch fields whose values vary (JSON, ragged arrays, images)
+    exactly as ``default_collate`` does. A dataset that mixes dtypes across samples gets batches
+    typed by whichever batch shaped the buffers (this depends on the resume point and, with
+    ``in_order=False``, on timing): give such data one dtype, or pass ``collate=``.
 
     Determinism: the batches depend only on (seed, epoch, rank, world_size) and the data; samples
     that draw from ``sample_rng()`` draw the same numbers with any number of workers.
