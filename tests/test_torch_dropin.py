@@ -362,6 +362,45 @@ def test_a_packed_file_loads_as_torch_indexes_it(tmp_path, workers):
     compare(ss.open(tmp_path / "data.arrow"), workers, batch_size=4, shuffle=True, generator=True)
 
 
+def _json_sample(i: int) -> dict[str, Any]:
+    """Samples whose JSON structure is equal within a batch of 2 and differs between batches."""
+    k = i // 2
+    return {
+        "tags": list(range(k + 1)),  # a list that grows batch by batch
+        "meta": {"a": i} if k == 0 else {"a": i, "b": [i] * k},  # keys added, a nested list
+        "words": [f"w{j}" for j in range(k + 1)],  # strings inside a list: torch's tuples
+        "value": "text" if k == 1 else k,  # a string in one batch, a number in the others
+        "rows": [{"x": i, "y": [k] * k}] * (3 - k),  # a list of dicts that shrinks
+        "tokens": np.arange(k + 1, dtype=np.int32),  # a ragged array
+    }
+
+
+class _Varying(Dataset):
+    """Like the JSON samples above, without a packed file: values slipstream keeps as objects (a
+    string in sample 0) may be numbers in a later batch."""
+
+    def __len__(self) -> int:
+        return 6
+
+    def __getitem__(self, i: int) -> Any:
+        return {"value": "text" if i < 2 else i, "pair": ("a", i)}
+
+
+@pytest.mark.filterwarnings("ignore:The given NumPy array is not writable")
+@pytest.mark.parametrize("workers", WORKERS)
+def test_json_fields_whose_structure_changes_between_batches_are_batched_as_torch_batches_them(tmp_path, workers):
+    """Every list member and dict key of every batch arrives (the conversion to torch's output
+    follows each batch's own structure, not the first batch's), with process workers too (the
+    packed file's ``batch_spec`` reaches them)."""
+    from slipstream import fields as F
+
+    fields = {name: F.JSON() for name in ("tags", "meta", "words", "value", "rows")}
+    ss.write(tmp_path / "json.arrow", [_json_sample(i) for i in range(8)], fields={**fields, "tokens": F.Array(np.int32)}, progress=False)
+    got = compare(ss.open(tmp_path / "json.arrow"), workers, batch_size=2)
+    assert [len(b["tags"]) for b in got[0]] == [1, 2, 3, 4]
+    compare(_Varying(), workers, batch_size=2)
+
+
 @pytest.mark.parametrize("workers", WORKERS[:2])
 def test_out_of_order_loading_gives_the_same_batches(workers):
     reference = list(TorchLoader(Items("int", 40), batch_size=3))

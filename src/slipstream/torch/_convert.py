@@ -9,6 +9,11 @@ sample), tuples as lists, namedtuples, dicts, and other mappings and list subcla
 clones them. It returns None where the buffers cannot reproduce torch's result (tensor subclasses,
 ``requires_grad``, bfloat16, ``uint64`` scalars, ``None``, custom sequences, ...): the loader then
 collates with torch's ``default_collate`` itself. ``_keep`` is the identity plan.
+
+A packed file's ``F.JSON`` fields (and any object-typed value) can differ in structure from batch
+to batch: every step of a plan checks that its batch still has the structure it was made for (a
+list's length, a dict's keys, an array where an array was) and converts a batch that does not by
+its own structure (``_by_structure``), so no member or key is ever dropped.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.utils.data import default_collate as _torch_collate
 
 # NumPy dtypes that ``torch.from_numpy`` turns into the tensor dtype default_collate gives
 _ARRAY_DTYPES = frozenset(
@@ -37,12 +43,65 @@ Convert = Callable[[Any], Any]
 
 
 def _as_tensor(array: np.ndarray) -> torch.Tensor:
+    if type(array) is not np.ndarray or array.dtype not in _ARRAY_DTYPES:  # not the plan's structure
+        return _by_structure(array)
     # zero copy: the tensor keeps the batch buffer (and so its slot) reserved while it lives
     return torch.from_numpy(array) if array.flags.writeable else torch.tensor(array)
 
 
 def _keep(value: Any) -> Any:
     return value
+
+
+def _objects(in_sequence: bool) -> Convert:
+    """The plan of a string leaf: slipstream's list of the batch's values, as torch's list (a tuple
+    inside a tuple or list sample). Values that are not strings in a later batch (a JSON field)
+    are collated by torch's ``default_collate``, as torch would have collated them."""
+
+    def objects(rows: Any) -> Any:
+        if type(rows) is not list:
+            return _by_structure(rows, in_sequence)
+        return _rows(rows, in_sequence)
+
+    return objects
+
+
+def _rows(rows: list[Any], in_sequence: bool) -> Any:
+    """An object leaf's values (strings, None...) as torch's ``default_collate`` gives them: the
+    batch itself for strings (torch's ``zip`` tuple inside a sequence), torch's result or error else."""
+    batch = tuple(rows) if in_sequence else rows
+    if rows and isinstance(rows[0], (str, bytes)):
+        return batch
+    return _torch_collate(batch)
+
+
+def _collated(value: Any) -> bool:
+    """Whether ``value`` is a collated member of a batch (an array, or a sequence or dict of
+    them), not one sample's value in an object leaf's list."""
+    if isinstance(value, np.ndarray):
+        return value.dtype != object
+    return isinstance(value, (list, tuple, dict))
+
+
+def _by_structure(batch: Any, in_sequence: bool = False) -> Any:
+    """slipstream's default collation of a batch converted by the batch's own structure into what
+    torch's ``default_collate`` gives for the same samples (for batches whose structure is not the
+    plan's: a JSON field's list of another length, a dict with other keys, numbers where the
+    first sample had strings...)."""
+    if isinstance(batch, np.ndarray):
+        if batch.dtype in _ARRAY_DTYPES:
+            return _as_tensor(batch)
+        return _torch_collate(list(batch))  # torch's result (or error) for these values
+    if isinstance(batch, dict):
+        return {k: _by_structure(v) for k, v in batch.items()}
+    if isinstance(batch, tuple):
+        members = [_by_structure(v, True) for v in batch]
+        return type(batch)(*members) if hasattr(batch, "_fields") else members  # torch: tuples as lists
+    if isinstance(batch, list):
+        if all(_collated(v) for v in batch):  # a sequence's members ([] too: torch gives [])
+            return [_by_structure(v, True) for v in batch]
+        return _rows(batch, in_sequence)
+    return batch
 
 
 def _plan(sample: Any, in_sequence: bool = False) -> Convert | None:
@@ -70,7 +129,7 @@ def _plan(sample: Any, in_sequence: bool = False) -> Convert | None:
     if isinstance(sample, (np.bool_, np.number)):
         return _as_tensor if sample.dtype in _SCALAR_DTYPES else None
     if isinstance(sample, (str, bytes)):  # np.str_ and np.bytes_ too
-        return tuple if in_sequence else _keep
+        return _objects(in_sequence)
     if kind in (bool, int, float):
         return _as_tensor
     if isinstance(sample, Mapping):
@@ -79,20 +138,42 @@ def _plan(sample: Any, in_sequence: bool = False) -> Convert | None:
         members = [_plan(v, True) for v in sample]
         if any(m is None for m in members):
             return None
+        count = len(members)
         if hasattr(sample, "_fields"):  # namedtuple: slipstream rebuilds the type
-            return lambda batch: kind(*(m(v) for m, v in zip(members, batch)))
-        return lambda batch: [m(v) for m, v in zip(members, batch)]  # torch turns tuples into lists
+
+            def named(batch: Any) -> Any:
+                if type(batch) is not kind:
+                    return _by_structure(batch, in_sequence)
+                return kind(*(m(v) for m, v in zip(members, batch)))
+
+            return named
+
+        def as_list(batch: Any) -> Any:  # torch turns tuples into lists
+            if type(batch) is not tuple or len(batch) != count:
+                return _by_structure(batch, in_sequence)
+            return [m(v) for m, v in zip(members, batch)]
+
+        return as_list
     if isinstance(sample, list):
         members = [_plan(v, True) for v in sample]
         if any(m is None for m in members):
             return None
+        count = len(members)
         if kind is list:
-            return lambda batch: [m(v) for m, v in zip(members, batch)]
+
+            def members_of(batch: Any) -> Any:
+                if type(batch) is not list or len(batch) != count:  # a JSON list of another length
+                    return _by_structure(batch, in_sequence)
+                return [m(v) for m, v in zip(members, batch)]
+
+            return members_of
         proto = copy.copy(sample)  # torch clones a list subclass and fills the clone
         for i in range(len(proto)):
             proto[i] = None
 
         def clone_list(batch: Any) -> Any:
+            if type(batch) is not list or len(batch) != count:
+                return _by_structure(batch, in_sequence)
             out = copy.copy(proto)
             for i, (m, v) in enumerate(zip(members, batch)):
                 out[i] = m(v)
@@ -107,8 +188,15 @@ def _plan_mapping(sample: Mapping) -> Convert | None:
     if any(m is None for m in members.values()):
         return None
     items = list(members.items())
+    keys = list(members)
     if type(sample) is dict:
-        return lambda batch: {k: m(batch[k]) for k, m in items}
+
+        def as_dict(batch: Any) -> Any:
+            if type(batch) is not dict or list(batch) != keys:  # a JSON dict with other keys
+                return _by_structure(batch)
+            return {k: m(batch[k]) for k, m in items}
+
+        return as_dict
     kind = type(sample)
     proto: Any = None
     if isinstance(sample, MutableMapping):
@@ -119,6 +207,8 @@ def _plan_mapping(sample: Mapping) -> Convert | None:
             proto = None
 
     def clone_mapping(batch: Any) -> Any:
+        if type(batch) is not dict or list(batch) != keys:
+            return _by_structure(batch)
         values = {k: m(batch[k]) for k, m in items}
         try:
             if proto is not None:

@@ -2,9 +2,9 @@
 
 * ``_Dataset`` and its subclasses wrap the user's dataset so slipstream indexes it as torch does
   (a tuple or dict dataset is one container, not a slipstream group), with or without
-  ``__getitems__``, keeping a packed file's ``getobs_batch_into``. Each wrapper carries a token
-  and registers itself in ``_DATASETS`` when made or unpickled, so a worker process finds its own
-  copy for ``get_worker_info().dataset``.
+  ``__getitems__``, keeping a packed file's ``getobs_batch_into`` and ``batch_spec``. Each
+  wrapper carries a token and registers itself in ``_DATASETS`` when made or unpickled, so a
+  worker process finds its own copy for ``get_worker_info().dataset``.
 * ``_WholeDataset``/``_WholeCollate`` pass ``__getitems__``'s return value whole to the user's
   ``collate_fn``; ``_CollateOne`` is ``batch_size=None``'s ``collate_fn(dataset[i])``.
 * ``_EpochBatches`` is the epoch's batches of indices, drawn from torch's sampler.
@@ -66,6 +66,13 @@ class _BatchIntoDataset(_Dataset):
 
     def getobs_batch_into(self, buffer: Any, indices: Any) -> Any:
         return self.dataset.getobs_batch_into(buffer, indices)
+
+    def batch_spec(self) -> Any:
+        """The dataset's declared batch structure (a packed file's: which fields vary per sample
+        and how they batch), None where it declares none: without it a JSON field or a ragged
+        array would have to match the first sample's structure."""
+        declare = getattr(self.dataset, "batch_spec", None)
+        return declare() if callable(declare) else None
 
 
 class _Whole:
