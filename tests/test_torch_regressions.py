@@ -249,3 +249,96 @@ def test_a_tensor_sample_wider_than_sample_zero_is_not_silently_wrapped():
         assert "sample 1" in str(exc)
         return
     assert got == expected
+
+
+# -- 6. an epoch goes on after a batch that raises, from its own position, reading nothing twice --
+
+
+class _BadSample(Dataset):
+    """12 samples; sample ``bad`` raises. Counts the reads of each sample (one process)."""
+
+    def __init__(self, bad: int = 2, n: int = 12):
+        self.bad, self.n, self.reads = bad, n, [0] * n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        self.reads[i] += 1
+        if i == self.bad:
+            raise ValueError(f"bad sample {i}")
+        return torch.tensor(i)
+
+
+def _drain(it, n: int | None = None) -> list:
+    out: list = []
+    while n is None or len(out) < n:
+        try:
+            out.append(next(it).tolist())
+        except StopIteration:
+            break
+        except ValueError:
+            out.append("ERR")
+    return out
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"num_workers": 2, "backend": "thread"}], ids=["workers0", "threads2"])
+def test_a_failed_batch_in_one_of_two_live_iterators_skips_nothing(kwargs):
+    """Two live iterators of one loader (torch allows it: each is its own epoch); a batch raising
+    in the first made it go on from the second's position (the loader's state describes the most
+    recent iterator), skipping batches silently. Each goes on from its own batch now."""
+    got = []
+    for loader in (TorchLoader(_BadSample(), batch_size=2), DataLoader(_BadSample(), batch_size=2, **kwargs)):
+        a = iter(loader)
+        first_a = _drain(a, 1)
+        b = iter(loader)
+        first_b = _drain(b, 4)
+        got.append((first_a + _drain(a), first_b + _drain(b)))
+    assert got[1] == got[0]
+    assert got[0][0] == [[0, 1], "ERR", [4, 5], [6, 7], [8, 9], [10, 11]]
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"num_workers": 2, "backend": "thread"}], ids=["workers0", "threads2"])
+def test_an_epoch_goes_on_after_a_failed_batch_reading_each_sample_once(kwargs):
+    """After a batch raised, the drop-in restarted the epoch's loading from the loader's state:
+    the batches already prefetched were read again (a dataset with side effects saw extra reads;
+    torch reads each sample once). The failed batch counts as consumed in the loader's state."""
+    dataset, theirs = _BadSample(bad=0, n=20), _BadSample(bad=0, n=20)
+    loader = DataLoader(dataset, batch_size=2, **kwargs)
+    it = iter(loader)
+    assert _drain(it, 3) == ["ERR", [2, 3], [4, 5]]
+    assert loader._ss.state_dict()["batch"] == 3  # the failed batch 0 was handed out
+    assert _drain(it) == [[2 * k, 2 * k + 1] for k in range(3, 10)]
+    assert _drain(iter(TorchLoader(theirs, batch_size=2))) == ["ERR"] + [[2 * k, 2 * k + 1] for k in range(1, 10)]
+    assert dataset.reads == theirs.reads == [1, 0] + [1] * 18  # torch stops reading a batch at its error
+
+
+def test_an_epoch_of_process_workers_goes_on_after_a_failed_batch_reading_each_sample_once():
+    """The same with process workers (reads counted in shared memory)."""
+    out = _run_json(
+        """
+        import json, multiprocessing as mp, torch, warnings
+        from torch.utils.data import Dataset
+        from slipstream.torch import DataLoader
+        warnings.filterwarnings("ignore")
+
+        class DS(Dataset):
+            def __init__(s): s.reads = mp.get_context("fork").Array("i", 40)
+            def __len__(s): return 40
+            def __getitem__(s, i):
+                with s.reads.get_lock(): s.reads[i] += 1
+                if i == 0: raise ValueError("bad sample 0")
+                return torch.tensor([i])
+
+        ds = DS()
+        it = iter(DataLoader(ds, batch_size=2, num_workers=2, multiprocessing_context="fork"))
+        got = []
+        while True:
+            try: got.append(next(it).flatten().tolist())
+            except StopIteration: break
+            except ValueError: got.append("ERR")
+        print(json.dumps({"got": got, "reads": list(ds.reads)}))
+        """
+    )
+    assert out["got"] == ["ERR"] + [[2 * k, 2 * k + 1] for k in range(1, 20)]
+    assert max(out["reads"]) == 1 and out["reads"][2:] == [1] * 38

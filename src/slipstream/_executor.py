@@ -8,9 +8,12 @@ error, or a liveness check of the workers), so iteration never hangs.
 
 Contract: ``next()`` is called from one consumer thread at a time. The first failing task of a job
 raises its original exception (type, message, traceback) when the consumer reaches that job;
-after that the executor is closed. ``close()`` is idempotent, safe from any thread, and returns
-once every worker thread has exited (a task already running finishes first), or after one short
-deadline for all of them together when a task is stuck.
+after that the executor is closed, or, made with ``keep_going=True``, it goes on with the
+following jobs (``failed_tag`` names the failed one until the consumer takes it), as torch's
+iterator does; a failure that is not one job's (a timeout, dead workers, a source that raised)
+closes it either way. ``close()`` is idempotent, safe from any thread, and returns once every
+worker thread has exited (a task already running finishes first), or after one short deadline
+for all of them together when a task is stuck.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
-__all__ = ["InlineExecutor", "Job", "ThreadExecutor", "name_of", "next_ready", "raise_failure"]
+__all__ = ["InlineExecutor", "Job", "ThreadExecutor", "fail", "name_of", "next_ready", "raise_failure"]
 
 _JOIN_TIMEOUT = 1.0  # for all the workers together: a thread stuck in a sample is not waited for twice
 _LIVENESS_POLL = 1.0
@@ -32,7 +35,7 @@ _LIVENESS_POLL = 1.0
 class Job:
     """One output unit: ``tasks`` run in any order (in parallel), then ``finish()`` makes the result."""
 
-    __slots__ = ("tasks", "finish", "tag", "remaining", "error", "error_pos", "result", "done")
+    __slots__ = ("tasks", "finish", "tag", "remaining", "error", "error_pos", "result", "done", "fatal")
 
     def __init__(self, tasks: list[Callable[[], None]], finish: Callable[[], Any], tag: Any = None):
         self.tasks = tasks
@@ -43,6 +46,7 @@ class Job:
         self.error_pos = -1
         self.result: Any = None
         self.done = False
+        self.fatal = False  # its error ends the stream even with keep_going (the source failed)
 
     def fail(self, pos: int, error: BaseException) -> None:
         if self.error is None or pos < self.error_pos:
@@ -89,6 +93,16 @@ def next_ready(jobs: dict[int, Any], consumed: int, in_order: bool) -> int | Non
     return min(done) if done else None
 
 
+def fail(executor: Any, job: Job) -> NoReturn:
+    """Raise failed ``job``'s error at the consumer: the executor goes on with the next jobs when
+    it keeps going and the error is the job's own (``failed_tag`` names the job), else it closes."""
+    if executor._keep_going and not job.fatal:
+        executor.failed_tag = job.tag
+    else:
+        executor.close()
+    raise_failure(job)
+
+
 def raise_failure(job: Job) -> NoReturn:
     """Raise ``job``'s error, leaving no reference cycle behind: neither the job nor this frame
     keeps the error, so the buffers its traceback's frames hold are freed as soon as the caller
@@ -102,19 +116,22 @@ def raise_failure(job: Job) -> NoReturn:
 
 
 def _failed_job(error: BaseException) -> Job:
+    """The job that raises the source's error where the next job would have been."""
     job = Job([], lambda: None)
     job.fail(0, error)
-    job.done = True
+    job.done = job.fatal = True
     return job
 
 
 class InlineExecutor:
     """Runs each job in the consumer's thread when it is asked for: no threads, no prefetch."""
 
-    def __init__(self, source: Iterator[Job]):
+    def __init__(self, source: Iterator[Job], keep_going: bool = False):
         self._source = source
         self._closed = False
+        self._keep_going = keep_going
         self.last_tag: Any = None  # the tag of the job whose result ``next()`` returned last
+        self.failed_tag: Any = None  # keep_going: the tag of the job whose error ``next()`` raised
 
     def __iter__(self) -> InlineExecutor:
         return self
@@ -124,7 +141,7 @@ class InlineExecutor:
             raise StopIteration
         try:
             job = next(self._source)
-        except StopIteration:
+        except BaseException:
             self.close()
             raise
         for pos, task in enumerate(job.tasks):
@@ -135,8 +152,7 @@ class InlineExecutor:
                 break
         job.complete()
         if job.error is not None:
-            self.close()
-            raise_failure(job)
+            fail(self, job)
         self.last_tag = job.tag
         return job.result
 
@@ -173,6 +189,7 @@ class ThreadExecutor:
         init: Callable[[int], Any] | None = None,
         timeout: float | None = None,
         describe: Callable[[Any], str] = name_of,
+        keep_going: bool = False,
     ):
         if workers < 1 or ahead < 1:
             raise ValueError(f"ThreadExecutor needs workers >= 1 and ahead >= 1, got {workers} and {ahead}")
@@ -190,7 +207,9 @@ class ThreadExecutor:
         self._init, self._init_error = init, None
         self._timed_out = False  # then close() does not wait for the thread that is stuck
         self._timeout, self._describe = timeout, describe
+        self._keep_going = keep_going
         self.last_tag: Any = None  # the tag of the job whose result ``next()`` returned last
+        self.failed_tag: Any = None  # keep_going: the tag of the job whose error ``next()`` raised
         self._threads = [
             threading.Thread(target=self._work, args=(k,), name=f"{name}-worker-{k}", daemon=True) for k in range(workers)
         ]
@@ -318,8 +337,7 @@ class ThreadExecutor:
             self.close()
             raise StopIteration
         if job.error is not None:
-            self.close()
-            raise_failure(job)
+            fail(self, job)
         self.last_tag = job.tag
         return job.result
 

@@ -443,8 +443,14 @@ class DataLoader:
         return ((k, b) for k, b in enumerate(batches) if k >= first and k not in done)
 
     # -- iteration and state ---------------------------------------------------------------
-    def __iter__(self) -> _LoaderIterator:
-        """The next epoch's iterator. Safe from several threads at once: each gets its own epoch."""
+    def __iter__(self, *, keep_going: bool = False) -> _LoaderIterator:
+        """The next epoch's iterator. Safe from several threads at once: each gets its own epoch.
+
+        An exception raised while loading a batch (by the data or the collate) is raised by the
+        ``next()`` that reaches that batch, and ends the epoch; ``loader.__iter__(keep_going=True)``
+        instead goes on with the following batches at the next ``next()``, as torch's iterator does
+        (the failed batch counts as handed out in ``state_dict()``). A timeout or a dead worker
+        ends the epoch either way."""
         with self._lock:
             self._n = numobs(self.data)  # a container may grow or shrink between epochs (a replay buffer)
             epoch = self._epoch
@@ -453,19 +459,21 @@ class DataLoader:
             self._epoch, self._skip, self._done = epoch + 1, 0, frozenset()
             self._progress = progress
             stop = threading.Event()  # readers see it between samples once the iterator is closed
-            return _LoaderIterator(self, self._executor(batches, progress, stop), progress, stop)
+            return _LoaderIterator(self, self._executor(batches, progress, stop, keep_going), progress, stop, keep_going)
 
-    def _executor(self, batches: list[np.ndarray] | Iterator[np.ndarray], progress: _Progress, stop: threading.Event) -> Any:
+    def _executor(
+        self, batches: list[np.ndarray] | Iterator[np.ndarray], progress: _Progress, stop: threading.Event, keep_going: bool = False
+    ) -> Any:
         epoch = progress.epoch
         if self._remote:
             from ._procexec import ProcessExecutor
 
             pool = self._worker_pool()
             remote = (self._remote_job(b, BatchInfo(self.seed, epoch, k, stop)) for k, b in self._todo(batches, progress))
-            return ProcessExecutor(pool, remote, self.prefetch, self.in_order, self.timeout, _batch_name(epoch))
+            return ProcessExecutor(pool, remote, self.prefetch, self.in_order, self.timeout, _batch_name(epoch), keep_going)
         jobs = self._jobs(batches, progress, stop)
         if self.workers == 0:
-            return InlineExecutor(jobs)
+            return InlineExecutor(jobs, keep_going)
         else:
             executor: Any = ThreadExecutor(
                 jobs,
@@ -476,6 +484,7 @@ class DataLoader:
                 init=_thread_init(self.worker_init, self.workers, self.seed),
                 timeout=self.timeout,
                 describe=_batch_name(epoch),
+                keep_going=keep_going,
             )
         return executor
 
@@ -589,8 +598,9 @@ class _LoaderIterator:
     It holds its loader: a loader nobody else references lives (with its worker processes and
     buffers) as long as one of its iterators does."""
 
-    def __init__(self, loader: DataLoader, executor: Any, progress: _Progress, stop: threading.Event):
+    def __init__(self, loader: DataLoader, executor: Any, progress: _Progress, stop: threading.Event, keep_going: bool = False):
         self._loader = loader
+        self._keep_going = keep_going
         self._executor = executor
         self._progress = progress
         self._close = weakref.finalize(self, _shut, stop, executor)
@@ -604,23 +614,33 @@ class _LoaderIterator:
         return self
 
     def __next__(self) -> Any:
+        executor = self._executor
         try:
-            batch = next(self._executor)
+            batch = next(executor)
         except StopIteration:
             self._progress.ended()
             self._close()
             raise
         except BaseException:
-            self._close()
+            tag, executor.failed_tag = executor.failed_tag, None
+            self._failed(tag)
             raise
         if type(batch) is _Unshaped:
             try:
                 batch = self._loader._shape(batch)
             except BaseException:
-                self._close()
+                self._failed(executor.last_tag)
                 raise
-        self._progress.handed_out(self._executor.last_tag)
+        self._progress.handed_out(executor.last_tag)
         return batch
+
+    def _failed(self, tag: Any) -> None:
+        """A ``next()`` is raising: the epoch ends, unless this iterator keeps going and the error
+        is batch ``tag``'s own (None: it is not); then that batch counts as handed out."""
+        if self._keep_going and tag is not None:
+            self._progress.handed_out(tag)
+        else:
+            self._close()
 
     def __len__(self) -> int:
         """Batches left in this epoch (TypeError when the sampler has no ``__len__``)."""

@@ -22,7 +22,7 @@ import numpy as np
 
 from ._collate import ArrayLeaf, Spec
 from ._procpool import WorkerPool
-from ._executor import Job, name_of, next_ready, raise_failure
+from ._executor import Job, fail, name_of, next_ready
 from ._readers import BatchInfo, add_note, collated, make_reader
 from ._shm import Segment, layout
 
@@ -71,9 +71,10 @@ class ProcessExecutor:
         in_order: bool = True,
         timeout: float | None = None,
         describe: Callable[[Any], str] = name_of,
+        keep_going: bool = False,
     ):
         self._pool, self._source, self._ahead, self._in_order = pool, source, ahead, in_order
-        self._timeout, self._describe = timeout, describe
+        self._timeout, self._describe, self._keep_going = timeout, describe, keep_going
         self._jobs: dict[int, RemoteJob] = {}  # position -> job, started and not handed out
         self._tickets: dict[int, tuple[RemoteJob, int]] = {}
         self._started = 0
@@ -83,6 +84,7 @@ class ProcessExecutor:
         self._generation = pool.open_generation()
         pool.attach()
         self.last_tag: Any = None
+        self.failed_tag: Any = None  # keep_going: the tag of the job whose error ``next()`` raised
 
     def __iter__(self) -> ProcessExecutor:
         return self
@@ -115,6 +117,7 @@ class ProcessExecutor:
         job = RemoteJob(None, [], None, lambda results: None)
         job.fail(0, error)
         job.complete()
+        job.fatal = True
         self._jobs[self._started] = job
         self._started += 1
 
@@ -144,8 +147,7 @@ class ProcessExecutor:
         job = self._jobs.pop(key)
         self._consumed += 1
         if job.error is not None:
-            self.close()
-            raise_failure(job)
+            fail(self, job)  # keep_going: the next ``next()`` sends the jobs that take its place
         self.last_tag = job.tag
         self._start()  # keep ``ahead`` jobs in the workers while the consumer works
         return job.result

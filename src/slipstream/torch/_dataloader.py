@@ -227,33 +227,25 @@ class DataLoader(_tud.DataLoader[_T_co]):
             # torch starts new workers each epoch: they see the dataset as it is now, seeded anew
             loader.worker_init.base_seed = base_seed
             loader._release_workers()
-        epoch = _MapEpoch(loader, lambda resume: self._map_start(loader, resume), self.timeout)
+        epoch = _MapEpoch(loader, lambda: self._map_start(loader), self.timeout)
         if self.num_workers > 0:  # torch's worker iterator draws the sampler inside iter(), its
             epoch.begin()  # single-process one at the first next()
         return epoch
 
-    def _map_start(self, loader: _SSLoader, resume: Any) -> tuple[Any, Any]:
-        """slipstream's iterator for this epoch, and what resuming it takes (see ``_MapEpoch``):
-        the epoch's batches drawn from torch's sampler (``resume``: drawn before, the loader's
-        state says which are left)."""
+    def _map_start(self, loader: _SSLoader) -> Any:
+        """slipstream's iterator for this epoch, over the batches drawn from torch's sampler; it
+        goes on past a batch that raises, as torch's does (see ``_MapEpoch``)."""
         own_order = self.seed is not None and self._shuffle  # slipstream's permutation of (seed, epoch)
-        if resume is not None:
-            if not own_order:
-                self._epoch_batches.batches = resume
-        elif not own_order:
+        if not own_order:
             if self._auto_collation:
                 batches: Any = (list(b) for b in self.batch_sampler)  # type: ignore[union-attr]
             else:
                 batches = ([i] for i in self.sampler)
             self._epoch_batches.draw(batches)  # a sized sampler whole now; one without __len__ as batches load
-        drawn = self._epoch_batches.batches
         try:  # iter() reads nothing: the first batch's samples shape the buffers (see _MapLoader)
-            it = iter(loader)
+            return loader.__iter__(keep_going=True)
         finally:
             self._epoch_batches.batches = []
-        if own_order:
-            return it, True
-        return it, drawn if isinstance(drawn, list) else None
 
     def _map_loader(self, base_seed: int) -> _SSLoader:
         if self._ss is None:

@@ -8,11 +8,10 @@
   ``WorkerError`` says torch's ``DataLoader worker (pid(s) N) exited unexpectedly`` first;
 * an exception raised while loading a batch (the dataset's, the collate's) is raised by that
   ``next()``, and the next ``next()`` goes on with the following batch, as torch's iterator does:
-  slipstream's iterator ends at an error, so the rest of the epoch is resumed from the loader's
-  state (ordered epochs of a sized sampler; otherwise the error ends the epoch);
+  slipstream's iterator is made with ``keep_going=True``, so each batch is read once (none is
+  loaded again) and the failed one counts as consumed;
 * ``start`` runs at the first ``next()`` when torch's iterator would only start then
-  (``num_workers=0`` draws the sampler at the first ``next()``); it returns slipstream's iterator
-  and what a resumed iterator needs (the epoch's batches), and is called again with that to resume.
+  (``num_workers=0`` draws the sampler at the first ``next()``) and returns slipstream's iterator.
 """
 
 from __future__ import annotations
@@ -26,15 +25,12 @@ from ._iterable import DataLoaderTimeoutError, _torch_worker_error
 
 
 class _MapEpoch:
-    """The epoch's batches of slipstream ``loader`` as torch gives them. ``start(None)`` starts
-    the epoch and returns ``(iterator, resume)``: ``resume`` is None when the epoch cannot be
-    resumed past an error (a sampler read as it goes), else what ``start(resume)`` takes to make
-    an iterator over the same epoch (the loader's state says which batches are left)."""
+    """The epoch's batches of slipstream ``loader`` as torch gives them. ``start()`` starts the
+    epoch and returns slipstream's iterator over it (one that goes on after a failed batch)."""
 
-    def __init__(self, loader: Any, start: Callable[[Any], tuple[Any, Any]], timeout: float):
+    def __init__(self, loader: Any, start: Callable[[], Any], timeout: float):
         self._loader, self._start, self._timeout = loader, start, timeout
         self._it: Any = None
-        self._resume_with: Any = None
         self._ended = False
 
     def __iter__(self) -> _MapEpoch:
@@ -43,7 +39,7 @@ class _MapEpoch:
     def begin(self) -> None:
         """Start the epoch now (draw the sampler, start loading) rather than at the first ``next()``."""
         if self._it is None and not self._ended:
-            self._it, self._resume_with = self._start(self._resume_with)
+            self._it = self._start()
 
     def __next__(self) -> Any:
         if self._ended:
@@ -67,29 +63,12 @@ class _MapEpoch:
                 raise
             raise torch_error from None
         except Exception:
-            self._resume()
-            raise
+            raise  # the batch's own error: slipstream's iterator goes on (or ended, if it could not)
         except BaseException:
             self.close()
             raise
         convert = getattr(self._loader, "convert", _keep)
         return batch if convert is _keep else convert(batch)
-
-    def _resume(self) -> None:
-        """After a batch raised: the next ``next()`` goes on with the batch after it, from the
-        loader's state (batches ``0..batch-1`` were handed out, so ``batch`` is the one that
-        failed); the epoch ends instead where that is not known exactly."""
-        loader = self._loader
-        it, self._it = self._it, None
-        it.close()
-        if self._resume_with is None or not loader.in_order:
-            self._ended = True
-            return
-        state = loader.state_dict()
-        after = state["batch"] + 1
-        state["batch"] = after
-        state["done_ahead"] = [k for k in state.get("done_ahead", []) if k > after]
-        loader.load_state_dict(state)
 
     def close(self) -> None:
         """Stop the epoch's loading now."""
