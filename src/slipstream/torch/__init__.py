@@ -65,7 +65,9 @@ What differs:
   ``TypeError`` or ``ValueError`` naming the sample). torch decides per batch from the batch's
   first sample, so datasets whose samples change type (an ``int`` here, a ``float`` there) can be
   collated by torch where slipstream raises. Malformed batches raise in both, sometimes with other
-  types.
+  types. Packed files (``ss.open``) are the exception: their ``F.JSON`` and ragged fields may
+  change structure from batch to batch (a longer list, a dict with more keys), and each batch
+  comes out as torch collates it.
 * A sized ``sampler``/``batch_sampler`` is drawn whole for each epoch (at ``iter()`` with workers,
   at the first ``next()`` without, when torch starts drawing it); one without ``__len__``
   (endless ones included) is read as the batches are loaded, as torch reads it. Indices must be
@@ -88,13 +90,15 @@ What differs:
   with slipstream's detail after it); a dead worker raises ``ss.WorkerError`` (a
   ``RuntimeError``) starting with torch's ``DataLoader worker (pid(s) N) exited unexpectedly``
   (and ``... is killed by signal: ...`` for a signal). An exception raised while loading a batch
-  comes from that ``next()`` and the epoch goes on with the next batch, as torch's does (except
-  with ``in_order=False``, a sampler without ``__len__``, an ``IterableDataset`` in worker
-  processes or ``device="cuda"``, where it ends the epoch).
+  comes from that ``next()`` and the epoch goes on with the next batch, as torch's does, each
+  batch read once (except with an ``IterableDataset`` in worker processes or ``device="cuda"``,
+  where it ends the epoch).
 * Batches of an ``IterableDataset`` come back from worker processes pickled (a copy), not
   through torch's shared-memory tensors.
 * ``pin_memory_device`` is accepted and ignored (deprecated in torch); ``timeout`` is accepted
-  with ``num_workers=0`` (torch fails at ``iter()``); DataPipes get no special treatment.
+  with ``num_workers=0`` (torch fails at ``iter()``). An ``IterDataPipe`` is seeded from the
+  loader's generator at each ``iter()`` and sharded between worker processes as torch does it
+  (the same shuffles as torch).
 
 ``close()`` (or ``with DataLoader(...) as loader:``) stops the worker processes at once; they are
 also stopped when the loader is garbage collected or the interpreter exits.
