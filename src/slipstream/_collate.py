@@ -65,7 +65,11 @@ class VarNode:
             return array
         rows = [array[j] if entry is None else entry[1] for j, entry in enumerate(spill)]
         where = [f"row {j} of the batch" if entry is None else entry[0] for j, entry in enumerate(spill)]
-        return _collate_rows(rows, where, self.label, self.hint)
+        return _collate_rows(rows, where, self.label, self.hint_for(rows))
+
+    def hint_for(self, rows: list[Any]) -> str:
+        """The fix to suggest should ``rows`` not collate (a subclass may choose it by the rows)."""
+        return self.hint
 
 
 class CollatedNode:

@@ -6,6 +6,10 @@ the stored bytes zero-copy and decodes them itself (fused with the crop); on any
 the field may hold encoded image bytes (JPEG, PNG, QOI...) or an image array. In a loader the
 output is written straight into the batch slot (``getobs_into``), and random parameters come from
 ``ss.sample_rng()``: the same seed gives the same batches with any number of workers.
+
+A mapped packed file declares its batch structure (``batch_spec``): the file's own for the other
+fields, and for each mapped one the pipeline's output shape and dtype as far as the ops state it
+(a guess checked per row, so every batch still equals ``default_collate`` of its samples).
 """
 
 from __future__ import annotations
@@ -15,9 +19,11 @@ from typing import Any
 
 import numpy as np
 
+from ._collate import CollatedNode, Spec, VarNode
 from ._containers import getobs, numobs, write_obs
 from ._errors import CorruptFileError
 from ._pipeline import ImageDecodeError, ImageSource, Pipeline
+from .ops import Window
 
 __all__ = ["MappedFields", "mapfields"]
 
@@ -29,6 +35,7 @@ class MappedFields:
         self._n = numobs(data)
         self.data, self.pipelines = data, pipelines
         self._packed = callable(getattr(data, "encoded", None)) and hasattr(data, "fields")
+        self._declared = callable(getattr(data, "batch_spec", None))  # the batch nodes check each row
         if self._packed:
             missing = [name for name in pipelines if name not in data.fields]
             if missing:
@@ -53,13 +60,16 @@ class MappedFields:
         ``ValueError`` naming the sample and field (``CorruptFileError`` naming the file too, for
         a packed file: what ``ds[index]`` raises on the same bytes)."""
         source = self._source(index, name, sample)
+        pipeline = self.pipelines[name]
+        if self._declared and pipeline.tail:
+            out = None  # custom ops' output would be cast into a guessed buffer; the batch node copies exact fits
         try:
-            result = self.pipelines[name].run(source, out=out)
+            result = pipeline.run(source, out=out)
         except ImageDecodeError as exc:
             if self._packed:
                 raise CorruptFileError(self.data.path, f"sample {index}, field {name!r}: {exc}") from exc
             raise ValueError(f"sample {index}, field {name!r}: {exc}") from exc
-        if out is not None and result is not out and _channels_differ(np.shape(result), out.shape):
+        if not self._declared and out is not None and result is not out and _channels_differ(np.shape(result), out.shape):
             raise ValueError(
                 f"sample {index}, field {name!r}: the pipeline gives shape {np.shape(result)} but the batch holds "
                 f"{out.shape} (the first sample's): the images mix 1 and 3 channels; put ops.ToRGB() in the "
@@ -89,6 +99,29 @@ class MappedFields:
             sample[name] = self._run(index, name, raw, out=get(name))
         return sample
 
+    def batch_spec(self) -> Spec | None:
+        """The batch structure, when the data declares its own (a packed file): its nodes for the
+        other fields, and for each mapped field a ``VarNode`` shaped like the pipeline's output on
+        the first sample (its stored size through the geometry, channels, layout and dtype), which
+        rows that match fill in place and others are collated from. None otherwise."""
+        declare = getattr(self.data, "batch_spec", None)
+        spec = declare() if callable(declare) else None
+        if spec is None or not isinstance(spec.tree, dict) or any(name not in spec.tree for name in self.pipelines):
+            return None
+        tree = dict(spec.tree)
+        for name, pipeline in self.pipelines.items():
+            tree[name] = self._output_node(name, pipeline)
+        return Spec(tree)
+
+    def _output_node(self, name: str, pipeline: Pipeline) -> Any:
+        """The batch node of mapped field ``name`` (see ``batch_spec``)."""
+        try:
+            height, width, channels = self.data.encoded(0, name)[2]
+        except (AttributeError, TypeError):  # not an image field: every read raises, naming the sample
+            return CollatedNode()
+        shape, dtype = _output_guess(pipeline, int(height), int(width), int(channels))
+        return _MappedImageNode(shape, dtype)
+
     def page_starts(self) -> np.ndarray:
         """The packed file's pages, for ``order="quasi_random"``."""
         return self.data.page_starts()
@@ -102,6 +135,46 @@ class MappedFields:
 
     def __repr__(self) -> str:
         return f"MappedFields({self.data!r}, {self.pipelines!r})"
+
+
+_CHANNELS_HINT = "the images mix 1 and 3 channels: put ops.ToRGB() in the pipeline, or pack with F.Image(channels=3)"
+_SIZES_HINT = (
+    "to batch the images, give them one shape and dtype: a fixed-size ops.RandomResizedCrop, ops.CenterCrop or "
+    "ops.Resize((h, w)) in the pipeline, and custom ops that return one dtype"
+)
+
+
+class _MappedImageNode(VarNode):
+    """A mapped image field in a batch: a ``VarNode`` whose hint names the fix for what differs."""
+
+    __slots__ = ()
+
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype):
+        super().__init__(shape, dtype, _SIZES_HINT)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_MappedImageNode, (self.array.shape, self.array.dtype))
+
+    def hint_for(self, rows: list[Any]) -> str:
+        first = np.shape(rows[0]) if rows else ()
+        return _CHANNELS_HINT if any(_channels_differ(np.shape(row), first) for row in rows) else self.hint
+
+
+def _output_guess(pipeline: Pipeline, height: int, width: int, channels: int) -> tuple[tuple[int, ...], np.dtype]:
+    """The (shape, dtype) ``pipeline`` gives an image of that stored size: exact for the fused ops
+    (fixed-size crops and resizes, ``ToRGB``, ``Normalize``, ``ToCHW``), the fused stage's output
+    when custom ops follow (a guess: they may change it)."""
+    window = Window(height, width)
+    rng = np.random.default_rng(0)  # random ops move the window; fixed-size ones keep its size
+    try:
+        for op in pipeline.geometry:
+            op.apply(window, lambda: rng)
+    except ValueError:  # a crop larger than this image: it raises when read
+        window = Window(height, width)
+    channels = pipeline.channels or channels
+    dtype = np.dtype(pipeline.normalize.dtype) if pipeline.normalize else np.dtype(np.uint8)
+    shape = (channels, window.out_h, window.out_w) if pipeline.chw else (window.out_h, window.out_w, channels)
+    return shape, dtype
 
 
 def _channels_differ(got: tuple[int, ...], expected: tuple[int, ...]) -> bool:

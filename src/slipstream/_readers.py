@@ -6,7 +6,8 @@
   batch, writing into row slices of the batch buffer; their ``batch_spec()``, when they have one,
   gives the batch structure without reading a sample;
 * containers with ``__getitems__``: one call per batch, then a checked copy per sample;
-* containers with ``getobs_into``: written in place through per-sample views of the buffer;
+* containers with ``getobs_into``: written in place through per-sample views of the buffer
+  (shaped by their ``batch_spec()`` when they declare one: a mapped packed file);
 * anything else: ``getobs`` and a checked copy per sample.
 
 Per-sample readers run user code inside ``sample_context`` so ``sample_rng()`` works, stop between
@@ -209,6 +210,6 @@ def make_reader(data: Any) -> Reader:
         return _ArrayReader(data, index_map, spec)
     if hasattr(data, "getobs_batch_into"):
         return _BatchIntoReader(data, index_map, _declared_spec(data))
-    if hasattr(data, "__getitems__"):
-        return _ManyReader(data, index_map)
-    return _SampleReader(data, index_map)
+    reader = _ManyReader(data, index_map) if hasattr(data, "__getitems__") else _SampleReader(data, index_map)
+    reader.spec = _declared_spec(data)  # a mapped packed file's (``MappedFields``), else None: shaped from a sample
+    return reader
