@@ -115,3 +115,24 @@ def test_at_most_ahead_jobs_are_taken_from_the_source():
 def test_bad_settings_are_refused():
     with pytest.raises(ValueError, match="workers >= 1 and ahead >= 1"):
         ThreadExecutor(iter([]), workers=0, ahead=1)
+
+
+@pytest.mark.parametrize("make", [lambda jobs: InlineExecutor(jobs, keep_going=True), lambda jobs: ThreadExecutor(jobs, 2, 2, keep_going=True)])
+def test_keep_going_raises_a_failed_jobs_error_then_goes_on_with_the_next_jobs(make):
+    def job(k):
+        def task():
+            if k == 2:
+                raise KeyError(k)
+
+        return Job([task], lambda: k, tag=k)
+
+    executor = make(job(k) for k in range(5))
+    got = []
+    while True:
+        try:
+            got.append(next(executor))
+        except KeyError:
+            got.append(("failed", executor.failed_tag))
+        except StopIteration:
+            break
+    assert got == [0, 1, ("failed", 2), 3, 4]
