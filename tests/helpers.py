@@ -75,6 +75,60 @@ def assert_resumes_exactly(make: Callable[[], Any], epochs: int = 2) -> int:
     return len(states)
 
 
+SEED = 7  # the loader's seed in assert_batches_equal_default_collate (samples are read with it too)
+
+
+def collate_or_errors(samples: list[Any]) -> tuple[Any, tuple[type[Exception], ...]]:
+    """``default_collate(samples)`` and no errors; or None and the error types a loader may raise
+    for these samples: any failing field's (it collates field by field, ``default_collate``
+    sample by sample, so with two bad fields either may be named)."""
+    import slipstream as ss
+
+    try:
+        return ss.default_collate(samples), ()
+    except (ValueError, TypeError) as exc:
+        if not isinstance(samples[0], Mapping):
+            return None, (type(exc),)
+    errors = set()
+    for name in samples[0]:
+        try:
+            ss.default_collate([sample[name] for sample in samples])
+        except (ValueError, TypeError) as failed:
+            errors.add(type(failed))
+    return None, tuple(errors)
+
+
+def assert_batches_equal_default_collate(ds: Any, batch_size: int, workers: int, **kwargs: Any) -> None:
+    """Every batch of ``ss.DataLoader(ds, ...)`` equals ``default_collate`` of the same samples as the
+    loader's sample ``i`` sees them (``ds[i]`` with that sample's random draws): structure, dtype,
+    values; where that raises, the loader raises one of those error types at that batch."""
+    import slipstream as ss
+    from slipstream._rng import sample_context
+
+    n = len(ds)
+    iterator = iter(ss.DataLoader(ds, batch_size=batch_size, workers=workers, seed=SEED, **kwargs))
+    for k, a in enumerate(range(0, n, batch_size)):
+        indices = list(range(a, min(a + batch_size, n)))
+        samples = []
+        with sample_context(SEED, 0) as ctx:
+            for i in indices:
+                ctx.at(i)
+                samples.append(ds[i])
+        want, errors = collate_or_errors(samples)
+        if errors:
+            import pytest
+
+            with pytest.raises(errors):
+                next(iterator)
+            return
+        assert_same(snapshot(next(iterator)), want, f"batch {k} (samples {indices})")
+    try:
+        next(iterator)
+    except StopIteration:
+        return
+    raise AssertionError(f"the loader gave more than {-(-n // batch_size)} batches")
+
+
 def run_python(code: str, timeout: float = 60, env: dict | None = None, argv: list[str] | None = None) -> subprocess.CompletedProcess:
     """Run ``code`` in a fresh interpreter (so a hang or crash fails one test); return the result."""
     full_env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", ""), **(env or {})}

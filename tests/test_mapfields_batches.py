@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import assert_same, snapshot
+from helpers import assert_batches_equal_default_collate
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -22,9 +22,6 @@ import slipstream as ss
 from slipstream import fields as F
 from slipstream import ops
 from slipstream._pipeline import Pipeline
-from slipstream._rng import sample_context
-
-SEED = 7
 
 
 def _to_float32(image: np.ndarray) -> np.ndarray:
@@ -68,51 +65,13 @@ def mapped_cases(draw: Any) -> tuple[list[dict[str, Any]], dict[str, Any], str]:
     return samples, fields, draw(st.sampled_from(sorted(PIPELINES)))
 
 
-def _reference(ds: Any, indices: list[int]) -> tuple[Any, tuple[type[Exception], ...]]:
-    """``default_collate`` of the samples as the loader's sample ``i`` sees them (same random draws),
-    or the errors it raises for the fields that do not collate (the loader may name any of them:
-    it collates field by field, ``default_collate`` sample by sample)."""
-    samples = []
-    with sample_context(SEED, 0) as ctx:
-        for i in indices:
-            ctx.at(i)
-            samples.append(ds[i])
-    try:
-        return ss.default_collate(samples), ()
-    except (ValueError, TypeError):
-        pass
-    errors = set()
-    for name in samples[0]:
-        try:
-            ss.default_collate([sample[name] for sample in samples])
-        except (ValueError, TypeError) as exc:
-            errors.add(type(exc))
-    return None, tuple(errors)
-
-
-def assert_mapped_batches_equal_default_collate(ds: Any, batch_size: int, workers: int, **kwargs: Any) -> None:
-    n = len(ds)
-    loader = ss.DataLoader(ds, batch_size=batch_size, workers=workers, seed=SEED, **kwargs)
-    iterator = iter(loader)
-    for k, a in enumerate(range(0, n, batch_size)):
-        indices = list(range(a, min(a + batch_size, n)))
-        want, errors = _reference(ds, indices)
-        if errors:
-            with pytest.raises(errors):
-                next(iterator)
-            return
-        assert_same(snapshot(next(iterator)), want, f"batch {k} (samples {indices})")
-    with pytest.raises(StopIteration):
-        next(iterator)
-
-
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(mapped_cases(), st.integers(1, 5), st.sampled_from([0, 2]))
 def test_loader_batches_of_a_mapped_packed_file_equal_default_collate_of_its_samples(case, batch_size, workers):
     samples, fields, pipeline = case
     with tempfile.TemporaryDirectory() as folder:
         path = ss.write(Path(folder) / "m.arrow", samples, fields, page_size=300, progress=False)
-        assert_mapped_batches_equal_default_collate(ss.open(path).map(im=PIPELINES[pipeline]), batch_size, workers)
+        assert_batches_equal_default_collate(ss.open(path).map(im=PIPELINES[pipeline]), batch_size, workers)
 
 
 def _ragged_file(folder: Path) -> Any:
@@ -129,13 +88,13 @@ def _ragged_file(folder: Path) -> Any:
 def test_ragged_arrays_and_json_of_a_mapped_file_batch_past_the_first_batch(tmp_path, workers):
     """Was: the buffers took the first batch's token length, and batch 1 raised ValueError."""
     ds = ss.open(_ragged_file(tmp_path)).map(image=[ops.CenterCrop(4)])
-    assert_mapped_batches_equal_default_collate(ds, 2, workers)
+    assert_batches_equal_default_collate(ds, 2, workers)
 
 
 @pytest.mark.parametrize("start", ["fork", "spawn"])
 def test_a_mapped_file_batches_like_default_collate_in_worker_processes(tmp_path, start):
     ds = ss.open(_ragged_file(tmp_path)).map(image=[ops.RandomResizedCrop(4), ops.RandomHorizontalFlip(), ops.ToCHW()])
-    assert_mapped_batches_equal_default_collate(ds, 2, workers=2, backend="process", mp_context=start)
+    assert_batches_equal_default_collate(ds, 2, workers=2, backend="process", mp_context=start)
 
 
 def _mixed_channels(folder: Path) -> Any:

@@ -9,12 +9,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers import assert_batches_equal_default_collate
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import slipstream as ss
-from helpers import assert_same, snapshot
 from slipstream import fields as F
 
 JSON_SCALARS = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=4)
@@ -69,38 +69,13 @@ def packed_samples(draw: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     return samples, fields
 
 
-def _collate_or_error(samples: list[Any]) -> tuple[Any, type[Exception] | None]:
-    try:
-        return ss.default_collate(samples), None
-    except (ValueError, TypeError) as exc:
-        return None, type(exc)
-
-
-def assert_loader_batches_equal_default_collate(ds: Any, batch_size: int, workers: int, **kwargs: Any) -> None:
-    """Every batch equals ``default_collate`` of ``[ds[i] for i in batch]`` (structure, dtype,
-    values); where that raises, the loader raises the same type at that batch."""
-    n = len(ds)
-    batches = [list(range(a, min(a + batch_size, n))) for a in range(0, n, batch_size)]
-    loader = ss.DataLoader(ds, batch_size=batch_size, workers=workers, **kwargs)
-    iterator = iter(loader)
-    for k, indices in enumerate(batches):
-        want, error = _collate_or_error([ds[i] for i in indices])
-        if error is not None:
-            with pytest.raises(error):
-                next(iterator)
-            return
-        assert_same(snapshot(next(iterator)), want, f"batch {k} (samples {indices})")
-    with pytest.raises(StopIteration):
-        next(iterator)
-
-
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(packed_samples(), st.integers(1, 5), st.sampled_from([0, 2]))
 def test_loader_batches_of_a_packed_file_equal_default_collate_of_its_samples(case, batch_size, workers):
     samples, fields = case
     with tempfile.TemporaryDirectory() as folder:
         ds = ss.open(ss.write(Path(folder) / "p.arrow", samples, fields, page_size=200, progress=False))
-        assert_loader_batches_equal_default_collate(ds, batch_size, workers)
+        assert_batches_equal_default_collate(ds, batch_size, workers)
 
 
 def _json_file(folder: Path, values: list[Any]) -> Any:
@@ -120,16 +95,16 @@ def _json_file(folder: Path, values: list[Any]) -> Any:
     ids=["lists", "dicts", "numbers", "lengths", "ints-then-floats"],
 )
 def test_json_fields_batch_like_default_collate(tmp_path, values, batch_size):
-    assert_loader_batches_equal_default_collate(_json_file(tmp_path, values), batch_size, workers=0)
+    assert_batches_equal_default_collate(_json_file(tmp_path, values), batch_size, workers=0)
 
 
 def test_ragged_arrays_of_zero_dimensions_and_of_changing_shapes_batch_like_default_collate(tmp_path):
     zero_d = [{"a": np.array(k, np.float32)} for k in range(8)]
     ds = ss.open(ss.write(tmp_path / "z.arrow", zero_d, {"a": F.Array(shape=None)}, progress=False))
-    assert_loader_batches_equal_default_collate(ds, 4, workers=0)
+    assert_batches_equal_default_collate(ds, 4, workers=0)
     growing = [{"a": np.full(1 + k // 4, k, np.int32)} for k in range(8)]  # batch 1's shape differs from batch 0's
     ds = ss.open(ss.write(tmp_path / "g.arrow", growing, {"a": F.Array(shape=None)}, progress=False))
-    assert_loader_batches_equal_default_collate(ds, 4, workers=2)
+    assert_batches_equal_default_collate(ds, 4, workers=2)
 
 
 def test_a_mixed_json_batch_names_the_row_and_field_like_default_collate(tmp_path):
@@ -146,4 +121,4 @@ def test_varying_fields_batch_like_default_collate_in_worker_processes(tmp_path,
     ]
     fields = {"j": F.JSON(), "r": F.Array(shape=None), "im": F.Image(codec="png")}
     ds = ss.open(ss.write(tmp_path / "v.arrow", samples, fields, page_size=300, progress=False))
-    assert_loader_batches_equal_default_collate(ds, 4, workers=2, backend="process", mp_context=start)
+    assert_batches_equal_default_collate(ds, 4, workers=2, backend="process", mp_context=start)
