@@ -127,6 +127,42 @@ def test_damage_below_the_window_raises_as_a_whole_decode_does():
             roi.decode_region(bad, 0, 0, 16, 16, out)  # the damage is far below rows 0..15
 
 
+def test_check_rest_false_reads_only_the_rows_the_window_needs():
+    """For bytes already seen to decode strictly (a packed sample in a later epoch), the rows below
+    the window are not read: damage there is not looked for, and the window's pixels are the same."""
+    data = simplejpeg.encode_jpeg(photo_like(120, 88, seed=2), quality=90, colorsubsampling="420")
+    out, again = np.empty(1 << 16, np.uint8), np.empty(1 << 16, np.uint8)
+    region = roi.decode_region(data, 0, 0, 16, 16, out)
+    assert roi.decode_region(data, 0, 0, 16, 16, again, check_rest=False) == region
+    size = region[2] * region[3] * 3
+    np.testing.assert_array_equal(out[:size], again[:size])
+    cut = data[: len(data) // 2]
+    with pytest.raises(ValueError):
+        roi.decode_region(cut, 0, 0, 16, 16, out)
+    roi.decode_region(cut, 0, 0, 16, 16, out, check_rest=False)  # the rows below are not read at all
+
+
+def test_a_damaged_packed_jpeg_fails_in_every_epoch_not_only_the_first(tmp_path):
+    """Samples are marked as checked only once they decoded strictly: a damaged one is never
+    skipped, and the good ones give the same batches in every epoch as a fresh loader does."""
+    images = [photo_like(96, 80, seed=s) for s in range(6)]
+    path = ss.write(tmp_path / "d.arrow", [{"image": im} for im in images], {"image": F.Image(codec="jpeg")}, progress=False)
+    ds = ss.open(path)
+    codec, data, shape = ds.encoded(3, "image")
+    raw = bytearray(path.read_bytes())
+    at = bytes(raw).find(bytes(data))
+    raw[at + len(data) - 200 : at + len(data) - 2] = bytes(198)  # sample 3's bottom rows zeroed: corrupt data
+    path.write_bytes(bytes(raw))
+    mapped = ss.open(path).map(image=[ops.CenterCrop(16)])  # the window is far above the damage
+    loader = ss.DataLoader(ss.obsview(mapped, [0, 1, 2, 4, 5]), 5)
+    first, second = snapshot(next(iter(loader))), snapshot(next(iter(loader)))  # epochs 0 and 1
+    assert_same(first, second)
+    bad = ss.DataLoader(ss.obsview(mapped, [0, 3]), 2)
+    for _ in range(2):
+        with pytest.raises(ss.CorruptFileError, match="sample 3"):
+            next(iter(bad))
+
+
 def test_a_progressive_jpeg_with_scans_missing_is_left_to_a_whole_decode():
     buffer = io.BytesIO()
     Image.fromarray(photo_like(64, 48, seed=3)).save(buffer, format="JPEG", quality=90, progressive=True)

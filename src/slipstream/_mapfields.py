@@ -41,6 +41,11 @@ class MappedFields:
             if missing:
                 raise KeyError(f"no field {missing[0]!r} to map; the data has {list(data.fields)}")
             self._others = [name for name in data.fields if name not in pipelines]
+            # per mapped field and sample, how its stored bytes decoded strictly before (ImageSource.
+            # checked): a region decode then reads only the rows it needs, and no header is parsed
+            # again (the bytes of a file open for reading do not change; the reader refuses one
+            # changed in place)
+            self._checked = {name: bytearray(self._n) for name in pipelines}
 
     def __len__(self) -> int:
         return self._n
@@ -48,7 +53,9 @@ class MappedFields:
     def _source(self, index: int, name: str, sample: Mapping | None) -> ImageSource:
         if self._packed:
             codec, data, shape = self.data.encoded(index, name)
-            return ImageSource(codec, data, shape)
+            source = ImageSource(codec, data, shape)
+            source.checked = self._checked[name][index]
+            return source
         try:
             value = sample[name]  # type: ignore[index]
         except (KeyError, TypeError):
@@ -69,6 +76,8 @@ class MappedFields:
             if self._packed:
                 raise CorruptFileError(self.data.path, f"sample {index}, field {name!r}: {exc}") from exc
             raise ValueError(f"sample {index}, field {name!r}: {exc}") from exc
+        if self._packed:
+            self._checked[name][index] = source.checked
         if not self._declared and out is not None and result is not out and _channels_differ(np.shape(result), out.shape):
             raise ValueError(
                 f"sample {index}, field {name!r}: the pipeline gives shape {np.shape(result)} but the batch holds "

@@ -56,14 +56,22 @@ def _scratch_buffer(nbytes: int, which: str = "decode") -> np.ndarray:
     return buffer
 
 
+REGION, WHOLE = 1, 2  # ImageSource.checked: how these bytes decoded strictly before
+
+
 class ImageSource:
     """An image to run a pipeline on: ``codec`` and encoded ``data`` (zero-copy bytes), or
-    ``codec="array"`` and a decoded uint8 (H, W, C) array as ``data``; ``shape`` is (H, W, C)."""
+    ``codec="array"`` and a decoded uint8 (H, W, C) array as ``data``; ``shape`` is (H, W, C).
+    ``checked``: 0, or these very bytes decoded strictly before (a packed file's sample seen in an
+    earlier epoch): ``REGION`` by the region decoder, ``WHOLE`` only whole (CMYK, progressive with
+    scans missing). Then their header is not parsed again, and a region decode does not read the
+    rest of the file for damage. ``decode`` sets it when it succeeds."""
 
-    __slots__ = ("codec", "data", "shape")
+    __slots__ = ("checked", "codec", "data", "shape")
 
     def __init__(self, codec: str, data: Any, shape: tuple[int, int, int]):
         self.codec, self.data, self.shape = codec, data, shape
+        self.checked = 0
 
     @classmethod
     def of(cls, value: Any, where: str = "image") -> ImageSource:
@@ -108,10 +116,13 @@ class ImageSource:
                 return _imaging.decode(self.codec, self.data, self.shape, channels=channels), whole
             except ValueError as exc:
                 raise ImageDecodeError(str(exc)) from exc
-        try:
-            region = self._check_jpeg_size() and _roi is not None
-        except ValueError as exc:
-            raise ImageDecodeError(f"cannot decode jpeg image: {exc}") from exc
+        if self.checked:
+            region = self.checked == REGION and _roi is not None
+        else:
+            try:
+                region = self._check_jpeg_size() and _roi is not None
+            except ValueError as exc:
+                raise ImageDecodeError(f"cannot decode jpeg image: {exc}") from exc
         factor = 1
         if not options.exact:
             while factor < 8 and window.height / (2 * factor) >= window.out_h and window.width / (2 * factor) >= window.out_w:
@@ -122,10 +133,14 @@ class ImageSource:
         try:
             if region:
                 try:
-                    return self._decode_region(box, window, options, factor, (dec_h, dec_w, channels)), box
+                    image = self._decode_region(box, window, options, factor, (dec_h, dec_w, channels))
+                    self.checked = REGION
+                    return image, box
                 except NotImplementedError:
                     pass  # a progressive JPEG with scans missing: only a whole decode gives the same pixels
-            return self._decode_whole(options, factor, (dec_h, dec_w, channels)), box
+            image = self._decode_whole(options, factor, (dec_h, dec_w, channels))
+            self.checked = WHOLE if _roi is not None else 0
+            return image, box
         except ValueError as exc:
             raise ImageDecodeError(f"cannot decode jpeg image: {exc}") from exc
 
@@ -154,7 +169,8 @@ class ImageSource:
         c0, c1 = max(0, math.floor(left) - margin), min(dec_w, math.ceil(left + box_w) + margin)
         canvas = _scratch_buffer(dec_h * dec_w * channels, "canvas")[: dec_h * dec_w * channels]
         row0, col0, rows, cols = _roi.decode_region(
-            self.data, r0, c0, r1 - r0, c1 - c0, canvas, fast=options.fast, gray=channels == 1, scale=factor, whole=True
+            self.data, r0, c0, r1 - r0, c1 - c0, canvas, fast=options.fast, gray=channels == 1, scale=factor, whole=True,
+            check_rest=not self.checked,
         )
         if row0 + rows > dec_h or col0 + cols > dec_w:
             raise ValueError(f"the region decoder returned rows {row0}+{rows}, columns {col0}+{cols} of a {dec_h}x{dec_w} image")

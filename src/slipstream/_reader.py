@@ -208,10 +208,10 @@ class PackedDataset:
             self._pages[p] = columns
         return columns
 
-    def _locate(self, index: Any) -> tuple[dict[str, Column], int, int]:
+    def _locate(self, index: Any, check: bool = True) -> tuple[dict[str, Column], int, int]:
         if isinstance(index, (bool, np.bool_)) or not isinstance(index, (int, np.integer)):
             raise TypeError(f"sample index must be an integer, got {type(index).__name__}")
-        if self._file is not None:
+        if check and self._file is not None:
             self._file.check()
         i = int(index)
         if i < 0:
@@ -242,8 +242,10 @@ class PackedDataset:
 
     def encoded(self, index: int, name: str) -> tuple[str, Any, tuple[int, int, int]]:
         """(codec, stored bytes, (H, W, C)) of image field ``name`` of sample ``index``, the bytes a
-        zero-copy read-only view into the page: for pipelines that decode it themselves."""
-        columns, row, i = self._locate(index)
+        zero-copy read-only view into the page: for pipelines that decode it themselves. The file's
+        identity is not checked here: a caller reads the sample's other fields first (``ss.open(p).map``
+        does), which checks it."""
+        columns, row, i = self._locate(index, check=False)
         column = columns[name]
         if not isinstance(column, _ImageColumn):
             raise TypeError(f"{self.path}: field {name!r} is not an image field ({self.fields[name]!r})")

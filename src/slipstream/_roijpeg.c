@@ -164,7 +164,7 @@ typedef struct {
     const unsigned char *data;
     unsigned long size;
     long top, left, height, width;
-    int fast, gray, scale, margin, whole;
+    int fast, gray, scale, margin, whole, check_rest;
     unsigned char *out;
     Py_ssize_t out_len;
     /* outputs */
@@ -282,8 +282,9 @@ roi_decode(roi_job *job)
         row += got;
     }
 
-    /* Below the window: entropy decoding only, for damage (see the top). */
-    if (roi_drain(&cinfo, job->msg, sizeof(job->msg)) != 0)
+    /* Below the window: entropy decoding only, for damage (see the top); not
+       for bytes the caller has seen decode strictly before (check_rest=False). */
+    if (job->check_rest && roi_drain(&cinfo, job->msg, sizeof(job->msg)) != 0)
         goto fail;
     jpeg_destroy_decompress(&cinfo);
     job->row0 = job->top;
@@ -301,7 +302,8 @@ fail:
 
 PyDoc_STRVAR(decode_region_doc,
 "decode_region(data, top, left, height, width, out, fast=False, gray=False,\n"
-"              scale=1, margin=2, whole=False) -> (row0, col0, rows, cols)\n"
+"              scale=1, margin=2, whole=False, check_rest=True)\n"
+"    -> (row0, col0, rows, cols)\n"
 "\n"
 "Decode rows top..top+height-1 and at least columns left..left+width-1 of\n"
 "the JPEG `data` into the writable buffer `out`, as `rows` rows of `cols`\n"
@@ -319,7 +321,9 @@ PyDoc_STRVAR(decode_region_doc,
 "the decoded rows and columns are written where they belong in it; the\n"
 "rest of `out` is left as it was.\n"
 "Raises ValueError on corrupt or truncated data anywhere in the file, also\n"
-"below the window (every libjpeg warning is an error, as in simplejpeg's\n"
+"below the window unless check_rest=False (for bytes already seen to decode\n"
+"strictly: the rows below are then not read at all)\n"
+"(every libjpeg warning is an error, as in simplejpeg's\n"
 "strict decode), unsupported colorspaces (CMYK/YCCK), an out-of-bounds\n"
 "window or a too-small `out`; `out` may then hold part of the window.\n"
 "Raises NotImplementedError for a progressive JPEG with scans missing\n"
@@ -329,7 +333,7 @@ static PyObject *
 decode_region(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"data", "top", "left", "height", "width", "out",
-                             "fast", "gray", "scale", "margin", "whole", NULL};
+                             "fast", "gray", "scale", "margin", "whole", "check_rest", NULL};
     Py_buffer data = {0}, out = {0};
     roi_job job;
     int rc;
@@ -338,10 +342,11 @@ decode_region(PyObject *self, PyObject *args, PyObject *kwargs)
     memset(&job, 0, sizeof(job));
     job.scale = 1;
     job.margin = 2;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*llllw*|ppiip", kwlist,
+    job.check_rest = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*llllw*|ppiipp", kwlist,
                                      &data, &job.top, &job.left, &job.height,
                                      &job.width, &out, &job.fast, &job.gray,
-                                     &job.scale, &job.margin, &job.whole))
+                                     &job.scale, &job.margin, &job.whole, &job.check_rest))
         return NULL;
 
     if (job.top < 0 || job.left < 0 || job.height <= 0 || job.width <= 0) {
