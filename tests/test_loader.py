@@ -685,3 +685,13 @@ def test_a_group_member_whose_dtype_widens_later_is_refused_like_default_collate
         list(ss.DataLoader(data, 4))
     with pytest.raises(TypeError, match="casting could lose information"):
         ss.default_collate([ss.getobs(data, i) for i in (0, 4)])
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_an_empty_batch_is_refused_with_the_default_collate_whether_or_not_it_comes_first(workers):
+    """It was a bare [] as the first batch handed out and a dict of empty arrays later."""
+    for batches in ([[], [1, 2]], [[1, 2], []]):
+        loader = ss.DataLoader(np.arange(8), batch_sampler=batches, workers=workers)
+        with pytest.raises(ValueError, match="is empty .*the batch_sampler gave no indices"):
+            list(loader)
+    assert [b for b in ss.DataLoader(np.arange(8), batch_sampler=[[], [1]], collate=list)] == [[], [1]]

@@ -302,7 +302,17 @@ class DataLoader:
             return max(1, math.ceil(n / self.workers))
         return max(1, math.ceil(n / (4 * self.workers)))
 
+    def _check_not_empty(self, indices: np.ndarray, info: BatchInfo) -> None:
+        """An empty batch is refused with the default collate, as ``default_collate([])`` refuses it
+        (whether or not the buffers have a shape yet: one rule for every batch)."""
+        if len(indices) == 0 and self.collate is None:
+            raise ValueError(
+                f"slipstream: {info} is empty (the batch_sampler gave no indices): the default collate needs a "
+                "sample; drop empty batches from the sampler, or pass collate= to make something of them"
+            )
+
     def _job(self, indices: np.ndarray, info: BatchInfo) -> Job:
+        self._check_not_empty(indices, info)
         reader, n, k = self._reader, len(indices), info.batch
         step = self._chunk(n)
         starts = range(0, n, step) if n else range(0)
@@ -335,9 +345,7 @@ class DataLoader:
         """The batch of samples read before the buffers had a shape: written into a buffer shaped
         from the first of them (in the consumer's thread, so the first batch handed out decides)."""
         samples, indices = unshaped.samples, unshaped.indices
-        if not samples:
-            return [] if self._pool is None else self._pool.spec.build(self._pool.acquire(0), 0)
-        pool = self._adopt(samples[0])
+        pool = self._adopt(samples[0])  # (never empty: see _check_not_empty)
         storage = pool.acquire(len(samples))
         for j, (i, sample) in enumerate(zip(indices.tolist(), samples)):
             pool.spec.write(storage, j, sample, f"sample {i} ({unshaped.info})")
@@ -382,6 +390,7 @@ class DataLoader:
     def _remote_job(self, indices: np.ndarray, info: BatchInfo) -> Any:
         from ._procexec import RemoteJob, collate_task, read_task, samples_task
 
+        self._check_not_empty(indices, info)
         n, k = len(indices), info.batch
         args = (info.seed, info.epoch, k)
         slots = self._pool
