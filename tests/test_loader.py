@@ -695,3 +695,30 @@ def test_an_empty_batch_is_refused_with_the_default_collate_whether_or_not_it_co
         with pytest.raises(ValueError, match="is empty .*the batch_sampler gave no indices"):
             list(loader)
     assert [b for b in ss.DataLoader(np.arange(8), batch_sampler=[[], [1]], collate=list)] == [[], [1]]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_keep_going_passes_an_empty_batch_and_a_first_batch_that_fails_shapes_nothing(workers):
+    """An empty batch is that batch's own error (the epoch goes on past it); a first batch whose
+    samples do not stack leaves the buffers unshaped, so the next batch handed out shapes them."""
+
+    class FirstIsShort:
+        def __len__(self):
+            return 8
+
+        def __getitem__(self, i):
+            return np.full(3 if i == 0 else 4, i)
+
+    def run(data, **kwargs):
+        out = []
+        iterator = ss.DataLoader(data, workers=workers, **kwargs).__iter__(keep_going=True)
+        while True:
+            try:
+                out.append(np.asarray(next(iterator)).tolist())
+            except StopIteration:
+                return out
+            except ValueError as exc:
+                out.append(type(exc).__name__)
+
+    assert run(np.arange(6), batch_sampler=[[0, 1], [], [2, 3]]) == [[0, 1], "ValueError", [2, 3]]
+    assert run(FirstIsShort(), batch_size=2) == ["ValueError"] + [[[i] * 4, [i + 1] * 4] for i in (2, 4, 6)]

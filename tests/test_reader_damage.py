@@ -190,6 +190,31 @@ def test_a_file_changed_in_place_under_a_reader_is_reported_and_a_renamed_one_is
         assert "renaming a new one over them" in lines[0]
 
 
+ENCODED_AFTER_TRUNCATION = """
+import os, sys
+import numpy as np, slipstream as ss
+from slipstream import fields as F
+
+path = ss.write(sys.argv[1] + "/im.arrow", [{"image": np.full((64, 64, 3), k, np.uint8)} for k in range(64)],
+                {"image": F.Image(codec="raw")}, page_size=1 << 15, progress=False)
+ds = ss.open(path)
+ds.encoded(60, "image")  # its page mapped and loaded
+with open(path, "r+b") as f:
+    f.truncate(os.path.getsize(path) // 8)  # changed in place
+try:
+    print("READ", int(np.asarray(ds.encoded(60, "image")[1]).sum()))
+except ss.CorruptFileError as exc:
+    print("CORRUPT", exc)
+"""
+
+
+def test_encoded_of_a_file_truncated_under_the_reader_is_reported_not_a_bus_error(tmp_path):
+    """encoded() (a pipeline's read of the stored bytes) checks the file like every read does."""
+    result = run_python(ENCODED_AFTER_TRUNCATION, timeout=120, argv=[str(tmp_path)])
+    assert result.returncode == 0, f"killed by signal {-result.returncode}: {result.stderr[-2000:]}"
+    assert result.stdout.startswith(f"CORRUPT {tmp_path}/im.arrow: the file changed under the reader"), result.stdout
+
+
 def test_packed_file_errors_pickle_as_themselves_so_worker_processes_report_them():
     import pickle
 

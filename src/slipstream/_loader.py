@@ -302,17 +302,22 @@ class DataLoader:
             return max(1, math.ceil(n / self.workers))
         return max(1, math.ceil(n / (4 * self.workers)))
 
-    def _check_not_empty(self, indices: np.ndarray, info: BatchInfo) -> None:
-        """An empty batch is refused with the default collate, as ``default_collate([])`` refuses it
-        (whether or not the buffers have a shape yet: one rule for every batch)."""
-        if len(indices) == 0 and self.collate is None:
-            raise ValueError(
-                f"slipstream: {info} is empty (the batch_sampler gave no indices): the default collate needs a "
-                "sample; drop empty batches from the sampler, or pass collate= to make something of them"
-            )
+    def _empty_batch(self, indices: np.ndarray, info: BatchInfo, job: Job) -> Job | None:
+        """``job`` failed with the error of an empty batch, when ``indices`` is one and the collate is
+        the default (``default_collate([])`` refuses it too; one rule whether or not the buffers have
+        a shape yet). It is that batch's own error: the epoch goes on past it with ``keep_going``."""
+        if len(indices) or self.collate is not None:
+            return None
+        job.fail(0, ValueError(
+            f"slipstream: {info} is empty (the batch_sampler gave no indices): the default collate needs a "
+            "sample; drop empty batches from the sampler, or pass collate= to make something of them"
+        ))
+        return job
 
     def _job(self, indices: np.ndarray, info: BatchInfo) -> Job:
-        self._check_not_empty(indices, info)
+        empty = self._empty_batch(indices, info, Job([], lambda: None, tag=info.batch))
+        if empty is not None:
+            return empty
         reader, n, k = self._reader, len(indices), info.batch
         step = self._chunk(n)
         starts = range(0, n, step) if n else range(0)
@@ -331,24 +336,28 @@ class DataLoader:
             return Job([(lambda p=p, a=a: fetch(p, a)) for p, a in enumerate(starts)], lambda: _Unshaped(_join(parts), indices, info), tag=k)
         return Job([(lambda p=p, a=a: fetch(p, a)) for p, a in enumerate(starts)], lambda: collated(collate, _join(parts), info), tag=k)
 
-    def _adopt(self, sample: Any) -> SlotPool:
-        """The batch buffers, shaped from ``sample`` unless they already are (once per loader)."""
+    def _publish(self, pool: SlotPool) -> None:
+        """Make ``pool`` the loader's batch buffers, unless it has some already (once per loader)."""
         with self._lock:
-            pool = self._pool
-            if pool is None:
-                pool = self._slot_pool(Spec.of(sample))
+            if self._pool is None:
                 self._reader.spec = pool.spec  # before the pool is published: in-place reads need it
                 self._pool = pool
-            return pool
 
     def _shape(self, unshaped: _Unshaped) -> Any:
         """The batch of samples read before the buffers had a shape: written into a buffer shaped
-        from the first of them (in the consumer's thread, so the first batch handed out decides)."""
+        from the first of them (in the consumer's thread, so the first batch handed out decides).
+        The buffers become the loader's only once the whole batch fits them: a batch that fails
+        shapes nothing (the next one handed out does)."""
         samples, indices = unshaped.samples, unshaped.indices
-        pool = self._adopt(samples[0])  # (never empty: see _check_not_empty)
+        pool = self._pool
+        fresh = pool is None
+        if fresh:
+            pool = self._slot_pool(Spec.of(samples[0]))  # (never empty: see _empty_batch)
         storage = pool.acquire(len(samples))
         for j, (i, sample) in enumerate(zip(indices.tolist(), samples)):
             pool.spec.write(storage, j, sample, f"sample {i} ({unshaped.info})")
+        if fresh:
+            self._publish(pool)
         return pool.spec.build(storage, len(samples))
 
     @property
@@ -390,7 +399,9 @@ class DataLoader:
     def _remote_job(self, indices: np.ndarray, info: BatchInfo) -> Any:
         from ._procexec import RemoteJob, collate_task, read_task, samples_task
 
-        self._check_not_empty(indices, info)
+        empty = self._empty_batch(indices, info, RemoteJob(info.batch, [], None, lambda results: None))
+        if empty is not None:
+            return empty
         n, k = len(indices), info.batch
         args = (info.seed, info.epoch, k)
         slots = self._pool

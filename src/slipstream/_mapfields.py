@@ -52,7 +52,7 @@ class MappedFields:
 
     def _source(self, index: int, name: str, sample: Mapping | None) -> ImageSource:
         if self._packed:
-            codec, data, shape = self.data.encoded(index, name)
+            codec, data, shape = self.data.encoded(index, name, check=False)  # getobs_into checked the file
             source = ImageSource(codec, data, shape)
             source.checked = self._checked[name][index]
             return source

@@ -240,12 +240,12 @@ class PackedDataset:
         except _DAMAGE as exc:
             raise self._damage(exc, i, columns, row) from exc
 
-    def encoded(self, index: int, name: str) -> tuple[str, Any, tuple[int, int, int]]:
+    def encoded(self, index: int, name: str, *, check: bool = True) -> tuple[str, Any, tuple[int, int, int]]:
         """(codec, stored bytes, (H, W, C)) of image field ``name`` of sample ``index``, the bytes a
-        zero-copy read-only view into the page: for pipelines that decode it themselves. The file's
-        identity is not checked here: a caller reads the sample's other fields first (``ss.open(p).map``
-        does), which checks it."""
-        columns, row, i = self._locate(index, check=False)
+        zero-copy read-only view into the page: for pipelines that decode it themselves. ``check=False``
+        skips the file-identity check (one fstat), for a caller that has just read the sample's other
+        fields, which checked it (``ss.open(p).map`` does)."""
+        columns, row, i = self._locate(index, check=check)
         column = columns[name]
         if not isinstance(column, _ImageColumn):
             raise TypeError(f"{self.path}: field {name!r} is not an image field ({self.fields[name]!r})")
