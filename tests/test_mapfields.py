@@ -147,3 +147,24 @@ def test_a_custom_op_whose_dtype_widens_later_is_refused_like_default_collate_no
         list(ss.DataLoader(mapped, 4))
     with pytest.raises(TypeError, match="float64.*float32"):
         ss.default_collate([mapped[i] for i in (0, 4)])
+
+
+@pytest.mark.parametrize("backend", ["thread", "process"])
+def test_samples_checked_strictly_once_are_remembered_across_epochs_and_worker_processes(tmp_path, backend):
+    """The strict JPEG check (the rows below the crop) is paid once per sample: marks made in forked
+    worker processes land in shared memory, so the parent and later epochs' workers see them."""
+    import pickle
+
+    images = [np.full((40, 48, 3), 10 * k, np.uint8) for k in range(12)]
+    path = ss.write(tmp_path / "m.arrow", [{"image": im} for im in images], {"image": F.Image(codec="jpeg")}, progress=False)
+    mapped = ss.open(path).map(image=[ops.RandomResizedCrop(16), ops.ToCHW()])
+    with ss.DataLoader(mapped, 4, shuffle=True, seed=0, workers=2, backend=backend, mp_context="fork") as loader:
+        first = [b["image"].copy() for b in loader]
+        assert bytes(mapped._checked["image"]) == b"\x01" * 12  # every sample marked: decoded by region
+        again = [b["image"].copy() for b in loader]
+    fresh = ss.DataLoader(ss.open(path).map(image=[ops.RandomResizedCrop(16), ops.ToCHW()]), 4, shuffle=True, seed=0)
+    next(iter(fresh))  # epoch 0 of a fresh loader, then its epoch 1: the same batches as the marked run's
+    np.testing.assert_array_equal(np.concatenate(again), np.concatenate([b["image"] for b in fresh]))
+    assert len(first) == 3
+    copy = pickle.loads(pickle.dumps(mapped))  # spawned workers: the marks travel as a copy
+    assert bytes(copy._checked["image"]) == b"\x01" * 12 and copy[3]["image"].shape == (3, 16, 16)

@@ -14,6 +14,7 @@ fields, and for each mapped one the pipeline's output shape and dtype as far as 
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Mapping
 from typing import Any
 
@@ -44,8 +45,20 @@ class MappedFields:
             # per mapped field and sample, how its stored bytes decoded strictly before (ImageSource.
             # checked): a region decode then reads only the rows it needs, and no header is parsed
             # again (the bytes of a file open for reading do not change; the reader refuses one
-            # changed in place)
-            self._checked = {name: bytearray(self._n) for name in pipelines}
+            # changed in place). Anonymous shared memory: marks made in forked worker processes
+            # are seen by the parent and by the workers of later epochs.
+            self._checked = {name: _marks(self._n) for name in pipelines}
+
+    def __getstate__(self) -> dict[str, Any]:  # spawned workers: the marks travel as bytes (a copy)
+        state = dict(self.__dict__)
+        if "_checked" in state:
+            state["_checked"] = {name: bytes(marks) for name, marks in state["_checked"].items()}
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        if "_checked" in state:
+            state["_checked"] = {name: _marks(len(marks), marks) for name, marks in state["_checked"].items()}
+        self.__dict__.update(state)
 
     def __len__(self) -> int:
         return self._n
@@ -151,6 +164,13 @@ _SIZES_HINT = (
     "to batch the images, give them one shape and dtype: a fixed-size ops.RandomResizedCrop, ops.CenterCrop or "
     "ops.Resize((h, w)) in the pipeline, and custom ops that return one dtype"
 )
+
+
+def _marks(n: int, initial: bytes = b"") -> mmap.mmap:
+    """``n`` bytes of anonymous shared memory (shared with forked children), set from ``initial``."""
+    marks = mmap.mmap(-1, max(n, 1))
+    marks[: len(initial)] = initial
+    return marks
 
 
 class _MappedImageNode(VarNode):
