@@ -241,19 +241,15 @@ def _class_names(packed: PackedDataset, given: Mapping[str, Sequence[str]] | Non
 class _Reopen:
     """Pickles a ``to_huggingface`` table as how to rebuild it (path and options), never as its data."""
 
-    def __init__(self, path: str, fields: list[str], class_names: dict[str, list[str]], encode_raw: bool, stamp: tuple[int, int]):
-        self.args = (path, fields, class_names, encode_raw, stamp)
+    def __init__(self, path: str, fields: list[str], class_names: dict[str, list[str]], encode_raw: bool, stamp: tuple[int, ...]):
+        self.args = (path, fields, class_names, encode_raw, list(stamp))
 
     def table(self) -> Any:
         path, fields, class_names, encode_raw, stamp = self.args
-        if _stamp(path) != stamp:
+        packed = PackedDataset(path, fields=fields)
+        if list(packed.identity) != stamp:
             raise RuntimeError(f"{path}: the packed file changed since ss.to_huggingface opened it; open it again")
-        return _build(Path(path), PackedDataset(path, fields=fields), class_names, encode_raw)[0]
-
-
-def _stamp(path: str | os.PathLike) -> tuple[int, int]:
-    info = os.stat(path)
-    return info.st_size, info.st_mtime_ns
+        return _build(Path(path), packed, class_names, encode_raw)[0]
 
 
 def _build(path: Path, packed: PackedDataset, class_names: dict[str, list[str]], encode_raw: bool) -> tuple[Any, Any]:
@@ -316,9 +312,8 @@ def to_huggingface(
     hf = _datasets()
     path = packed.path
     names = _class_names(packed, class_names)
-    stamp = _stamp(path)
     table, features = _build(path, packed, names, encode_raw)
-    reopen = _Reopen(str(path.resolve()), list(packed.fields), names, encode_raw, stamp)
+    reopen = _Reopen(str(path.resolve()), list(packed.fields), names, encode_raw, packed.identity)
     fingerprint = _fingerprint(reopen)
     info = hf.DatasetInfo(description=f"slipstream packed file {path}", features=features)
     return hf.Dataset(_packed_table(table, reopen), info=info, fingerprint=fingerprint)

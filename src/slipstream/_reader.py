@@ -388,6 +388,11 @@ class PackedDataset:
     def __repr__(self) -> str:
         return f"ss.open({str(self.path)!r}): {self._n} samples in {self.num_pages} pages, fields {list(self.fields)}"
 
+    @property
+    def identity(self) -> tuple[int, int, int]:
+        """(inode, size, mtime in ns) of the file as opened: a file with another is other data."""
+        return self._identity
+
     def __getstate__(self) -> dict[str, Any]:  # reopened by path: pages are never pickled
         return {"path": str(self.path), "cache": self.cache, "fields": list(self.fields), "identity": self._identity}
 
