@@ -96,7 +96,7 @@ def next_ready(jobs: dict[int, Any], consumed: int, in_order: bool) -> int | Non
 def fail(executor: Any, job: Job) -> NoReturn:
     """Raise failed ``job``'s error at the consumer: the executor goes on with the next jobs when
     it keeps going and the error is the job's own (``failed_tag`` names the job), else it closes."""
-    if executor._keep_going and not job.fatal:
+    if executor.keep_going and not job.fatal:
         executor.failed_tag = job.tag
     else:
         executor.close()
@@ -129,7 +129,7 @@ class InlineExecutor:
     def __init__(self, source: Iterator[Job], keep_going: bool = False):
         self._source = source
         self._closed = False
-        self._keep_going = keep_going
+        self.keep_going = keep_going  # public: part of the executor contract (see fail)
         self.last_tag: Any = None  # the tag of the job whose result ``next()`` returned last
         self.failed_tag: Any = None  # keep_going: the tag of the job whose error ``next()`` raised
 
@@ -207,7 +207,7 @@ class ThreadExecutor:
         self._init, self._init_error = init, None
         self._timed_out = False  # then close() does not wait for the thread that is stuck
         self._timeout, self._describe = timeout, describe
-        self._keep_going = keep_going
+        self.keep_going = keep_going  # public: part of the executor contract (see fail)
         self.last_tag: Any = None  # the tag of the job whose result ``next()`` returned last
         self.failed_tag: Any = None  # keep_going: the tag of the job whose error ``next()`` raised
         self._threads = [

@@ -74,7 +74,8 @@ class ProcessExecutor:
         keep_going: bool = False,
     ):
         self._pool, self._source, self._ahead, self._in_order = pool, source, ahead, in_order
-        self._timeout, self._describe, self._keep_going = timeout, describe, keep_going
+        self._timeout, self._describe = timeout, describe
+        self.keep_going = keep_going  # public: part of the executor contract (see _executor.fail)
         self._jobs: dict[int, RemoteJob] = {}  # position -> job, started and not handed out
         self._tickets: dict[int, tuple[RemoteJob, int]] = {}
         self._started = 0
