@@ -95,7 +95,7 @@ if FFCV_WORKER not in sys.argv:
     import slipstream as ss
     from slipstream import fields as F
     from slipstream import ops
-    from slipstream._demo import torch_rrc_params
+    from slipstream.cli.demo import torch_rrc_params
     import torch
     from torch.utils.data import DataLoader as TorchLoader
     from torch.utils.data import Dataset
@@ -534,12 +534,12 @@ def call_overhead(resample_into: Any) -> float:
 def gil_share(path: Path, samples: int, runs: int) -> dict[str, float]:
     """Per-sample microseconds, single-threaded: total, in the JPEG decode, in the resample kernel (less its
     Python call overhead), GIL held (the rest); and that call overhead."""
-    from slipstream import _pipeline
+    from slipstream.images import pipeline as _pipeline
 
     spent = {"decode": 0.0, "resample": 0.0, "calls": 0}
     saved = _pipeline._imaging, _pipeline._kernels, getattr(_pipeline, "_roi", None)
     if getattr(saved[1], "resample_into", None) is None or getattr(saved[0], "_simplejpeg", None) is None:
-        raise RuntimeError("slipstream._pipeline has no _kernels.resample_into / _imaging._simplejpeg to time")
+        raise RuntimeError("slipstream.images.pipeline has no _kernels.resample_into / _imaging._simplejpeg to time")
     overhead = call_overhead(saved[1].resample_into)
     _pipeline._imaging = _TimedImaging(saved[0], {}, spent)
     _pipeline._kernels = _Timed(saved[1], {"resample_into": "resample"}, spent)

@@ -103,7 +103,7 @@ def assert_batches_equal_default_collate(ds: Any, batch_size: int, workers: int,
     loader's sample ``i`` sees them (``ds[i]`` with that sample's random draws): structure, dtype,
     values; where that raises, the loader raises one of those error types at that batch."""
     import slipstream as ss
-    from slipstream._rng import sample_context
+    from slipstream.core.rng import sample_context
 
     n = len(ds)
     iterator = iter(ss.DataLoader(ds, batch_size=batch_size, workers=workers, seed=SEED, **kwargs))

@@ -2,7 +2,7 @@ from helpers import run_python
 
 
 def test_the_demo_runs_and_prints_slipstream_throughput():
-    result = run_python("from slipstream._cli import main; main(['demo', '--samples', '64', '--batch-size', '16'])", timeout=300)
+    result = run_python("from slipstream.cli.main import main; main(['demo', '--samples', '64', '--batch-size', '16'])", timeout=300)
     assert result.returncode == 0, result.stderr
     assert "slipstream DataLoader" in result.stdout and "img/s" in result.stdout
 
@@ -30,7 +30,7 @@ def _images_file(path, n=30, page_size=2048):
 
 def test_inspect_prints_schema_counts_sizes_and_codec_mix(tmp_path, capsys):
     import slipstream as ss
-    from slipstream._cli import main
+    from slipstream.cli.main import main
 
     path = tmp_path / "mix.ss"
     samples = _images_file(path)
@@ -52,7 +52,7 @@ def test_inspect_prints_schema_counts_sizes_and_codec_mix(tmp_path, capsys):
 
 
 def test_inspect_bad_files_print_one_line_and_exit_2(tmp_path, capsys):
-    from slipstream._cli import main
+    from slipstream.cli.main import main
 
     (tmp_path / "notes.txt").write_text("hello\n")
     path = tmp_path / "good.ss"
@@ -76,7 +76,7 @@ def test_inspect_bad_files_print_one_line_and_exit_2(tmp_path, capsys):
 
 
 def test_convert_options_are_checked_by_the_parser(tmp_path, capsys):
-    from slipstream._cli import _size, main
+    from slipstream.cli.main import _size, main
 
     assert [_size(s) for s in ("4096", "8M", "8MiB", "512k", "1G")] == [4096, 8 << 20, 8 << 20, 512 << 10, 1 << 30]
     for bad in (["--quality", "0"], ["--page-size", "lots"], ["--max-side", "-3"], ["--codec", "webp"]):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import slipstream as ss
-from slipstream._collate import Spec, spec_of_data
+from slipstream.core.collate import Spec, spec_of_data
 
 Point = namedtuple("Point", "x y")
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import slipstream as ss
-from slipstream._containers import write_obs
+from slipstream.core.containers import write_obs
 
 Pair = namedtuple("Pair", "x y")
 

@@ -15,8 +15,8 @@ from PIL import Image
 
 import slipstream as ss
 from slipstream import fields as F
-from slipstream._cli import main
-from slipstream._convert import ConvertError, open_source
+from slipstream.cli.main import main
+from slipstream.convert.sources import ConvertError, open_source
 
 
 def _pixels(seed: int, height: int, width: int, channels: int = 3) -> np.ndarray:
@@ -78,7 +78,7 @@ def test_image_folder_stores_jpegs_unchanged_labels_and_relative_paths(tree: Pat
         assert codec == "jpeg"
         if sample["path"].endswith(".jpg"):
             assert stored == source  # passed through: no second lossy encode
-            decoded = ss._imaging.as_image(source, "x")
+            decoded = ss.images.codecs.as_image(source, "x")
             np.testing.assert_array_equal(sample["image"], np.repeat(decoded, 3 // decoded.shape[2], axis=2))
         else:  # a PNG re-encoded as JPEG: close to its pixels
             original = np.asarray(Image.open(tree / sample["path"]).convert("RGB"))
@@ -95,7 +95,7 @@ def test_image_folder_lossless_codec_and_resize_options(tree: Path, tmp_path: Pa
     for i in range(len(ds)):
         sample = ds[i]
         assert _stored(ds, "image", i)[0] == "png"
-        decoded = ss._imaging.as_image((tree / sample["path"]).read_bytes(), "x")
+        decoded = ss.images.codecs.as_image((tree / sample["path"]).read_bytes(), "x")
         np.testing.assert_array_equal(sample["image"], np.repeat(decoded, 3 // decoded.shape[2], axis=2))  # RGB
     small = tmp_path / "small.ss"
     assert _convert(tree, small, "--codec", "qoi", "--max-side", "8", "--page-size", "1K") == 0
@@ -378,7 +378,7 @@ def test_class_names_survive_conversion(tree: Path, tmp_path: Path):
 
 
 def test_convert_stores_the_users_metadata_with_the_class_names(tree: Path, tmp_path: Path):
-    from slipstream._convert import convert
+    from slipstream.convert.sources import convert
 
     path, _ = convert(tree, tmp_path / "m.ss", progress=False, metadata={"license": "CC-BY-4.0"})
     assert ss.open(path).metadata == {"class_names": {"label": ["cat", "dog"]}, "license": "CC-BY-4.0"}

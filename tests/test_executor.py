@@ -2,7 +2,7 @@ import threading
 
 import pytest
 
-from slipstream._executor import InlineExecutor, Job, ThreadExecutor
+from slipstream.loading.executor import InlineExecutor, Job, ThreadExecutor
 
 
 def value_job(value, log=None, gate=None):

@@ -13,7 +13,8 @@ from PIL import Image
 import slipstream as ss
 from helpers import assert_same, snapshot
 from packed import photo_like
-from slipstream import _pipeline, ops
+from slipstream import ops
+from slipstream.images import pipeline as _pipeline
 from slipstream import fields as F
 
 

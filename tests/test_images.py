@@ -6,7 +6,7 @@ import simplejpeg
 from PIL import Image
 
 from packed import photo_like, roundtrip
-from slipstream import _imaging
+from slipstream.images import codecs as _imaging
 from slipstream import fields as F
 
 

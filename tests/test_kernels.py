@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from slipstream import _kernels as K
+from slipstream.images import kernels as K
 
 IMPLS = [
     pytest.param(K._resample_numpy, id="numpy"),
@@ -244,7 +244,7 @@ def test_public_function_dispatches_and_warm_up():
 def test_environment_variable_selects_the_numpy_fallback():
     env = dict(os.environ, SLIPSTREAM_NO_NUMBA="1")
     env["PYTHONPATH"] = os.pathsep.join(p for p in [os.path.dirname(os.path.dirname(K.__file__)), env.get("PYTHONPATH")] if p)
-    code = "from slipstream import _kernels as K; print(K.NUMBA, K.warm_up())"
+    code = "from slipstream.images import kernels as K; print(K.NUMBA, K.warm_up())"
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split()[:2] == ["False", "0.0"]
@@ -256,7 +256,7 @@ def test_the_first_calls_run_on_numpy_while_numba_compiles_in_the_background():
     result = run_python(
         """
         import numpy as np
-        from slipstream import _kernels
+        from slipstream.images import kernels as _kernels
         src = np.zeros((8, 8, 3), np.uint8)
         out = np.empty((4, 4, 3), np.uint8)
         _kernels.resample_into(src, (0, 0, 8, 8), out)  # starts the compile, returns at once

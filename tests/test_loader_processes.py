@@ -456,12 +456,12 @@ def test_a_full_shm_directory_reported_by_fallocate_names_the_size_and_the_way_o
     monkeypatch.setattr(os, "posix_fallocate", full)
     monkeypatch.setenv("SLIPSTREAM_SHM_DIR", str(tmp_path))
     with pytest.raises(ss.SharedMemoryError, match=r"need 1\.0 MiB more of shared memory in " + str(tmp_path)):
-        ss._shm.Segment(2**20)
+        ss.workers.shm.Segment(2**20)
     assert list(tmp_path.iterdir()) == []  # the file was unlinked at once
 
 
 def test_pickled_exceptions_that_cannot_be_rebuilt_become_runtime_errors_with_the_text():
-    from slipstream._procpool import _rebuild, _wrap_error
+    from slipstream.workers.pool import _rebuild, _wrap_error
 
     class Odd(Exception):
         def __init__(self, a, b):  # pickles as Odd(message) and cannot be rebuilt

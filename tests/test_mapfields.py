@@ -155,7 +155,7 @@ def test_samples_checked_strictly_once_are_remembered_across_epochs_and_worker_p
     worker processes land in shared memory, so the parent and later epochs' workers see them."""
     import pickle
 
-    from slipstream import _pipeline
+    from slipstream.images import pipeline as _pipeline
 
     marked = b"\x01" * 12 if _pipeline._roi is not None else bytes(12)  # whole decodes need no marks
     images = [np.full((40, 48, 3), 10 * k, np.uint8) for k in range(12)]

@@ -21,7 +21,7 @@ from test_reader_batches import packed_samples
 import slipstream as ss
 from slipstream import fields as F
 from slipstream import ops
-from slipstream._pipeline import Pipeline
+from slipstream.images.pipeline import Pipeline
 
 
 def _to_float32(image: np.ndarray) -> np.ndarray:

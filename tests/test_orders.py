@@ -5,7 +5,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slipstream._orders import num_batches, permutation, shard, shard_batches, split_batches
+from slipstream.core.orders import num_batches, permutation, shard, shard_batches, split_batches
 
 
 @given(st.integers(0, 300), st.integers(0, 2**63 - 1), st.integers(0, 1000))

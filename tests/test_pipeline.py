@@ -13,11 +13,13 @@ from PIL import Image
 
 import slipstream as ss
 from packed import photo_like
-from slipstream import _imaging, _pipeline, ops
+from slipstream import ops
+from slipstream.images import codecs as _imaging
+from slipstream.images import pipeline as _pipeline
 from slipstream.ops import Decode, Window
 
 try:
-    from slipstream import _roijpeg
+    from slipstream.images import _roijpeg as _roijpeg
 except ImportError:  # not built: the region path is tested where it is
     _roijpeg = None
 

@@ -3,8 +3,8 @@ import threading
 import numpy as np
 
 import slipstream as ss
-from slipstream._orders import permutation
-from slipstream._rng import sample_context, seed_rng
+from slipstream.core.orders import permutation
+from slipstream.core.rng import sample_context, seed_rng
 
 
 def test_outside_a_loader_sample_rng_returns_a_working_generator():

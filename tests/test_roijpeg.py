@@ -10,10 +10,11 @@ from PIL import Image
 import slipstream as ss
 from helpers import assert_same, run_python, snapshot
 from packed import photo_like
-from slipstream import _pipeline, ops
+from slipstream import ops
+from slipstream.images import pipeline as _pipeline
 from slipstream import fields as F
 
-roi = pytest.importorskip("slipstream._roijpeg", reason="the _roijpeg extension is not built (no compiler or libjpeg headers)")
+roi = pytest.importorskip("slipstream.images._roijpeg", reason="the _roijpeg extension is not built (no compiler or libjpeg headers)")
 
 
 @pytest.mark.parametrize("subsampling, gray", [("420", False), ("444", False), ("Gray", True)])
@@ -65,7 +66,7 @@ def test_bad_input_raises_value_error_instead_of_crashing():
     result = run_python(
         """
         import numpy as np, simplejpeg
-        from slipstream import _roijpeg
+        from slipstream.images import _roijpeg as _roijpeg
         data = bytearray(simplejpeg.encode_jpeg(np.full((64, 64, 3), 90, np.uint8), quality=90))
         out = np.empty(1 << 16, np.uint8)
         errors = 0
@@ -179,7 +180,7 @@ def test_fuzzed_jpegs_raise_value_errors_and_never_crash():
         """
         import io, numpy as np, simplejpeg
         from PIL import Image
-        from slipstream import _roijpeg
+        from slipstream.images import _roijpeg as _roijpeg
         rng = np.random.default_rng(0)
         image = np.clip(rng.normal(128, 40, (72, 56, 3)), 0, 255).astype(np.uint8)
         progressive = io.BytesIO()

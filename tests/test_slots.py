@@ -1,7 +1,7 @@
 import numpy as np
 
-from slipstream._collate import Spec
-from slipstream._slots import SlotPool
+from slipstream.core.collate import Spec
+from slipstream.core.slots import SlotPool
 
 
 def make_pool(capacity=3):

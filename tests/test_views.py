@@ -4,7 +4,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import slipstream as ss
-from slipstream._views import ObsView
+from slipstream.core.views import ObsView
 
 
 def test_obsview_reindexes_and_supports_slices_masks_and_negative_indices():

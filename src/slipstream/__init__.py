@@ -7,9 +7,9 @@ drop-in for PyTorch's; ``slipstream.jax.device_prefetch`` feeds JAX devices.
 """
 
 from . import fields, ops
-from ._collate import default_collate
-from ._containers import getobs, getobs_into, numobs
-from ._errors import (
+from .core.collate import default_collate
+from .core.containers import getobs, getobs_into, numobs
+from .core.errors import (
     ChecksumError,
     CorruptFileError,
     FormatVersionError,
@@ -18,19 +18,19 @@ from ._errors import (
     PackedFileError,
     TruncatedFileError,
 )
-from ._huggingface import to_huggingface
-from ._imagefolder import imagefolder
-from ._loader import DataLoader
-from ._mapfields import mapfields
-from ._parallel import loadparallel
-from ._reader import PackedDataset, open
-from ._writer import write
-from ._rng import sample_rng
-from ._views import batchview, joinobs, mapobs, obsview, shuffleobs, splitobs
-from ._procpool import WorkerError
-from ._sharedlist import SharedList
-from ._shm import SharedMemoryError
-from ._workerinfo import WorkerInfo, worker_info
+from .convert.huggingface import to_huggingface
+from .convert.imagefolder import imagefolder
+from .loading.loader import DataLoader
+from .files.mapped import mapfields
+from .loading.parallel import loadparallel
+from .files.packed import PackedDataset, open
+from .files.writer import write
+from .core.rng import sample_rng
+from .core.views import batchview, joinobs, mapobs, obsview, shuffleobs, splitobs
+from .workers.pool import WorkerError
+from .workers.sharedlist import SharedList
+from .workers.shm import SharedMemoryError
+from .core.workerinfo import WorkerInfo, worker_info
 
 __version__ = "0.1.0"
 

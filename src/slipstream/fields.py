@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ._field_base import Column, Field, binary_views, field_from_spec, pyarrow_module, slice_row
+from .files.field import Column, Field, binary_views, field_from_spec, pyarrow_module, slice_row
 
 __all__ = ["Array", "Bool", "Bytes", "Field", "Float", "Image", "Int", "JSON", "Text", "field_from_spec"]
 
@@ -35,7 +35,7 @@ class _ScalarColumn(Column):
         return self.get(row)
 
     def batch_node(self, row: int) -> Any:
-        from ._collate import ArrayLeaf
+        from .core.collate import ArrayLeaf
 
         return ArrayLeaf((), self.values.dtype)  # what default_collate makes of the Python values
 
@@ -240,5 +240,5 @@ class JSON(_Variable):
         return text
 
 
-from ._field_array import Array  # noqa: E402 - registered kinds, re-exported here
-from ._field_image import Image  # noqa: E402
+from .files.field_array import Array  # noqa: E402 - registered kinds, re-exported here
+from .files.field_image import Image  # noqa: E402

@@ -37,8 +37,8 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess witho
 
 import numpy as np
 
-from ._loader import _check_int
-from ._readers import add_note
+from .loading.loader import _check_int
+from .loading.readers import add_note
 
 __all__ = ["DevicePrefetch", "device_prefetch"]
 

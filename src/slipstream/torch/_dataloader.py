@@ -25,7 +25,7 @@ import numpy as np
 import torch
 import torch.utils.data as _tud
 
-from .._loader import DataLoader as _SSLoader
+from ..loading.loader import DataLoader as _SSLoader
 from ._convert import Convert, _keep, _plan
 from ._datasets import (
     _BatchIntoDataset,
@@ -307,7 +307,7 @@ class DataLoader(_tud.DataLoader[_T_co]):
 
     # IterableDataset, in worker processes, taken round-robin
     def _iterable_processes(self, base_seed: int, shared_seed: int | None) -> Iterator[Any]:
-        from .._procpool import WorkerPool
+        from ..workers.pool import WorkerPool
 
         persistent = self.persistent_workers
         pool = self._iter_pool if persistent else None

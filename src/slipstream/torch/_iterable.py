@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .._procpool import WorkerError
+from ..workers.pool import WorkerError
 from ._globals import _seed_like_torch, _set_torch_worker_info
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .._procpool import WorkerError
+from ..workers.pool import WorkerError
 from ._convert import _keep
 from ._iterable import DataLoaderTimeoutError, _torch_worker_error
 

@@ -1,0 +1,237 @@
+"""The ``slipstream`` command line: ``slipstream demo``, ``slipstream convert`` and ``slipstream inspect``."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from typing import Any
+
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+
+
+def _size(text: str) -> int:
+    """A byte count: ``8388608``, ``8M``, ``8MiB``, ``512k`` (binary units)."""
+    match = re.fullmatch(r"\s*(\d+)\s*([kmg]?)(?:i?b)?\s*", text.lower())
+    if match is None or int(match.group(1)) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive byte count such as 8388608, 8M or 8MiB, got {text!r}")
+    return int(match.group(1)) * _UNITS[match.group(2)]
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _quality(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 100:
+        raise argparse.ArgumentTypeError(f"expected an integer in 1..100, got {text!r}")
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .. import __version__
+
+    parser = argparse.ArgumentParser(prog="slipstream", description="slipstream: data loading at hardware speed")
+    parser.add_argument("--version", action="version", version=f"slipstream {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    demo = commands.add_parser("demo", help="make, pack and train-load photo-like JPEGs with slipstream and torch; print img/s")
+    demo.add_argument("--samples", type=_positive, default=1000, help="images (default 1000)")
+    demo.add_argument("--batch-size", type=_positive, default=64)
+    demo.add_argument("--workers", type=_positive, default=2)
+
+    convert = commands.add_parser(
+        "convert",
+        help="pack an image folder, .npy/.npz, .parquet or saved Hugging Face dataset into a packed file",
+        description="Pack SRC into the packed file OUT. SRC: a folder root/<class>/<images> (fields image, label, path), "
+        "a .npy file (field 'data'), a .npz file (a field per key), a .parquet file (a field per column), or a Hugging Face "
+        "dataset saved with save_to_disk (a field per feature). The image options apply to every image field. Class names "
+        "(folder names, ClassLabel names) are stored in the file's metadata. OUT is checked first: an existing file is "
+        "replaced only with --force.",
+    )
+    convert.add_argument("src", metavar="SRC")
+    convert.add_argument("out", metavar="OUT")
+    convert.add_argument("--codec", choices=["jpeg", "png", "qoi", "raw"], default="jpeg", help="image codec (default jpeg)")
+    convert.add_argument("--quality", type=_quality, default=90, help="JPEG quality 1..100 (default 90)")
+    convert.add_argument(
+        "--channels",
+        choices=["auto", "3", "1", "keep"],
+        default="auto",
+        help="store images as RGB (3), grayscale (1) or as each is (keep); auto (default): RGB for image folders, keep otherwise",
+    )
+    convert.add_argument("--max-side", type=_positive, default=None, metavar="N", help="downscale images so the longer side is at most N")
+    convert.add_argument("--min-side", type=_positive, default=None, metavar="N", help="downscale images so the shorter side is at most N")
+    convert.add_argument(
+        "--policy", choices=["smart", "proportion"], default=None, help="compress only large images (smart) or a seeded half of them (proportion)"
+    )
+    convert.add_argument("--workers", type=_positive, default=None, metavar="N", help="encoding threads (default: CPU count, at most 8)")
+    convert.add_argument("--page-size", type=_size, default=8 << 20, metavar="BYTES", help="bytes per page (default 8MiB; K, M, G suffixes)")
+    convert.add_argument("--no-progress", action="store_true", help="no progress bar (default: one when stderr is a terminal)")
+    convert.add_argument("--force", action="store_true", help="replace OUT if it exists (checked before any encoding)")
+
+    inspect = commands.add_parser("inspect", help="print a packed file's schema, counts, sizes and image codecs")
+    inspect.add_argument("file", metavar="FILE")
+    inspect.add_argument("--validate", action="store_true", help="also check every page's checksum")
+
+    args = parser.parse_args(argv)
+    if args.command == "demo":
+        from .demo import run
+
+        run(n=args.samples, batch_size=args.batch_size, workers=args.workers)
+    elif args.command == "convert":
+        return _convert(args)
+    elif args.command == "inspect":
+        return _inspect(args.file, args.validate)
+    return 0
+
+
+def _fail(command: str, exc: BaseException) -> int:
+    message = " ".join(str(exc).split()) or type(exc).__name__  # one line
+    print(f"slipstream {command}: {message}", file=sys.stderr)
+    return 2
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"  # pragma: no cover
+
+
+def _channels(text: str) -> int | str | None:
+    return {"auto": "auto", "keep": None}[text] if text in ("auto", "keep") else int(text)
+
+
+def _convert(args: argparse.Namespace) -> int:
+    from ..convert.sources import convert
+    from ..files.field import pyarrow_module as _pa
+
+    try:
+        arrow_error = _pa().ArrowException
+    except ImportError as exc:
+        return _fail("convert", exc)
+    try:
+        path, source = convert(
+            args.src,
+            args.out,
+            codec=args.codec,
+            quality=args.quality,
+            channels=_channels(args.channels),
+            max_side=args.max_side,
+            min_side=args.min_side,
+            policy=args.policy,
+            workers=args.workers,
+            progress=False if args.no_progress else None,
+            page_size=args.page_size,
+            force=args.force,
+        )
+    except (ValueError, TypeError, OSError, ImportError, arrow_error) as exc:
+        return _fail("convert", exc)
+    fields = ", ".join(f"{name} ({field.kind})" for name, field in source.fields.items())
+    print(f"{path}: {len(source)} samples from the {source.kind} {source.path}; fields {fields}; {_human(path.stat().st_size)}")
+    return 0
+
+
+def _settings(field: Any) -> str:
+    params = field.params()
+    if field.kind == "image":
+        if params.get("policy") != "smart":
+            params.pop("threshold", None)
+        if params.get("policy") != "proportion":
+            params.pop("proportion", None)
+            params.pop("seed", None)
+        if params.get("codec") != "jpeg":
+            params.pop("quality", None)
+    if field.kind == "array" and params.get("shape") is not None:
+        params.pop("ndim", None)
+    shown = [f"{k}={v}" for k, v in params.items() if v is not None]
+    return " ".join(shown) or "-"
+
+
+def _inspect(file: str, validate: bool) -> int:
+    import numpy as np
+
+    from ..core.errors import PackedFileError
+    from ..files.field import pyarrow_module as _pa
+    from ..files.packed import open as open_packed
+
+    try:
+        pa = _pa()
+        import pyarrow.ipc  # noqa: F401
+    except ImportError as exc:
+        return _fail("inspect", exc)
+    try:
+        ds = open_packed(file)
+        reader = pa.ipc.open_file(pa.memory_map(str(ds.path)))
+        names = list(ds.fields)
+        index = [reader.schema.get_field_index(n) for n in names]
+        stored = dict.fromkeys(names, 0)
+        images = {n: {"codes": [], "heights": [], "widths": []} for n, f in ds.fields.items() if f.kind == "image"}
+        for p in range(ds.num_pages):
+            batch = reader.get_batch(p)
+            for name, k in zip(names, index):
+                stored[name] += batch.column(k).nbytes
+            if images:
+                columns = ds._page(p)
+                for name, acc in images.items():
+                    column = columns[name]
+                    acc["codes"].append(np.asarray(column.codes))
+                    acc["heights"].append(np.asarray(column.heights))
+                    acc["widths"].append(np.asarray(column.widths))
+        if validate:
+            ds.validate()
+    except (PackedFileError, OSError, ValueError, pa.ArrowException) as exc:
+        return _fail("inspect", exc)
+
+    n = len(ds)
+    size = ds.path.stat().st_size
+    per = (lambda b: _human(b / n)) if n else (lambda b: "-")
+    meta = ds.format_metadata
+    out = [
+        f"file      {ds.path}",
+        f"format    {meta.get('format')} version {meta.get('version')}, pages of about {_human(meta.get('page_size', 0))}",
+        f"samples   {n}",
+        f"pages     {ds.num_pages}",
+        f"size      {_human(size)} ({size} bytes), {per(size)} per sample",
+        "",
+    ]
+    rows = [("field", "kind", "settings", "stored", "per sample")]
+    for name, field in ds.fields.items():
+        rows.append((name, field.kind, _settings(field), _human(stored[name]), per(stored[name])))
+    rows.append(("(all)", "", "", _human(sum(stored.values())), per(sum(stored.values()))))
+    widths = [max(len(r[c]) for r in rows) for c in range(4)]
+    out += ["  ".join(cell.ljust(w) for cell, w in zip(r[:4], widths)) + "  " + r[4] for r in rows]
+    codec_names = {code: codec for codec, code in meta.get("codecs", {}).items()}
+    for name, acc in images.items():
+        codes = np.concatenate(acc["codes"]) if acc["codes"] else np.zeros(0, np.int8)
+        if not len(codes):
+            out.append(f"image field {name!r}: no samples")
+            continue
+        values, counts = np.unique(codes, return_counts=True)
+        mix = ", ".join(f"{codec_names.get(int(v), f'code {int(v)}')} {c} ({100 * c / len(codes):.1f}%)" for v, c in zip(values, counts))
+        heights, widths_ = np.concatenate(acc["heights"]), np.concatenate(acc["widths"])
+        out.append("")
+        out.append(f"image field {name!r}: codecs {mix}")
+        out.append(
+            f"  mean height {heights.mean():.1f}, mean width {widths_.mean():.1f} "
+            f"(height {heights.min()}..{heights.max()}, width {widths_.min()}..{widths_.max()})"
+        )
+    if validate:
+        out.append("")
+        out.append(f"checksums ok ({ds.num_pages} page{'' if ds.num_pages == 1 else 's'})")
+    print("\n".join(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

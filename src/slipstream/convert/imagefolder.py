@@ -1,0 +1,73 @@
+"""``ss.imagefolder(root)``: a class-per-folder image tree (torchvision's ImageFolder layout) as a container.
+
+``root/<class>/<file>``: classes are the sorted sub-folder names, labelled 0, 1, ...; files are
+taken in sorted order within each class (so the order, and a packed file made from it, is
+deterministic). ``ds[i]`` is ``{"image": ..., "label": int, "path": str}`` where the image is the
+file's encoded bytes (the default: ``ss.write`` then stores JPEGs without a second lossy encode)
+or, with ``decode=True``, a uint8 (H, W, C) array with ``channels`` channels (3 by default, RGB as
+torchvision's ImageFolder gives; None keeps each file's own). Encoded bytes keep the file's own
+channels: pack them with ``F.Image(channels=3)``, or map them with ``ops.ToRGB()``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from ..images import codecs as _imaging
+
+__all__ = ["ImageFolder", "imagefolder"]
+
+EXTENSIONS = (".jpg", ".jpeg", ".png", ".qoi", ".bmp", ".ppm", ".pgm", ".tif", ".tiff", ".webp")
+
+
+class ImageFolder:
+    """A class-per-folder tree of image files (see ``ss.imagefolder``)."""
+
+    def __init__(
+        self, root: str | os.PathLike, decode: bool = False, extensions: tuple[str, ...] = EXTENSIONS, channels: int | None = 3
+    ):
+        if channels not in (None, 1, 3) or isinstance(channels, bool):
+            raise ValueError(f"channels must be None (each file's own), 1 (grayscale) or 3 (RGB), got {channels!r}")
+        self.root = Path(root)
+        if not self.root.is_dir():
+            raise NotADirectoryError(f"{self.root}: expected a folder with one sub-folder of images per class")
+        self.classes = sorted(entry.name for entry in os.scandir(self.root) if entry.is_dir() and not entry.name.startswith("."))
+        if not self.classes:
+            raise ValueError(f"{self.root}: no class sub-folders found (expected root/<class>/<image files>)")
+        extensions = tuple(e.lower() for e in extensions)
+        self.samples: list[tuple[str, int]] = []
+        for label, name in enumerate(self.classes):
+            for folder, subdirs, files in sorted(os.walk(self.root / name, followlinks=True)):
+                subdirs.sort()
+                for file in sorted(files):
+                    if file.lower().endswith(extensions) and not file.startswith("."):
+                        self.samples.append((os.path.join(folder, file), label))
+        self.decode, self.channels = decode, channels
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        path, label = self.samples[index]
+        data = Path(path).read_bytes()
+        image: Any = data
+        if self.decode:
+            image = _imaging.as_image(data, path)
+            if self.channels is not None:
+                image = _imaging.to_channels(image, self.channels)
+        return {"image": image, "label": label, "path": path}
+
+    def sample_origin(self, index: int) -> str:
+        """Where sample ``index`` comes from, for error messages (``ss.write`` uses it)."""
+        return f"file {self.samples[index][0]}"
+
+    def __repr__(self) -> str:
+        return f"ss.imagefolder({str(self.root)!r}): {len(self)} images in {len(self.classes)} classes"
+
+
+def imagefolder(root: str | os.PathLike, decode: bool = False, channels: int | None = 3) -> ImageFolder:
+    """The images under ``root/<class>/`` as a container of ``{"image", "label", "path"}`` samples;
+    ``channels`` applies to decoded images (``decode=True``), see the module doc."""
+    return ImageFolder(root, decode=decode, channels=channels)

@@ -1,0 +1,356 @@
+"""Conversion sources from Arrow tables: a ``.parquet`` file (read batch by batch, so memory stays
+bounded) and a Hugging Face dataset saved with ``save_to_disk`` (read with pyarrow alone): one field
+per column, chosen by the Hugging Face features when present, else by the Arrow type.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..images import codecs as _imaging
+from .. import fields as F
+from .base import ConvertError, Source
+from ..files.field import Field
+from ..files.field import pyarrow_module as _pa
+
+_ROWS_PER_BATCH_BYTES = 32 << 20  # about how many bytes of table rows to decode at a time
+_PANDAS_INDEX = re.compile(r"__index_level_\d+__")
+
+
+@dataclass
+class _Column:
+    """How one table column becomes one field: ``values(array, first_row)`` -> a value per row."""
+
+    name: str
+    field: Field
+    values: Callable[[Any, int], Any]
+    class_names: list[str] | None = None  # a Hugging Face ClassLabel's names
+
+
+def _null_error(where: Path, column: str, row: int, hint: str = "") -> ConvertError:
+    return ConvertError(f"{where}: column {column!r} is null at row {row}; packed files hold no nulls: fill or drop them first{hint}")
+
+
+def _first_null(array: Any) -> int:
+    return int(np.flatnonzero(array.is_null().to_numpy(zero_copy_only=False))[0])
+
+
+def _plain(array: Any) -> Any:
+    pa = _pa()
+    return array.dictionary_decode() if pa.types.is_dictionary(array.type) else array
+
+
+def _numpy_values(array: Any, first_row: int) -> Any:
+    return _plain(array).to_numpy(zero_copy_only=False)
+
+
+def _list_values(array: Any, first_row: int) -> Any:
+    return _plain(array).to_pylist()
+
+
+def _is_image_struct(typ: Any) -> bool:
+    pa = _pa()
+    if not pa.types.is_struct(typ):
+        return False
+    names = {typ.field(i).name for i in range(typ.num_fields)}
+    return "bytes" in names and "path" in names and _is_binary(typ.field("bytes").type)
+
+
+def _is_binary(typ: Any) -> bool:
+    pa = _pa()
+    checks = [pa.types.is_binary, pa.types.is_large_binary, pa.types.is_fixed_size_binary, getattr(pa.types, "is_binary_view", None)]
+    return any(check is not None and check(typ) for check in checks)
+
+
+def _is_string(typ: Any) -> bool:
+    pa = _pa()
+    checks = [pa.types.is_string, pa.types.is_large_string, getattr(pa.types, "is_string_view", None)]
+    return any(check is not None and check(typ) for check in checks)
+
+
+def _is_nested(typ: Any) -> bool:
+    pa = _pa()
+    checks = [pa.types.is_list, pa.types.is_large_list, pa.types.is_fixed_size_list, pa.types.is_struct, pa.types.is_map]
+    checks.append(getattr(pa.types, "is_list_view", None))
+    checks.append(getattr(pa.types, "is_large_list_view", None))
+    return any(check is not None and check(typ) for check in checks)
+
+
+def _image_struct_values(where: Path, name: str, base: Path) -> Callable[[Any, int], Any]:
+    """Values of a Hugging Face image struct {bytes, path}: the bytes, else the file at ``path``."""
+
+    def values(array: Any, first_row: int) -> list[Any]:
+        out = []
+        for k, (data, file) in enumerate(zip(array.field("bytes").to_pylist(), array.field("path").to_pylist())):
+            if data is None:
+                candidate = Path(file) if file else None
+                if candidate is not None and not candidate.is_absolute():
+                    candidate = base / candidate
+                if candidate is None or not candidate.is_file():
+                    hint = f" (its image has no bytes, and its path {file!r} is not a file)" if file else ""
+                    raise _null_error(where, name, first_row + k, hint)
+                data = candidate.read_bytes()
+            out.append(data)
+        return out
+
+    return values
+
+
+def _arrow_column(where: Path, name: str, typ: Any, first: Callable[[], Any], image: F.Image) -> _Column:
+    """The field for a column from its Arrow type (``first()`` gives its first values, to sniff image bytes)."""
+    import copy
+
+    pa = _pa()
+    value_type = typ.value_type if pa.types.is_dictionary(typ) else typ
+    if pa.types.is_boolean(value_type):
+        return _Column(name, F.Bool(), _numpy_values)
+    if pa.types.is_integer(value_type):
+        return _Column(name, F.Int(), _numpy_values)
+    if pa.types.is_floating(value_type):
+        return _Column(name, F.Float(), _numpy_values)
+    if _is_string(value_type):
+        return _Column(name, F.Text(), _list_values)
+    if _is_binary(value_type):
+        sample = next((v for v in _plain(first()).to_pylist() if v is not None), None)
+        if sample is not None and _imaging.sniff(sample) is not None:
+            return _Column(name, copy.deepcopy(image), _list_values)
+        return _Column(name, F.Bytes(), _list_values)
+    if _is_image_struct(value_type):
+        return _Column(name, copy.deepcopy(image), _image_struct_values(where, name, where.parent if where.is_file() else where))
+    if _is_nested(value_type):
+        return _Column(name, F.JSON(), _list_values)
+    raise ConvertError(
+        f"{where}: column {name!r} has Arrow type {typ}, which no slipstream field holds "
+        "(integers, floats, bools, strings, binary, lists and structs can be converted): cast or drop it first"
+    )
+
+
+_HF_ARRAYS = {"Array2D": 2, "Array3D": 3, "Array4D": 4, "Array5D": 5}
+_HF_UNSUPPORTED = ("Audio", "Video", "Pdf", "Nifti")
+
+
+def _hf_column(where: Path, name: str, feature: Any, typ: Any, first: Callable[[], Any], image: F.Image) -> _Column:
+    """The field for a column from its Hugging Face feature (the Arrow type where the feature says no more)."""
+    import copy
+
+    kind = feature.get("_type") if isinstance(feature, dict) else None
+    if kind == "Image":
+        if not _is_image_struct(typ) and not _is_binary(typ):
+            raise ConvertError(f"{where}: column {name!r} is an Image feature stored as {typ}, expected a struct of bytes and path")
+        if _is_binary(typ):
+            return _Column(name, copy.deepcopy(image), _list_values)
+        return _Column(name, copy.deepcopy(image), _image_struct_values(where, name, where if where.is_dir() else where.parent))
+    if kind == "ClassLabel":
+        names = feature.get("names")
+        valid = isinstance(names, list) and all(isinstance(n, str) for n in names)
+        return _Column(name, F.Int(), _numpy_values, names if valid else None)
+    if kind in _HF_ARRAYS:
+        dtype = np.dtype(feature.get("dtype", "float32"))
+        shape = feature.get("shape")
+        if not isinstance(shape, list) or len(shape) != _HF_ARRAYS[kind]:
+            raise ConvertError(f"{where}: column {name!r}: the {kind} feature has shape {shape!r}")
+        fixed = all(isinstance(s, int) and s >= 0 for s in shape)
+        array_field = F.Array(dtype=dtype, shape=shape) if fixed else F.Array(dtype=dtype, ndim=len(shape))
+        return _Column(name, array_field, lambda array, first_row: [np.asarray(v, dtype=dtype) for v in array.to_pylist()])
+    if kind in _HF_UNSUPPORTED:
+        raise ConvertError(
+            f"{where}: column {name!r} is a Hugging Face {kind} feature, which slipstream does not convert: drop the column first"
+        )
+    return _arrow_column(where, name, typ, first, image)
+
+
+class _TableRows:
+    """A sized iterable (not a container, so ``ss.write`` streams it) of dict samples from record batches."""
+
+    def __init__(self, where: Path, batches: Callable[[], Iterator[Any]], total: int, columns: list[_Column]):
+        self.where, self.batches, self.total, self.columns = where, batches, total, columns
+
+    def __len__(self) -> int:
+        return self.total
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        first_row = 0
+        for batch in self.batches():
+            values = []
+            for column in self.columns:
+                array = batch.column(column.name)
+                if array.null_count:
+                    raise _null_error(self.where, column.name, first_row + _first_null(array))
+                values.append(column.values(array, first_row))
+            names = [column.name for column in self.columns]
+            for k in range(batch.num_rows):
+                yield {name: v[k] for name, v in zip(names, values)}
+            first_row += batch.num_rows
+
+
+def _hf_features(metadata: dict[bytes, bytes] | None) -> dict[str, Any]:
+    """The ``features`` Hugging Face stores in an Arrow or Parquet schema's metadata (empty when none)."""
+    raw = (metadata or {}).get(b"huggingface")
+    if raw is None:
+        return {}
+    try:
+        features = json.loads(raw).get("info", {}).get("features")
+    except (ValueError, AttributeError):
+        return {}
+    return features if isinstance(features, dict) else {}
+
+
+def _table_columns(where: Path, schema: Any, features: dict[str, Any], first: Callable[[str], Any], image: F.Image) -> list[_Column]:
+    columns = []
+    for arrow_field in schema:
+        name = arrow_field.name
+        if _PANDAS_INDEX.fullmatch(name):
+            continue  # a pandas index written along: not data
+        columns.append(_hf_column(where, name, features.get(name), arrow_field.type, lambda name=name: first(name), image))
+    if not columns:
+        raise ConvertError(f"{where}: the table has no columns")
+    return columns
+
+
+def _source(kind: str, where: Path, rows: _TableRows, columns: list[_Column]) -> Source:
+    """The source of a table's rows, its ClassLabel names kept as ``{"class_names": {column: names}}``."""
+    class_names = {c.name: c.class_names for c in columns if c.class_names is not None}
+    metadata = {"class_names": class_names} if class_names else {}
+    return Source(kind, where, rows, {c.name: c.field for c in columns}, metadata=metadata)
+
+
+def _parquet(path: Path, image: F.Image) -> Source:
+    pa = _pa()
+    import pyarrow.parquet as pq
+
+    try:
+        parquet = pq.ParquetFile(path, memory_map=True)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise ConvertError(f"{path}: cannot read as Parquet: {exc}") from None
+    schema = parquet.schema_arrow
+    total = parquet.metadata.num_rows
+
+    def first(name: str) -> Any:
+        batch = next(parquet.iter_batches(batch_size=16, columns=[name]), None)
+        return batch.column(0) if batch is not None else pa.array([], type=schema.field(name).type)
+
+    columns = _table_columns(path, schema, _hf_features(schema.metadata), first, image)
+    _parquet_nulls(path, parquet, [c.name for c in columns])
+    row_bytes = 1
+    if parquet.metadata.num_row_groups:
+        group = parquet.metadata.row_group(0)
+        row_bytes = max(1, group.total_byte_size // max(1, group.num_rows))
+    batch_size = int(min(65536, max(16, _ROWS_PER_BATCH_BYTES // row_bytes)))
+    names = [c.name for c in columns]
+
+    def batches() -> Iterator[Any]:
+        return pq.ParquetFile(path, memory_map=True).iter_batches(batch_size=batch_size, columns=names)
+
+    return _source("Parquet file", path, _TableRows(path, batches, total, columns), columns)
+
+
+def _parquet_nulls(path: Path, parquet: Any, names: list[str]) -> None:
+    """Fail before writing when the column statistics show a null in a flat column (the rows are checked again as they stream)."""
+    meta = parquet.metadata
+    leaves = {meta.schema.column(j).path: j for j in range(meta.num_columns)}
+    first_row = 0
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        for name in names:
+            j = leaves.get(name)
+            stats = group.column(j).statistics if j is not None else None
+            if stats is not None and stats.has_null_count and stats.null_count > 0:
+                array = parquet.read_row_group(g, columns=[name]).column(0).combine_chunks()
+                raise _null_error(path, name, first_row + _first_null(array))
+        first_row += group.num_rows
+
+
+def _arrow_batches(path: Path) -> Iterator[Any]:
+    """The record batches of an Arrow IPC stream (or file), memory-mapped."""
+    pa = _pa()
+    import pyarrow.ipc  # noqa: F401
+
+    source = pa.memory_map(str(path))
+    try:
+        reader = pa.ipc.open_stream(source)
+    except pa.ArrowInvalid:
+        try:
+            file_reader = pa.ipc.open_file(source)
+        except pa.ArrowInvalid as exc:
+            raise ConvertError(f"{path}: not an Arrow IPC stream or file: {exc}") from None
+        for p in range(file_reader.num_record_batches):
+            yield file_reader.get_batch(p)
+        return
+    yield from reader
+
+
+def _arrow_schema(path: Path) -> Any:
+    pa = _pa()
+    import pyarrow.ipc  # noqa: F401
+
+    source = pa.memory_map(str(path))
+    try:
+        return pa.ipc.open_stream(source).schema
+    except pa.ArrowInvalid:
+        try:
+            return pa.ipc.open_file(source).schema
+        except pa.ArrowInvalid as exc:
+            raise ConvertError(f"{path}: not an Arrow IPC stream or file: {exc}") from None
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConvertError(f"{path}: cannot read: {exc}") from None
+
+
+def _huggingface(folder: Path, image: F.Image) -> Source:
+    pa = _pa()
+    state = _read_json(folder / "state.json") if (folder / "state.json").is_file() else {}
+    info = _read_json(folder / "dataset_info.json") if (folder / "dataset_info.json").is_file() else {}
+    listed = state.get("_data_files") if isinstance(state, dict) else None
+    if listed:
+        files = [folder / entry["filename"] for entry in listed]
+    else:
+        files = sorted(folder.glob("data-*.arrow")) or sorted(folder.glob("*.arrow"))
+    if not files:
+        raise ConvertError(f"{folder}: a Hugging Face dataset folder without data-*.arrow files")
+    missing = [str(f.name) for f in files if not f.is_file()]
+    if missing:
+        raise ConvertError(f"{folder}: state.json lists data files that are missing: {missing}")
+    if isinstance(state, dict) and state.get("_indices_data_files"):
+        raise ConvertError(f"{folder}: the dataset has an indices mapping (a select/shuffle view); save it with flatten_indices() first")
+    schema = _arrow_schema(files[0])
+    for other in files[1:]:
+        if not _arrow_schema(other).equals(schema):
+            raise ConvertError(f"{folder}: {other.name} has a different schema from {files[0].name}")
+    features = info.get("features") if isinstance(info, dict) else None
+    if not isinstance(features, dict):
+        features = _hf_features(schema.metadata)
+
+    # One pass over the memory-mapped batches (cheap: nothing is decoded) counts the rows and finds nulls up front.
+    total = 0
+    first_batch = None
+    for file in files:
+        for batch in _arrow_batches(file):
+            if first_batch is None and batch.num_rows:
+                first_batch = batch
+            for k, name in enumerate(batch.schema.names):
+                column = batch.column(k)
+                if column.null_count and not _PANDAS_INDEX.fullmatch(name):
+                    raise _null_error(folder, name, total + _first_null(column))
+            total += batch.num_rows
+
+    def first(name: str) -> Any:
+        return first_batch.column(name) if first_batch is not None else pa.array([], type=schema.field(name).type)
+
+    columns = _table_columns(folder, schema, features, first, image)
+
+    def batches() -> Iterator[Any]:
+        for file in files:
+            yield from _arrow_batches(file)
+
+    return _source("Hugging Face dataset", folder, _TableRows(folder, batches, total, columns), columns)

@@ -1,0 +1,424 @@
+"""``ss.open``: a packed file as a data container, read zero-copy from a memory map.
+
+``ds = ss.open(path)``; ``len(ds)``; ``ds[i]`` is a dict of the decoded fields of sample ``i``.
+Reads are thread-safe. Arrays returned for ``F.Array`` fields and raw images are read-only views
+into the file (copy one to modify it); ``getobs_into`` writes fields straight into a batch buffer.
+
+Replace a packed file that readers may have open by renaming a new one over it (``ss.write`` does):
+they keep reading the old one. Truncating or copying over it in place changes the pages under their
+memory map; a read that touches a page past the new end gets SIGBUS, which Python cannot catch. Each
+read first checks (one ``fstat``) that the file is unchanged and raises ``CorruptFileError`` if not,
+which narrows that window to the reads already running when the file changes.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import os
+import weakref
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import format as _format
+from ..core.errors import (
+    ChecksumError,
+    CorruptFileError,
+    FormatVersionError,
+    MissingFieldError,
+    NotAPackedFileError,
+    TruncatedFileError,
+)
+from ..core.collate import Spec
+from .field_array import _FixedColumn
+from .field import Column, Field, field_from_spec
+from .field import pyarrow_module as _pa
+from .field_image import _ImageColumn
+from ..fields import _ScalarColumn
+
+__all__ = ["PackedDataset", "open"]
+
+# what decoding damaged bytes raises (columns raise ValueError; the others are a safety net): every
+# one becomes a CorruptFileError naming the file, sample, page and field
+_DAMAGE = (ValueError, IndexError, TypeError, OverflowError, UnicodeDecodeError)
+_FLAT_MAX_ROW_BYTES = 256  # fields this small per sample are gathered from one concatenated array
+
+
+def _check_ends(path: Path) -> None:
+    """Tell a cut file from a foreign one before Arrow looks at it."""
+    size = path.stat().st_size
+    with path.open("rb") as handle:
+        head = handle.read(len(_format.MAGIC))
+        handle.seek(max(0, size - len(_format.MAGIC)))
+        tail = handle.read(len(_format.MAGIC))
+    if size == 0:
+        raise NotAPackedFileError(path, "the file is empty; expected a packed (Arrow IPC) file written by slipstream.write")
+    if head != _format.MAGIC[: len(head)]:
+        raise NotAPackedFileError(path, f"not an Arrow IPC file (it starts with {head!r}, expected {_format.MAGIC!r})")
+    if len(head) < len(_format.MAGIC) or tail != _format.MAGIC or size < 2 * len(_format.MAGIC) + 8:
+        raise TruncatedFileError(path, f"the file is cut short ({size} bytes, and no Arrow footer at its end): rewrite or copy it again")
+
+
+def _identity(path: Path) -> tuple[int, int, int]:
+    """(inode, size, mtime) of the file at ``path``: which file it is, and whether it changed."""
+    st = os.stat(path)
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+class _FileIdentity:
+    """The memory-mapped file's identity (inode, size, mtime) through a descriptor of our own, so a
+    file changed in place under the reader (truncated, or copied over) is noticed before its pages
+    are touched -- which would otherwise kill the process with SIGBUS. A file *renamed* over ours is
+    harmless (the mapping keeps the old inode) and is not reported."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        self._close = weakref.finalize(self, os.close, self.fd)
+        self.seen = self._stamp()
+
+    def _stamp(self) -> tuple[int, int, int]:
+        st = os.fstat(self.fd)
+        return st.st_ino, st.st_size, st.st_mtime_ns
+
+    def check(self) -> None:
+        """``CorruptFileError`` when the file changed since it was opened (one ``fstat``)."""
+        now = self._stamp()
+        if now != self.seen:
+            raise CorruptFileError(
+                self.path,
+                f"the file changed under the reader (size {self.seen[1]} -> {now[1]} bytes, or rewritten in place): "
+                "replace packed files by renaming a new one over them (ss.write does), never by copying or "
+                "truncating in place; reopen it to read the new contents",
+            )
+
+
+class PackedDataset:
+    """A packed file as a container of dict samples (see ``ss.open``)."""
+
+    def __init__(self, path: str | os.PathLike, cache: str = "os", fields: list[str] | None = None):
+        pa = _pa()
+        import pyarrow.ipc  # noqa: F401
+
+        if cache not in ("os", "ram"):
+            raise ValueError(f"cache must be 'os' (memory-mapped, shared through the page cache) or 'ram', got {cache!r}")
+        self.path = Path(path)
+        self.cache = cache
+        _check_ends(self.path)
+        self._file = _FileIdentity(self.path) if cache == "os" else None
+        self._identity = self._file.seen if self._file is not None else _identity(self.path)
+        try:
+            source = pa.memory_map(str(self.path)) if cache == "os" else pa.py_buffer(self.path.read_bytes())
+            self._reader = pa.ipc.open_file(source)
+        except (pa.ArrowException, OSError) as exc:  # Arrow reports some damage as a bare OSError
+            if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError)):
+                raise
+            raise CorruptFileError(self.path, f"Arrow cannot read the file's structure: {exc}") from None
+        try:
+            column_names = list(self._reader.schema.names)
+        except ValueError as exc:  # a damaged name that is not UTF-8
+            raise CorruptFileError(self.path, f"the column names cannot be read: {exc}") from None
+        raw_meta = meta = (self._reader.schema.metadata or {}).get(_format.META_KEY)
+        if meta is None:
+            raise NotAPackedFileError(self.path, "an Arrow file, but not one slipstream wrote (no 'slipstream' schema metadata)")
+        try:
+            meta = json.loads(meta)
+        except ValueError:
+            raise CorruptFileError(self.path, "the slipstream schema metadata is not valid JSON") from None
+        if not isinstance(meta, dict) or meta.get("format") != _format.FORMAT:
+            raise NotAPackedFileError(self.path, f"the schema metadata names format {meta.get('format') if isinstance(meta, dict) else meta!r}, not {_format.FORMAT!r}")
+        if not isinstance(meta.get("version"), int) or meta["version"] > _format.VERSION:
+            raise FormatVersionError(self.path, f"format version {meta.get('version')} is newer than this slipstream reads ({_format.VERSION}): upgrade slipstream")
+        self.format_metadata = meta  # the format's own: fields, codecs, page size (see _format)
+        try:
+            all_fields = {name: field_from_spec(spec) for name, spec in meta["fields"].items()}
+        except (ValueError, TypeError, KeyError) as exc:
+            raise CorruptFileError(self.path, f"the field descriptions cannot be read: {exc}") from None
+        names = [n for n in column_names if n in all_fields] if fields is None else list(fields)
+        missing = [n for n in names if n not in all_fields]
+        if missing:
+            stored = [n for n in column_names if n in all_fields]
+            raise MissingFieldError(self.path, f"no field {missing[0]!r} in the file; it has {stored}")
+        for name, field in all_fields.items():
+            index = self._reader.schema.get_field_index(name)
+            if index < 0 or self._reader.schema.field(index).type != field.arrow_type():
+                found = "no such column" if index < 0 else f"column type {self._reader.schema.field(index).type}"
+                raise CorruptFileError(self.path, f"field {name!r} should be stored as {field.arrow_type()} but the file has {found}")
+        self.fields: dict[str, Field] = {n: all_fields[n] for n in names}
+        self._schema_crc = _format.metadata_checksum(raw_meta)
+        self._columns_index = [self._reader.schema.get_field_index(n) for n in names]
+        starts, checks = [], []
+        total = 0
+        try:
+            for p in range(self._reader.num_record_batches):
+                batch, page_meta = self._reader.get_batch_with_custom_metadata(p)
+                page_meta = page_meta or {}
+                first = int(page_meta.get(_format.PAGE_FIRST, -1))
+                if first != total or int(page_meta.get(_format.PAGE_ROWS, -1)) != batch.num_rows:
+                    raise CorruptFileError(self.path, f"page {p} says it holds samples from {first} but {total} were expected")
+                if p == 0 and int(page_meta.get(_format.PAGE_SCHEMA_CRC, -1)) != self._schema_crc:
+                    raise CorruptFileError(self.path, "the schema metadata does not match the checksum its pages were written with")
+                starts.append(total)
+                checks.append(int(page_meta.get(_format.PAGE_CRC, -1)))
+                total += batch.num_rows
+        except (pa.ArrowException, OSError) as exc:
+            raise CorruptFileError(self.path, f"page structure is damaged: {exc}") from None
+        except (ValueError, TypeError) as exc:
+            if isinstance(exc, CorruptFileError):
+                raise
+            raise CorruptFileError(self.path, f"page metadata is damaged: {exc}") from None
+        self._starts = starts
+        self._checks = checks
+        self._n = total
+        self._starts_array = np.asarray(starts, dtype=np.int64)
+        self._pages: list[dict[str, Column] | None] = [None] * len(starts)
+        self._flats: dict[str, np.ndarray | None] = {}
+
+    # -- container protocol ------------------------------------------------------------------
+    def __len__(self) -> int:
+        return self._n
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The writer's own metadata (``ss.write(metadata=...)``; class names that ``slipstream convert``
+        stored under ``"class_names"``: {field: [names]}), a fresh copy; ``{}`` when none."""
+        return json.loads(json.dumps(_format.user_metadata(self.format_metadata)))
+
+    @property
+    def num_pages(self) -> int:
+        return len(self._starts)
+
+    def page_starts(self) -> np.ndarray:
+        """The first sample index of each page (for page-aware orders)."""
+        return np.asarray(self._starts, dtype=np.int64)
+
+    def _page(self, p: int) -> dict[str, Column]:
+        columns = self._pages[p]
+        if columns is None:
+            if self._file is not None:  # (reads of a loaded page are checked by their callers, once each)
+                self._file.check()
+            try:
+                batch = self._reader.get_batch(p)
+                batch.validate()  # buffer sizes against lengths (cheap; offsets are checked by the columns)
+                columns = {n: self.fields[n].column(batch.column(k)) for n, k in zip(self.fields, self._columns_index)}
+            except Exception as exc:  # noqa: BLE001 - any failure to map a page is damage
+                raise CorruptFileError(self.path, f"page {p} cannot be read: {exc}") from exc
+            self._pages[p] = columns
+        return columns
+
+    def _locate(self, index: Any, check: bool = True) -> tuple[dict[str, Column], int, int]:
+        if isinstance(index, (bool, np.bool_)) or not isinstance(index, (int, np.integer)):
+            raise TypeError(f"sample index must be an integer, got {type(index).__name__}")
+        if check and self._file is not None:
+            self._file.check()
+        i = int(index)
+        if i < 0:
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError(f"{self.path}: sample index {index} is out of range for {self._n} samples")
+        p = bisect.bisect_right(self._starts, i) - 1
+        return self._page(p), i - self._starts[p], i
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        columns, row, i = self._locate(index)
+        try:
+            return {name: column.get(row) for name, column in columns.items()}
+        except _DAMAGE as exc:
+            raise self._damage(exc, i, columns, row) from exc
+
+    def getobs_into(self, buffer: Any, index: int, fields: Any = None) -> dict[str, Any]:
+        """Write sample ``index`` into ``buffer`` (a dict of per-field arrays, or None where a field
+        cannot be written in place); return the sample, whose array fields are the buffer's arrays.
+        ``fields`` limits the read to those fields."""
+        columns, row, i = self._locate(index)
+        get = buffer.get if isinstance(buffer, dict) else (lambda name: None)
+        names = columns if fields is None else fields
+        try:
+            return {name: columns[name].into(get(name), row) for name in names}
+        except _DAMAGE as exc:
+            raise self._damage(exc, i, columns, row) from exc
+
+    def encoded(self, index: int, name: str, *, check: bool = True) -> tuple[str, Any, tuple[int, int, int]]:
+        """(codec, stored bytes, (H, W, C)) of image field ``name`` of sample ``index``, the bytes a
+        zero-copy read-only view into the page: for pipelines that decode it themselves. ``check=False``
+        skips the file-identity check (one fstat), for a caller that has just read the sample's other
+        fields, which checked it (``ss.open(p).map`` does)."""
+        columns, row, i = self._locate(index, check=check)
+        column = columns[name]
+        if not isinstance(column, _ImageColumn):
+            raise TypeError(f"{self.path}: field {name!r} is not an image field ({self.fields[name]!r})")
+        try:
+            return column.codec(row), column.encoded(row), column.stored_shape(row)  # the decoder checks the header
+        except _DAMAGE as exc:
+            raise CorruptFileError(self.path, f"sample {i}, field {name!r}: {exc}") from exc
+
+    def map(self, **pipelines: Any) -> Any:
+        """``ds.map(image=[ops...])``: a view whose field ``image`` goes through that pipeline (see ``slipstream.ops``)."""
+        from .mapped import mapfields
+
+        return mapfields(self, **pipelines)
+
+    def batch_spec(self) -> Spec | None:
+        """The structure of a batch of this file's samples, from the fields (and the first sample's
+        stored shapes, read without decoding): fixed-size fields are arrays, Text and Bytes lists,
+        while fields whose values vary per sample (JSON, ragged arrays, images) are collated per
+        batch exactly as ``default_collate`` would (in place when they match the first sample's
+        shape). None for an empty file."""
+        if self._n == 0:
+            return None
+        columns = self._page(0)
+        try:
+            return Spec({name: column.batch_node(0) for name, column in columns.items()})
+        except _DAMAGE as exc:
+            raise self._damage(exc, 0, columns, 0) from exc
+
+    def getobs_batch_into(self, buffer: Any, indices: Any) -> dict[str, Any]:
+        """Read samples ``indices`` into ``buffer`` (a dict of per-field arrays with one row per
+        index, or None where a field cannot be written in place); return a dict whose field is the
+        buffer's array when every row was written into it, else a list of the rows' values (rows
+        already written in place given as views of the buffer), for the caller to check and
+        collate. Small fixed-size fields are gathered with one ``take`` per field; larger ones are
+        copied (or decoded) row by row into place.
+        """
+        if self._file is not None:
+            self._file.check()
+        idx = np.asarray(indices)
+        if idx.dtype.kind not in "iu" or idx.ndim != 1:
+            raise TypeError(f"indices must be a 1-d sequence of integers, got {idx.dtype} of shape {idx.shape}")
+        idx = np.where(idx < 0, idx + self._n, idx).astype(np.intp, copy=False)
+        if len(idx) and (idx.min() < 0 or idx.max() >= self._n):
+            bad = int(np.asarray(indices)[np.argmax((idx < 0) | (idx >= self._n))])
+            raise IndexError(f"{self.path}: sample index {bad} is out of range for {self._n} samples")
+        pages = np.searchsorted(self._starts_array, idx, side="right") - 1
+        rows = (idx - self._starts_array[pages]).tolist()
+        pages = pages.tolist()
+        get = buffer.get if isinstance(buffer, dict) else (lambda name: None)
+        out: dict[str, Any] = {}
+        for name in self.fields:
+            target = get(name)
+            flat = self._flat(name)
+            if flat is not None and isinstance(target, np.ndarray) and target.shape == (len(idx), *flat.shape[1:]) and target.dtype == flat.dtype:
+                flat.take(idx, axis=0, out=target, mode="clip")  # bounds checked above
+                out[name] = target
+                continue
+            if isinstance(target, np.ndarray) and self._fixed_rows_into(name, target, pages, rows):
+                out[name] = target
+                continue
+            out[name] = self._rows_into(name, target if isinstance(target, np.ndarray) else None, idx, pages, rows)
+        return out
+
+    def _rows_into(self, name: str, target: np.ndarray | None, idx: np.ndarray, pages: list[int], rows: list[int]) -> Any:
+        """Field ``name`` of the rows, decoded into ``target``'s rows where each fits exactly (then
+        ``target`` is returned), else a list of the values (see ``getobs_batch_into``)."""
+        values: list[Any] | None = None if target is not None else []
+        for j, (p, r) in enumerate(zip(pages, rows)):
+            column = self._page(p)[name]
+            try:
+                if values is not None:
+                    values.append(column.get(r))
+                    continue
+                view = target[j, ...]  # a 0-d view, not a scalar, for a 1-d target
+                result = column.into(view, r)
+            except _DAMAGE as exc:
+                raise CorruptFileError(self.path, f"sample {int(idx[j])} (page {p}, row {r}), field {name!r}: {exc}") from exc
+            if result is view:
+                continue
+            if isinstance(result, (np.ndarray, np.generic)) and result.shape == view.shape and result.dtype == view.dtype:
+                view[...] = result
+                continue
+            values = [target[k, ...] for k in range(j)] + [result]  # the spec decides what to do with it
+        return target if values is None else values
+
+    def _fixed_rows_into(self, name: str, target: np.ndarray, pages: list[int], rows: list[int]) -> bool:
+        """Large fixed-shape arrays: plain row copies, page by page (no per-sample dispatch)."""
+        if not isinstance(self._page(pages[0])[name] if pages else None, _FixedColumn):
+            return False
+        by_page: dict[int, tuple[list[int], list[int]]] = {}
+        for j, (p, r) in enumerate(zip(pages, rows)):
+            positions, page_rows = by_page.setdefault(p, ([], []))
+            positions.append(j)
+            page_rows.append(r)
+        for p, (positions, page_rows) in by_page.items():
+            if not self._page(p)[name].rows_into(target, positions, page_rows):
+                return False
+        return True
+
+    def _flat(self, name: str) -> np.ndarray | None:
+        """All of a small fixed-size field's values as one array (built on first use), else None."""
+        if name in self._flats:
+            return self._flats[name]
+        columns = [self._page(p)[name] for p in range(self.num_pages)]
+        flat = None
+        if columns and all(isinstance(c, (_ScalarColumn, _FixedColumn)) for c in columns):
+            if columns[0].values[:1].nbytes <= _FLAT_MAX_ROW_BYTES:
+                flat = np.concatenate([c.values for c in columns])
+        self._flats[name] = flat
+        return flat
+
+    def _damage(self, exc: Exception, i: int, columns: dict[str, Column], row: int) -> Exception:
+        """The ``CorruptFileError`` for ``exc``, raised while decoding sample ``i``, naming the field
+        that fails to decode; ``exc`` itself when every field decodes (it was not damage)."""
+        for name, column in columns.items():  # find the field that fails, for the message
+            try:
+                column.get(row)
+            except _DAMAGE:
+                return CorruptFileError(self.path, f"sample {i} (page {self._page_of(i)}, row {row}), field {name!r}: {exc}")
+        return exc
+
+    def _page_of(self, i: int) -> int:
+        return bisect.bisect_right(self._starts, i) - 1
+
+    # -- checks and inspection ---------------------------------------------------------------
+    def validate(self) -> None:
+        """Check every page against its stored checksum; raise ``ChecksumError`` naming the first bad page."""
+        pa = _pa()
+        for p, (start, expected) in enumerate(zip(self._starts, self._checks)):
+            stop = self._starts[p + 1] if p + 1 < len(self._starts) else self._n
+            try:
+                actual = _format.page_checksum(self._reader.get_batch(p))
+            except (pa.ArrowException, OSError) as exc:
+                raise ChecksumError(self.path, f"page {p} (samples {start}..{stop - 1}) cannot be read: {exc}", p, range(start, stop)) from None
+            if actual != expected:
+                raise ChecksumError(
+                    self.path, f"page {p} (samples {start}..{stop - 1}) fails its checksum (stored {expected}, computed {actual})", p, range(start, stop)
+                )
+
+    def __repr__(self) -> str:
+        return f"ss.open({str(self.path)!r}): {self._n} samples in {self.num_pages} pages, fields {list(self.fields)}"
+
+    @property
+    def identity(self) -> tuple[int, int, int]:
+        """(inode, size, mtime in ns) of the file as opened: a file with another is other data."""
+        return self._identity
+
+    def __getstate__(self) -> dict[str, Any]:  # reopened by path: pages are never pickled
+        return {"path": str(self.path), "cache": self.cache, "fields": list(self.fields), "identity": self._identity}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Reopen by path (a spawned worker process), refusing a file that is not the one pickled:
+        one renamed over it since would be other data than the parent's reader serves."""
+        self.__init__(state["path"], state["cache"], state["fields"])  # type: ignore[misc]
+        pickled = state.get("identity")
+        if pickled is not None and tuple(pickled) != tuple(self._identity):
+            raise CorruptFileError(
+                self.path,
+                "was replaced since the dataset was opened in the process that sent it here (a new file renamed "
+                "over it): this process would read other data than that one; open the new file with ss.open "
+                "(a new loader), or keep the old one in place until the run ends",
+            )
+
+
+def open(path: str | os.PathLike, cache: str = "os", fields: list[str] | None = None) -> PackedDataset:  # noqa: A001
+    """Open a packed file written by ``ss.write`` as a container of dict samples.
+
+    ``cache="os"`` memory-maps the file: pages are shared between processes through the OS page
+    cache and read on demand. ``cache="ram"`` reads the whole file into this process's memory.
+    ``fields`` reads only those fields. Bad files raise the errors of ``slipstream.core.errors``
+    (``NotAPackedFileError``, ``FormatVersionError``, ``TruncatedFileError``, ``CorruptFileError``,
+    ``MissingFieldError``), each naming the path. A memory-mapped file must not be changed in place
+    while open (replace it by renaming a new one over it; see the module docstring): a change is
+    reported as ``CorruptFileError`` at the next read, or kills a read in progress with SIGBUS.
+    """
+    return PackedDataset(path, cache=cache, fields=fields)

@@ -1,0 +1,358 @@
+"""``ss.write``: pack any container or iterable of dict samples into a packed file, once.
+
+Samples are encoded in parallel worker threads (in order), gathered into pages of about
+``page_size`` bytes and written as they fill, so memory stays bounded however large the dataset.
+The file is written under a unique temporary name in ``path``'s folder (``.<name>.<random>.partial``),
+flushed to disk (fsync) and renamed over ``path`` only once complete, then the folder is synced: an
+interrupted or failing write never leaves a file at ``path`` that looks complete, and removes only
+its own temporary file. Writers racing to one path (every rank of a job converting the same data)
+never share a file: the last to complete wins, and a reader sees the old file or a new one, never
+a mix. Samples from an iterable are copied as they are yielded (decoders often reuse one buffer),
+so each is stored as it was when yielded; a container's samples are read in the workers. The same
+input and settings give a byte-identical file.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from . import format as _format
+from ..core.containers import getobs, numobs
+from .field import Field
+from .field import pyarrow_module as _pa
+from ..loading.parallel import loadparallel
+
+__all__ = ["write"]
+
+
+def _is_container(data: Any) -> bool:
+    if isinstance(data, (str, bytes)) or not hasattr(data, "__getitem__"):
+        return False
+    try:
+        numobs(data)
+    except TypeError:
+        return False
+    return True
+
+
+class _Chunking:
+    """How many samples go in one encoding task: about ``target`` encoded bytes, learned as samples come."""
+
+    def __init__(self, target: int = 1 << 20, first: int = 4, most: int = 64):
+        self.size, self.target, self.most = first, target, most
+        self._bytes = self._samples = 0
+
+    def observe(self, samples: int, nbytes: int) -> None:
+        self._samples += samples
+        self._bytes += nbytes
+        per_sample = max(1, self._bytes // max(1, self._samples))
+        self.size = max(1, min(self.most, self.target // per_sample))
+
+
+def _chunks(data: Any, chunking: _Chunking) -> tuple[Callable[[list[str]], Iterator[list[tuple[int, Any]]]], int | None, Any]:
+    """``chunks(names)``: chunks of (index, sample) holding the stored fields ``names``; the total and
+    the first sample. Container samples are read later, in the workers; an iterable's are taken
+    (``_snapshot``) as they are yielded."""
+    if _is_container(data):
+        n = numobs(data)
+        first = getobs(data, 0) if n else None
+
+        def ranges(names: list[str]) -> Iterator[list[tuple[int, Any]]]:
+            start = 0
+            while start < n:
+                stop = min(start + chunking.size, n)
+                yield [(i, None) for i in range(start, stop)]
+                start = stop
+
+        return ranges, n, first
+    iterator = iter(data)
+    try:
+        first = _snapshot(next(iterator))
+    except StopIteration:
+        return lambda names: iter(()), 0, None
+    total = len(data) if hasattr(data, "__len__") else None
+
+    def batches(names: list[str]) -> Iterator[list[tuple[int, Any]]]:
+        chunk = [(0, first)]
+        for i, sample in enumerate(iterator, start=1):
+            if len(chunk) >= chunking.size:
+                yield chunk
+                chunk = []
+            chunk.append((i, _snapshot(sample, names)))
+        if chunk:
+            yield chunk
+
+    return batches, total, first
+
+
+def _snapshot(sample: Any, names: list[str] | None = None) -> Any:
+    """What an iterable's sample holds now, safe from the iterable changing it later: a new dict of
+    its keys ``names`` (all when None) whose NumPy arrays, bytearrays and memoryviews are copied (same
+    types, dtypes and shapes), PIL images copied, tensors and other array-likes read into arrays, and
+    lists, dicts and tuples deep-copied. Immutable values and other objects are kept as they are. A sample that is not a dict, or lacks one of ``names``, is returned
+    unchanged, for ``encode`` to report."""
+    if not isinstance(sample, Mapping):
+        return sample
+    if names is not None and not all(name in sample for name in names):
+        return sample
+    return {name: _snapshot_value(sample[name]) for name in (sample.keys() if names is None else names)}
+
+
+def _snapshot_value(value: Any) -> Any:
+    import numpy as np
+
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, bytearray):
+        return bytearray(value)
+    if isinstance(value, memoryview):
+        return memoryview(np.array(value))  # a copy with the view's format and shape
+    if isinstance(value, (list, dict, tuple)):
+        return copy.deepcopy(value)
+    if type(value).__module__.startswith("PIL.") and callable(getattr(value, "copy", None)):
+        return value.copy()  # an image object a decoder reuses (GIF/TIFF frames are one object, seeked)
+    if hasattr(value, "__array__") and not isinstance(value, (str, bytes, np.generic)):
+        try:
+            return np.array(np.asarray(value), copy=True)  # a tensor or other array-like: its values now (asarray may be a view)
+        except Exception:  # noqa: BLE001 - one NumPy cannot read is encoded as it is
+            return value
+    return value
+
+
+def infer_fields(sample: Any) -> dict[str, Field]:
+    """Fields for a sample's values: ints, floats, bools, strings, bytes, arrays (fixed shape), JSON otherwise."""
+    import numpy as np
+
+    from .. import fields as F
+
+    if not isinstance(sample, Mapping):
+        raise TypeError(f"samples must be dicts of field values to infer fields, got {type(sample).__name__}; pass fields=")
+    out: dict[str, Field] = {}
+    for name, value in sample.items():
+        if isinstance(value, (bool, np.bool_)):
+            out[name] = F.Bool()
+        elif isinstance(value, (int, np.integer)):
+            out[name] = F.Int()
+        elif isinstance(value, (float, np.floating)):
+            out[name] = F.Float()
+        elif isinstance(value, str):
+            out[name] = F.Text()
+        elif isinstance(value, (bytes, bytearray, memoryview)):
+            out[name] = F.Bytes()
+        elif isinstance(value, np.ndarray) and value.dtype.kind in "biufc":
+            out[name] = F.Array(dtype=value.dtype, shape=value.shape)
+        else:
+            out[name] = F.JSON()
+    return out
+
+
+def write(
+    path: str | os.PathLike,
+    data: Any,
+    fields: Mapping[str, Field] | None = None,
+    *,
+    workers: int | None = None,
+    progress: bool | None = None,
+    page_size: int = 8 << 20,
+    metadata: Mapping[str, Any] | None = None,
+) -> Path:
+    """Pack ``data`` (a container or an iterable of dict samples) into the file ``path``.
+
+    ``fields`` maps each stored key to its field (``slipstream.fields``); keys a sample has beyond
+    them are ignored, and a missing one raises ``ValueError`` naming the sample. When None, fields
+    are inferred from the first sample. ``workers`` encoding threads (default: the CPU count, at
+    most 8). ``progress``: a tqdm bar (default: when stderr is a terminal). ``metadata``: a dict of
+    your own (class names, a source, a license) with string keys and JSON values, stored in the
+    file and read back as ``ss.open(path).metadata``. Returns the path.
+
+    The file appears at ``path`` only once complete (see the module docstring); an iterable's
+    samples are stored as they were when yielded. An error names the sample, and where it came
+    from when the container says (``data.sample_origin(index)``, e.g. ``ss.imagefolder``'s files).
+    """
+    origin = getattr(data, "sample_origin", None)
+    origin = origin if callable(origin) else None
+    pa = _pa()
+    import pyarrow.ipc  # noqa: F401 - makes pa.ipc available
+
+    path = Path(path)
+    if page_size < 1:
+        raise ValueError(f"page_size must be >= 1 byte, got {page_size}")
+    if path.is_dir():  # os.replace would refuse it only after every sample was encoded
+        raise IsADirectoryError(f"{path}: is a folder; ss.write writes a file (such as {path / 'data.arrow'})")
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"{path}: the folder {path.parent} does not exist; create it first")
+    user_metadata = _checked_metadata(metadata)
+    chunking = _Chunking()
+    make_chunks, total, first = _chunks(data, chunking)
+    where = _describe(origin)
+    fields = _settled_fields(fields, first, where)
+    names = list(fields)
+    chunks = make_chunks(names)
+    schema = pa.schema([(name, fields[name].arrow_type()) for name in names])
+    schema = schema.with_metadata(_format.schema_metadata({n: fields[n].spec() for n in names}, page_size, user_metadata))
+    container = data if _is_container(data) else None
+
+    def encode(chunk: list[tuple[int, Any]]) -> list[tuple[Any, ...]]:
+        rows = []
+        for index, sample in chunk:
+            if container is not None:
+                sample = getobs(container, index)
+            rows.append(tuple(fields[n].encode(_value(sample, n, index), index, where(index, n)) for n in names))
+        return rows
+
+    workers = min(8, os.cpu_count() or 1) if workers is None else workers
+    show = sys.stderr.isatty() if progress is None else bool(progress)
+    partial = _temporary(path)
+    bar = None
+    try:
+        if show:
+            from tqdm import tqdm
+
+            bar = tqdm(total=total, unit="samples", desc=f"packing {path.name}", file=sys.stderr)
+        rows = loadparallel(chunks, encode, workers=workers, prefetch=workers + 1)
+        _write_pages(partial, schema, fields, rows, page_size, chunking, bar)
+        _commit(partial, path)
+    except BaseException:
+        partial.unlink(missing_ok=True)  # this writer's own file only: a racing writer's is untouched
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+    return path
+
+
+def _checked_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The user's metadata as JSON will read it back; ``TypeError`` for what JSON cannot hold."""
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, Mapping) or not all(isinstance(key, str) for key in metadata):
+        raise TypeError(f"metadata must be a dict with str keys and JSON values, got {metadata!r:.200}")
+    try:
+        return json.loads(json.dumps(dict(metadata), allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"metadata must hold JSON values (dicts, lists, str, int, float, bool, None): {exc}") from None
+
+
+def _describe(origin: Callable[[int], str] | None) -> Callable[[int, str], str]:
+    """``where(index, name)``: how errors name a sample's field ("sample 3 (file x.jpg), field 'image'")."""
+
+    def where(index: int, name: str) -> str:
+        if origin is None:
+            return f"sample {index}, field {name!r}"
+        return f"sample {index} ({origin(index)}), field {name!r}"
+
+    return where
+
+
+def _settled_fields(fields: Mapping[str, Field] | None, first: Any, where: Callable[[int, str], str]) -> dict[str, Field]:
+    """Private copies of ``fields`` (inferred from ``first`` when None), checked and prepared from ``first``."""
+    if fields is None:
+        if first is None:
+            raise ValueError("cannot infer fields from an empty dataset: pass fields=")
+        fields = infer_fields(first)
+    if not isinstance(fields, Mapping) or not fields:
+        raise TypeError(f"fields must be a non-empty dict of name -> slipstream.fields.Field, got {fields!r}")
+    settled = {str(name): copy.deepcopy(field) for name, field in fields.items()}
+    for name, field in settled.items():
+        if not isinstance(field, Field):
+            raise TypeError(f"field {name!r} must be a slipstream.fields.Field (e.g. F.Int()), got {type(field).__name__}")
+        if first is not None:
+            field.prepare(_value(first, name, 0), where(0, name))
+    return settled
+
+
+def _write_pages(
+    partial: Path, schema: Any, fields: dict[str, Field], chunks: Iterator[list[tuple[Any, ...]]], page_size: int, chunking: _Chunking, bar: Any
+) -> None:
+    """Write the encoded rows of ``chunks`` to ``partial`` in pages of about ``page_size`` bytes."""
+    pa = _pa()
+    names = list(fields)
+    schema_crc = _format.metadata_checksum(schema.metadata[_format.META_KEY])
+    with pa.OSFile(str(partial), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
+        page: list[tuple[Any, ...]] = []
+        size, first_row = 0, 0
+        for rows in chunks:
+            chunk_bytes = 0
+            for row in rows:
+                page.append(row)
+                row_bytes = sum(fields[n].nbytes(v) for n, v in zip(names, row))
+                chunk_bytes += row_bytes
+                size += row_bytes
+                if size >= page_size:
+                    first_row = _flush(writer, schema, fields, names, page, first_row, schema_crc)
+                    page, size = [], 0
+            chunking.observe(len(rows), chunk_bytes)
+            if bar is not None:
+                bar.update(len(rows))
+        if page:
+            _flush(writer, schema, fields, names, page, first_row, schema_crc)
+
+
+def _umask() -> int:
+    """The process's umask (read without changing it where /proc allows; ``os.umask`` round trip elsewhere)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _temporary(path: Path) -> Path:
+    """A new, empty file with a name no other writer uses, in ``path``'s folder (so the final rename
+    stays on one file system), with the permissions a plain ``open(path, "w")`` would give."""
+    handle, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
+    try:
+        os.fchmod(handle, 0o666 & ~_umask())
+    finally:
+        os.close(handle)
+    return Path(name)
+
+
+def _commit(partial: Path, path: Path) -> None:
+    """Flush ``partial`` to disk, rename it over ``path`` (atomic: a reader opens the old file or the
+    new one), then sync the folder so the rename itself survives a crash (where the OS allows)."""
+    with open(partial, "rb+") as handle:
+        os.fsync(handle.fileno())
+    os.replace(partial, path)
+    try:
+        folder = os.open(path.parent, os.O_RDONLY)
+    except OSError:  # pragma: no cover - folders cannot be opened on some platforms
+        return
+    try:
+        os.fsync(folder)
+    except OSError:  # pragma: no cover - some file systems refuse fsync on a folder
+        pass
+    finally:
+        os.close(folder)
+
+
+def _value(sample: Any, name: str, index: int) -> Any:
+    if not isinstance(sample, Mapping):
+        raise TypeError(f"sample {index}: expected a dict of field values, got {type(sample).__name__}")
+    try:
+        return sample[name]
+    except KeyError:
+        raise ValueError(f"sample {index} lacks field {name!r} (it has {sorted(map(str, sample))})") from None
+
+
+def _flush(
+    writer: Any, schema: Any, fields: dict[str, Field], names: list[str], page: list[tuple[Any, ...]], first_row: int, schema_crc: int
+) -> int:
+    pa = _pa()
+    columns = list(zip(*page))
+    arrays = [fields[n].to_arrow(list(col)) for n, col in zip(names, columns)]
+    batch = pa.record_batch(arrays, schema=schema)
+    writer.write_batch(batch, custom_metadata=_format.page_metadata(batch, first_row, schema_crc))
+    return first_row + len(page)

@@ -1,0 +1,287 @@
+"""Compiled image pipelines: decode fused with the geometry, one resampling pass into the slot.
+
+``Pipeline(ops).run(source, out)`` takes an ``ImageSource`` (encoded bytes and their codec, or a
+decoded array), places the geometry ops' window with ``sample_rng()``, decodes the JPEG at the
+smallest DCT scale (1/2, 1/4, 1/8) that still covers the window at the output size (into a
+per-thread scratch buffer that is reused), and resamples the window straight into ``out`` (the
+batch slot), flipped, laid out and normalized in the same pass. Custom ``ops.Apply`` steps break
+the fusion: the geometry then goes to a uint8 HxWxC image that they are given in turn.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from typing import Any
+
+import numpy as np
+
+from . import codecs as _imaging
+from . import kernels as _kernels
+from ..core.rng import sample_rng
+from ..ops import Apply, Decode, Geometry, Normalize, Op, ToCHW, ToRGB, Window
+
+__all__ = ["ImageDecodeError", "ImageSource", "Pipeline"]
+
+
+class ImageDecodeError(ValueError):
+    """The image's bytes do not decode (damaged or truncated). Raised by ``ImageSource.decode``;
+    ``MappedFields`` re-raises it naming the sample and field (``CorruptFileError`` for a packed file)."""
+
+_scratch = threading.local()
+
+
+def _load_roi() -> Any:
+    """The compiled region decoder, unless missing (no compiler or libjpeg headers at install) or
+    disabled with ``SLIPSTREAM_NO_ROIJPEG=1``."""
+    if os.environ.get("SLIPSTREAM_NO_ROIJPEG", "").strip().lower() not in ("", "0", "false", "no", "off"):
+        return None
+    try:
+        from . import _roijpeg as _roijpeg
+    except ImportError:
+        return None
+    return _roijpeg
+
+
+_roi = _load_roi()
+ROI_DECODE = _roi is not None  # whether JPEGs are decoded window by window (see ``ImageSource.decode``)
+
+
+def _scratch_buffer(nbytes: int, which: str = "decode") -> np.ndarray:
+    """This thread's reusable buffer ``which``, at least ``nbytes`` long."""
+    buffer = getattr(_scratch, which, None)
+    if buffer is None or buffer.nbytes < nbytes:
+        buffer = np.empty(max(nbytes, 1 << 20), np.uint8)
+        setattr(_scratch, which, buffer)
+    return buffer
+
+
+REGION, WHOLE = 1, 2  # ImageSource.checked: how these bytes decoded strictly before
+
+
+class ImageSource:
+    """An image to run a pipeline on: ``codec`` and encoded ``data`` (zero-copy bytes), or
+    ``codec="array"`` and a decoded uint8 (H, W, C) array as ``data``; ``shape`` is (H, W, C).
+    ``checked``: 0, or these very bytes decoded strictly before (a packed file's sample seen in an
+    earlier epoch): ``REGION`` by the region decoder, ``WHOLE`` only whole (CMYK, progressive with
+    scans missing). Then their header is not parsed again, and a region decode does not read the
+    rest of the file for damage. ``decode`` sets it when it succeeds."""
+
+    __slots__ = ("checked", "codec", "data", "shape")
+
+    def __init__(self, codec: str, data: Any, shape: tuple[int, int, int]):
+        self.codec, self.data, self.shape = codec, data, shape
+        self.checked = 0
+
+    @classmethod
+    def of(cls, value: Any, where: str = "image") -> ImageSource:
+        """From a container's field value: encoded image bytes, or an image array (H, W) / (H, W, C)."""
+        if isinstance(value, ImageSource):
+            return value
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            codec = _imaging.sniff(value)
+            if codec == "jpeg":
+                try:
+                    header = _imaging.jpeg_header(value)
+                except ValueError as exc:
+                    raise ValueError(f"{where}: cannot decode jpeg image: {exc}") from exc
+                if header is not None:
+                    return cls("jpeg", value, header)
+            image = _imaging.as_image(value, where)
+            return cls("array", image, image.shape)
+        image = _imaging.as_image(value, where)
+        return cls("array", image, image.shape)
+
+    def decode(
+        self, window: Window, options: Decode, channels: int | None = None
+    ) -> tuple[np.ndarray, tuple[float, float, float, float]]:
+        """The decoded pixels that cover the window, and the window's box in them (top, left,
+        height, width). A JPEG is decoded at a reduced DCT scale when the window stays at least its
+        output size (unless ``exact``), and, when the ``_roijpeg`` extension is built, only the rows
+        and columns around the window (with a margin wider than the resampling filter reaches).
+        ``channels`` (1 or 3; default the source's own) is what the decoder outputs: libjpeg
+        converts a grayscale JPEG to RGB itself, PNG and QOI convert as they decode, and arrays
+        (raw pixels) are converted into a new array.
+
+        Bytes that do not decode raise ``ImageDecodeError``, on every path alike: a JPEG is refused
+        when libjpeg warns anywhere in the file (truncated, corrupt data), even below the window.
+        """
+        height, width, own = self.shape
+        channels = own if channels is None else channels
+        whole = (window.top, window.left, window.height, window.width)
+        if self.codec == "array":
+            return _imaging.to_channels(self.data, channels), whole
+        if self.codec != "jpeg":
+            try:
+                return _imaging.decode(self.codec, self.data, self.shape, channels=channels), whole
+            except ValueError as exc:
+                raise ImageDecodeError(str(exc)) from exc
+        if self.checked:
+            region = self.checked == REGION and _roi is not None
+        else:
+            try:
+                region = self._check_jpeg_size() and _roi is not None
+            except ValueError as exc:
+                raise ImageDecodeError(f"cannot decode jpeg image: {exc}") from exc
+        factor = 1
+        if not options.exact:
+            while factor < 8 and window.height / (2 * factor) >= window.out_h and window.width / (2 * factor) >= window.out_w:
+                factor *= 2
+        dec_h, dec_w = math.ceil(height / factor), math.ceil(width / factor)
+        sy, sx = dec_h / height, dec_w / width
+        box = (window.top * sy, window.left * sx, window.height * sy, window.width * sx)
+        try:
+            if region:
+                try:
+                    image = self._decode_region(box, window, options, factor, (dec_h, dec_w, channels))
+                    self.checked = REGION
+                    return image, box
+                except NotImplementedError:
+                    pass  # a progressive JPEG with scans missing: only a whole decode gives the same pixels
+            image = self._decode_whole(options, factor, (dec_h, dec_w, channels))
+            self.checked = WHOLE if _roi is not None else 0
+            return image, box
+        except ValueError as exc:
+            raise ImageDecodeError(f"cannot decode jpeg image: {exc}") from exc
+
+    def _check_jpeg_size(self) -> bool:
+        """Check the JPEG's own size against ``shape`` (the stored one, for a packed file: damage
+        there must not size the buffers, nor reshape the pixels on one path and fail on another).
+        Returns whether the region decoder handles its colour space (not CMYK/YCCK: those are
+        decoded whole, and simplejpeg converts them to RGB)."""
+        height, width, colorspace, _ = _imaging._simplejpeg().decode_jpeg_header(self.data)
+        if (height, width) != self.shape[:2]:
+            raise ValueError(f"the jpeg image is {height}x{width} but its stored shape is {self.shape}")
+        return colorspace in ("Gray", "YCbCr", "RGB")
+
+    def _decode_region(
+        self, box: tuple[float, float, float, float], window: Window, options: Decode, factor: int, shape: tuple[int, int, int]
+    ) -> np.ndarray:
+        """The JPEG at 1/factor scale in a per-thread canvas of ``shape``, decoded only in the rows
+        and columns the resampling filter reaches (about max(1, downscale) pixels past the box),
+        placed where a whole decode puts them: the kernel then computes exactly what it computes
+        on a whole image. The band's own edges may upsample chroma differently; the kernel never
+        reads them."""
+        dec_h, dec_w, channels = shape
+        top, left, box_h, box_w = box
+        margin = math.ceil(max(1.0, box_h / window.out_h, box_w / window.out_w)) + 2
+        r0, r1 = max(0, math.floor(top) - margin), min(dec_h, math.ceil(top + box_h) + margin)
+        c0, c1 = max(0, math.floor(left) - margin), min(dec_w, math.ceil(left + box_w) + margin)
+        canvas = _scratch_buffer(dec_h * dec_w * channels, "canvas")[: dec_h * dec_w * channels]
+        row0, col0, rows, cols = _roi.decode_region(
+            self.data, r0, c0, r1 - r0, c1 - c0, canvas, fast=options.fast, gray=channels == 1, scale=factor, whole=True,
+            check_rest=not self.checked,
+        )
+        if row0 + rows > dec_h or col0 + cols > dec_w:
+            raise ValueError(f"the region decoder returned rows {row0}+{rows}, columns {col0}+{cols} of a {dec_h}x{dec_w} image")
+        return canvas.reshape(dec_h, dec_w, channels)
+
+    def _decode_whole(self, options: Decode, factor: int, shape: tuple[int, int, int]) -> np.ndarray:
+        """The whole JPEG at 1/factor scale (simplejpeg, strict), in a per-thread buffer of ``shape``."""
+        dec_h, dec_w, channels = shape
+        buffer = _scratch_buffer(dec_h * dec_w * channels)
+        colorspace = "GRAY" if channels == 1 else "RGB"
+        fast = options.fast
+        if factor == 1:
+            image = _imaging._simplejpeg().decode_jpeg(self.data, colorspace=colorspace, buffer=buffer, fastdct=fast, fastupsample=fast)
+        else:
+            image = _imaging._simplejpeg().decode_jpeg(
+                self.data, colorspace=colorspace, buffer=buffer, fastdct=fast, fastupsample=fast,
+                min_factor=factor, min_height=dec_h, min_width=dec_w,
+            )
+        if image.ndim == 2:
+            image = image[:, :, None]
+        if image.shape != shape:
+            raise ValueError(f"the jpeg image decodes to shape {image.shape}, expected {shape}")
+        return image
+
+
+class Pipeline:
+    """A list of ops compiled into fused stages (see the module doc)."""
+
+    def __init__(self, ops: list[Op]):
+        if not isinstance(ops, (list, tuple)) or not all(isinstance(op, Op) or callable(op) for op in ops):
+            raise TypeError(f"a pipeline is a list of slipstream.ops operations, got {ops!r}")
+        ops = [op if isinstance(op, Op) else Apply(op) for op in ops]
+        first_custom = next((k for k, op in enumerate(ops) if isinstance(op, Apply)), len(ops))
+        head, self.tail = ops[:first_custom], ops[first_custom:]
+        self.geometry = [op for op in head if isinstance(op, Geometry)]
+        decodes = [op for op in head if isinstance(op, Decode)]
+        if len(decodes) > 1:
+            raise ValueError("a pipeline takes at most one Decode, before its custom ops")
+        self.decode = decodes[0] if decodes else Decode()
+        formats = [op for op in head if isinstance(op, (Normalize, ToCHW))]
+        self.normalize = next((op for op in formats if isinstance(op, Normalize)), None)
+        self.chw = any(isinstance(op, ToCHW) for op in formats)
+        self.channels = 3 if any(isinstance(op, ToRGB) for op in head) else None  # None: each image's own
+        if sum(isinstance(op, Normalize) for op in formats) > 1 or sum(isinstance(op, ToCHW) for op in formats) > 1:
+            raise ValueError("a pipeline takes at most one Normalize and one ToCHW before its custom ops")
+        self.filter = next((op.interpolation for op in reversed(self.geometry) if hasattr(op, "interpolation")), "bilinear")
+        self.ops = ops
+
+    def __repr__(self) -> str:
+        return f"Pipeline({self.ops!r})"
+
+    def run(self, source: ImageSource, out: np.ndarray | None = None) -> np.ndarray:
+        """Run on one image; write into ``out`` when its shape fits and its dtype casts safely into
+        ``out``'s, else return a new array (never a lossy copy into ``out``)."""
+        height, width, own = source.shape
+        channels = self.channels or own
+        window = Window(height, width)
+        for op in self.geometry:
+            op.apply(window, sample_rng)
+        image, box = source.decode(window, self.decode, channels)
+        if not self.tail:
+            dtype = np.dtype(self.normalize.dtype) if self.normalize else np.dtype(np.uint8)
+            shape = (channels, window.out_h, window.out_w) if self.chw else (window.out_h, window.out_w, channels)
+            target = out if out is not None and out.shape == shape and out.dtype == dtype else np.empty(shape, dtype)
+            scale, offset = self.normalize.coefficients(channels) if self.normalize else (None, None)
+            return _kernels.resample_into(image, box, target, flip=window.flip, filter=self.filter, chw=self.chw, scale=scale, offset=offset)
+        result: Any = _kernels.resample_into(image, box, np.empty((window.out_h, window.out_w, channels), np.uint8), flip=window.flip, filter=self.filter)
+        if self.normalize is not None or self.chw:  # formats placed before the custom ops still apply first
+            result = _format(result, self.normalize, self.chw)
+        for op in self.tail:
+            result = _step(op, result)
+        result = np.asarray(result)
+        if out is not None and result.shape == out.shape and np.can_cast(result.dtype, out.dtype, casting="safe"):
+            np.copyto(out, result, casting="safe")
+            return out
+        return result  # the caller checks it (float64 into a float32 batch is refused, as default_collate does)
+
+
+def _format(image: np.ndarray, normalize: Normalize | None, chw: bool) -> np.ndarray:
+    if normalize is not None:
+        scale, offset = normalize.coefficients(image.shape[-1])
+        image = (image.astype(np.float32) * scale + offset).astype(normalize.dtype)
+    return np.ascontiguousarray(image.transpose(2, 0, 1)) if chw else image
+
+
+def _step(op: Op, image: Any) -> Any:
+    """One op after the fused stages, in NumPy."""
+    if isinstance(op, Apply):
+        result = op.fn(image)
+        return image if result is None else result  # an in-place op may return nothing
+    if isinstance(op, Normalize):
+        return _format(np.asarray(image), op, False)
+    if isinstance(op, ToCHW):
+        return np.ascontiguousarray(np.asarray(image).transpose(2, 0, 1))
+    if isinstance(op, ToRGB):
+        array = np.asarray(image)
+        array = array[:, :, None] if array.ndim == 2 else array
+        if array.ndim != 3 or array.shape[2] not in (1, 3):
+            raise TypeError(f"ops.ToRGB after a custom op needs an (H, W), (H, W, 1) or (H, W, 3) image, got shape {array.shape}")
+        return _imaging.to_channels(array, 3)
+    if isinstance(op, Decode):
+        raise TypeError("ops.Decode must come before the custom ops (it sets how the image is decoded)")
+    if isinstance(op, Geometry):
+        array = np.ascontiguousarray(np.asarray(image))
+        if array.dtype != np.uint8 or array.ndim != 3:
+            raise TypeError(f"{op!r} after a custom op needs a uint8 (H, W, C) image, got {array.dtype} {array.shape}")
+        window = Window(array.shape[0], array.shape[1])
+        op.apply(window, sample_rng)
+        target = np.empty((window.out_h, window.out_w, array.shape[2]), np.uint8)
+        return _kernels.resample_into(
+            array, (window.top, window.left, window.height, window.width), target, flip=window.flip, filter=getattr(op, "interpolation", "bilinear")
+        )
+    raise TypeError(f"unknown op {op!r}")

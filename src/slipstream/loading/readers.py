@@ -1,0 +1,215 @@
+"""Readers: fill positions of a batch's storage from a container, the fastest way it allows.
+
+* arrays and tuples/dicts of arrays (through any ``obsview``): one ``take`` per leaf into the
+  batch buffer, no per-sample Python at all;
+* containers with ``getobs_batch_into(buffer, indices)`` (packed files): one call per chunk of a
+  batch, writing into row slices of the batch buffer; their ``batch_spec()``, when they have one,
+  gives the batch structure without reading a sample;
+* containers with ``__getitems__``: one call per batch, then a checked copy per sample;
+* containers with ``getobs_into``: written in place through per-sample views of the buffer
+  (shaped by their ``batch_spec()`` when they declare one: a mapped packed file);
+* anything else: ``getobs`` and a checked copy per sample.
+
+Per-sample readers run user code inside ``sample_context`` so ``sample_rng()`` works, stop between
+samples once the batch is cancelled, and give an exception raised for a sample a note naming its
+index, batch and epoch.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..core.collate import ArrayLeaf, Spec, spec_of_data
+from ..core.containers import getobs, getobs_into
+from ..core.rng import sample_context
+from ..core.views import ObsView
+
+__all__ = ["BatchInfo", "Cancelled", "Reader", "add_note", "collated", "make_reader"]
+
+
+def add_note(error: BaseException, note: str) -> None:
+    """``error.add_note(note)`` (kept in ``__notes__`` on Python 3.10 too)."""
+    if hasattr(error, "add_note"):
+        error.add_note(note)
+    else:  # pragma: no cover - Python 3.10
+        error.__notes__ = [*getattr(error, "__notes__", []), note]
+
+
+def collated(collate: Any, samples: list[Any], info: Any) -> Any:
+    """``collate(samples)``; an exception it raises gets a note naming the batch."""
+    try:
+        return collate(samples)
+    except BaseException as exc:
+        add_note(exc, f"slipstream: raised by the collate function for {info} ({len(samples)} samples)")
+        raise
+
+
+class Cancelled(Exception):
+    """Raised between samples once the iterator that wanted the batch has been closed."""
+
+
+class BatchInfo:
+    """What a reader needs to know about the batch it fills."""
+
+    __slots__ = ("seed", "epoch", "batch", "stop")
+
+    def __init__(self, seed: int, epoch: int, batch: int, stop: threading.Event):
+        self.seed, self.epoch, self.batch, self.stop = seed, epoch, batch, stop
+
+    def __str__(self) -> str:
+        return f"batch {self.batch} of epoch {self.epoch}"
+
+
+class Reader:
+    """Fills ``storage[leaf][a:a+len(indices)]`` with observations ``indices`` of the data.
+
+    Indices must be in range (the loader checks each epoch's order once before reading)."""
+
+    batched = False  # True when one call per whole batch is the natural unit (``__getitems__``)
+    vectorized = False  # True when no per-sample Python runs (arrays)
+
+    def __init__(self, data: Any, index_map: np.ndarray | None):
+        self.data, self.index_map = data, index_map
+        self.spec: Spec | None = None
+
+    def resolve(self, indices: np.ndarray) -> np.ndarray:
+        return indices if self.index_map is None else self.index_map[indices]
+
+    def read(self, storage: list[Any], a: int, indices: np.ndarray, info: BatchInfo) -> None:
+        raise NotImplementedError
+
+    def samples(self, indices: np.ndarray, info: BatchInfo) -> list[Any]:
+        """The observations themselves (for a user's collate)."""
+        data, out, stop = self.data, [], info.stop
+        with sample_context(info.seed, info.epoch) as ctx:
+            for i, idx in zip(indices.tolist(), self.resolve(indices).tolist()):
+                if stop.is_set():
+                    raise Cancelled
+                ctx.index, ctx.rng = i, None
+                try:
+                    out.append(getobs(data, idx))
+                except BaseException as exc:
+                    add_note(exc, f"slipstream: raised while loading sample {i} ({info})")
+                    raise
+        return out
+
+
+class _ArrayReader(Reader):
+    vectorized = True
+
+    def __init__(self, data: Any, index_map: np.ndarray | None, spec: Spec):
+        super().__init__(data, index_map)
+        self.spec = spec
+        self.pairs: list[tuple[np.ndarray, int]] = []
+        self._pair(data, spec.tree)
+
+    def _pair(self, data: Any, node: Any) -> None:
+        if isinstance(node, ArrayLeaf):
+            self.pairs.append((data, node.slot))
+        elif isinstance(node, dict):
+            for k, child in node.items():
+                self._pair(data[k], child)
+        else:
+            for member, child in zip(data, node[1]):
+                self._pair(member, child)
+
+    def read(self, storage: list[Any], a: int, indices: np.ndarray, info: BatchInfo) -> None:
+        rows = self.resolve(indices)
+        b = a + len(rows)
+        for array, slot in self.pairs:
+            # the loader validates every index once per epoch, so 'clip' never clips; it avoids the
+            # buffered copy that mode='raise' makes when given out=
+            array.take(rows, axis=0, out=storage[slot][a:b], mode="clip")
+
+    def samples(self, indices: np.ndarray, info: BatchInfo) -> list[Any]:
+        return [getobs(self.data, int(i)) for i in self.resolve(indices)]
+
+
+class _SampleReader(Reader):
+    def read(self, storage: list[Any], a: int, indices: np.ndarray, info: BatchInfo) -> None:
+        data, spec, stop = self.data, self.spec, info.stop
+        write = spec.write
+        into = getattr(data, "getobs_into", None) is not None or isinstance(data, (tuple, Mapping))
+        with sample_context(info.seed, info.epoch) as ctx:
+            for j, i, idx in zip(range(a, a + len(indices)), indices.tolist(), self.resolve(indices).tolist()):
+                if stop.is_set():
+                    raise Cancelled
+                ctx.index, ctx.rng = i, None
+                try:
+                    if into:
+                        views = spec.views(storage, j)
+                        spec.settle(storage, j, getobs_into(views, data, idx), views, i)
+                    else:
+                        write(storage, j, data[idx], i)
+                except BaseException as exc:
+                    add_note(exc, f"slipstream: raised while loading sample {i} ({info})")
+                    raise
+
+
+class _ManyReader(Reader):
+    batched = True
+
+    def read(self, storage: list[Any], a: int, indices: np.ndarray, info: BatchInfo) -> None:
+        for j, (i, sample) in enumerate(zip(indices.tolist(), self.samples(indices, info)), start=a):
+            self.spec.write(storage, j, sample, i)
+
+    def samples(self, indices: np.ndarray, info: BatchInfo) -> list[Any]:
+        rows = [int(r) for r in self.resolve(indices)]
+        with sample_context(info.seed, info.epoch) as ctx:
+            ctx.at(indices[0] if len(indices) else 0)
+            try:
+                samples = list(self.data.__getitems__(rows))
+            except BaseException as exc:
+                add_note(exc, f"slipstream: raised while loading samples {indices.tolist()} ({info})")
+                raise
+        if len(samples) != len(rows):
+            raise ValueError(f"__getitems__ returned {len(samples)} observations for {len(rows)} indices ({info})")
+        return samples
+
+
+class _BatchIntoReader(Reader):
+    vectorized = True
+
+    def __init__(self, data: Any, index_map: np.ndarray | None, spec: Spec | None = None):
+        super().__init__(data, index_map)
+        self.spec = spec
+
+    def read(self, storage: list[Any], a: int, indices: np.ndarray, info: BatchInfo) -> None:
+        if info.stop.is_set():
+            raise Cancelled
+        b = a + len(indices)
+        views = self.spec.batch_views(storage, a, b)
+        with sample_context(info.seed, info.epoch) as ctx:
+            ctx.at(indices[0] if len(indices) else 0)
+            try:
+                value = self.data.getobs_batch_into(views, self.resolve(indices))
+                self.spec.settle_batch(storage, a, value, views, indices.tolist())
+            except BaseException as exc:
+                add_note(exc, f"slipstream: raised while loading samples {indices.tolist()} ({info})")
+                raise
+
+
+def _declared_spec(data: Any) -> Spec | None:
+    """The batch structure a container declares (``batch_spec()``: a packed file knows its fields,
+    which of them vary per sample, and how), so the buffers need not be shaped from sample 0."""
+    declare = getattr(data, "batch_spec", None)
+    return declare() if callable(declare) else None
+
+
+def make_reader(data: Any) -> Reader:
+    """The reader for ``data`` (an ``obsview`` is read through to its parent)."""
+    index_map = None
+    if isinstance(data, ObsView):
+        data, index_map = data.data, data.indices
+    spec = spec_of_data(data)
+    if spec is not None:
+        return _ArrayReader(data, index_map, spec)
+    if hasattr(data, "getobs_batch_into"):
+        return _BatchIntoReader(data, index_map, _declared_spec(data))
+    reader = _ManyReader(data, index_map) if hasattr(data, "__getitems__") else _SampleReader(data, index_map)
+    reader.spec = _declared_spec(data)  # a mapped packed file's (``MappedFields``), else None: shaped from a sample
+    return reader
