@@ -12,10 +12,11 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from slipstream.images import kernels as K
+from slipstream.images.kernels import compiler, numba_passes, numba_path, numpy_path
 
 IMPLS = [
-    pytest.param(K._resample_numpy, id="numpy"),
-    pytest.param(K._resample_numba, id="numba", marks=pytest.mark.skipif(not K.NUMBA, reason="numba not active")),
+    pytest.param(numpy_path.resample, id="numpy"),
+    pytest.param(numba_path.resample, id="numba", marks=pytest.mark.skipif(not K.NUMBA, reason="numba not active")),
 ]
 needs_numba = pytest.mark.skipif(not K.NUMBA, reason="numba not active")
 FILTERS = {"bilinear": Image.Resampling.BILINEAR, "box": Image.Resampling.BOX}
@@ -150,8 +151,8 @@ def test_numba_equals_numpy_bit_for_bit(case, filter, flip, chw, dtype, exponent
         scale = (signs[0] * rng.uniform(1, 2, channels) * 2.0 ** exponents[0]).astype(np.float32)
         offset = (signs[1] * rng.uniform(0, 2, channels) * 2.0 ** exponents[1]).astype(np.float32)
         norm = {"scale": scale, "offset": offset}
-    a = K._resample_numba(src, box, np.empty(shape, dtype), flip=flip, filter=filter, chw=chw, **norm)
-    b = K._resample_numpy(src, box, np.empty(shape, dtype), flip=flip, filter=filter, chw=chw, **norm)
+    a = numba_path.resample(src, box, np.empty(shape, dtype), flip=flip, filter=filter, chw=chw, **norm)
+    b = numpy_path.resample(src, box, np.empty(shape, dtype), flip=flip, filter=filter, chw=chw, **norm)
     np.testing.assert_array_equal(bits(a), bits(b))
 
 
@@ -161,7 +162,7 @@ def test_float16_rounding_matches_numpy_on_special_values():
     bits32 = np.concatenate([values.view(np.uint32), np.random.default_rng(0).integers(0, 2**32, 20000, dtype=np.uint64).astype(np.uint32)])
     with np.errstate(over="ignore"):
         expected = bits32.view(np.float32).astype(np.float16).view(np.uint16)
-    got = np.array([K._nb_half_bits(int(b)) for b in bits32], np.uint16)
+    got = np.array([numba_path.half_bits(int(b)) for b in bits32], np.uint16)
     np.testing.assert_array_equal(got, expected)
 
 
@@ -235,15 +236,15 @@ def test_public_function_dispatches_and_warm_up():
     seconds = K.warm_up()
     assert seconds >= 0.0 and (K.NUMBA or seconds == 0.0)
     if K.NUMBA:
-        assert K._nb_resample_u8.targetoptions["nogil"] and K._nb_write_lut.targetoptions["nogil"]
+        assert numba_passes.resample_u8.targetoptions["nogil"] and numba_path.write_lut.targetoptions["nogil"]
     else:
         with pytest.raises(RuntimeError):
-            K._resample_numba(src, (0, 0, 20, 20), out)
+            numba_path.resample(src, (0, 0, 20, 20), out)
 
 
 def test_environment_variable_selects_the_numpy_fallback():
     env = dict(os.environ, SLIPSTREAM_NO_NUMBA="1")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in [os.path.dirname(os.path.dirname(K.__file__)), env.get("PYTHONPATH")] if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(K.__file__)))), env.get("PYTHONPATH")] if p)
     code = "from slipstream.images import kernels as K; print(K.NUMBA, K.warm_up())"
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
@@ -257,12 +258,13 @@ def test_the_first_calls_run_on_numpy_while_numba_compiles_in_the_background():
         """
         import numpy as np
         from slipstream.images import kernels as _kernels
+        from slipstream.images.kernels import compiler
         src = np.zeros((8, 8, 3), np.uint8)
         out = np.empty((4, 4, 3), np.uint8)
         _kernels.resample_into(src, (0, 0, 8, 8), out)  # starts the compile, returns at once
-        print("WARMED", _kernels.warm_up("uint8") >= 0, _kernels._ready[np.dtype("uint8")].is_set() == _kernels.NUMBA)
+        print("WARMED", _kernels.warm_up("uint8") >= 0, compiler.ready[np.dtype("uint8")].is_set() == _kernels.NUMBA)
         _kernels.warm_up()
-        print("ALL", all(event.is_set() == _kernels.NUMBA for event in _kernels._ready.values()))
+        print("ALL", all(event.is_set() == _kernels.NUMBA for event in compiler.ready.values()))
         """,
         timeout=300,
     )

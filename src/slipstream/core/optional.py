@@ -1,0 +1,56 @@
+"""Optional dependencies, imported one way.
+
+slipstream's core needs NumPy alone; packed files, image codecs, the numba kernels, the compiled
+JPEG region decoder and the Hugging Face bridge are optional. Two calls import them:
+
+- ``require(module, extra=..., purpose=...)``: a dependency a feature cannot work without. When
+  it is missing, ``ImportError`` with the install hint, always in one shape:
+  ``"<purpose>: pip install 'slipstream[<extra>]' (or pip install <package>)"``, e.g.
+  ``"packed files need pyarrow: pip install 'slipstream[files]' (or pip install pyarrow)"``.
+- ``optional(module, disable_env=...)``: a dependency that only makes something faster. ``None``
+  when it is missing, or when the environment variable ``disable_env`` is set to anything but
+  "", "0", "false", "no" or "off"; the caller then falls back to its slower path.
+
+Both return the imported module (the submodule itself for a dotted name) and import nothing until called.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from types import ModuleType
+
+__all__ = ["disabled", "optional", "require"]
+
+
+def require(module: str, *, extra: str, purpose: str, package: str | None = None) -> ModuleType:
+    """Import ``module``, or raise ``ImportError`` with the install hint.
+
+    ``purpose``: what needs it, as a sentence naming the dependency ("packed files need pyarrow").
+    ``extra``: the ``slipstream[extra]`` that installs it. ``package``: its name on PyPI (default:
+    the top-level module name; "Pillow" for ``PIL``).
+    """
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        name = package or module.partition(".")[0]
+        raise ImportError(f"{purpose}: pip install 'slipstream[{extra}]' (or pip install {name})") from exc
+
+
+def disabled(variable: str) -> bool:
+    """Whether the environment variable ``variable`` switches something off (set, and not "", "0", "false", "no" or "off")."""
+    return os.environ.get(variable, "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def optional(
+    module: str, *, disable_env: str | None = None, errors: tuple[type[BaseException], ...] = (ImportError,)
+) -> ModuleType | None:
+    """Import ``module``, or return None: when it is missing (one of ``errors`` raised while importing
+    it; a library that can be installed yet broken, such as numba against a newer NumPy, passes
+    ``(Exception,)``), or when ``disable_env`` names a set environment variable (see ``disabled``)."""
+    if disable_env is not None and disabled(disable_env):
+        return None
+    try:
+        return importlib.import_module(module)
+    except errors:
+        return None
