@@ -16,7 +16,9 @@ from .core.errors import (
     MissingFieldError,
     NotAPackedFileError,
     PackedFileError,
+    SharedMemoryError,
     TruncatedFileError,
+    WorkerError,
 )
 from .convert.huggingface import to_huggingface
 from .convert.imagefolder import imagefolder
@@ -27,9 +29,7 @@ from .files.packed import PackedDataset, open
 from .files.writer import write
 from .core.rng import sample_rng
 from .core.views import batchview, joinobs, mapobs, obsview, shuffleobs, splitobs
-from .workers.pool import WorkerError
 from .workers.sharedlist import SharedList
-from .workers.shm import SharedMemoryError
 from .core.workerinfo import WorkerInfo, worker_info
 
 __version__ = "0.1.0"

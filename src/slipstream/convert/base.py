@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core.errors import ConvertError
 from ..files.field import Field
 
 __all__ = ["SUPPORTED", "ConvertError", "Source"]
@@ -15,10 +16,6 @@ SUPPORTED = (
     "a .parquet file, or a Hugging Face dataset saved with save_to_disk "
     "(a folder with dataset_info.json or state.json and data-*.arrow files)"
 )
-
-
-class ConvertError(ValueError):
-    """A source that cannot be converted (an unknown kind, unequal lengths, nulls, unsupported types)."""
 
 
 @dataclass

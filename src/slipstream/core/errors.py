@@ -1,28 +1,64 @@
-"""Exceptions for packed files. Every one names the file; each subclasses a built-in.
+"""Every slipstream exception, in one hierarchy. Each subclasses a built-in (code that catches the
+built-in keeps working) and pickles: an error raised in a worker process reaches the parent as
+itself, with its type, message, notes and attributes.
 
-    PackedFileError                      base of all below (catch this for "the file is bad")
-    ├── NotAPackedFileError(ValueError)  not an Arrow IPC file, or an Arrow file slipstream did not write
-    ├── FormatVersionError(ValueError)   written by a newer slipstream format than this one reads
-    ├── TruncatedFileError(OSError)      the file ends early (an interrupted copy or download)
-    ├── CorruptFileError(ValueError)     structure or contents that cannot be right
-    │   └── ChecksumError                a page's bytes differ from what was written (names the page and samples)
-    └── MissingFieldError(ValueError)    a field asked for is not in the file (names the fields it has)
+    Exception
+    ├── PackedFileError                      a packed file cannot be used; ``path`` names it (catch this for "the file is bad")
+    │   ├── NotAPackedFileError(ValueError)  not an Arrow IPC file, or an Arrow file slipstream did not write
+    │   ├── FormatVersionError(ValueError)   written by a newer slipstream format than this one reads
+    │   ├── TruncatedFileError(OSError)      the file ends early (an interrupted copy or download)
+    │   ├── CorruptFileError(ValueError)     structure or contents that cannot be right
+    │   │   └── ChecksumError                a page's bytes differ from what was written (names the page and samples)
+    │   └── MissingFieldError(ValueError)    a field asked for is not in the file (names the fields it has)
+    └── (Cancelled)                          [loading/readers.py, to move here] raised inside a reader between
+                                             samples once the iterator that wanted the batch is closed; never
+                                             reaches the user
+    RuntimeError
+    └── WorkerError                          a worker process died (``pid``; ``exitcode``, negative for a signal:
+                                             a segfault, the out-of-memory killer) or could not start; the other
+                                             workers are stopped
+    MemoryError
+    └── SharedMemoryError                    the shared-memory file system (``/dev/shm`` or $SLIPSTREAM_SHM_DIR)
+                                             has no room for the process workers' batch buffers, or cannot be
+                                             written (says how much was needed and what to do)
+    ValueError
+    └── ConvertError                         a source ``slipstream convert`` cannot convert: an unknown kind,
+                                             unequal lengths, nulls, unsupported types
+    TimeoutError, RuntimeError
+    └── (DataLoaderTimeoutError)             [torch/_iterable.py, to move here] ``slipstream.torch``: no batch
+                                             within ``timeout`` seconds, worded as torch's
 
 Errors while *encoding* a sample (a wrong type or shape for its field) are plain ``TypeError`` /
-``ValueError`` naming the sample index and the field.
+``ValueError`` naming the sample index and the field; a batch not ready within a loader's
+``timeout`` is a plain ``TimeoutError``; a dataset that cannot be pickled for ``spawn`` workers is
+a ``TypeError`` naming its type. An exception raised by user code (a container, a collate
+function, ``worker_init``) propagates as itself, with a note (``add_note``) saying where it was
+raised: which sample, batch and epoch, or which worker and its traceback.
 """
 
 from __future__ import annotations
 
 __all__ = [
     "ChecksumError",
+    "ConvertError",
     "CorruptFileError",
     "FormatVersionError",
     "MissingFieldError",
     "NotAPackedFileError",
     "PackedFileError",
+    "SharedMemoryError",
     "TruncatedFileError",
+    "WorkerError",
+    "add_note",
 ]
+
+
+def add_note(error: BaseException, note: str) -> None:
+    """``error.add_note(note)`` (kept in ``__notes__`` on Python 3.10 too)."""
+    if hasattr(error, "add_note"):
+        error.add_note(note)
+    else:  # pragma: no cover - Python 3.10
+        error.__notes__ = [*getattr(error, "__notes__", []), note]
 
 
 def _rebuilt(cls: type[BaseException], args: tuple, state: dict) -> BaseException:
@@ -31,6 +67,9 @@ def _rebuilt(cls: type[BaseException], args: tuple, state: dict) -> BaseExceptio
     error.args = args
     error.__dict__.update(state)
     return error
+
+
+# -- packed files ------------------------------------------------------------------------------
 
 
 class PackedFileError(Exception):
@@ -71,3 +110,28 @@ class ChecksumError(CorruptFileError):
 
 class MissingFieldError(PackedFileError, ValueError):
     """A requested field is not in the file."""
+
+
+# -- worker processes --------------------------------------------------------------------------
+
+
+class WorkerError(RuntimeError):
+    """A worker process died (``pid``, ``exitcode``: negative for a signal) or could not start."""
+
+    def __init__(self, message: str, pid: int | None = None, exitcode: int | None = None):
+        super().__init__(message)
+        self.pid, self.exitcode = pid, exitcode
+
+    def __reduce__(self) -> tuple:
+        return _rebuilt, (type(self), self.args, dict(self.__dict__))
+
+
+class SharedMemoryError(MemoryError):
+    """The shared-memory file system has no room for the process workers' batch buffers."""
+
+
+# -- conversion --------------------------------------------------------------------------------
+
+
+class ConvertError(ValueError):
+    """A source that cannot be converted (an unknown kind, unequal lengths, nulls, unsupported types)."""

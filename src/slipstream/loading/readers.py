@@ -25,18 +25,11 @@ import numpy as np
 
 from ..core.collate import ArrayLeaf, Spec, spec_of_data
 from ..core.containers import getobs, getobs_into
+from ..core.errors import add_note
 from ..core.rng import sample_context
 from ..core.views import ObsView
 
 __all__ = ["BatchInfo", "Cancelled", "Reader", "add_note", "collated", "make_reader"]
-
-
-def add_note(error: BaseException, note: str) -> None:
-    """``error.add_note(note)`` (kept in ``__notes__`` on Python 3.10 too)."""
-    if hasattr(error, "add_note"):
-        error.add_note(note)
-    else:  # pragma: no cover - Python 3.10
-        error.__notes__ = [*getattr(error, "__notes__", []), note]
 
 
 def collated(collate: Any, samples: list[Any], info: Any) -> Any:

@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from .shm import Segment, attach
+from ..core.errors import WorkerError, add_note
 from ..core.workerinfo import WorkerInfo, seed_globals, set_worker_info, worker_seed
 
 __all__ = ["WorkerError", "WorkerPool", "WorkerState"]
@@ -51,14 +52,6 @@ _WAIT_SLICE = 0.5  # the longest the parent sleeps between liveness checks
 _IN_FLIGHT_BYTES = 64 * 1024  # unanswered message bytes allowed per worker (well under a socket buffer)
 _JOIN = 1.0
 _FLAGS = 1024  # cancellation flags: one per live generation (iterator), reused once it is cancelled
-
-
-class WorkerError(RuntimeError):
-    """A worker process died (``pid``, ``exitcode``: negative for a signal) or could not start."""
-
-    def __init__(self, message: str, pid: int | None = None, exitcode: int | None = None):
-        super().__init__(message)
-        self.pid, self.exitcode = pid, exitcode
 
 
 def _context(context: Any) -> Any:
@@ -185,8 +178,6 @@ def _worker_main(
                 payload = pickle.loads(blob)
                 worker_init = pickle.loads(init_blob)
             except (AttributeError, ImportError) as exc:
-                from ..loading.readers import add_note
-
                 add_note(
                     exc,
                     "slipstream: each worker rebuilds the dataset by unpickling it, so its classes and functions must "
@@ -659,8 +650,6 @@ def _rebuild(wrapped: tuple[bytes | None, str, str]) -> BaseException:
             error = None
     if error is None:
         error = RuntimeError(f"{summary} (the exception could not be sent back as itself)")
-    from ..loading.readers import add_note
-
     add_note(error, text.rstrip())
     return error
 

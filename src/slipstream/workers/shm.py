@@ -25,13 +25,11 @@ from typing import Any
 
 import numpy as np
 
+from ..core.errors import SharedMemoryError
+
 __all__ = ["Segment", "SharedMemoryError", "attach", "close_inherited_fds", "layout", "shm_directory"]
 
 _ALIGN = 64
-
-
-class SharedMemoryError(MemoryError):
-    """The shared-memory file system has no room for the process workers' batch buffers."""
 
 
 def shm_directory() -> str:
