@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from .collate import ArrayLeaf, Spec
+from .forking import at_worker_fork
 
 __all__ = ["SlotPool", "Storage", "heap_arrays"]
 
@@ -116,6 +117,7 @@ class SlotPool:
 _shared_pools: weakref.WeakSet[SlotPool] = weakref.WeakSet()
 
 
+@at_worker_fork
 def drop_free_shared_slots() -> None:
     """In a forked worker: unmap the parent's shared slots that nothing uses and forget them, so
     closing the parent's loader frees their memory (slots a kept batch still uses stay mapped)."""

@@ -43,6 +43,7 @@ from typing import Any
 
 from .shm import Segment, attach
 from ..core.errors import WorkerError, add_note
+from ..core.forking import at_worker_fork, run_worker_fork_hooks
 from ..core.workerinfo import WorkerInfo, seed_globals, set_worker_info, worker_seed
 
 __all__ = ["WorkerError", "WorkerPool", "WorkerState"]
@@ -168,7 +169,7 @@ def _worker_main(
     where = f"worker {worker_id} (pid {pid})"
     try:
         if inherited:  # fork: let go of what the parent's other loaders and workers hold
-            _after_fork()
+            run_worker_fork_hooks()
         else:  # spawn/forkserver: the pickled payload comes first on the pipe, then its segments
             from multiprocessing.reduction import recv_handle
 
@@ -232,22 +233,17 @@ def _worker_main(
             return
 
 
-def _after_fork() -> None:
-    """In a forked worker: close the parent ends of every pool's pipes (so each pipe ends when the
-    parent does), the fds of the parent's batch slots, and unmap the slots nothing uses, so that
-    closing another loader in the parent really frees its memory."""
-    from .shm import close_inherited_fds
-    from ..core.slots import drop_free_shared_slots
-
-    for conn in list(_parent_ends):
-        conn.close()
-    close_inherited_fds()
-    drop_free_shared_slots()
-
-
 # -- the parent side ---------------------------------------------------------------------------
 
 _parent_ends: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+@at_worker_fork
+def _close_parent_ends() -> None:
+    """In a forked worker: close the parent ends of every pool's pipes, so each pipe ends when the
+    parent does (the shm and slot modules register their own clean-ups)."""
+    for conn in list(_parent_ends):
+        conn.close()
 
 _live: weakref.WeakSet[WorkerPool] = weakref.WeakSet()
 

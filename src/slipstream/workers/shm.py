@@ -26,6 +26,8 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import SharedMemoryError
+from ..core.forking import at_worker_fork
+from .rawmap import Mapping
 
 __all__ = ["Segment", "SharedMemoryError", "attach", "close_inherited_fds", "layout", "shm_directory"]
 
@@ -73,9 +75,7 @@ class Segment:
         try:
             os.unlink(path)
             _reserve(fd, size, directory, purpose)
-            if raw:  # arrays over it hold no fd (see _rawmap); it has no ``buffer``
-                from .rawmap import Mapping
-
+            if raw:  # arrays over it hold no fd (see rawmap); it has no ``buffer``
                 self.mapping: Any = Mapping(fd, size)
             else:
                 self.buffer = mmap.mmap(fd, size)
@@ -116,6 +116,7 @@ class Segment:
 _raw_segments: weakref.WeakSet[Segment] = weakref.WeakSet()  # batch slots: their fds are closed in forked workers
 
 
+@at_worker_fork
 def close_inherited_fds() -> None:
     """In a forked worker: close the fds of the parent's batch-slot segments (it gets its own)."""
     for segment in list(_raw_segments):
