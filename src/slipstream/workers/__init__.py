@@ -1,4 +1,8 @@
-"""Worker processes: a persistent pool that runs small tasks against a payload sent once,
-the message protocol between parent and workers, shared-memory segments passed by file
-descriptor, and the fork clean-up registry.
+"""Worker processes: a persistent pool that runs small tasks against a payload sent once.
+
+``pool`` (the parent side: tickets, results, liveness), ``link`` (the parent's end of each worker:
+start, flow-controlled writes, stop), ``worker`` (the worker process's loop), ``protocol`` (the
+message kinds and the cancellation flags both ends use), ``payload`` (what the messages carry),
+``shm``/``rawmap`` (shared-memory segments passed by file descriptor) and ``sharedlist``. Fork
+clean-up goes through ``core.forking``; the exceptions live in ``core.errors``.
 """
