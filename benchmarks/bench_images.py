@@ -48,7 +48,7 @@ cores busy the throughput ratio on a quiet machine follows the inverse ratio of 
 
 GIL share: slipstream's pipeline run single-threaded (``workers=0``) over the JPEG and the smart
 files, with the two GIL-releasing calls timed from inside: the JPEG decode
-(``simplejpeg.decode_jpeg``, or the region decoder ``_roijpeg.decode_region`` when it is built) and
+(``simplejpeg.decode_jpeg`` through ``codecs.decode_jpeg_scaled``, or the region decoder ``_roijpeg.decode_region`` when it is built) and
 the fused crop-resize-flip-CHW kernel
 (``_kernels.resample_into``), both wrapped in this process only. GIL-held time per sample = total
 time per sample (loader included) - the time inside those calls; its share of the total bounds
@@ -511,13 +511,6 @@ class _Timed:
         return timed
 
 
-class _TimedImaging(_Timed):
-    """``_imaging`` whose ``_simplejpeg()`` hands out a timed ``decode_jpeg``."""
-
-    def _simplejpeg(self):
-        return _Timed(self._module._simplejpeg(), {"decode_jpeg": "decode"}, self._spent)
-
-
 def call_overhead(resample_into: Any) -> float:
     """Seconds of one ``resample_into`` call that does no pixel work (8x8 -> 1x1): its Python checks and
     dispatch, which hold the GIL; subtracted from the kernel's time per call."""
@@ -538,10 +531,10 @@ def gil_share(path: Path, samples: int, runs: int) -> dict[str, float]:
 
     spent = {"decode": 0.0, "resample": 0.0, "calls": 0}
     saved = _pipeline._imaging, _pipeline._kernels, getattr(_pipeline, "_roi", None)
-    if getattr(saved[1], "resample_into", None) is None or getattr(saved[0], "_simplejpeg", None) is None:
-        raise RuntimeError("slipstream.images.pipeline has no _kernels.resample_into / _imaging._simplejpeg to time")
+    if getattr(saved[1], "resample_into", None) is None or getattr(saved[0], "decode_jpeg_scaled", None) is None:
+        raise RuntimeError("slipstream.images.pipeline has no _kernels.resample_into / _imaging.decode_jpeg_scaled to time")
     overhead = call_overhead(saved[1].resample_into)
-    _pipeline._imaging = _TimedImaging(saved[0], {}, spent)
+    _pipeline._imaging = _Timed(saved[0], {"decode_jpeg_scaled": "decode"}, spent)
     _pipeline._kernels = _Timed(saved[1], {"resample_into": "resample"}, spent)
     if saved[2] is not None:  # the compiled region decoder, when built, decodes instead of simplejpeg
         _pipeline._roi = _Timed(saved[2], {"decode_region": "decode"}, spent)

@@ -18,12 +18,16 @@ from typing import Any
 
 import numpy as np
 
+from ..core.optional import require
+
 __all__ = [
     "CODECS",
     "as_image",
     "decode",
+    "decode_jpeg_scaled",
     "encode",
     "jpeg_header",
+    "jpeg_info",
     "pil_to_array",
     "resize_area",
     "sniff",
@@ -37,19 +41,15 @@ CODECS = {"raw": 0, "jpeg": 1, "png": 2, "qoi": 3}
 
 
 def _pil():
-    try:
-        from PIL import Image
-    except ImportError as exc:  # pragma: no cover - part of the 'files' extra
-        raise ImportError("image fields need Pillow: pip install 'slipstream[files]'") from exc
-    return Image
+    return require("PIL.Image", extra="files", purpose="image fields need Pillow", package="Pillow")
 
 
 def _simplejpeg():
-    try:
-        import simplejpeg
-    except ImportError as exc:  # pragma: no cover - part of the 'files' extra
-        raise ImportError("JPEG images need simplejpeg: pip install 'slipstream[files]'") from exc
-    return simplejpeg
+    return require("simplejpeg", extra="files", purpose="JPEG images need simplejpeg")
+
+
+def _qoi():
+    return require("qoi", extra="files", purpose="QOI images need qoi")
 
 
 def sniff(data: bytes | memoryview) -> str | None:
@@ -64,9 +64,16 @@ def sniff(data: bytes | memoryview) -> str | None:
     return None
 
 
+def jpeg_info(data: Any) -> tuple[int, int, str]:
+    """(height, width, colour space) from a JPEG's header, the colour space as libjpeg names it
+    ("Gray", "YCbCr", "RGB", "CMYK", "YCCK"); ``ValueError`` (or ``RuntimeError``) when unreadable."""
+    height, width, colorspace, _ = _simplejpeg().decode_jpeg_header(data)
+    return height, width, colorspace
+
+
 def jpeg_header(data: bytes) -> tuple[int, int, int] | None:
     """(height, width, channels) of a JPEG that decodes to RGB or grayscale as it is; None for CMYK etc."""
-    height, width, colorspace, _ = _simplejpeg().decode_jpeg_header(data)
+    height, width, colorspace = jpeg_info(data)
     if colorspace == "Gray":
         return height, width, 1
     if colorspace in ("YCbCr", "RGB"):
@@ -188,10 +195,8 @@ def encode(codec: str, image: np.ndarray, quality: int) -> bytes:
         _pil().fromarray(image[:, :, 0] if image.shape[2] == 1 else image).save(buffer, format="PNG", compress_level=6)
         return buffer.getvalue()
     if codec == "qoi":
-        import qoi
-
         rgb = np.repeat(image, 3, axis=2) if image.shape[2] == 1 else image  # QOI stores RGB(A) only
-        return qoi.encode(np.ascontiguousarray(rgb))
+        return _qoi().encode(np.ascontiguousarray(rgb))
     raise ValueError(f"unknown image codec {codec!r}; expected one of {sorted(CODECS)}")
 
 
@@ -229,9 +234,7 @@ def decode(
             with _pil().open(io.BytesIO(data)) as pil:
                 image = pil_to_array(pil, "png image")
         elif codec == "qoi":
-            import qoi
-
-            image = qoi.decode(bytes(data))[:, :, :3]
+            image = _qoi().decode(bytes(data))[:, :, :3]
             if want == 1:  # slipstream stores gray as R = G = B
                 image = image[:, :, :1]
         else:
@@ -262,3 +265,18 @@ def _decode_jpeg(data: Any, shape: tuple[int, int, int] | None, channels: int | 
     else:
         image = _simplejpeg().decode_jpeg(data, colorspace=colorspace)
     return image[:, :, None] if image.ndim == 2 else image
+
+
+def decode_jpeg_scaled(
+    data: Any, colorspace: str, buffer: np.ndarray, fast: bool, factor: int, height: int, width: int
+) -> np.ndarray:
+    """A whole JPEG decoded strictly into ``buffer`` (simplejpeg): as ``colorspace`` ("RGB" or
+    "GRAY"), with libjpeg's fast DCT and upsampling when ``fast``, and at 1/``factor`` scale (2, 4
+    or 8: libjpeg's DCT scaling, to a ``height`` x ``width`` image at least) when ``factor`` > 1.
+    Returns the decoded array, a view of ``buffer`` ((H, W) for gray)."""
+    simplejpeg = _simplejpeg()
+    if factor == 1:
+        return simplejpeg.decode_jpeg(data, colorspace=colorspace, buffer=buffer, fastdct=fast, fastupsample=fast)
+    return simplejpeg.decode_jpeg(
+        data, colorspace=colorspace, buffer=buffer, fastdct=fast, fastupsample=fast, min_factor=factor, min_height=height, min_width=width
+    )

@@ -11,16 +11,16 @@ the fusion: the geometry then goes to a uint8 HxWxC image that they are given in
 from __future__ import annotations
 
 import math
-import os
 import threading
 from typing import Any
 
 import numpy as np
 
-from . import codecs as _imaging
-from . import kernels as _kernels
+from ..core.optional import optional
 from ..core.rng import sample_rng
 from ..ops import Apply, Decode, Geometry, Normalize, Op, ToCHW, ToRGB, Window
+from . import codecs as _imaging
+from . import kernels as _kernels
 
 __all__ = ["ImageDecodeError", "ImageSource", "Pipeline"]
 
@@ -32,19 +32,9 @@ class ImageDecodeError(ValueError):
 _scratch = threading.local()
 
 
-def _load_roi() -> Any:
-    """The compiled region decoder, unless missing (no compiler or libjpeg headers at install) or
-    disabled with ``SLIPSTREAM_NO_ROIJPEG=1``."""
-    if os.environ.get("SLIPSTREAM_NO_ROIJPEG", "").strip().lower() not in ("", "0", "false", "no", "off"):
-        return None
-    try:
-        from . import _roijpeg as _roijpeg
-    except ImportError:
-        return None
-    return _roijpeg
-
-
-_roi = _load_roi()
+# The compiled region decoder, unless missing (no compiler or libjpeg headers at install) or
+# disabled with SLIPSTREAM_NO_ROIJPEG=1.
+_roi: Any = optional(f"{__package__}._roijpeg", disable_env="SLIPSTREAM_NO_ROIJPEG")
 ROI_DECODE = _roi is not None  # whether JPEGs are decoded window by window (see ``ImageSource.decode``)
 
 
@@ -150,7 +140,7 @@ class ImageSource:
         there must not size the buffers, nor reshape the pixels on one path and fail on another).
         Returns whether the region decoder handles its colour space (not CMYK/YCCK: those are
         decoded whole, and simplejpeg converts them to RGB)."""
-        height, width, colorspace, _ = _imaging._simplejpeg().decode_jpeg_header(self.data)
+        height, width, colorspace = _imaging.jpeg_info(self.data)
         if (height, width) != self.shape[:2]:
             raise ValueError(f"the jpeg image is {height}x{width} but its stored shape is {self.shape}")
         return colorspace in ("Gray", "YCbCr", "RGB")
@@ -182,14 +172,7 @@ class ImageSource:
         dec_h, dec_w, channels = shape
         buffer = _scratch_buffer(dec_h * dec_w * channels)
         colorspace = "GRAY" if channels == 1 else "RGB"
-        fast = options.fast
-        if factor == 1:
-            image = _imaging._simplejpeg().decode_jpeg(self.data, colorspace=colorspace, buffer=buffer, fastdct=fast, fastupsample=fast)
-        else:
-            image = _imaging._simplejpeg().decode_jpeg(
-                self.data, colorspace=colorspace, buffer=buffer, fastdct=fast, fastupsample=fast,
-                min_factor=factor, min_height=dec_h, min_width=dec_w,
-            )
+        image = _imaging.decode_jpeg_scaled(self.data, colorspace, buffer, options.fast, factor, dec_h, dec_w)
         if image.ndim == 2:
             image = image[:, :, None]
         if image.shape != shape:
