@@ -426,7 +426,7 @@ def case_3(tmp: Path, n: int, repeats: int, verdicts: Verdicts) -> None:
     for samples in (arrays[:4], encoded[:4]):
         ss.write(path, samples, {"image": F.Image(codec="jpeg", quality=QUALITY), "label": F.Int()}, progress=False)
         ds = ss.open(path)
-        stored = [ds._page(0)["image"].encoded(k).tobytes() for k in range(4)]  # noqa: SLF001 - a check, not timed
+        stored = [ds.page(0)["image"].encoded(k).tobytes() for k in range(4)]  # a check, not timed
         if stored != jpegs[:4] or ds[3]["image"].shape != (height, width, 3):
             raise RuntimeError("the writer did not store the expected JPEG bytes")
         del ds

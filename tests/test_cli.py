@@ -35,7 +35,7 @@ def test_inspect_prints_schema_counts_sizes_and_codec_mix(tmp_path, capsys):
     path = tmp_path / "mix.ss"
     samples = _images_file(path)
     ds = ss.open(path)
-    codecs = [ds._page(p)["image"].codec(r) for p in range(ds.num_pages) for r in range(len(ds._page(p)["image"].codes))]
+    codecs = [ds.page(p)["image"].codec(r) for p in range(ds.num_pages) for r in range(len(ds.page(p)["image"].codes))]
     assert 0 < codecs.count("png") < 30 and ds.num_pages > 1
     assert main(["inspect", str(path), "--validate"]) == 0
     out = capsys.readouterr().out

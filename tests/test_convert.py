@@ -48,7 +48,7 @@ def _stored(ds: ss.PackedDataset, name: str, index: int) -> tuple[str, bytes]:
     """(codec, stored bytes) of an image sample."""
     starts = list(ds.page_starts())
     page = max(p for p, s in enumerate(starts) if s <= index)
-    column = ds._page(page)[name]
+    column = ds.page(page)[name]
     return column.codec(index - starts[page]), column.encoded(index - starts[page]).tobytes()
 
 

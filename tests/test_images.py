@@ -41,7 +41,7 @@ def test_grayscale_2d_arrays_and_pil_images_are_accepted(tmp_path):
 def test_jpeg_bytes_that_need_no_resize_are_stored_unchanged(tmp_path):
     encoded = simplejpeg.encode_jpeg(photo_like(40, 30), quality=77)
     ds = roundtrip(tmp_path, [{"im": encoded}], {"im": F.Image(codec="jpeg", max_side=100)})
-    page = ds._page(0)["im"]
+    page = ds.page(0)["im"]
     assert page.encoded(0).tobytes() == encoded
 
 
@@ -51,7 +51,7 @@ def test_encoded_png_bytes_are_decoded_and_re_encoded_with_the_fields_codec(tmp_
     Image.fromarray(image).save(buffer, format="PNG")
     ds = roundtrip(tmp_path, [{"im": buffer.getvalue()}], {"im": F.Image(codec="qoi")})
     np.testing.assert_array_equal(ds[0]["im"], image)
-    assert ds._page(0)["im"].codec(0) == "qoi"
+    assert ds.page(0)["im"].codec(0) == "qoi"
 
 
 def test_max_side_and_min_side_downscale_with_area_averaging_and_never_upscale(tmp_path):
@@ -74,7 +74,7 @@ def test_jpeg_bytes_that_need_a_resize_are_decoded_resized_and_encoded(tmp_path)
 def test_the_smart_policy_compresses_only_images_over_the_threshold(tmp_path):
     images = [photo_like(8, 8), photo_like(64, 64)]
     ds = roundtrip(tmp_path, [{"im": im} for im in images], {"im": F.Image(codec="png", policy="smart", threshold=8 * 8 * 3)})
-    column = ds._page(0)["im"]
+    column = ds.page(0)["im"]
     assert [column.codec(0), column.codec(1)] == ["raw", "png"]
 
 
@@ -85,7 +85,7 @@ def test_the_proportion_policy_is_a_seeded_per_sample_coin(tmp_path):
     assert codecs == [field._codec_for(k, 48) for k in range(200)]
     assert 30 < codecs.count("png") < 90
     ds = roundtrip(tmp_path, samples, {"im": field}, workers=3)
-    stored = [ds._page(p)["im"].codec(r) for p in range(ds.num_pages) for r in range(len(ds._page(p)["im"].codes))]
+    stored = [ds.page(p)["im"].codec(r) for p in range(ds.num_pages) for r in range(len(ds.page(p)["im"].codes))]
     assert stored == codecs
 
 
@@ -154,7 +154,7 @@ def test_channels_3_makes_every_image_rgb(tmp_path, codec):
 def test_a_grayscale_jpeg_stored_as_rgb_is_kept_as_it_is_and_decoded_to_rgb_directly(tmp_path):
     gray = simplejpeg.encode_jpeg(photo_like(24, 20, seed=2, channels=1), quality=90, colorspace="GRAY", colorsubsampling="Gray")
     ds = roundtrip(tmp_path, [{"im": gray}], {"im": F.Image(codec="jpeg", channels=3)})
-    assert ds._page(0)["im"].encoded(0).tobytes() == gray and ds._page(0)["im"].shape(0) == (24, 20, 3)
+    assert ds.page(0)["im"].encoded(0).tobytes() == gray and ds.page(0)["im"].shape(0) == (24, 20, 3)
     expected = simplejpeg.decode_jpeg(gray, colorspace="GRAY")
     np.testing.assert_array_equal(ds[0]["im"], np.repeat(expected, 3, axis=2))
     buffer = np.zeros((24, 20, 3), np.uint8)

@@ -36,7 +36,7 @@ def test_pages_hold_whole_samples_and_fill_to_about_the_page_size(tmp_path):
     assert starts[0] == 0 and starts == sorted(starts) and len(starts) > 3
     sizes = []
     for p in range(ds.num_pages):
-        column = ds._page(p)["image"]
+        column = ds.page(p)["image"]
         sizes.append(int(column.offsets[-1] - column.offsets[0]))
     assert all(size >= 4096 - 2000 for size in sizes[:-1])  # full pages, less the small fields
     assert [ds[k]["label"] for k in range(len(ds))] == [k % 7 for k in range(120)]

@@ -6,6 +6,10 @@ name, through a registry, with a per-kind version), so a reader rebuilds the sam
 file alone. Encoders run in parallel worker threads and are pure functions of (value, index):
 the same input gives the same bytes. Decoders read the column's buffers zero-copy from the
 (memory-mapped) page, and never trust them: damaged bytes raise, never crash.
+
+The scalar, bytes, text and JSON kinds are defined here; ``F.Array`` and ``F.Image`` in
+``slipstream.files.field_array`` and ``field_image``, and the protocol they share (``Field``,
+``Column``, ``ScalarColumn``) in ``slipstream.files.field``.
 """
 
 from __future__ import annotations
@@ -15,31 +19,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .files.field import Column, Field, binary_views, field_from_spec, pyarrow_module, slice_row
+from .files.field import Column, Field, ScalarColumn, binary_views, field_from_spec, pyarrow_module, slice_row
 
 __all__ = ["Array", "Bool", "Bytes", "Field", "Float", "Image", "Int", "JSON", "Text", "field_from_spec"]
 
 
-# -- scalars -----------------------------------------------------------------------------------
-class _ScalarColumn(Column):
-    def __init__(self, values: np.ndarray, convert: type):
-        self.values, self.convert = values, convert
-
-    def get(self, row: int) -> Any:
-        return self.convert(self.values[row])
-
-    def into(self, buffer: Any, row: int) -> Any:
-        if isinstance(buffer, np.ndarray) and buffer.shape == ():
-            buffer[...] = self.values[row]
-            return buffer
-        return self.get(row)
-
-    def batch_node(self, row: int) -> Any:
-        from .core.collate import ArrayLeaf
-
-        return ArrayLeaf((), self.values.dtype)  # what default_collate makes of the Python values
-
-
+# -- scalars (their column: files.field.ScalarColumn) ------------------------------------------
 class _Scalar(Field):
     accepts: ClassVar[tuple[type, ...]] = ()
     dtype: ClassVar[Any] = None
@@ -60,7 +45,7 @@ class _Scalar(Field):
         return pyarrow_module().array(np.asarray(encoded, dtype=self.dtype))
 
     def column(self, array: Any) -> Column:
-        return _ScalarColumn(array.to_numpy(zero_copy_only=False), self.convert)
+        return ScalarColumn(array.to_numpy(zero_copy_only=False), self.convert)
 
 
 _INT64 = (-(2**63), 2**63 - 1)

@@ -23,6 +23,13 @@ from typing import Any
 
 import numpy as np
 
+import slipstream as ss
+
+from .. import fields as F
+from .. import ops
+from ..core.optional import optional
+from ..images import kernels
+
 
 def photo_like(height: int, width: int, seed: int) -> np.ndarray:
     """A deterministic uint8 RGB image with the statistics of a photo: smooth shading and objects
@@ -114,10 +121,6 @@ def _rate(loader: Any, n: int, repeats: int) -> tuple[float, float]:
 
 
 def run(n: int = 1000, batch_size: int = 64, workers: int = 2, repeats: int = 3) -> dict[str, float]:
-    import slipstream as ss
-    from slipstream import fields as F
-    from slipstream import ops
-
     print(f"slipstream demo: {n} photo-like JPEGs (q90, 200-500 px a side), RandomResizedCrop(224) + flip, uint8 CHW, "
           f"batch {batch_size}, {workers} workers")
     start = time.perf_counter()
@@ -128,24 +131,22 @@ def run(n: int = 1000, batch_size: int = 64, workers: int = 2, repeats: int = 3)
         samples = [{"image": jpeg, "label": k % 10} for k, jpeg in enumerate(jpegs)]
         ss.write(path, samples, {"image": F.Image(codec="jpeg", max_side=512), "label": F.Int()}, workers=workers)
         print(f"  packed {path.stat().st_size / 1e6:.1f} MB")
-        from slipstream.images import kernels as _kernels
-
-        spent = _kernels.warm_up("uint8")  # a training run would not wait: batches use the NumPy path meanwhile
-        if _kernels.NUMBA:
+        spent = kernels.warm_up("uint8")  # a training run would not wait: batches use the NumPy path meanwhile
+        if kernels.NUMBA:
             print(f"  pixel kernels ready in {spent:.1f} s (compiled once, then loaded from numba's disk cache)")
         train = ss.open(path).map(image=[ops.RandomResizedCrop(224), ops.RandomHorizontalFlip(), ops.ToCHW()])
         loader = ss.DataLoader(train, batch_size, shuffle=True, seed=0, workers=workers)
         results = {}
         results["slipstream"], first = _rate(loader, n, repeats)
         print(f"  slipstream DataLoader ({workers} threads)                {results['slipstream']:>8,.0f} img/s   first batch {first * 1e3:.0f} ms")
-        try:
-            import torch
-            import torch.utils.data
-        except ImportError:
+        torch_data = optional("torch.utils.data")
+        if torch_data is None:
             print("  torch is not installed: `make demo` installs it to compare with torch.utils.data.DataLoader")
             return results
+        import torch  # imported with torch.utils.data
+
         torch.set_num_threads(1)
-        torch_loader = torch.utils.data.DataLoader(
+        torch_loader = torch_data.DataLoader(
             TorchJpegs(jpegs), batch_size, shuffle=True, num_workers=workers, persistent_workers=workers > 0
         )
         results["torch"], first = _rate(torch_loader, n, repeats)

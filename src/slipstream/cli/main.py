@@ -7,6 +7,15 @@ import re
 import sys
 from typing import Any
 
+import numpy as np
+
+from .. import __version__
+from ..convert.sources import convert
+from ..core.errors import PackedFileError
+from ..files.field import pyarrow_module
+from ..files.packed import open as open_packed
+from .demo import run
+
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 
 
@@ -39,8 +48,6 @@ def _quality(text: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .. import __version__
-
     parser = argparse.ArgumentParser(prog="slipstream", description="slipstream: data loading at hardware speed")
     parser.add_argument("--version", action="version", version=f"slipstream {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -84,14 +91,15 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parser.parse_args(argv)
     if args.command == "demo":
-        from .demo import run
-
         run(n=args.samples, batch_size=args.batch_size, workers=args.workers)
-    elif args.command == "convert":
-        return _convert(args)
-    elif args.command == "inspect":
-        return _inspect(args.file, args.validate)
-    return 0
+        return 0
+    try:
+        pa = pyarrow_module()  # convert and inspect read and write packed files
+    except ImportError as exc:  # the install hint, on one line
+        return _fail(args.command, exc)
+    if args.command == "convert":
+        return _convert(args, pa)
+    return _inspect(args.file, args.validate, pa)
 
 
 def _fail(command: str, exc: BaseException) -> int:
@@ -112,14 +120,7 @@ def _channels(text: str) -> int | str | None:
     return {"auto": "auto", "keep": None}[text] if text in ("auto", "keep") else int(text)
 
 
-def _convert(args: argparse.Namespace) -> int:
-    from ..convert.sources import convert
-    from ..files.field import pyarrow_module as _pa
-
-    try:
-        arrow_error = _pa().ArrowException
-    except ImportError as exc:
-        return _fail("convert", exc)
+def _convert(args: argparse.Namespace, pa: Any) -> int:
     try:
         path, source = convert(
             args.src,
@@ -135,7 +136,7 @@ def _convert(args: argparse.Namespace) -> int:
             page_size=args.page_size,
             force=args.force,
         )
-    except (ValueError, TypeError, OSError, ImportError, arrow_error) as exc:
+    except (ValueError, TypeError, OSError, ImportError, pa.ArrowException) as exc:
         return _fail("convert", exc)
     fields = ", ".join(f"{name} ({field.kind})" for name, field in source.fields.items())
     print(f"{path}: {len(source)} samples from the {source.kind} {source.path}; fields {fields}; {_human(path.stat().st_size)}")
@@ -158,18 +159,7 @@ def _settings(field: Any) -> str:
     return " ".join(shown) or "-"
 
 
-def _inspect(file: str, validate: bool) -> int:
-    import numpy as np
-
-    from ..core.errors import PackedFileError
-    from ..files.field import pyarrow_module as _pa
-    from ..files.packed import open as open_packed
-
-    try:
-        pa = _pa()
-        import pyarrow.ipc  # noqa: F401
-    except ImportError as exc:
-        return _fail("inspect", exc)
+def _inspect(file: str, validate: bool, pa: Any) -> int:
     try:
         ds = open_packed(file)
         reader = pa.ipc.open_file(pa.memory_map(str(ds.path)))
@@ -182,7 +172,7 @@ def _inspect(file: str, validate: bool) -> int:
             for name, k in zip(names, index):
                 stored[name] += batch.column(k).nbytes
             if images:
-                columns = ds._page(p)
+                columns = ds.page(p)
                 for name, acc in images.items():
                     column = columns[name]
                     acc["codes"].append(np.asarray(column.codes))

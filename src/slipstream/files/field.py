@@ -2,7 +2,9 @@
 
 ``Field`` subclasses register themselves by ``kind`` (the name written into a file's schema
 metadata, with a per-kind ``version``); ``field_from_spec`` rebuilds a field from that metadata.
-A ``Column`` is one field's data in one page, read zero-copy from the page's Arrow buffers.
+A ``Column`` is one field's data in one page, read zero-copy from the page's Arrow buffers;
+``ScalarColumn`` the column of the one-number-per-sample fields (``F.Int``, ``F.Float``, ``F.Bool``).
+``pyarrow_module()`` is pyarrow, or the ``ImportError`` that says how to install it.
 """
 
 from __future__ import annotations
@@ -11,15 +13,15 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-__all__ = ["Column", "Field", "binary_views", "field_from_spec", "pyarrow_module", "slice_row"]
+from ..core.collate import ArrayLeaf, CollatedNode
+from ..core.optional import require
+
+__all__ = ["Column", "Field", "ScalarColumn", "binary_views", "field_from_spec", "pyarrow_module", "slice_row"]
 
 
-def pyarrow_module():
-    try:
-        import pyarrow
-    except ImportError as exc:  # pragma: no cover - part of the 'files' extra
-        raise ImportError("packed files need pyarrow: pip install 'slipstream[files]'") from exc
-    return pyarrow
+def pyarrow_module() -> Any:
+    """pyarrow (``ImportError`` with the install hint when it is missing)."""
+    return require("pyarrow", extra="files", purpose="packed files need pyarrow")
 
 
 def binary_views(array: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -54,9 +56,26 @@ class Column:
         """How a batch holds this field's values (a ``_collate`` spec node), ``row``'s value being a
         typical one: by default every value is kept and the batch collated by ``default_collate``'s
         rules, right whatever the values' types and shapes."""
-        from ..core.collate import CollatedNode
-
         return CollatedNode()
+
+
+class ScalarColumn(Column):
+    """One page of a scalar field: ``values``, the page's 1-d NumPy array, read back as ``convert`` (int, float or bool)."""
+
+    def __init__(self, values: np.ndarray, convert: type):
+        self.values, self.convert = values, convert
+
+    def get(self, row: int) -> Any:
+        return self.convert(self.values[row])
+
+    def into(self, buffer: Any, row: int) -> Any:
+        if isinstance(buffer, np.ndarray) and buffer.shape == ():
+            buffer[...] = self.values[row]
+            return buffer
+        return self.get(row)
+
+    def batch_node(self, row: int) -> Any:
+        return ArrayLeaf((), self.values.dtype)  # what default_collate makes of the Python values
 
 
 class Field:

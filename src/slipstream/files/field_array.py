@@ -7,14 +7,17 @@ from typing import Any
 
 import numpy as np
 
+from ..core.collate import ArrayLeaf, VarNode
 from .field import Column, Field, binary_views, pyarrow_module, slice_row
 
-__all__ = ["Array"]
+__all__ = ["Array", "FixedColumn"]
 
 _NATIVE = {np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64, np.float16, np.float32, np.float64)}
 
 
-class _FixedColumn(Column):
+class FixedColumn(Column):
+    """One page of a fixed-shape array field: ``values``, the page's (rows, *shape) array, zero-copy."""
+
     def __init__(self, values: np.ndarray):
         self.values = values
 
@@ -31,8 +34,6 @@ class _FixedColumn(Column):
         return self.get(row)
 
     def batch_node(self, row: int) -> Any:
-        from ..core.collate import ArrayLeaf
-
         return ArrayLeaf(self.values.shape[1:], self.values.dtype)
 
     def rows_into(self, target: np.ndarray, positions: list[int], rows: list[int]) -> bool:
@@ -59,8 +60,6 @@ class _RaggedColumn(Column):
         return data.view(self.dtype).reshape(shape)
 
     def batch_node(self, row: int) -> Any:
-        from ..core.collate import VarNode
-
         return VarNode(self.get(row).shape, self.dtype)  # shapes vary: a guess (checked against the bytes)
 
 
@@ -207,4 +206,4 @@ class Array(Field):
         if self.shape is None:
             return _RaggedColumn(array, self.dtype, self.ndim)  # type: ignore[arg-type]
         values = array.flatten().to_numpy(zero_copy_only=False) if self._size() else np.zeros(0, self._storage())
-        return _FixedColumn(values.view(self.dtype).reshape(len(array), *self.shape))
+        return FixedColumn(values.view(self.dtype).reshape(len(array), *self.shape))

@@ -6,15 +6,18 @@ from typing import Any
 
 import numpy as np
 
+from ..core.collate import VarNode
 from ..images import codecs as _imaging
 from .field import Column, Field, binary_views, pyarrow_module, slice_row
 
-__all__ = ["Image"]
+__all__ = ["Image", "ImageColumn"]
 
 _CODE_NAMES = {code: name for name, code in _imaging.CODECS.items()}
 
 
-class _ImageColumn(Column):
+class ImageColumn(Column):
+    """One page of an image field: per-sample codec, stored shape and encoded bytes, read zero-copy."""
+
     def __init__(self, array: Any):
         self.codes = array.field("codec").to_numpy(zero_copy_only=False)
         self.heights = array.field("height").to_numpy(zero_copy_only=False)
@@ -51,8 +54,6 @@ class _ImageColumn(Column):
         return _imaging.decode(self.codec(row), self.encoded(row), self.shape(row))
 
     def batch_node(self, row: int) -> Any:
-        from ..core.collate import VarNode
-
         hint = "to batch images of several sizes, crop them to one: ds.map(<field>=[ops.RandomResizedCrop(...)])"
         return VarNode(self.shape(row), np.dtype(np.uint8), hint)  # sizes may vary: a guess
 
@@ -81,7 +82,7 @@ def _check_shape(codec: str, data: np.ndarray, shape: tuple[int, int, int], head
         found = (int.from_bytes(head[8:12], "big"), int.from_bytes(head[4:8], "big")) if head[:4] == b"qoif" else None
     else:
         try:
-            found = tuple(_imaging._simplejpeg().decode_jpeg_header(data)[:2])
+            found = _imaging.jpeg_info(data)[:2]
         except (ValueError, RuntimeError, OSError):
             found = None
     if found != (height, width):
@@ -226,4 +227,4 @@ class Image(Field):
         return pa.StructArray.from_arrays(arrays, names=["codec", "height", "width", "channels", "data"])
 
     def column(self, array: Any) -> Column:
-        return _ImageColumn(array)
+        return ImageColumn(array)

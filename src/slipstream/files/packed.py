@@ -8,7 +8,7 @@ Replace a packed file that readers may have open by renaming a new one over it (
 they keep reading the old one. Truncating or copying over it in place changes the pages under their
 memory map; a read that touches a page past the new end gets SIGBUS, which Python cannot catch. Each
 read first checks (one ``fstat``) that the file is unchanged and raises ``CorruptFileError`` if not,
-which narrows that window to the reads already running when the file changes.
+which narrows that window to the reads already running when the file changes (``files.identity``).
 """
 
 from __future__ import annotations
@@ -16,27 +16,20 @@ from __future__ import annotations
 import bisect
 import json
 import os
-import weakref
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from . import format as _format
-from ..core.errors import (
-    ChecksumError,
-    CorruptFileError,
-    FormatVersionError,
-    MissingFieldError,
-    NotAPackedFileError,
-    TruncatedFileError,
-)
 from ..core.collate import Spec
-from .field_array import _FixedColumn
-from .field import Column, Field, field_from_spec
+from ..core.errors import ChecksumError, CorruptFileError, FormatVersionError, MissingFieldError, NotAPackedFileError
+from . import format as _format
+from .field import Column, Field, ScalarColumn, field_from_spec
 from .field import pyarrow_module as _pa
-from .field_image import _ImageColumn
-from ..fields import _ScalarColumn
+from .field_array import FixedColumn
+from .field_image import ImageColumn
+from .identity import FileIdentity, check_ends, identity
+from .mapped import mapfields
 
 __all__ = ["PackedDataset", "open"]
 
@@ -44,55 +37,6 @@ __all__ = ["PackedDataset", "open"]
 # one becomes a CorruptFileError naming the file, sample, page and field
 _DAMAGE = (ValueError, IndexError, TypeError, OverflowError, UnicodeDecodeError)
 _FLAT_MAX_ROW_BYTES = 256  # fields this small per sample are gathered from one concatenated array
-
-
-def _check_ends(path: Path) -> None:
-    """Tell a cut file from a foreign one before Arrow looks at it."""
-    size = path.stat().st_size
-    with path.open("rb") as handle:
-        head = handle.read(len(_format.MAGIC))
-        handle.seek(max(0, size - len(_format.MAGIC)))
-        tail = handle.read(len(_format.MAGIC))
-    if size == 0:
-        raise NotAPackedFileError(path, "the file is empty; expected a packed (Arrow IPC) file written by slipstream.write")
-    if head != _format.MAGIC[: len(head)]:
-        raise NotAPackedFileError(path, f"not an Arrow IPC file (it starts with {head!r}, expected {_format.MAGIC!r})")
-    if len(head) < len(_format.MAGIC) or tail != _format.MAGIC or size < 2 * len(_format.MAGIC) + 8:
-        raise TruncatedFileError(path, f"the file is cut short ({size} bytes, and no Arrow footer at its end): rewrite or copy it again")
-
-
-def _identity(path: Path) -> tuple[int, int, int]:
-    """(inode, size, mtime) of the file at ``path``: which file it is, and whether it changed."""
-    st = os.stat(path)
-    return st.st_ino, st.st_size, st.st_mtime_ns
-
-
-class _FileIdentity:
-    """The memory-mapped file's identity (inode, size, mtime) through a descriptor of our own, so a
-    file changed in place under the reader (truncated, or copied over) is noticed before its pages
-    are touched -- which would otherwise kill the process with SIGBUS. A file *renamed* over ours is
-    harmless (the mapping keeps the old inode) and is not reported."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        self._close = weakref.finalize(self, os.close, self.fd)
-        self.seen = self._stamp()
-
-    def _stamp(self) -> tuple[int, int, int]:
-        st = os.fstat(self.fd)
-        return st.st_ino, st.st_size, st.st_mtime_ns
-
-    def check(self) -> None:
-        """``CorruptFileError`` when the file changed since it was opened (one ``fstat``)."""
-        now = self._stamp()
-        if now != self.seen:
-            raise CorruptFileError(
-                self.path,
-                f"the file changed under the reader (size {self.seen[1]} -> {now[1]} bytes, or rewritten in place): "
-                "replace packed files by renaming a new one over them (ss.write does), never by copying or "
-                "truncating in place; reopen it to read the new contents",
-            )
 
 
 class PackedDataset:
@@ -106,9 +50,9 @@ class PackedDataset:
             raise ValueError(f"cache must be 'os' (memory-mapped, shared through the page cache) or 'ram', got {cache!r}")
         self.path = Path(path)
         self.cache = cache
-        _check_ends(self.path)
-        self._file = _FileIdentity(self.path) if cache == "os" else None
-        self._identity = self._file.seen if self._file is not None else _identity(self.path)
+        check_ends(self.path)
+        self._file = FileIdentity(self.path) if cache == "os" else None
+        self._identity = self._file.seen if self._file is not None else identity(self.path)
         try:
             source = pa.memory_map(str(self.path)) if cache == "os" else pa.py_buffer(self.path.read_bytes())
             self._reader = pa.ipc.open_file(source)
@@ -194,7 +138,9 @@ class PackedDataset:
         """The first sample index of each page (for page-aware orders)."""
         return np.asarray(self._starts, dtype=np.int64)
 
-    def _page(self, p: int) -> dict[str, Column]:
+    def page(self, p: int) -> dict[str, Column]:
+        """Page ``p``'s columns, one per field read (``Column.get(row)`` decodes a row), mapped on first
+        use and kept; ``CorruptFileError`` when the page cannot be mapped."""
         columns = self._pages[p]
         if columns is None:
             if self._file is not None:  # (reads of a loaded page are checked by their callers, once each)
@@ -219,7 +165,7 @@ class PackedDataset:
         if not 0 <= i < self._n:
             raise IndexError(f"{self.path}: sample index {index} is out of range for {self._n} samples")
         p = bisect.bisect_right(self._starts, i) - 1
-        return self._page(p), i - self._starts[p], i
+        return self.page(p), i - self._starts[p], i
 
     def __getitem__(self, index: int) -> dict[str, Any]:
         columns, row, i = self._locate(index)
@@ -247,7 +193,7 @@ class PackedDataset:
         fields, which checked it (``ss.open(p).map`` does)."""
         columns, row, i = self._locate(index, check=check)
         column = columns[name]
-        if not isinstance(column, _ImageColumn):
+        if not isinstance(column, ImageColumn):
             raise TypeError(f"{self.path}: field {name!r} is not an image field ({self.fields[name]!r})")
         try:
             return column.codec(row), column.encoded(row), column.stored_shape(row)  # the decoder checks the header
@@ -256,8 +202,6 @@ class PackedDataset:
 
     def map(self, **pipelines: Any) -> Any:
         """``ds.map(image=[ops...])``: a view whose field ``image`` goes through that pipeline (see ``slipstream.ops``)."""
-        from .mapped import mapfields
-
         return mapfields(self, **pipelines)
 
     def batch_spec(self) -> Spec | None:
@@ -268,7 +212,7 @@ class PackedDataset:
         shape). None for an empty file."""
         if self._n == 0:
             return None
-        columns = self._page(0)
+        columns = self.page(0)
         try:
             return Spec({name: column.batch_node(0) for name, column in columns.items()})
         except _DAMAGE as exc:
@@ -314,7 +258,7 @@ class PackedDataset:
         ``target`` is returned), else a list of the values (see ``getobs_batch_into``)."""
         values: list[Any] | None = None if target is not None else []
         for j, (p, r) in enumerate(zip(pages, rows)):
-            column = self._page(p)[name]
+            column = self.page(p)[name]
             try:
                 if values is not None:
                     values.append(column.get(r))
@@ -333,7 +277,7 @@ class PackedDataset:
 
     def _fixed_rows_into(self, name: str, target: np.ndarray, pages: list[int], rows: list[int]) -> bool:
         """Large fixed-shape arrays: plain row copies, page by page (no per-sample dispatch)."""
-        if not isinstance(self._page(pages[0])[name] if pages else None, _FixedColumn):
+        if not isinstance(self.page(pages[0])[name] if pages else None, FixedColumn):
             return False
         by_page: dict[int, tuple[list[int], list[int]]] = {}
         for j, (p, r) in enumerate(zip(pages, rows)):
@@ -341,7 +285,7 @@ class PackedDataset:
             positions.append(j)
             page_rows.append(r)
         for p, (positions, page_rows) in by_page.items():
-            if not self._page(p)[name].rows_into(target, positions, page_rows):
+            if not self.page(p)[name].rows_into(target, positions, page_rows):
                 return False
         return True
 
@@ -349,9 +293,9 @@ class PackedDataset:
         """All of a small fixed-size field's values as one array (built on first use), else None."""
         if name in self._flats:
             return self._flats[name]
-        columns = [self._page(p)[name] for p in range(self.num_pages)]
+        columns = [self.page(p)[name] for p in range(self.num_pages)]
         flat = None
-        if columns and all(isinstance(c, (_ScalarColumn, _FixedColumn)) for c in columns):
+        if columns and all(isinstance(c, (ScalarColumn, FixedColumn)) for c in columns):
             if columns[0].values[:1].nbytes <= _FLAT_MAX_ROW_BYTES:
                 flat = np.concatenate([c.values for c in columns])
         self._flats[name] = flat

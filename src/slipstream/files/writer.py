@@ -23,11 +23,15 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from . import format as _format
+import numpy as np
+
+from .. import fields as F
 from ..core.containers import getobs, numobs
+from ..core.optional import require
+from ..loading.parallel import loadparallel
+from . import format as _format
 from .field import Field
 from .field import pyarrow_module as _pa
-from ..loading.parallel import loadparallel
 
 __all__ = ["write"]
 
@@ -106,8 +110,6 @@ def _snapshot(sample: Any, names: list[str] | None = None) -> Any:
 
 
 def _snapshot_value(value: Any) -> Any:
-    import numpy as np
-
     if isinstance(value, np.ndarray):
         return value.copy()
     if isinstance(value, bytearray):
@@ -128,10 +130,6 @@ def _snapshot_value(value: Any) -> Any:
 
 def infer_fields(sample: Any) -> dict[str, Field]:
     """Fields for a sample's values: ints, floats, bools, strings, bytes, arrays (fixed shape), JSON otherwise."""
-    import numpy as np
-
-    from .. import fields as F
-
     if not isinstance(sample, Mapping):
         raise TypeError(f"samples must be dicts of field values to infer fields, got {type(sample).__name__}; pass fields=")
     out: dict[str, Field] = {}
@@ -213,8 +211,7 @@ def write(
     bar = None
     try:
         if show:
-            from tqdm import tqdm
-
+            tqdm = require("tqdm", extra="files", purpose="progress bars need tqdm").tqdm
             bar = tqdm(total=total, unit="samples", desc=f"packing {path.name}", file=sys.stderr)
         rows = loadparallel(chunks, encode, workers=workers, prefetch=workers + 1)
         _write_pages(partial, schema, fields, rows, page_size, chunking, bar)
