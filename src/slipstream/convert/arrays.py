@@ -13,8 +13,10 @@ from typing import Any
 import numpy as np
 
 from .. import fields as F
-from .base import ConvertError, Source
 from ..files.field import Field
+from .base import ConvertError, Source
+
+__all__ = ["npy_source", "npz_source"]
 
 
 def _array_field(path: Path, name: str, array: np.ndarray) -> Field:
@@ -63,7 +65,7 @@ def _load_npy(path: Path) -> np.ndarray:
         raise ConvertError(f"{path}: cannot read the array: {exc}") from None
 
 
-def _npy(path: Path) -> Source:
+def npy_source(path: Path) -> Source:
     array = _load_npy(path)
     fields = {"data": _array_field(path, "data", array)}
     return Source(".npy file", path, _ArraySamples({"data": array}), fields)
@@ -96,7 +98,7 @@ def _npz_member_memmap(path: Path, info: zipfile.ZipInfo) -> np.ndarray | None:
     return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape, order="F" if fortran else "C")
 
 
-def _npz(path: Path) -> Source:
+def npz_source(path: Path) -> Source:
     try:
         archive = zipfile.ZipFile(path)
     except zipfile.BadZipFile as exc:

@@ -8,6 +8,8 @@ JSON as ``Json``, arrays as fixed lists or ``ArrayND``. ``datasets`` is imported
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -16,10 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from ..images import codecs as _imaging
+from ..core.errors import CorruptFileError
+from ..core.optional import require
 from ..files.field import Field
 from ..files.field import pyarrow_module as _pa
 from ..files.packed import PackedDataset
+from ..images import codecs as _imaging
 
 __all__ = ["to_huggingface"]
 
@@ -27,11 +31,7 @@ _HF_ARRAYS = {2: "Array2D", 3: "Array3D", 4: "Array4D", 5: "Array5D"}
 
 
 def _datasets() -> Any:
-    try:
-        import datasets
-    except ImportError as exc:
-        raise ImportError("ss.to_huggingface needs Hugging Face datasets: pip install 'slipstream[hf]' (or pip install datasets)") from exc
-    return datasets
+    return require("datasets", extra="hf", purpose="ss.to_huggingface needs Hugging Face datasets")
 
 
 class _Converter:
@@ -101,8 +101,6 @@ class _Converter:
         codes = array.field("codec").to_numpy(zero_copy_only=False)
         known = np.isin(codes, list(_imaging.CODECS.values()))
         if not known.all():
-            from ..core.errors import CorruptFileError
-
             row = int(np.argmin(known))
             raise CorruptFileError(self.path, f"sample {first + row}, field {self.name!r}: unknown image codec code {int(codes[row])}")
         data = array.field("data")
@@ -180,8 +178,6 @@ class _Converter:
         data = array.field("data")
         offsets = np.frombuffer(data.buffers()[1], np.int64)[data.offset : data.offset + len(data) + 1]
         if (np.diff(offsets) != shapes.prod(axis=1) * dtype.itemsize).any():
-            from ..core.errors import CorruptFileError
-
             raise CorruptFileError(self.path, f"field {self.name!r}: stored bytes do not match the stored shapes in samples {first}..{first + len(array) - 1}")
         start, stop = int(offsets[0]), int(offsets[-1])
         base = data.buffers()[2]
@@ -320,9 +316,6 @@ def to_huggingface(
 
 
 def _fingerprint(reopen: _Reopen) -> str:
-    import hashlib
-    import json
-
     return hashlib.sha256(json.dumps(reopen.args, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -32,9 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from .. import fields as F
-from .arrays import _npy, _npz
+from ..files.writer import write
+from .arrays import npy_source, npz_source
 from .base import SUPPORTED, ConvertError, Source
-from .tables import _huggingface, _parquet
+from .imagefolder import EXTENSIONS, imagefolder
+from .tables import huggingface_source, parquet_source
 
 __all__ = ["SUPPORTED", "ConvertError", "Source", "convert", "open_source"]
 
@@ -56,7 +58,7 @@ def open_source(src: str | os.PathLike, image: F.Image | None = None, folder_cha
                 f"e.g. {path / (splits[0] if splits else 'train')}"
             )
         if (path / "dataset_info.json").is_file() or (path / "state.json").is_file() or any(path.glob("data-*.arrow")):
-            return _huggingface(path, image)
+            return huggingface_source(path, image)
         has_subfolders = any(e.is_dir() and not e.name.startswith(".") for e in os.scandir(path))
         if not has_subfolders:
             raise ConvertError(f"{path}: a folder with no class sub-folders and no Hugging Face dataset files; can convert {SUPPORTED}")
@@ -65,11 +67,11 @@ def open_source(src: str | os.PathLike, image: F.Image | None = None, folder_cha
         return _imagefolder(path, folder_image)
     suffix = path.suffix.lower()
     if suffix == ".npy":
-        return _npy(path)
+        return npy_source(path)
     if suffix == ".npz":
-        return _npz(path)
+        return npz_source(path)
     if suffix in (".parquet", ".pq"):
-        return _parquet(path, image)
+        return parquet_source(path, image)
     raise ConvertError(f"{path}: cannot convert a {suffix or 'suffix-less'} file; can convert {SUPPORTED}")
 
 
@@ -105,8 +107,6 @@ def convert(
     ``metadata`` (your own JSON dict); read them back as ``ss.open(out).metadata``. An error while
     encoding names the sample's file when the source has one.
     """
-    from ..files.writer import write
-
     out = _check_target(Path(src), Path(out), force)
     if channels not in ("auto", None, 1, 3) or isinstance(channels, bool):
         raise ValueError(f"channels must be 'auto', None, 1 or 3, got {channels!r}")
@@ -151,8 +151,6 @@ class _FolderSamples:
 
 
 def _imagefolder(path: Path, image: F.Image) -> Source:
-    from .imagefolder import EXTENSIONS, imagefolder
-
     folder = imagefolder(path)
     if len(folder) == 0:
         raise ConvertError(f"{path}: class folders {folder.classes} hold no image files (looked for {', '.join(EXTENSIONS)})")

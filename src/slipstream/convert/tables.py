@@ -5,6 +5,7 @@ per column, chosen by the Hugging Face features when present, else by the Arrow 
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -14,11 +15,13 @@ from typing import Any
 
 import numpy as np
 
-from ..images import codecs as _imaging
 from .. import fields as F
-from .base import ConvertError, Source
 from ..files.field import Field
 from ..files.field import pyarrow_module as _pa
+from ..images import codecs as _imaging
+from .base import ConvertError, Source
+
+__all__ = ["huggingface_source", "parquet_source"]
 
 _ROWS_PER_BATCH_BYTES = 32 << 20  # about how many bytes of table rows to decode at a time
 _PANDAS_INDEX = re.compile(r"__index_level_\d+__")
@@ -105,8 +108,6 @@ def _image_struct_values(where: Path, name: str, base: Path) -> Callable[[Any, i
 
 def _arrow_column(where: Path, name: str, typ: Any, first: Callable[[], Any], image: F.Image) -> _Column:
     """The field for a column from its Arrow type (``first()`` gives its first values, to sniff image bytes)."""
-    import copy
-
     pa = _pa()
     value_type = typ.value_type if pa.types.is_dictionary(typ) else typ
     if pa.types.is_boolean(value_type):
@@ -138,8 +139,6 @@ _HF_UNSUPPORTED = ("Audio", "Video", "Pdf", "Nifti")
 
 def _hf_column(where: Path, name: str, feature: Any, typ: Any, first: Callable[[], Any], image: F.Image) -> _Column:
     """The field for a column from its Hugging Face feature (the Arrow type where the feature says no more)."""
-    import copy
-
     kind = feature.get("_type") if isinstance(feature, dict) else None
     if kind == "Image":
         if not _is_image_struct(typ) and not _is_binary(typ):
@@ -221,7 +220,7 @@ def _source(kind: str, where: Path, rows: _TableRows, columns: list[_Column]) ->
     return Source(kind, where, rows, {c.name: c.field for c in columns}, metadata=metadata)
 
 
-def _parquet(path: Path, image: F.Image) -> Source:
+def parquet_source(path: Path, image: F.Image) -> Source:
     pa = _pa()
     import pyarrow.parquet as pq
 
@@ -307,7 +306,7 @@ def _read_json(path: Path) -> Any:
         raise ConvertError(f"{path}: cannot read: {exc}") from None
 
 
-def _huggingface(folder: Path, image: F.Image) -> Source:
+def huggingface_source(folder: Path, image: F.Image) -> Source:
     pa = _pa()
     state = _read_json(folder / "state.json") if (folder / "state.json").is_file() else {}
     info = _read_json(folder / "dataset_info.json") if (folder / "dataset_info.json").is_file() else {}
