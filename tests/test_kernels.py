@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from slipstream.images import kernels as K
-from slipstream.images.kernels import compiler, numba_passes, numba_path, numpy_path
+from slipstream.images.kernels import numba_passes, numba_path, numpy_path
 
 IMPLS = [
     pytest.param(numpy_path.resample, id="numpy"),
