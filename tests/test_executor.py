@@ -2,7 +2,9 @@ import threading
 
 import pytest
 
-from slipstream.loading.executor import InlineExecutor, Job, ThreadExecutor
+from slipstream.loading.backends.inline import InlineExecutor
+from slipstream.loading.backends.threads import ThreadExecutor
+from slipstream.loading.jobs import Job
 
 
 def value_job(value, log=None, gate=None):
@@ -15,7 +17,7 @@ def value_job(value, log=None, gate=None):
             log.append(value)
         box["v"] = value
 
-    return Job([task], lambda: box["v"])
+    return Job([task], lambda results: box["v"])
 
 
 def test_results_come_out_in_job_order_even_when_later_jobs_finish_first():
@@ -33,9 +35,9 @@ def test_results_come_out_in_job_order_even_when_later_jobs_finish_first():
             gate.set()
             box["v"] = 3
 
-        yield Job([last], lambda: box["v"])
+        yield Job([last], lambda results: box["v"])
 
-    executor = ThreadExecutor(jobs(), workers=3, ahead=4)
+    executor = ThreadExecutor(jobs(), workers=3, prefetch=4)
     assert list(executor) == [0, 1, 2, 3]
     assert finished.index(3) < finished.index(0)
 
@@ -51,8 +53,8 @@ def test_a_job_is_split_over_workers_and_finished_once():
 
         return run
 
-    job = Job([part(k) for k in range(10)], lambda: sorted(done))
-    executor = ThreadExecutor(iter([job]), workers=4, ahead=1)
+    job = Job([part(k) for k in range(10)], lambda results: sorted(done))
+    executor = ThreadExecutor(iter([job]), workers=4, prefetch=1)
     assert next(executor) == list(range(10))
     with pytest.raises(StopIteration):
         next(executor)
@@ -65,8 +67,8 @@ def test_the_first_failing_task_of_a_job_is_raised_and_the_executor_closes():
 
         return run
 
-    jobs = iter([value_job("ok"), Job([lambda: None, fail("second"), fail("third")], lambda: None), value_job("never")])
-    executor = ThreadExecutor(jobs, workers=1, ahead=2)
+    jobs = iter([value_job("ok"), Job([lambda: None, fail("second"), fail("third")], lambda results: None), value_job("never")])
+    executor = ThreadExecutor(jobs, workers=1, prefetch=2)
     assert next(executor) == "ok"
     with pytest.raises(KeyError, match="second"):
         next(executor)
@@ -80,14 +82,14 @@ def test_an_exception_from_the_source_arrives_at_its_position():
         yield value_job(1)
         raise ValueError("bad source")
 
-    for executor in (ThreadExecutor(jobs(), workers=2, ahead=3), InlineExecutor(jobs())):
+    for executor in (ThreadExecutor(jobs(), workers=2, prefetch=3), InlineExecutor(jobs())):
         assert next(executor) == 1
         with pytest.raises(ValueError, match="bad source"):
             next(executor)
 
 
 def test_close_wakes_and_joins_idle_workers():
-    executor = ThreadExecutor(iter([value_job(1), value_job(2)]), workers=3, ahead=1)
+    executor = ThreadExecutor(iter([value_job(1), value_job(2)]), workers=3, prefetch=1)
     assert next(executor) == 1
     executor.close()
     executor.close()  # idempotent
@@ -96,7 +98,7 @@ def test_close_wakes_and_joins_idle_workers():
         next(executor)
 
 
-def test_at_most_ahead_jobs_are_taken_from_the_source():
+def test_at_most_prefetch_jobs_are_taken_from_the_source():
     pulled = []
     consumed = []
 
@@ -105,16 +107,16 @@ def test_at_most_ahead_jobs_are_taken_from_the_source():
             pulled.append((k, len(consumed)))
             yield value_job(k)
 
-    for value in ThreadExecutor(jobs(), workers=4, ahead=3):
+    for value in ThreadExecutor(jobs(), workers=4, prefetch=3):
         consumed.append(value)
     assert consumed == list(range(20))
-    # job k may be taken once k < consumed + ahead; the consumer's count lags the executor's by at most one
+    # job k may be taken once k < consumed + prefetch; the consumer's count lags the executor's by at most one
     assert all(k < seen + 3 + 1 for k, seen in pulled)
 
 
 def test_bad_settings_are_refused():
-    with pytest.raises(ValueError, match="workers >= 1 and ahead >= 1"):
-        ThreadExecutor(iter([]), workers=0, ahead=1)
+    with pytest.raises(ValueError, match="workers >= 1 and prefetch >= 1"):
+        ThreadExecutor(iter([]), workers=0, prefetch=1)
 
 
 @pytest.mark.parametrize("make", [lambda jobs: InlineExecutor(jobs, keep_going=True), lambda jobs: ThreadExecutor(jobs, 2, 2, keep_going=True)])
@@ -124,7 +126,7 @@ def test_keep_going_raises_a_failed_jobs_error_then_goes_on_with_the_next_jobs(m
             if k == 2:
                 raise KeyError(k)
 
-        return Job([task], lambda: k, tag=k)
+        return Job([task], lambda results: k, tag=k)
 
     executor = make(job(k) for k in range(5))
     got = []

@@ -219,7 +219,7 @@ def test_buffers_reused_by_the_loader_never_change_what_reached_the_device():
         np.testing.assert_array_equal(np.asarray(batch["y"]), rows)
         np.testing.assert_array_equal(np.asarray(batch["x"]), data["x"][rows])
     # the loader did reuse its buffers (else this test would prove nothing)
-    assert loader._pool is not None and loader._pool.allocations < len(kept) // 2
+    assert loader._buffers.pool is not None and loader._buffers.pool.allocations < len(kept) // 2
 
 
 def test_batches_of_worker_processes_in_shared_memory_reach_the_device_intact():

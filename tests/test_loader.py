@@ -711,7 +711,7 @@ def test_keep_going_passes_an_empty_batch_and_a_first_batch_that_fails_shapes_no
 
     def run(data, **kwargs):
         out = []
-        iterator = ss.DataLoader(data, workers=workers, **kwargs).__iter__(keep_going=True)
+        iterator = ss.DataLoader(data, workers=workers, **kwargs).epoch(keep_going=True)
         while True:
             try:
                 out.append(np.asarray(next(iterator)).tolist())

@@ -109,9 +109,9 @@ def test_a_user_collate_runs_in_the_worker_and_its_result_comes_back():
 def test_workers_persist_across_epochs_and_close_stops_them():
     with loader(Records(64), batch_size=16) as processes:
         list(processes)
-        pids = processes._processes.pids
+        pids = processes.worker_pids
         list(processes)
-        assert processes._processes.pids == pids  # the same processes served the second epoch
+        assert processes.worker_pids == pids  # the same processes served the second epoch
     assert_gone(pids)
     assert not open_segments()
 
@@ -231,7 +231,7 @@ dl = ss.DataLoader(Faulty(os.environ["HOW"], at=37, stamp=stamp), 8, workers=3, 
 pids = []
 try:
     it = iter(dl)
-    pids = dl._processes.pids
+    pids = dl.worker_pids
     for batch in it:
         pass
     out = {"error": None}
@@ -287,7 +287,7 @@ def test_a_timeout_raises_names_the_batch_and_stops_the_workers():
             out = {"error": None}
         except TimeoutError as exc:
             out = {"error": str(exc), "after": time.monotonic() - start}
-        out["pids"] = dl._processes.pids if dl._processes else []
+        out["pids"] = dl.worker_pids
         import psutil
         out["alive"] = [p.pid for p in psutil.Process().children() if p.status() != psutil.STATUS_ZOMBIE]
         print(json.dumps(out))
@@ -307,7 +307,7 @@ def test_leaving_early_cancels_and_closing_the_loader_leaves_no_process_or_segme
         for k, b in enumerate(dl):
             if k == 2:
                 break
-        pids = dl._processes.pids
+        pids = dl.worker_pids
         first = next(iter(dl))["x"][0, 0]  # the loader is usable again after the early break
         how = "{how}"
         del b
@@ -339,7 +339,7 @@ def test_workers_exit_on_their_own_when_the_parent_is_killed(tmp_path):
             dl = ss.DataLoader(Records(100000, work=20000), 16, workers=2, backend="process")
             it = iter(dl)
             next(it)
-            print(" ".join(map(str, dl._processes.pids)), flush=True)
+            print(" ".join(map(str, dl.worker_pids)), flush=True)
             os.kill(os.getpid(), signal.SIGKILL)
             """
         )
@@ -361,7 +361,7 @@ def test_ctrl_c_while_waiting_for_a_batch_stops_the_workers_and_exits(tmp_path):
         from procdata import Faulty
         dl = ss.DataLoader(Faulty("hang", at=3, stamp={str(stamp)!r}), 4, workers=2, backend="process")
         it = iter(dl)
-        print(" ".join(map(str, dl._processes.pids)), flush=True)
+        print(" ".join(map(str, dl.worker_pids)), flush=True)
         try:
             next(it)
         except KeyboardInterrupt:

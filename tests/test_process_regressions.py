@@ -453,7 +453,7 @@ def test_closing_a_loader_frees_its_shared_memory_even_if_another_loader_forked_
         del a
         gc.collect()
         time.sleep(0.2)
-        worker = b._processes.pids[0]
+        worker = b.worker_pids[0]
         print(json.dumps({"a_segments": len(mine), "still_held_by_b": sorted(held(worker) & mine)}))
         b.close()
         """,

@@ -75,7 +75,7 @@ def test_workers_do_not_copy_the_list_into_private_memory(method):
     with ss.DataLoader(Holder(items), 500, workers=2, backend="process", mp_context=method) as dl:
         for _ in dl:
             pass
-        private = [psutil.Process(pid).memory_full_info().uss for pid in dl._processes.pids]
+        private = [psutil.Process(pid).memory_full_info().uss for pid in dl.worker_pids]
     assert items.nbytes > 75 * 2**20
     for uss in private:
         assert uss < 0.5 * items.nbytes, f"a worker holds {uss / 2**20:.0f} MiB of private memory"

@@ -2,23 +2,33 @@
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from .executor import InlineExecutor, Job, ThreadExecutor
-from .loader import _check_int
+from ..core.checks import check_callable, check_int
+from ..core.closing import ClosingIterator
+from .backends.inline import InlineExecutor
+from .backends.threads import ThreadExecutor
+from .jobs import Job, Task
 from .readers import add_note
 
-__all__ = ["loadparallel"]
+__all__ = ["LoadParallel", "loadparallel"]
 
 
 def _identity(item: Any) -> Any:
     return item
 
 
-class _Box:
-    __slots__ = ("value",)
+def _first(results: list[Any]) -> Any:
+    return results[0]
+
+
+def _apply(fn: Callable[[Any], Any], item: Any, position: int) -> Any:
+    try:
+        return fn(item)
+    except BaseException as exc:
+        add_note(exc, f"slipstream.loadparallel: raised by item {position} of the iterable")
+        raise
 
 
 def _jobs(iterable: Iterable[Any], fn: Callable[[Any], Any]) -> Iterator[Job]:
@@ -32,16 +42,7 @@ def _jobs(iterable: Iterable[Any], fn: Callable[[Any], Any]) -> Iterator[Job]:
         except BaseException as exc:
             add_note(exc, f"slipstream.loadparallel: raised by the iterable when asked for item {position}")
             raise
-        box = _Box()
-
-        def task(item: Any = item, box: _Box = box, position: int = position) -> None:
-            try:
-                box.value = fn(item)
-            except BaseException as exc:
-                add_note(exc, f"slipstream.loadparallel: raised by item {position} of the iterable")
-                raise
-
-        yield Job([task], lambda box=box: box.value)
+        yield Job([Task(_apply, (fn, item, position))], _first)
         position += 1
 
 
@@ -69,24 +70,15 @@ class LoadParallel:
         return _Pass(ThreadExecutor(jobs, self.workers, self.prefetch, name="slipstream-loadparallel"))
 
 
-class _Pass:
+class _Pass(ClosingIterator):
+    """One pass: its executor's results, the executor stopped however the pass ends."""
+
     def __init__(self, executor: Any):
+        super().__init__(executor.close)
         self._executor = executor
-        self._close = weakref.finalize(self, executor.close)
-        self._close.atexit = False  # the executors' own exit hook stops them without long waits
 
-    def __iter__(self) -> _Pass:
-        return self
-
-    def __next__(self) -> Any:
-        try:
-            return next(self._executor)
-        except BaseException:
-            self._close()
-            raise
-
-    def close(self) -> None:
-        self._close()
+    def _next(self) -> Any:
+        return next(self._executor)
 
 
 def loadparallel(iterable: Iterable[Any], fn: Callable[[Any], Any] | None = None, *, workers: int = 4, prefetch: int | None = None) -> LoadParallel:
@@ -98,8 +90,7 @@ def loadparallel(iterable: Iterable[Any], fn: Callable[[Any], Any] | None = None
     """
     if not isinstance(iterable, Iterable):
         raise TypeError(f"loadparallel needs an iterable, got {type(iterable).__name__}")
-    if fn is not None and not callable(fn):
-        raise TypeError(f"fn must be callable or None, got {type(fn).__name__}")
-    workers = _check_int("workers", workers, 0)
-    prefetch = 2 * max(workers, 1) if prefetch is None else _check_int("prefetch", prefetch, 1)
+    check_callable("fn", fn, "callable")
+    workers = check_int("workers", workers, 0)
+    prefetch = 2 * max(workers, 1) if prefetch is None else check_int("prefetch", prefetch, 1)
     return LoadParallel(iterable, fn, workers, prefetch)

@@ -65,14 +65,15 @@ class Reader:
     batched = False  # True when one call per whole batch is the natural unit (``__getitems__``)
     vectorized = False  # True when no per-sample Python runs (arrays)
 
-    def __init__(self, data: Any, index_map: np.ndarray | None):
+    def __init__(self, data: Any, index_map: np.ndarray | None, declared: Spec | None = None):
         self.data, self.index_map = data, index_map
-        self.spec: Spec | None = None
+        self.declared = declared  # the batch structure the data declares (never changed), else None
 
     def resolve(self, indices: np.ndarray) -> np.ndarray:
         return indices if self.index_map is None else self.index_map[indices]
 
-    def read(self, storage: list[Any], a: int, indices: np.ndarray, info: BatchInfo) -> None:
+    def read(self, spec: Spec, storage: list[Any], a: int, indices: np.ndarray, info: BatchInfo) -> None:
+        """Fill rows ``a..`` of ``storage`` (laid out by ``spec``) with observations ``indices``."""
         raise NotImplementedError
 
     def samples(self, indices: np.ndarray, info: BatchInfo) -> list[Any]:
@@ -95,22 +96,17 @@ class _ArrayReader(Reader):
     vectorized = True
 
     def __init__(self, data: Any, index_map: np.ndarray | None, spec: Spec):
-        super().__init__(data, index_map)
-        self.spec = spec
+        super().__init__(data, index_map, spec)
         self.pairs: list[tuple[np.ndarray, int]] = []
-        self._pair(data, spec.tree)
+        self._pair(data, spec)
 
-    def _pair(self, data: Any, node: Any) -> None:
-        if isinstance(node, ArrayLeaf):
-            self.pairs.append((data, node.slot))
-        elif isinstance(node, dict):
-            for k, child in node.items():
-                self._pair(data[k], child)
-        else:
-            for member, child in zip(data, node[1]):
-                self._pair(member, child)
+    def _pair(self, data: Any, spec: Spec) -> None:
+        """Pair each array of ``data`` (an array or a group of them) with its leaf's slot."""
+        for array, node in zip(spec.structure.flatten_up_to(data), spec.nodes):
+            if isinstance(node, ArrayLeaf):
+                self.pairs.append((array, node.slot))
 
-    def read(self, storage: list[Any], a: int, indices: np.ndarray, info: BatchInfo) -> None:
+    def read(self, spec: Spec, storage: list[Any], a: int, indices: np.ndarray, info: BatchInfo) -> None:
         rows = self.resolve(indices)
         b = a + len(rows)
         for array, slot in self.pairs:
@@ -123,8 +119,8 @@ class _ArrayReader(Reader):
 
 
 class _SampleReader(Reader):
-    def read(self, storage: list[Any], a: int, indices: np.ndarray, info: BatchInfo) -> None:
-        data, spec, stop = self.data, self.spec, info.stop
+    def read(self, spec: Spec, storage: list[Any], a: int, indices: np.ndarray, info: BatchInfo) -> None:
+        data, stop = self.data, info.stop
         write = spec.write
         into = getattr(data, "getobs_into", None) is not None or isinstance(data, (tuple, Mapping))
         with sample_context(info.seed, info.epoch) as ctx:
@@ -146,9 +142,9 @@ class _SampleReader(Reader):
 class _ManyReader(Reader):
     batched = True
 
-    def read(self, storage: list[Any], a: int, indices: np.ndarray, info: BatchInfo) -> None:
+    def read(self, spec: Spec, storage: list[Any], a: int, indices: np.ndarray, info: BatchInfo) -> None:
         for j, (i, sample) in enumerate(zip(indices.tolist(), self.samples(indices, info)), start=a):
-            self.spec.write(storage, j, sample, i)
+            spec.write(storage, j, sample, i)
 
     def samples(self, indices: np.ndarray, info: BatchInfo) -> list[Any]:
         rows = [int(r) for r in self.resolve(indices)]
@@ -167,20 +163,16 @@ class _ManyReader(Reader):
 class _BatchIntoReader(Reader):
     vectorized = True
 
-    def __init__(self, data: Any, index_map: np.ndarray | None, spec: Spec | None = None):
-        super().__init__(data, index_map)
-        self.spec = spec
-
-    def read(self, storage: list[Any], a: int, indices: np.ndarray, info: BatchInfo) -> None:
+    def read(self, spec: Spec, storage: list[Any], a: int, indices: np.ndarray, info: BatchInfo) -> None:
         if info.stop.is_set():
             raise Cancelled
         b = a + len(indices)
-        views = self.spec.batch_views(storage, a, b)
+        views = spec.batch_views(storage, a, b)
         with sample_context(info.seed, info.epoch) as ctx:
             ctx.at(indices[0] if len(indices) else 0)
             try:
                 value = self.data.getobs_batch_into(views, self.resolve(indices))
-                self.spec.settle_batch(storage, a, value, views, indices.tolist())
+                spec.settle_batch(storage, a, value, views, indices.tolist())
             except BaseException as exc:
                 add_note(exc, f"slipstream: raised while loading samples {indices.tolist()} ({info})")
                 raise
@@ -203,6 +195,5 @@ def make_reader(data: Any) -> Reader:
         return _ArrayReader(data, index_map, spec)
     if hasattr(data, "getobs_batch_into"):
         return _BatchIntoReader(data, index_map, _declared_spec(data))
-    reader = _ManyReader(data, index_map) if hasattr(data, "__getitems__") else _SampleReader(data, index_map)
-    reader.spec = _declared_spec(data)  # a mapped packed file's (``MappedFields``), else None: shaped from a sample
-    return reader
+    kind = _ManyReader if hasattr(data, "__getitems__") else _SampleReader
+    return kind(data, index_map, _declared_spec(data))  # a mapped packed file declares one, else None: shaped from a sample

@@ -26,15 +26,15 @@ import torch
 import torch.utils.data as _tud
 
 from ..loading.loader import DataLoader as _SSLoader
+from ..workers.pool import WorkerPool
 from ._convert import Convert, _keep, _plan
 from ._datasets import (
     _BatchIntoDataset,
     _CollateOne,
     _Dataset,
-    _EpochBatches,
     _ManyDataset,
     _MapWorkerInit,
-    _StreamedBatches,
+    _SamplerOrder,
     _tokens,
     _WholeCollate,
     _WholeDataset,
@@ -61,15 +61,6 @@ def _odd_array(dataset: Any) -> bool:
     return dataset.ndim == 0 or dataset.dtype.kind not in "biufc" or (len(dataset) > 0 and _plan(dataset[0]) is None)
 
 
-def _sized(sampler: Any) -> bool:
-    """Whether ``len(sampler)`` works (torch's BatchSampler has ``__len__`` only if its sampler has)."""
-    try:
-        len(sampler)
-    except TypeError:
-        return False
-    return True
-
-
 class _MapLoader(_SSLoader):
     """slipstream's loader for a torch map-style dataset with the default collate. The first
     batch's own samples (the first of them) decide how its default-collated batches become
@@ -82,7 +73,7 @@ class _MapLoader(_SSLoader):
         self._torch_collate = torch_collate
         self._collates = False  # True: the samples are collated by torch's default_collate
         self._decided = threading.Lock(), False
-        if getattr(self, "_pool", None) is not None and len(self.data):  # arrays: shaped from the data, not a batch
+        if self.spec is not None and len(self.data):  # arrays: shaped from the data, not a batch
             self._decide(self.data[0])
 
     def _decide(self, sample: Any) -> None:
@@ -97,13 +88,13 @@ class _MapLoader(_SSLoader):
                 self.convert = plan
             self._decided = lock, True
 
-    def _shape(self, unshaped: Any) -> Any:  # the core's hook for batches read before the buffers had a shape
+    def shape(self, unshaped: Any) -> Any:  # the core's hook for batches read before the buffers had a shape
         samples = unshaped.samples
         if samples:
             self._decide(samples[0])
         if self._collates:
             return self._torch_collate(samples)
-        return super()._shape(unshaped)
+        return super().shape(unshaped)
 
 
 class DataLoader(_tud.DataLoader[_T_co]):
@@ -179,7 +170,6 @@ class DataLoader(_tud.DataLoader[_T_co]):
         self._user_collate = collate_fn is not None
         self._shuffle = bool(shuffle) and not iterable
         self._ss: _SSLoader | None = None  # map-style: the slipstream loader, made at the first iter()
-        self._epoch_batches = _EpochBatches() if _sized(self.batch_sampler if self._auto_collation else self.sampler) else _StreamedBatches()
         self._base_seed: int | None = None  # persistent workers: drawn once, as torch does
         self._iter_pool: Any = None  # IterableDataset, persistent workers: the process pool
         self._iter_epoch = 0
@@ -225,27 +215,17 @@ class DataLoader(_tud.DataLoader[_T_co]):
         loader = self._map_loader(base_seed)
         if not fresh and self.num_workers > 0 and self.backend == "process" and not self.persistent_workers:
             # torch starts new workers each epoch: they see the dataset as it is now, seeded anew
-            loader.worker_init.base_seed = base_seed
-            loader._release_workers()
+            loader.restart_workers(loader.worker_init.reseeded(base_seed))
         epoch = _MapEpoch(loader, lambda: self._map_start(loader), self.timeout)
         if self.num_workers > 0:  # torch's worker iterator draws the sampler inside iter(), its
             epoch.begin()  # single-process one at the first next()
         return epoch
 
     def _map_start(self, loader: _SSLoader) -> Any:
-        """slipstream's iterator for this epoch, over the batches drawn from torch's sampler; it
-        goes on past a batch that raises, as torch's does (see ``_MapEpoch``)."""
-        own_order = self.seed is not None and self._shuffle  # slipstream's permutation of (seed, epoch)
-        if not own_order:
-            if self._auto_collation:
-                batches: Any = (list(b) for b in self.batch_sampler)  # type: ignore[union-attr]
-            else:
-                batches = ([i] for i in self.sampler)
-            self._epoch_batches.draw(batches)  # a sized sampler whole now; one without __len__ as batches load
-        try:  # iter() reads nothing: the first batch's samples shape the buffers (see _MapLoader)
-            return loader.__iter__(keep_going=True)
-        finally:
-            self._epoch_batches.batches = []
+        """slipstream's iterator for this epoch: it draws the batches from torch's sampler (see
+        ``_SamplerOrder``), reads nothing before the first batch (its samples shape the buffers:
+        see ``_MapLoader``), and goes on past a batch that raises, as torch's does (``_MapEpoch``)."""
+        return loader.epoch(keep_going=True)
 
     def _map_loader(self, base_seed: int) -> _SSLoader:
         if self._ss is None:
@@ -283,7 +263,8 @@ class DataLoader(_tud.DataLoader[_T_co]):
         if self.seed is not None and self._shuffle:  # slipstream's own permutation of (seed, epoch)
             kwargs.update(batch_size=self.batch_size or 1, shuffle=True, drop_last=self.drop_last)
         else:
-            kwargs.update(batch_sampler=self._epoch_batches)
+            sampler = self.batch_sampler if self._auto_collation else self.sampler
+            kwargs.update(order=_SamplerOrder(sampler, batched=self._auto_collation))
         if self.num_workers > 0:
             factor = self.prefetch_factor if self.prefetch_factor is not None else 2
             kwargs.update(
@@ -307,8 +288,6 @@ class DataLoader(_tud.DataLoader[_T_co]):
 
     # IterableDataset, in worker processes, taken round-robin
     def _iterable_processes(self, base_seed: int, shared_seed: int | None) -> Iterator[Any]:
-        from ..workers.pool import WorkerPool
-
         persistent = self.persistent_workers
         pool = self._iter_pool if persistent else None
         if pool is None or pool.closed:

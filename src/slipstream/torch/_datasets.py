@@ -7,7 +7,7 @@
   worker process finds its own copy for ``get_worker_info().dataset``.
 * ``_WholeDataset``/``_WholeCollate`` pass ``__getitems__``'s return value whole to the user's
   ``collate_fn``; ``_CollateOne`` is ``batch_size=None``'s ``collate_fn(dataset[i])``.
-* ``_EpochBatches`` is the epoch's batches of indices, drawn from torch's sampler.
+* ``_SamplerOrder`` is the loader's epoch order: the epoch's batches of indices, drawn from torch's sampler.
 * ``_MapWorkerInit`` is slipstream's ``worker_init`` for map-style process workers: torch's
   seeding and ``get_worker_info()``, then the user's ``worker_init_fn``.
 
@@ -111,30 +111,35 @@ class _CollateOne:
         return self.collate_fn(samples[0])
 
 
-class _StreamedBatches:
-    """The epoch's batches of indices from torch's sampler, for slipstream to iterate (and no
-    ``set_epoch``: torch leaves that to the user). Without ``__len__``: read as the batches are
-    loaded, for samplers that have none (endless ones included)."""
-
-    def __init__(self) -> None:
-        self.batches: Iterable[list[int]] = []
-
-    def draw(self, batches: Iterable[list[int]]) -> None:
-        """This epoch's batches: kept as they come (read as slipstream loads them)."""
-        self.batches = batches
-
-    def __iter__(self) -> Iterator[list[int]]:
-        return iter(self.batches)
+def _sized(sampler: Any) -> bool:
+    """Whether ``len(sampler)`` works (torch's BatchSampler has ``__len__`` only if its sampler has)."""
+    try:
+        len(sampler)
+    except TypeError:
+        return False
+    return True
 
 
-class _EpochBatches(_StreamedBatches):
-    """The epoch's batches, drawn whole from a sized sampler before slipstream iterates them."""
+class _SamplerOrder:
+    """The epoch order (``slipstream.loading.epochs``) of a torch loader: each epoch's batches
+    drawn from torch's batch sampler (or, ``batch_size=None``, its sampler, one index per batch)
+    when slipstream starts the epoch, as torch's iterator draws them: a sized sampler whole, one
+    without ``__len__`` as the batches are loaded. No ``set_epoch``: torch leaves that to the user."""
 
-    def draw(self, batches: Iterable[list[int]]) -> None:
-        self.batches = list(batches)
+    source = "batch_sampler"  # what index errors name
 
-    def __len__(self) -> int:
-        return len(self.batches)  # type: ignore[arg-type]
+    def __init__(self, sampler: Iterable[Any], batched: bool):
+        self.sampler, self.batched = sampler, batched
+        self.sized = _sized(sampler)
+
+    def batches(self, epoch: int, n: int, seed: int) -> list[list[int]] | Iterator[list[int]]:
+        drawn = (list(b) for b in self.sampler) if self.batched else ([i] for i in self.sampler)
+        return list(drawn) if self.sized else drawn
+
+    def num_batches(self, n: int) -> int:
+        if not self.sized:
+            raise TypeError("len() is unknown: the sampler has no __len__")
+        return len(self.sampler)  # type: ignore[arg-type]
 
 
 class _MapWorkerInit:
@@ -143,6 +148,10 @@ class _MapWorkerInit:
 
     def __init__(self, token: int, base_seed: int, num_workers: int, worker_init_fn: Callable[[int], Any] | None):
         self.token, self.base_seed, self.num_workers, self.worker_init_fn = token, base_seed, num_workers, worker_init_fn
+
+    def reseeded(self, base_seed: int) -> _MapWorkerInit:
+        """The same set-up for fresh workers of an epoch with torch's new ``base_seed``."""
+        return _MapWorkerInit(self.token, base_seed, self.num_workers, self.worker_init_fn)
 
     def __call__(self, worker_id: int) -> None:
         torch.set_num_threads(1)

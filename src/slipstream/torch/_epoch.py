@@ -13,24 +13,31 @@ from typing import TYPE_CHECKING, Any
 
 import torch.utils.data as _tud
 
+from ..core.closing import ClosingIterator
+
 if TYPE_CHECKING:
     from ._dataloader import DataLoader
 
 
-class _LoaderIter(Iterator[Any]):
-    """One epoch of a ``DataLoader``: ``next()``, ``len()`` (as torch's iterator) and ``close()``."""
+def _close_source(source: Iterator[Any]) -> None:
+    close = getattr(source, "close", None)
+    if close is not None:
+        close()
+
+
+class _LoaderIter(ClosingIterator):
+    """One epoch of a ``DataLoader``: ``next()``, ``len()`` (as torch's iterator) and ``close()``
+    (also on ``with`` exit and when dropped: workers stay for the next epoch where they persist)."""
 
     def __init__(self, loader: DataLoader, source: Iterator[Any]):
+        super().__init__(_close_source, source)
         self._loader = loader
         self._source = source
         self._yielded = 0
         self._iterable = loader._dataset_kind == _tud.dataloader._DatasetKind.Iterable
         self._len_called = loader._IterableDataset_len_called
 
-    def __iter__(self) -> _LoaderIter:
-        return self
-
-    def __next__(self) -> Any:
+    def _next(self) -> Any:
         batch = next(self._source)
         self._yielded += 1
         if self._iterable and self._len_called is not None and self._yielded > self._len_called:
@@ -44,20 +51,11 @@ class _LoaderIter(Iterator[Any]):
                     "IterableDataset replica at each worker. Please see "
                     "https://pytorch.org/docs/stable/data.html#torch.utils.data.IterableDataset for examples."
                 )
-            warnings.warn(message, stacklevel=2)
+            warnings.warn(message, stacklevel=3)
         return batch
 
     def __len__(self) -> int:
         return len(self._loader._index_sampler)
 
-    def close(self) -> None:
-        """Stop this epoch's loading now (workers stay for the next epoch where they persist)."""
-        close = getattr(self._source, "close", None)
-        if close is not None:
-            close()
-
-    def __enter__(self) -> _LoaderIter:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def _keeps_going(self, error: BaseException) -> bool:
+        return isinstance(error, Exception)  # the source decides whether its epoch goes on

@@ -19,60 +19,50 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..core.closing import ClosingIterator
 from ..workers.pool import WorkerError
 from ._convert import _keep
 from ._iterable import DataLoaderTimeoutError, _torch_worker_error
 
 
-class _MapEpoch:
+def _close_started(started: list[Any]) -> None:
+    for it in started:
+        it.close()
+
+
+class _MapEpoch(ClosingIterator):
     """The epoch's batches of slipstream ``loader`` as torch gives them. ``start()`` starts the
     epoch and returns slipstream's iterator over it (one that goes on after a failed batch)."""
 
     def __init__(self, loader: Any, start: Callable[[], Any], timeout: float):
+        self._started: list[Any] = []  # slipstream's iterator, once the epoch has started
+        super().__init__(_close_started, self._started)
         self._loader, self._start, self._timeout = loader, start, timeout
-        self._it: Any = None
-        self._ended = False
-
-    def __iter__(self) -> _MapEpoch:
-        return self
 
     def begin(self) -> None:
         """Start the epoch now (draw the sampler, start loading) rather than at the first ``next()``."""
-        if self._it is None and not self._ended:
-            self._it = self._start()
+        if not self._started and not self.closed:
+            self._started.append(self._start())
 
-    def __next__(self) -> Any:
-        if self._ended:
+    def _next(self) -> Any:
+        if self.closed:
             raise StopIteration
         self.begin()
         try:
-            batch = next(self._it)
-        except StopIteration:
-            self.close()
-            raise
+            batch = next(self._started[0])
         except DataLoaderTimeoutError:
-            self.close()
             raise
         except TimeoutError as exc:
-            self.close()
             raise DataLoaderTimeoutError(f"DataLoader timed out after {self._timeout} seconds ({exc})") from exc
         except WorkerError as exc:
-            self.close()
             torch_error = _torch_worker_error(exc)
             if torch_error is exc:
                 raise
             raise torch_error from None
-        except Exception:
-            raise  # the batch's own error: slipstream's iterator goes on (or ended, if it could not)
-        except BaseException:
-            self.close()
-            raise
         convert = getattr(self._loader, "convert", _keep)
         return batch if convert is _keep else convert(batch)
 
-    def close(self) -> None:
-        """Stop the epoch's loading now."""
-        self._ended = True
-        it, self._it = self._it, None
-        if it is not None:
-            it.close()
+    def _keeps_going(self, error: BaseException) -> bool:
+        """A batch's own error (the dataset's, the collate's): slipstream's iterator goes on (or
+        ended, if it could not); a timeout, a dead worker or an interrupt ends the epoch."""
+        return isinstance(error, Exception) and not isinstance(error, (TimeoutError, WorkerError))

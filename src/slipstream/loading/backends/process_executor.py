@@ -1,0 +1,121 @@
+"""The process executor: jobs whose tasks run in a ``WorkerPool``, handed out in order.
+
+Each task of a job is sent to the least-loaded worker as ``fn(state, *args, generation)``; its
+``extras`` (shared objects, memory segments) go first, once per worker. All the parent does is
+send tasks and wait for answers: there is no parent-side thread. ``prefetch`` jobs are in flight at a
+time, so the workers keep loading while the consumer trains.
+
+Contract: hand-out and errors as in ``backends.ordered`` (an error raised in a worker comes back
+with its original type and the worker's traceback in a note), plus: a worker that dies raises
+``WorkerError`` at once; a batch not ready within ``timeout`` seconds raises ``TimeoutError`` and
+stops the workers. ``close()`` cancels what is in flight without waiting: workers stop between
+samples, and a job's ``keep`` (its shared buffer) is held until every task writing to it answered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ...workers.pool import WorkerPool
+from ..jobs import Job, name_of
+from ..readers import add_note
+from .ordered import OrderedOutput, next_job
+
+__all__ = ["ProcessExecutor"]
+
+
+class ProcessExecutor(OrderedOutput):
+    """Runs ``source``'s jobs on ``pool``; ``next()`` hands out their results."""
+
+    def __init__(
+        self,
+        pool: WorkerPool,
+        source: Iterator[Job],
+        prefetch: int,
+        in_order: bool = True,
+        timeout: float | None = None,
+        describe: Callable[[Any], str] = name_of,
+        keep_going: bool = False,
+    ):
+        super().__init__(in_order, keep_going, describe)
+        self._pool, self._source, self._prefetch, self._timeout = pool, source, prefetch, timeout
+        self._tickets: dict[int, tuple[Job, int]] = {}  # ticket -> (job, task position)
+        self._exhausted = False
+        self._closed = False
+        self._generation = pool.open_generation()
+        pool.attach()
+
+    def _start(self) -> None:
+        """Send jobs until ``prefetch`` are in flight (or the source ends)."""
+        pool = self._pool
+        while not self._exhausted and self._started - self._consumed < self._prefetch:
+            job = next_job(self._source)
+            if job is None or job.fatal:
+                self._exhausted = True
+            if job is None:
+                return
+            self._add(job)
+            for pos, task in enumerate(job.tasks):
+                worker = min(range(pool.workers), key=pool.load)
+                ticket = pool.submit(worker, task.fn, *task.args, self._generation, keep=job.keep, **(task.extras or {}))
+                self._tickets[ticket] = (job, pos)
+            if not job.tasks and not job.done:
+                job.complete()
+            job = None  # a failed job's traceback may keep this frame: it must not keep the job
+
+    def __next__(self) -> Any:
+        if self._closed:
+            raise StopIteration
+        try:
+            self._start()
+            while (key := self._ready()) is None:
+                if self._exhausted and not self._jobs:
+                    self.close()
+                    raise StopIteration
+                self._collect_one()
+        except StopIteration:
+            raise
+        except BaseException:
+            self.close()
+            raise
+        result = self._deliver(self._take(key))  # keep_going: the next ``next()`` sends the jobs that take its place
+        self._start()  # keep ``prefetch`` jobs in the workers while the consumer works
+        return result
+
+    def _collect_one(self) -> None:
+        try:
+            ticket, ok, value = self._pool.wait(set(self._tickets), self._timeout)
+        except TimeoutError:
+            what = self._waited()
+            self._pool.close(polite=False)
+            raise TimeoutError(
+                f"slipstream: {what} was not ready within timeout={self._timeout} s; the worker processes "
+                f"(pids {self._pool.pids}) were stopped. A sample that takes that long, or one that never returns?"
+            ) from None
+        except BaseException as exc:
+            if self._consumed in self._jobs:  # (no local holds the job: the traceback would keep its buffers)
+                add_note(exc, f"slipstream: while loading {self._waited()}")
+            raise
+        job, pos = self._tickets.pop(ticket)
+        if ok:
+            job.results[pos] = value
+        else:
+            job.fail(pos, value)
+        job.remaining -= 1
+        if not job.remaining:
+            job.complete()
+
+    def close(self) -> None:
+        """Stop: cancel the tasks in flight (their buffers stay reserved until they answer). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        pool = self._pool
+        if not pool.closed:
+            pool.cancel(self._generation)
+            pool.discard(list(self._tickets))
+        pool.detach()
+        self._tickets.clear()
+        self._jobs.clear()
+        self._source = iter(())

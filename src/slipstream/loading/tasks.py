@@ -1,0 +1,147 @@
+"""The read path: the task functions every backend runs, and the jobs that run them.
+
+One batch plan becomes one job whose tasks read its chunks. The functions are the same on every
+backend: a thread or the consumer calls them with the loader's reader and buffers; a worker
+process calls them through the ``remote_*`` wrappers, which find the reader (built once per
+worker from its payload) and the batch's shared-memory slot by key, then call the same function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..core.collate import ArrayLeaf, Spec
+from .buffers import Buffers, Unshaped
+from .jobs import Job, Task
+from .plan import COLLATE, INTO, BatchPlan
+from .readers import BatchInfo, Reader, collated, make_reader
+
+__all__ = [
+    "local_job",
+    "read_into",
+    "read_samples",
+    "remote_collate",
+    "remote_read_into",
+    "remote_samples",
+    "unshaped",
+]
+
+
+def read_into(reader: Reader, spec: Spec, storage: list[Any], a: int, indices: np.ndarray, info: BatchInfo) -> None:
+    """Fill rows ``a..a+len(indices)`` of a batch's storage."""
+    reader.read(spec, storage, a, indices, info)
+
+
+def read_samples(reader: Reader, indices: np.ndarray, info: BatchInfo) -> list[Any]:
+    """The samples themselves (to shape the buffers from, or for a user's collate)."""
+    return reader.samples(indices, info)
+
+
+def joined(parts: list[list[Any]]) -> list[Any]:
+    return [s for part in parts for s in part]
+
+
+def unshaped(plan: BatchPlan) -> Callable[[list[Any]], Unshaped]:
+    """``finish`` of a batch read as samples, before the buffers had a shape."""
+    return lambda results: Unshaped(joined(results), plan.indices, plan.info)
+
+
+def failed(plan: BatchPlan) -> Job:
+    """The job of a plan that cannot load: it raises the plan's error as that batch's own."""
+    job = Job([], _nothing, tag=plan.k)
+    assert plan.error is not None
+    job.fail(0, plan.error)
+    job.done = True
+    return job
+
+
+def _nothing(results: list[Any]) -> None:
+    return None
+
+
+def local_job(plan: BatchPlan, reader: Reader, buffers: Buffers, collate: Callable[[list[Any]], Any] | None) -> Job:
+    """The job of ``plan`` in this process (the consumer's thread or worker threads)."""
+    if plan.error is not None:
+        return failed(plan)
+    info, n = plan.info, len(plan.indices)
+    if plan.mode == INTO:
+        pool = buffers.pool
+        assert pool is not None
+        spec, storage = pool.spec, pool.acquire(n)
+        tasks = [Task(read_into, (reader, spec, storage, a, part, info)) for a, part in plan.chunks()]
+        return Job(tasks, lambda results: spec.build(storage, n), tag=plan.k)
+    tasks = [Task(read_samples, (reader, part, info)) for _, part in plan.chunks()]
+    if plan.mode == COLLATE:
+        return Job(tasks, lambda results: collated(collate, joined(results), info), tag=plan.k)
+    return Job(tasks, unshaped(plan), tag=plan.k)
+
+
+# -- in a worker process (``state``: the worker's ``WorkerState``) ---------------------------------
+
+
+class _Stop:
+    """``BatchInfo.stop`` in a worker: set once the parent cancels this task's generation."""
+
+    __slots__ = ("state", "generation")
+
+    def __init__(self, state: Any, generation: tuple[int, int]):
+        self.state, self.generation = state, generation
+
+    def is_set(self) -> bool:
+        return self.state.cancelled(self.generation)
+
+
+def _reader(state: Any) -> Reader:
+    reader = state.cache.get("reader")
+    if reader is None:
+        reader = state.cache["reader"] = make_reader(state.payload.data)
+    return reader
+
+
+def _info(state: Any, seed: int, epoch: int, batch: int, generation: tuple[int, int]) -> BatchInfo:
+    return BatchInfo(seed, epoch, batch, _Stop(state, generation))  # type: ignore[arg-type]
+
+
+def remote_read_into(
+    state: Any,
+    spec_key: int,
+    segment_key: int,
+    offsets: list[int],
+    rows: int,
+    a: int,
+    indices: np.ndarray,
+    seed: int,
+    epoch: int,
+    batch: int,
+    generation: tuple[int, int],
+) -> dict[int, list[Any]] | None:
+    """``read_into`` a shared batch slot; returns the object leaves' values (they do not live in
+    shared memory: the parent writes them into its storage)."""
+    spec: Spec = state.cache[spec_key]
+    buffer = state.segments[segment_key]
+    storage: list[Any] = []
+    places = iter(offsets)
+    for leaf in spec.leaves:
+        if isinstance(leaf, ArrayLeaf):
+            storage.append(np.ndarray((rows, *leaf.shape), leaf.dtype, buffer=buffer, offset=next(places)))
+        else:
+            storage.append([None] * rows)
+    read_into(_reader(state), spec, storage, a, indices, _info(state, seed, epoch, batch, generation))
+    if not spec.object_leaves:
+        return None
+    b = a + len(indices)
+    return {leaf.slot: storage[leaf.slot][a:b] for leaf in spec.object_leaves}
+
+
+def remote_samples(state: Any, indices: np.ndarray, seed: int, epoch: int, batch: int, generation: tuple[int, int]) -> list[Any]:
+    """``read_samples`` in a worker: the samples go back to the parent as they are."""
+    return read_samples(_reader(state), indices, _info(state, seed, epoch, batch, generation))
+
+
+def remote_collate(state: Any, indices: np.ndarray, seed: int, epoch: int, batch: int, generation: tuple[int, int]) -> Any:
+    """A whole batch's samples collated by the user's function, in the worker."""
+    info = _info(state, seed, epoch, batch, generation)
+    return collated(state.payload.collate, read_samples(_reader(state), indices, info), info)
