@@ -150,3 +150,13 @@ def failing_collate(samples: list) -> list:
     if 6 in samples:
         raise ValueError("cannot collate")
     return samples
+
+
+class TaggedInit:
+    """A worker_init that leaves ``tag + worker_id`` where ``InitSeen`` reads it."""
+
+    def __init__(self, tag: int):
+        self.tag = tag
+
+    def __call__(self, worker_id: int) -> None:
+        os.environ["SLIPSTREAM_TEST_INIT"] = str(self.tag + worker_id)

@@ -23,7 +23,7 @@ import pytest
 
 import slipstream as ss
 from helpers import SRC, assert_resumes_exactly, assert_same, snapshot
-from procdata import Faulty, InitSeen, Records, Seeds, remember_init, shifted_collate
+from procdata import Faulty, InitSeen, Records, Seeds, TaggedInit, remember_init, shifted_collate
 
 psutil = pytest.importorskip("psutil")
 
@@ -574,3 +574,19 @@ def test_an_error_in_a_user_collate_names_the_batch_in_a_worker_process():
     with pytest.raises(ValueError, match="cannot collate") as info:
         list(loader(list(range(10)), batch_size=3, collate=failing_collate))
     assert "raised by the collate function for batch 2 of epoch 0 (3 samples)" in "\n".join(info.value.__notes__)
+
+
+def test_restart_workers_starts_fresh_processes_with_the_new_worker_init_and_lets_the_old_ones_finish():
+    with loader(InitSeen(), batch_size=4, worker_init=TaggedInit(100)) as processes:
+        first = iter(processes)
+        assert set(next(first).tolist()) <= {100, 101}
+        old = processes.worker_pids
+        processes.restart_workers(TaggedInit(200))
+        assert processes.worker_pids == []  # retired: no longer the loader's
+        rest = [b.tolist() for b in first]  # the old workers finish serving their iterator
+        assert len(rest) == 3 and set(sum(rest, [])) <= {100, 101}
+        assert_gone(old)
+        seen = set(sum((b.tolist() for b in processes), []))
+        new = processes.worker_pids
+        assert seen <= {200, 201} and new and not set(new) & set(old)
+    assert_gone(new)
