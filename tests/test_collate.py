@@ -93,3 +93,38 @@ def test_numpy_values_must_cast_safely_and_python_ints_must_fit():
     with pytest.raises(ValueError, match=r"sample 1\['n'\] is 1180591620717411303424, out of range for int64"):
         ss.default_collate([{"n": 1}, {"n": 2**70}])
     np.testing.assert_array_equal(ss.default_collate([np.float32(1), np.float16(2)]), [1, 2])  # a safe cast
+
+
+def test_containers_follow_one_rule_mappings_as_dicts_tuples_as_tuples_namedtuples_kept():
+    from collections import OrderedDict
+
+    class Pair(tuple):
+        pass
+
+    samples = [OrderedDict([("b", Pair((i, [i, "x"]))), ("a", Point(i, i))]) for i in range(2)]
+    batch = ss.default_collate(samples)
+    assert type(batch) is dict and list(batch) == ["b", "a"]
+    assert type(batch["b"]) is tuple and type(batch["b"][1]) is list and type(batch["a"]) is Point
+    np.testing.assert_array_equal(batch["b"][1][0], [0, 1])
+    assert batch["b"][1][1] == ["x", "x"]
+
+
+def test_a_pickled_spec_writes_views_and_names_its_variable_fields_as_before():
+    import pickle
+
+    from slipstream.core.collate import ArrayLeaf, VarNode
+
+    spec = pickle.loads(pickle.dumps(Spec({"a": (ArrayLeaf((), np.int64), VarNode((2,), np.float32))})))
+    assert list(spec.tree) == ["a"] and isinstance(spec.tree["a"][1], VarNode)
+    storage = spec.allocate(2)
+    spec.write(storage, 0, {"a": (1, np.zeros(2, np.float32))}, 0)
+    views = spec.views(storage, 1)
+    assert views["a"][0].base is storage[0] and views["a"][1].shape == (2,)
+    views["a"][1][:] = 7
+    spec.settle(storage, 1, {"a": (2, views["a"][1])}, views, 1)
+    batch = spec.build(storage)
+    np.testing.assert_array_equal(batch["a"][0], [1, 2])
+    np.testing.assert_array_equal(batch["a"][1], [[0, 0], [7, 7]])
+    spec.write(storage, 1, {"a": (2, np.zeros(3))}, 5)  # kept aside: it does not fit the buffer
+    with pytest.raises(ValueError, match=r"sample 5, field \['a'\]\[1\], has shape \(3,\) but the first sample had shape \(2,\)"):
+        spec.build(storage)

@@ -133,3 +133,29 @@ def test_write_obs_refuses_lossy_casts():
         write_obs(np.zeros(2, np.int64), np.array([1.5, 2.5]))
     with pytest.raises(ValueError, match="keys"):
         write_obs({"a": np.zeros(1)}, {"b": np.zeros(1)})
+
+
+def test_groups_are_tuples_and_mappings_flattened_to_their_containers_lists_stay_members():
+    from collections import OrderedDict
+
+    from slipstream.core.containers import flatten_group, is_group
+
+    Pair = namedtuple("Pair", "x y")
+    data = OrderedDict(a=np.zeros((3, 2)), b=Pair(np.ones(3), ["p", "q", "r"]))
+    assert is_group(data) and is_group(data["b"]) and not is_group(data["b"].y)
+    members, structure = flatten_group(data)
+    assert [type(m) for m in members] == [np.ndarray, np.ndarray, list] and structure.num_leaves == 3
+    obs = ss.getobs(data, 1)
+    assert type(obs) is dict and type(obs["b"]) is Pair and obs["b"].y == "q"
+
+
+def test_write_obs_rebuilds_the_buffers_nesting():
+    class Row(tuple):
+        pass
+
+    Pair = namedtuple("Pair", "x y")
+    buffer = {"p": Pair(np.zeros(2), np.zeros(1)), "r": Row((np.zeros(1), None)), "l": [np.zeros(1)]}
+    out = write_obs(buffer, {"p": Pair([1, 2], [3]), "r": ([4], "s"), "l": [[5]]})
+    assert type(out["p"]) is Pair and type(out["r"]) is Row and type(out["l"]) is list
+    assert out["p"].x is buffer["p"].x and out["r"][1] == "s"
+    np.testing.assert_array_equal(buffer["p"].x, [1, 2])

@@ -19,28 +19,25 @@ from typing import Any
 
 import numpy as np
 
+from . import nested
+
 __all__ = ["getobs", "getobs_into", "is_group", "numobs", "write_obs"]
 
 
 def is_group(data: Any) -> bool:
-    """True for the structures that group containers: tuples and dicts (mappings)."""
-    return isinstance(data, (tuple, Mapping))
+    """True for the structures that group containers: the nodes of ``core.nested`` but lists, so
+    tuples (named too) and dicts (mappings)."""
+    return nested.is_node(data) and not isinstance(data, list)
 
 
-def _is_namedtuple(data: Any) -> bool:
-    return isinstance(data, tuple) and hasattr(data, "_fields")
+def flatten_group(data: Any) -> tuple[list[Any], nested.Structure]:
+    """The containers a group holds, depth first (nested groups included), and the structure that
+    regroups them; a container that is not a group is its own single member."""
+    return nested.flatten(data, is_leaf=_not_group)
 
 
-def _group_items(data: tuple | Mapping) -> list[tuple[Any, Any]]:
-    return list(data.items()) if isinstance(data, Mapping) else list(enumerate(data))
-
-
-def _regroup(data: tuple | Mapping, values: list[Any]) -> Any:
-    if isinstance(data, Mapping):
-        return dict(zip(data.keys(), values))
-    if _is_namedtuple(data):
-        return type(data)(*values)
-    return tuple(values)
+def _not_group(data: Any) -> bool:
+    return isinstance(data, list)  # a list is a container of samples, never a group
 
 
 def numobs(data: Any) -> int:
@@ -54,7 +51,7 @@ def numobs(data: Any) -> int:
             raise TypeError("a 0-d array holds no observations: expected an array with at least one axis")
         return data.shape[0]
     if is_group(data):
-        items = _group_items(data)
+        items = nested.items(data)
         if not items:
             raise ValueError(f"an empty {type(data).__name__} groups no containers: expected at least one member")
         counts = [(key, numobs(member)) for key, member in items]
@@ -110,7 +107,7 @@ def getobs(data: Any, index: Any) -> Any:
         return data[_check_index(data, index)]
     if is_group(data):
         i = _check_index(data, index)
-        return _regroup(data, [getobs(member, i) for _, member in _group_items(data)])
+        return nested.rebuild(data, [getobs(member, i) for _, member in nested.items(data)])
     return data[index]
 
 
@@ -118,7 +115,7 @@ def _getobs_many(data: Any, indices: Any) -> Any:
     if isinstance(data, np.ndarray):
         return data[np.asarray(indices, dtype=np.intp)]
     if is_group(data):
-        return _regroup(data, [_getobs_many(member, indices) for _, member in _group_items(data)])
+        return nested.rebuild(data, [_getobs_many(member, indices) for _, member in nested.items(data)])
     many = getattr(data, "__getitems__", None)
     if many is not None:
         return many([int(i) for i in indices])
@@ -149,19 +146,20 @@ def write_obs(buffer: Any, value: Any, where: str = "observation") -> Any:
                 f"of dtype {buffer.dtype} without losing information"
             ) from exc
         return buffer
-    if isinstance(buffer, Mapping):
+    kind = nested.node_type(buffer)
+    if kind is None:
+        return value
+    if kind is dict:
         if not isinstance(value, Mapping) or value.keys() != buffer.keys():
             found = sorted(value.keys()) if isinstance(value, Mapping) else type(value).__name__
             raise ValueError(f"{where} has keys {found} but the buffer expects {sorted(buffer.keys())}")
         return {k: write_obs(buffer[k], value[k], f"{where}[{k!r}]") for k in buffer}
-    if isinstance(buffer, (tuple, list)):
-        if not isinstance(value, (tuple, list)) or len(value) != len(buffer):
-            raise ValueError(f"{where} is {type(value).__name__} of {_len_or(value)} but the buffer expects {len(buffer)} members")
-        out = [write_obs(b, v, f"{where}[{k}]") for k, (b, v) in enumerate(zip(buffer, value))]
-        if _is_namedtuple(buffer):
-            return type(buffer)(*out)
-        return type(buffer)(out) if isinstance(buffer, tuple) else out
-    return value
+    if not isinstance(value, (tuple, list)) or len(value) != len(buffer):
+        raise ValueError(f"{where} is {type(value).__name__} of {_len_or(value)} but the buffer expects {len(buffer)} members")
+    out = [write_obs(b, v, f"{where}[{k}]") for k, (b, v) in enumerate(zip(buffer, value))]
+    if kind is tuple:
+        return type(buffer)(out)  # a user's tuple subclass of a buffer keeps its type here
+    return nested.rebuild(buffer, out)
 
 
 def _len_or(value: Any) -> str:
@@ -183,14 +181,14 @@ def getobs_into(buffer: Any, data: Any, index: int) -> Any:
         return write_obs(buffer, data[_check_index(data, index)], f"observation {index}")
     if is_group(data):
         i = _check_index(data, index)
-        items = _group_items(data)
-        if isinstance(data, Mapping):
+        items = nested.items(data)
+        if nested.node_type(data) is dict:
             if not isinstance(buffer, Mapping) or buffer.keys() != data.keys():
                 raise ValueError(f"buffer keys {sorted(buffer) if isinstance(buffer, Mapping) else type(buffer).__name__} do not match the data's keys {sorted(data.keys())}")
             return {k: getobs_into(buffer[k], member, i) for k, member in items}
         if not isinstance(buffer, (tuple, list)) or len(buffer) != len(items):
             raise ValueError(f"buffer does not match a group of {len(items)} containers")
-        return _regroup(data, [getobs_into(b, member, i) for b, (_, member) in zip(buffer, items)])
+        return nested.rebuild(data, [getobs_into(b, member, i) for b, (_, member) in zip(buffer, items)])
     into = getattr(data, "getobs_into", None)
     if into is not None:
         result = into(buffer, index)
