@@ -37,7 +37,8 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess witho
 
 import numpy as np
 
-from .loading.loader import _check_int
+from .core import nested
+from .core.checks import check_int
 from .loading.readers import add_note
 
 __all__ = ["DevicePrefetch", "device_prefetch"]
@@ -56,24 +57,21 @@ def _movable(x: Any) -> bool:
     return dtype.kind in _MOVABLE_KINDS or (dtype.kind == "V" and dtype.names is None)
 
 
-def _arrays(node: Any, out: list[Any]) -> None:
-    """Append the movable arrays of ``node`` to ``out``, depth first (the order ``_rebuild`` consumes them)."""
-    if _movable(node):
-        out.append(node)
-    elif isinstance(node, Mapping):
-        for value in node.values():
-            _arrays(value, out)
-    elif isinstance(node, (tuple, list)):
-        for value in node:
-            _arrays(value, out)
+def _arrays(batch: Any) -> list[Any]:
+    """The movable arrays of ``batch``, depth first (the order ``_rebuild`` consumes them)."""
+    return [leaf for leaf in nested.leaves(batch) if _movable(leaf)]
 
 
-def _rebuild(node: Any, moved: Iterator[Any]) -> Any:
-    """``node`` with its movable arrays replaced, in order, by ``moved``; a part without any is returned as is."""
-    if _movable(node):
-        return next(moved)
+def _rebuild(batch: Any, moved: Iterator[Any]) -> Any:
+    """``batch`` with its movable arrays replaced, in order, by ``moved``; a part without any is returned as is."""
+    return nested.map_nodes(batch, lambda leaf: next(moved) if _movable(leaf) else leaf, _keep_type)
+
+
+def _keep_type(node: Any, values: Any) -> Any:
+    """``node`` rebuilt with its members ``values`` (a dict for a mapping, a list for a sequence),
+    keeping its type: the node itself when no member changed; a dict subclass, an OrderedDict or a
+    defaultdict copied with its state; a namedtuple, tuple or list subclass of its own type."""
     if isinstance(node, Mapping):
-        values = {key: _rebuild(value, moved) for key, value in node.items()}
         if all(values[key] is value for key, value in node.items()):
             return node
         if type(node) is dict:
@@ -83,14 +81,11 @@ def _rebuild(node: Any, moved: Iterator[Any]) -> Any:
             new.update(values)
             return new
         return type(node)(values)
-    if isinstance(node, (tuple, list)):
-        items = [_rebuild(value, moved) for value in node]
-        if all(a is b for a, b in zip(items, node)):
-            return node
-        if isinstance(node, tuple) and hasattr(node, "_fields"):  # a namedtuple
-            return type(node)(*items)
-        return items if type(node) is list else type(node)(items)
-    return node
+    if all(a is b for a, b in zip(values, node)):
+        return node
+    if nested.is_namedtuple(node):
+        return type(node)(*values)
+    return values if type(node) is list else type(node)(values)
 
 
 class _InFlight:
@@ -144,7 +139,7 @@ class DevicePrefetch:
                 f"device must be a jax.Device, a jax.sharding.Sharding or None, got {type(device).__name__} {device!r}"
             )
         self.iterable = iterable
-        self.size = _check_int("size", size, 1)
+        self.size = check_int("size", size, 1)
         self.device = device
 
     def __len__(self) -> int:
@@ -178,8 +173,7 @@ class DevicePrefetchIterator:
         return self
 
     def _put(self, host: Any) -> _InFlight:
-        arrays: list[Any] = []
-        _arrays(host, arrays)
+        arrays = _arrays(host)
         if not arrays:
             return _InFlight(None, host, [])
         moved = jax.device_put(arrays, self._device)

@@ -26,6 +26,8 @@ import numpy as np
 import torch
 from torch.utils.data import default_collate as _torch_collate
 
+from ..core import nested
+
 # NumPy dtypes that ``torch.from_numpy`` turns into the tensor dtype default_collate gives
 _ARRAY_DTYPES = frozenset(
     np.dtype(t)
@@ -132,21 +134,16 @@ def _plan(sample: Any, in_sequence: bool = False) -> Convert | None:
         return _objects(in_sequence)
     if kind in (bool, int, float):
         return _as_tensor
-    if isinstance(sample, Mapping):
+    node = nested.node_type(sample)
+    if node is None:  # another leaf (None, a custom sequence...): torch's collate
+        return None
+    if node is dict:  # any mapping
         return _plan_mapping(sample)
-    if isinstance(sample, tuple):
-        members = [_plan(v, True) for v in sample]
-        if any(m is None for m in members):
-            return None
-        count = len(members)
-        if hasattr(sample, "_fields"):  # namedtuple: slipstream rebuilds the type
-
-            def named(batch: Any) -> Any:
-                if type(batch) is not kind:
-                    return _by_structure(batch, in_sequence)
-                return kind(*(m(v) for m, v in zip(members, batch)))
-
-            return named
+    members = [_plan(v, True) for v in sample]
+    if any(m is None for m in members):
+        return None
+    count = len(members)
+    if node is tuple:
 
         def as_list(batch: Any) -> Any:  # torch turns tuples into lists
             if type(batch) is not tuple or len(batch) != count:
@@ -154,33 +151,35 @@ def _plan(sample: Any, in_sequence: bool = False) -> Convert | None:
             return [m(v) for m, v in zip(members, batch)]
 
         return as_list
-    if isinstance(sample, list):
-        members = [_plan(v, True) for v in sample]
-        if any(m is None for m in members):
-            return None
-        count = len(members)
-        if kind is list:
+    if node is not list:  # a namedtuple: slipstream rebuilds the type
 
-            def members_of(batch: Any) -> Any:
-                if type(batch) is not list or len(batch) != count:  # a JSON list of another length
-                    return _by_structure(batch, in_sequence)
-                return [m(v) for m, v in zip(members, batch)]
-
-            return members_of
-        proto = copy.copy(sample)  # torch clones a list subclass and fills the clone
-        for i in range(len(proto)):
-            proto[i] = None
-
-        def clone_list(batch: Any) -> Any:
-            if type(batch) is not list or len(batch) != count:
+        def named(batch: Any) -> Any:
+            if type(batch) is not kind:
                 return _by_structure(batch, in_sequence)
-            out = copy.copy(proto)
-            for i, (m, v) in enumerate(zip(members, batch)):
-                out[i] = m(v)
-            return out
+            return kind(*(m(v) for m, v in zip(members, batch)))
 
-        return clone_list
-    return None
+        return named
+    if kind is list:
+
+        def members_of(batch: Any) -> Any:
+            if type(batch) is not list or len(batch) != count:  # a JSON list of another length
+                return _by_structure(batch, in_sequence)
+            return [m(v) for m, v in zip(members, batch)]
+
+        return members_of
+    proto = copy.copy(sample)  # torch clones a list subclass and fills the clone
+    for i in range(len(proto)):
+        proto[i] = None
+
+    def clone_list(batch: Any) -> Any:
+        if type(batch) is not list or len(batch) != count:
+            return _by_structure(batch, in_sequence)
+        out = copy.copy(proto)
+        for i, (m, v) in enumerate(zip(members, batch)):
+            out[i] = m(v)
+        return out
+
+    return clone_list
 
 
 def _plan_mapping(sample: Mapping) -> Convert | None:

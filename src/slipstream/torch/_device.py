@@ -20,6 +20,8 @@ from typing import Any
 import torch
 import torch.utils.data as _tud
 
+from ..core import nested
+
 _NO_ACCELERATOR = "'pin_memory' argument is set as true but no accelerator is found, then device pinned memory won't be used."
 
 
@@ -35,38 +37,35 @@ def _pin(batch: Any) -> Any:
 
 
 def _move(batch: Any, device: torch.device) -> Any:
-    """``batch`` with every tensor copied to ``device`` (non-blocking), in the same nesting."""
-    if isinstance(batch, torch.Tensor):
-        return batch.to(device, non_blocking=True)
-    if isinstance(batch, (str, bytes)):
-        return batch
-    if isinstance(batch, Mapping):
-        values = {k: _move(v, device) for k, v in batch.items()}
-        if type(batch) is dict:
+    """``batch`` with every tensor copied to ``device`` (non-blocking), in the same nesting
+    (``core.nested``'s nodes, rebuilt by ``_like``)."""
+
+    def leaf(value: Any) -> Any:
+        return value.to(device, non_blocking=True) if isinstance(value, torch.Tensor) else value
+
+    return nested.map_nodes(batch, leaf, _like)
+
+
+def _like(node: Any, values: Any) -> Any:
+    """``node`` rebuilt with its moved members ``values`` (a dict for a mapping, a list for a
+    sequence): a mapping other than a dict is cloned and updated (a plain dict when it cannot be),
+    a tuple keeps its type (a namedtuple too), a list (a list subclass too) is a list."""
+    if isinstance(node, Mapping):
+        if type(node) is dict:
             return values
         try:
-            out = copy.copy(batch)
+            out = copy.copy(node)
             out.update(values)  # type: ignore[attr-defined]
             return out
         except (TypeError, AttributeError):
             return values
-    if isinstance(batch, tuple):
-        moved = [_move(v, device) for v in batch]
-        return type(batch)(*moved) if hasattr(batch, "_fields") else type(batch)(moved)
-    if isinstance(batch, list):
-        return [_move(v, device) for v in batch]
-    return batch
+    if isinstance(node, tuple):
+        return type(node)(*values) if nested.is_namedtuple(node) else type(node)(values)
+    return values
 
 
 def _tensors(batch: Any) -> Iterator[torch.Tensor]:
-    if isinstance(batch, torch.Tensor):
-        yield batch
-    elif isinstance(batch, Mapping):
-        for v in batch.values():
-            yield from _tensors(v)
-    elif isinstance(batch, (list, tuple)):
-        for v in batch:
-            yield from _tensors(v)
+    return (leaf for leaf in nested.leaves(batch) if isinstance(leaf, torch.Tensor))
 
 
 def _to_cuda(source: Iterator[Any], device: torch.device) -> Iterator[Any]:
