@@ -19,5 +19,5 @@ def test_the_wheel_carries_py_typed_so_type_checkers_read_the_annotations(tmp_pa
     assert build.returncode == 0, build.stderr
     (wheel,) = tmp_path.glob("slipstream-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert "slipstream/py.typed" in names and "slipstream/_roijpeg.c" in names
+    assert "slipstream/py.typed" in names and "slipstream/images/_roijpeg.c" in names
     assert "slipstream/torch/__init__.py" in names

@@ -126,7 +126,7 @@ def test_closing_one_iterator_does_not_cancel_another_iterator_of_the_same_loade
     ``_procexec.py`` ProcessExecutor.close calls ``pool.cancel()`` and each executor captures
     ``pool.generation`` in ``__init__``). Closing (or garbage-collecting) any iterator with tasks in
     flight bumps it, so every *other* live iterator of the loader sees all its tasks as cancelled and
-    raises the internal ``slipstream.loading.readers.Cancelled`` (empty message) from ``next()``.
+    raises the internal ``slipstream.core.errors.Cancelled`` (empty message) from ``next()``.
 
     The everyday trigger is ``it = iter(dl)`` after a partial epoch: the new iterator is made before the
     old one is dropped, and the old one's finalizer then kills the new epoch. The DataLoader docstring
@@ -470,7 +470,7 @@ def test_an_iterator_survives_a_thousand_later_iterators_of_its_loader():
     ``open_generation`` overwrites flag ``g % 1024`` without checking whether generation ``g - 1024``
     is still open. So once 1024 more iterators have been made on the loader (``next(iter(dl))`` to
     peek at a batch for logging, say), a still-live older iterator's tasks all read as cancelled and
-    it raises the internal ``slipstream.loading.readers.Cancelled()``.
+    it raises the internal ``slipstream.core.errors.Cancelled()``.
 
     Expected: a live iterator is never cancelled by others, however many (e.g. hand flags out from a
     free list and return them when an executor closes and its tasks have answered; grow the array, or

@@ -10,9 +10,8 @@ itself, with its type, message, notes and attributes.
     │   ├── CorruptFileError(ValueError)     structure or contents that cannot be right
     │   │   └── ChecksumError                a page's bytes differ from what was written (names the page and samples)
     │   └── MissingFieldError(ValueError)    a field asked for is not in the file (names the fields it has)
-    └── (Cancelled)                          [loading/readers.py, to move here] raised inside a reader between
-                                             samples once the iterator that wanted the batch is closed; never
-                                             reaches the user
+    └── Cancelled                            raised inside a reader between samples once the iterator that
+                                             wanted the batch is closed; never reaches the user
     RuntimeError
     └── WorkerError                          a worker process died (``pid``; ``exitcode``, negative for a signal:
                                              a segfault, the out-of-memory killer) or could not start; the other
@@ -25,8 +24,8 @@ itself, with its type, message, notes and attributes.
     └── ConvertError                         a source ``slipstream convert`` cannot convert: an unknown kind,
                                              unequal lengths, nulls, unsupported types
     TimeoutError, RuntimeError
-    └── (DataLoaderTimeoutError)             [torch/_iterable.py, to move here] ``slipstream.torch``: no batch
-                                             within ``timeout`` seconds, worded as torch's
+    └── DataLoaderTimeoutError               ``slipstream.torch``: no batch within ``timeout`` seconds, worded
+                                             as torch's (``DataLoader timed out after N seconds``)
 
 Errors while *encoding* a sample (a wrong type or shape for its field) are plain ``TypeError`` /
 ``ValueError`` naming the sample index and the field; a batch not ready within a loader's
@@ -39,9 +38,11 @@ raised: which sample, batch and epoch, or which worker and its traceback.
 from __future__ import annotations
 
 __all__ = [
+    "Cancelled",
     "ChecksumError",
     "ConvertError",
     "CorruptFileError",
+    "DataLoaderTimeoutError",
     "FormatVersionError",
     "MissingFieldError",
     "NotAPackedFileError",
@@ -135,3 +136,12 @@ class SharedMemoryError(MemoryError):
 
 class ConvertError(ValueError):
     """A source that cannot be converted (an unknown kind, unequal lengths, nulls, unsupported types)."""
+
+
+class Cancelled(Exception):
+    """Raised between samples once the iterator that wanted the batch has been closed."""
+
+
+class DataLoaderTimeoutError(TimeoutError, RuntimeError):
+    """No batch within ``timeout`` seconds: a ``TimeoutError`` and, as torch raises, a
+    ``RuntimeError`` whose message starts with torch's ``DataLoader timed out after N seconds``."""

@@ -10,7 +10,7 @@ from ..core.closing import ClosingIterator
 from .backends.inline import InlineExecutor
 from .backends.threads import ThreadExecutor
 from .jobs import Job, Task
-from .readers import add_note
+from ..core.errors import add_note
 
 __all__ = ["LoadParallel", "loadparallel"]
 

@@ -25,11 +25,11 @@ import numpy as np
 
 from ..core.collate import ArrayLeaf, Spec, spec_of_data
 from ..core.containers import getobs, getobs_into
-from ..core.errors import add_note
+from ..core.errors import Cancelled, add_note
 from ..core.rng import sample_context
 from ..core.views import ObsView
 
-__all__ = ["BatchInfo", "Cancelled", "Reader", "add_note", "collated", "make_reader"]
+__all__ = ["BatchInfo", "Reader", "collated", "make_reader"]
 
 
 def collated(collate: Any, samples: list[Any], info: Any) -> Any:
@@ -39,10 +39,6 @@ def collated(collate: Any, samples: list[Any], info: Any) -> Any:
     except BaseException as exc:
         add_note(exc, f"slipstream: raised by the collate function for {info} ({len(samples)} samples)")
         raise
-
-
-class Cancelled(Exception):
-    """Raised between samples once the iterator that wanted the batch has been closed."""
 
 
 class BatchInfo:

@@ -113,7 +113,7 @@ except ImportError as exc:  # exercised in a subprocess without torch
     ) from exc
 
 from ._dataloader import DataLoader
-from ._iterable import DataLoaderTimeoutError
+from ..core.errors import DataLoaderTimeoutError
 
 # the public classes are ``slipstream.torch``'s, wherever they are defined
 DataLoader.__module__ = __name__

@@ -21,16 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..workers.pool import WorkerError
+from ..core.errors import DataLoaderTimeoutError, WorkerError
 from ._globals import _seed_like_torch, _set_torch_worker_info
 
 if TYPE_CHECKING:
     from ._dataloader import DataLoader
-
-
-class DataLoaderTimeoutError(TimeoutError, RuntimeError):
-    """No batch within ``timeout`` seconds: a ``TimeoutError`` and, as torch raises, a
-    ``RuntimeError`` whose message starts with torch's ``DataLoader timed out after N seconds``."""
 
 
 def _torch_worker_error(error: WorkerError) -> WorkerError:

@@ -30,7 +30,6 @@ results are routed by ticket, so two consumers never take each other's results.
 
 from __future__ import annotations
 
-import atexit
 import multiprocessing
 import multiprocessing.connection as mpc
 import os
@@ -40,6 +39,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ..core.closing import close_at_exit, forget_at_exit
 from ..core.errors import WorkerError
 from ..core.workerinfo import worker_seed
 from . import protocol
@@ -63,18 +63,6 @@ def _context(context: Any) -> Any:
     if hasattr(context, "Process") and hasattr(context, "get_start_method"):
         return context
     raise TypeError(f"mp_context must be None, 'fork', 'spawn', 'forkserver' or a multiprocessing context, got {context!r}")
-
-
-# -- at exit: the pools still open are closed (the one place to swap for a shared exit registry) --
-
-_open_pools: weakref.WeakSet[WorkerPool] = weakref.WeakSet()
-
-
-@atexit.register
-def _close_open_pools_at_exit() -> None:
-    """Close every pool still open: no worker outlives the interpreter."""
-    for pool in list(_open_pools):
-        pool.close()
 
 
 class WorkerPool:
@@ -113,7 +101,7 @@ class WorkerPool:
         self._retired = False
         self.error: BaseException | None = None  # why the pool broke, once it has
         self._workers: list[WorkerLink] = []
-        _open_pools.add(self)
+        close_at_exit(self)  # no worker outlives the interpreter
         try:
             for k in range(workers):
                 args = (
@@ -263,7 +251,7 @@ class WorkerPool:
         if self._closed:
             return
         self._closed = True
-        _open_pools.discard(self)
+        forget_at_exit(self)
         if os.getpid() != self._pid:  # a forked copy of the pool (user code forked): not ours to stop
             return
         stop_links(self._workers, polite)

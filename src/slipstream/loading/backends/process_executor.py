@@ -19,7 +19,7 @@ from typing import Any
 
 from ...workers.pool import WorkerPool
 from ..jobs import Job, name_of
-from ..readers import add_note
+from ...core.errors import add_note
 from .ordered import OrderedOutput, next_job
 
 __all__ = ["ProcessExecutor"]

@@ -24,7 +24,7 @@ from typing import Any
 from ...core.closing import close_at_exit, forget_at_exit
 from ...core.workerinfo import WorkerInfo, set_worker_info, worker_seed
 from ..jobs import Job, name_of, task_error
-from ..readers import add_note
+from ...core.errors import add_note
 from .base import Backend
 from .ordered import OrderedOutput, next_job
 
