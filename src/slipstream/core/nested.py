@@ -93,8 +93,9 @@ class Structure:
     __slots__ = ("_builder", "_hash", "children", "keys", "num_leaves", "type")
 
     def __init__(self, type: type | None, keys: tuple[Any, ...] | None = None, children: tuple[Structure, ...] = ()):
-        self.type, self.keys, self.children = type, keys, tuple(children)
-        self.num_leaves = 1 if type is None else sum(c.num_leaves for c in self.children)
+        self.type, self.keys = type, keys
+        self.children = children = children if children.__class__ is tuple else tuple(children)
+        self.num_leaves = 1 if type is None else sum([c.num_leaves for c in children])
         self._hash: int | None = None
         self._builder: Callable[[Iterator[Any]], Any] | None = None
 
@@ -207,7 +208,7 @@ def _flatten(x: Any, out: list[Any], is_leaf: IsLeaf | None) -> Structure:
             keys.append(k)
             children.append(_flatten(v, out, is_leaf))
         return Structure(dict, tuple(keys), tuple(children))
-    return Structure(kind, None, tuple(_flatten(v, out, is_leaf) for v in x))
+    return Structure(kind, None, tuple([_flatten(v, out, is_leaf) for v in x]))
 
 
 def unflatten(structure: Structure, leaves: Sequence[Any]) -> Any:

@@ -156,6 +156,9 @@ class Spec:
 
     def views(self, storage: list[Any], j: int) -> Any:
         """A buffer for observation ``j``: views into the array leaves (object leaves are None)."""
+        if self._single:  # the common single-array sample, without a rebuild
+            s = self._view_slots[0]
+            return storage[s][j, ...] if s >= 0 else None
         return self.structure.unflatten([storage[s][j, ...] if s >= 0 else None for s in self._view_slots])
 
     def settle_batch(self, storage: list[Any], a: int, value: Any, views: Any, indices: list[int]) -> None:
