@@ -91,14 +91,15 @@ import numpy as np
 FFCV_WORKER = "--ffcv-worker"  # argv of the FFCV child process, which runs in FFCV's own venv: no slipstream there
 if FFCV_WORKER not in sys.argv:
     # _common first: it makes slipstream importable from a checkout, and exits with a message when torch is missing
+    import torch
     from _common import SEED, Verdicts, measure, paired, rates, set_footing, summary, table, verdict, versions
+    from torch.utils.data import DataLoader as TorchLoader
+    from torch.utils.data import Dataset
+
     import slipstream as ss
     from slipstream import fields as F
     from slipstream import ops
     from slipstream.cli.demo import torch_rrc_params
-    import torch
-    from torch.utils.data import DataLoader as TorchLoader
-    from torch.utils.data import Dataset
 
     try:
         import simplejpeg

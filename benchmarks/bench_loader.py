@@ -43,13 +43,14 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+import torch
 
 # _common first: it makes slipstream importable from a checkout, and exits with a message when torch is missing
 from _common import SEED, Verdicts, measure, paired, permutation, rates, set_footing, summary, table, verdict, versions
-import slipstream as ss
-import torch
 from torch.utils.data import BatchSampler, Dataset, RandomSampler, TensorDataset
 from torch.utils.data import DataLoader as TorchLoader
+
+import slipstream as ss
 
 SHAPE = (3, 32, 32)
 BATCH = 256

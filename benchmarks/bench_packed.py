@@ -60,14 +60,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 # _common first: it makes slipstream importable from a checkout, and exits with a message when torch is missing
 from _common import SEED, Verdicts, measure, paired, permutation, rates, set_footing, summary, table, verdict, versions
-import slipstream as ss
-from slipstream import fields as F
-import torch
 from torch.utils.data import DataLoader as TorchLoader
 from torch.utils.data import Dataset
+
+import slipstream as ss
+from slipstream import fields as F
 
 try:
     import simplejpeg

@@ -14,7 +14,6 @@ import sys  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-
 from helpers import SRC  # noqa: E402
 
 

@@ -4,8 +4,8 @@ import gc
 import textwrap
 
 import pytest
-
 from helpers import run_python
+
 from slipstream.core.closing import ClosingIterator
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import slipstream as ss
-from slipstream.core.collate import Spec, spec_of_data
+from slipstream.core.spec import Spec, spec_of_data
 
 Point = namedtuple("Point", "x y")
 
@@ -112,7 +112,7 @@ def test_containers_follow_one_rule_mappings_as_dicts_tuples_as_tuples_namedtupl
 def test_a_pickled_spec_writes_views_and_names_its_variable_fields_as_before():
     import pickle
 
-    from slipstream.core.collate import ArrayLeaf, VarNode
+    from slipstream.core.nodes import ArrayLeaf, VarNode
 
     spec = pickle.loads(pickle.dumps(Spec({"a": (ArrayLeaf((), np.int64), VarNode((2,), np.float32))})))
     assert list(spec.tree) == ["a"] and isinstance(spec.tree["a"][1], VarNode)

@@ -5,8 +5,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
-
 from packed import roundtrip
+
 from slipstream import fields as F
 from slipstream.fields import field_from_spec
 

@@ -8,14 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import simplejpeg
+from helpers import assert_same, snapshot
+from packed import photo_like
 from PIL import Image
 
 import slipstream as ss
-from helpers import assert_same, snapshot
-from packed import photo_like
+from slipstream import fields as F
 from slipstream import ops
 from slipstream.images import pipeline as _pipeline
-from slipstream import fields as F
 
 
 def _save(path: Path, image: np.ndarray, kind: str) -> None:

@@ -3,11 +3,11 @@ import io
 import numpy as np
 import pytest
 import simplejpeg
+from packed import photo_like, roundtrip
 from PIL import Image
 
-from packed import photo_like, roundtrip
-from slipstream.images import codecs as _imaging
 from slipstream import fields as F
+from slipstream.images import codecs as _imaging
 
 
 @pytest.mark.parametrize("codec", ["raw", "png", "qoi"])

@@ -3,11 +3,11 @@ import threading
 
 import numpy as np
 import pytest
+from helpers import assert_resumes_exactly, assert_same, snapshot
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import slipstream as ss
-from helpers import assert_resumes_exactly, assert_same, snapshot
 
 
 class Plain:

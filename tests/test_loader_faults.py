@@ -7,7 +7,6 @@ import textwrap
 import time
 
 import pytest
-
 from helpers import SRC, run_python
 
 PRELUDE = """

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-import slipstream as ss
 from helpers import SRC, assert_resumes_exactly, assert_same, snapshot
 from procdata import Faulty, InitSeen, Records, Seeds, TaggedInit, remember_init, shifted_collate
+
+import slipstream as ss
 
 psutil = pytest.importorskip("psutil")
 
@@ -461,7 +461,8 @@ def test_a_full_shm_directory_reported_by_fallocate_names_the_size_and_the_way_o
 
 
 def test_pickled_exceptions_that_cannot_be_rebuilt_become_runtime_errors_with_the_text():
-    from slipstream.workers.payload import rebuild_error as _rebuild, wrap_error as _wrap_error
+    from slipstream.workers.payload import rebuild_error as _rebuild
+    from slipstream.workers.payload import wrap_error as _wrap_error
 
     class Odd(Exception):
         def __init__(self, a, b):  # pickles as Odd(message) and cannot be rebuilt
@@ -521,6 +522,7 @@ def test_a_packed_image_pipeline_gives_the_same_batches_in_worker_processes(tmp_
     """Packed files travel to spawned workers (reopened there) and their decode + augment pipeline
     draws from sample_rng(): the batches equal workers=0's, bit for bit."""
     from packed import photo_like
+
     from slipstream import fields as F
     from slipstream import ops
 

@@ -1,11 +1,11 @@
 import numpy as np
 import pytest
 import simplejpeg
+from helpers import assert_same, snapshot
+from packed import photo_like
 from PIL import Image
 
 import slipstream as ss
-from helpers import assert_same, snapshot
-from packed import photo_like
 from slipstream import fields as F
 from slipstream import ops
 

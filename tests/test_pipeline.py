@@ -9,10 +9,10 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import pytest
 import simplejpeg
+from packed import photo_like
 from PIL import Image
 
 import slipstream as ss
-from packed import photo_like
 from slipstream import ops
 from slipstream.images import codecs as _imaging
 from slipstream.images import pipeline as _pipeline

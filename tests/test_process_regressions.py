@@ -16,7 +16,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from helpers import SRC
 
 pytest.importorskip("psutil")

@@ -5,10 +5,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.ipc
 import pytest
-
-import slipstream as ss
 from helpers import run_python
 from packed import photo_like
+
+import slipstream as ss
 from slipstream import fields as F
 
 

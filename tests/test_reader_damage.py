@@ -8,9 +8,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.ipc
 import pytest
+from helpers import run_python
 
 import slipstream as ss
-from helpers import run_python
 from slipstream import fields as F
 
 FUZZ = """

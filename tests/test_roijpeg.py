@@ -5,14 +5,14 @@ import io
 import numpy as np
 import pytest
 import simplejpeg
+from helpers import assert_same, run_python, snapshot
+from packed import photo_like
 from PIL import Image
 
 import slipstream as ss
-from helpers import assert_same, run_python, snapshot
-from packed import photo_like
+from slipstream import fields as F
 from slipstream import ops
 from slipstream.images import pipeline as _pipeline
-from slipstream import fields as F
 
 roi = pytest.importorskip("slipstream.images._roijpeg", reason="the _roijpeg extension is not built (no compiler or libjpeg headers)")
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from procdata import Holder
 
 import slipstream as ss
-from procdata import Holder
 
 psutil = pytest.importorskip("psutil")
 

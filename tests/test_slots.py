@@ -1,7 +1,7 @@
 import numpy as np
 
-from slipstream.core.collate import Spec
 from slipstream.core.slots import SlotPool
+from slipstream.core.spec import Spec
 
 
 def make_pool(capacity=3):

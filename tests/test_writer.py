@@ -6,10 +6,10 @@ import textwrap
 
 import numpy as np
 import pytest
-
-import slipstream as ss
 from helpers import SRC, run_python
 from packed import photo_like
+
+import slipstream as ss
 from slipstream import fields as F
 
 

@@ -7,6 +7,8 @@ drop-in for PyTorch's; ``slipstream.jax.device_prefetch`` feeds JAX devices.
 """
 
 from . import fields, ops
+from .convert.huggingface import to_huggingface
+from .convert.imagefolder import imagefolder
 from .core.collate import default_collate
 from .core.containers import getobs, getobs_into, numobs
 from .core.errors import (
@@ -20,17 +22,15 @@ from .core.errors import (
     TruncatedFileError,
     WorkerError,
 )
-from .convert.huggingface import to_huggingface
-from .convert.imagefolder import imagefolder
-from .loading.loader import DataLoader
-from .files.mapped import mapfields
-from .loading.parallel import loadparallel
-from .files.packed import PackedDataset, open
-from .files.writer import write
 from .core.rng import sample_rng
 from .core.views import batchview, joinobs, mapobs, obsview, shuffleobs, splitobs
-from .workers.sharedlist import SharedList
 from .core.workerinfo import WorkerInfo, worker_info
+from .files.mapped import mapfields
+from .files.packed import PackedDataset, open
+from .files.writer import write
+from .loading.loader import DataLoader
+from .loading.parallel import loadparallel
+from .workers.sharedlist import SharedList
 
 __version__ = "0.1.0"
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from .files.field import Column, Field, ScalarColumn, binary_views, field_from_spec, pyarrow_module, slice_row
 
-__all__ = ["Array", "Bool", "Bytes", "Field", "Float", "Image", "Int", "JSON", "Text", "field_from_spec"]
+__all__ = ["JSON", "Array", "Bool", "Bytes", "Field", "Float", "Image", "Int", "Text", "field_from_spec"]
 
 
 # -- scalars (their column: files.field.ScalarColumn) ------------------------------------------

@@ -39,7 +39,7 @@ import numpy as np
 
 from .core import nested
 from .core.checks import check_int
-from .loading.readers import add_note
+from .core.errors import add_note
 
 __all__ = ["DevicePrefetch", "device_prefetch"]
 

@@ -9,17 +9,16 @@ have the first sample's structure, shapes and safely castable dtypes; a mismatch
 
 The rules live in the batch structure, ``core.spec.Spec``, which the loader also uses to
 preallocate reusable batch buffers (``core.slots``) and write samples straight into them, so its
-batches equal ``default_collate`` of the same samples. The names of ``core.spec`` are re-exported
-here for the modules that import them from ``core.collate``.
+batches equal ``default_collate`` of the same samples.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .spec import ArrayLeaf, CollatedNode, ObjectLeaf, Spec, VarNode, spec_of_data
+from .spec import Spec
 
-__all__ = ["ArrayLeaf", "CollatedNode", "ObjectLeaf", "Spec", "VarNode", "default_collate", "spec_of_data"]
+__all__ = ["default_collate"]
 
 
 def default_collate(samples: list[Any]) -> Any:

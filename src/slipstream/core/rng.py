@@ -10,8 +10,8 @@ with 0, 1 or 64 workers, and a resumed run draws what the uninterrupted run drew
 from __future__ import annotations
 
 import threading
-from contextlib import contextmanager
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 

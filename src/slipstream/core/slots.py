@@ -18,8 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from .collate import ArrayLeaf, Spec
 from .forking import at_worker_fork
+from .nodes import ArrayLeaf
+from .spec import Spec
 
 __all__ = ["SlotPool", "Storage", "heap_arrays"]
 

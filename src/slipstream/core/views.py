@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from .collate import default_collate, spec_of_data
+from .collate import default_collate
 from .containers import _check_index, getobs, getobs_into, numobs
+from .spec import spec_of_data
 
 __all__ = ["BatchView", "JoinedObs", "MappedObs", "ObsView", "batchview", "joinobs", "mapobs", "obsview", "shuffleobs", "splitobs"]
 

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..core.collate import ArrayLeaf, CollatedNode
+from ..core.nodes import ArrayLeaf, CollatedNode
 from ..core.optional import require
 
 __all__ = ["Column", "Field", "ScalarColumn", "binary_views", "field_from_spec", "pyarrow_module", "slice_row"]

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.collate import ArrayLeaf, VarNode
+from ..core.nodes import ArrayLeaf, VarNode
 from .field import Column, Field, binary_views, pyarrow_module, slice_row
 
 __all__ = ["Array", "FixedColumn"]

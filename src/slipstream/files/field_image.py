@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.collate import VarNode
+from ..core.nodes import VarNode
 from ..images import codecs as _imaging
 from .field import Column, Field, binary_views, pyarrow_module, slice_row
 

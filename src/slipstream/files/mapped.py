@@ -20,9 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from ..core.collate import CollatedNode, Spec, VarNode
 from ..core.containers import getobs, numobs, write_obs
 from ..core.errors import CorruptFileError
+from ..core.nodes import CollatedNode, VarNode
+from ..core.spec import Spec
 from ..images.pipeline import ImageDecodeError, ImageSource, Pipeline
 from ..ops import Window
 

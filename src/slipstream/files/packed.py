@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from ..core.collate import Spec
 from ..core.errors import ChecksumError, CorruptFileError, FormatVersionError, MissingFieldError, NotAPackedFileError
+from ..core.spec import Spec
 from . import format as _format
 from .field import Column, Field, ScalarColumn, field_from_spec
 from .field import pyarrow_module as _pa

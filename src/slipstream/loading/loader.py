@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..core.closing import ClosingIterator
-from ..core.collate import Spec
 from ..core.containers import numobs
+from ..core.spec import Spec
 from .backends import Reading, Settings, make_backend
 from .buffers import Buffers, Unshaped
 from .options import check_options, unknown_arguments

@@ -7,10 +7,10 @@ from typing import Any
 
 from ..core.checks import check_callable, check_int
 from ..core.closing import ClosingIterator
+from ..core.errors import add_note
 from .backends.inline import InlineExecutor
 from .backends.threads import ThreadExecutor
 from .jobs import Job, Task
-from ..core.errors import add_note
 
 __all__ = ["LoadParallel", "loadparallel"]
 

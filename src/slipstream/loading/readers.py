@@ -18,15 +18,15 @@ index, batch and epoch.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from ..core.collate import ArrayLeaf, Spec, spec_of_data
-from ..core.containers import getobs, getobs_into
+from ..core.containers import getobs, getobs_into, is_group
 from ..core.errors import Cancelled, add_note
+from ..core.nodes import ArrayLeaf
 from ..core.rng import sample_context
+from ..core.spec import Spec, spec_of_data
 from ..core.views import ObsView
 
 __all__ = ["BatchInfo", "Reader", "collated", "make_reader"]
@@ -118,7 +118,7 @@ class _SampleReader(Reader):
     def read(self, spec: Spec, storage: list[Any], a: int, indices: np.ndarray, info: BatchInfo) -> None:
         data, stop = self.data, info.stop
         write = spec.write
-        into = getattr(data, "getobs_into", None) is not None or isinstance(data, (tuple, Mapping))
+        into = getattr(data, "getobs_into", None) is not None or is_group(data)
         with sample_context(info.seed, info.epoch) as ctx:
             for j, i, idx in zip(range(a, a + len(indices)), indices.tolist(), self.resolve(indices).tolist()):
                 if stop.is_set():

@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from ..core.collate import ArrayLeaf, Spec
+from ..core.nodes import ArrayLeaf
+from ..core.spec import Spec
 from .buffers import Buffers, Unshaped
 from .jobs import Job, Task
 from .plan import COLLATE, INTO, BatchPlan

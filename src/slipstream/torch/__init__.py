@@ -112,8 +112,8 @@ except ImportError as exc:  # exercised in a subprocess without torch
         "for the build that matches your accelerator)"
     ) from exc
 
-from ._dataloader import DataLoader
 from ..core.errors import DataLoaderTimeoutError
+from ._dataloader import DataLoader
 
 # the public classes are ``slipstream.torch``'s, wherever they are defined
 DataLoader.__module__ = __name__

@@ -18,13 +18,14 @@ from __future__ import annotations
 import threading
 import warnings
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 import numpy as np
 import torch
 import torch.utils.data as _tud
 
+from ..core.containers import is_group
 from ..loading.loader import DataLoader as _SSLoader
 from ..workers.pool import WorkerPool
 from ._convert import Convert, _keep, _plan
@@ -240,14 +241,14 @@ class DataLoader(_tud.DataLoader[_T_co]):
         adapter: type[_Dataset] | None = None
         if not self._auto_collation:  # batch_size=None: collate_fn(dataset[i]), no __getitems__
             collate = _CollateOne(self.collate_fn)
-            adapter = _Dataset if (processes or many or isinstance(dataset, (tuple, Mapping))) else None
+            adapter = _Dataset if (processes or many or is_group(dataset)) else None
         elif self._user_collate:
             collate = self.collate_fn
             if many:
                 adapter, collate = _WholeDataset, _WholeCollate(self.collate_fn)
         else:
             collate = None  # the buffers, if the first batch's samples are ones they reproduce exactly
-        if adapter is None and (processes or isinstance(dataset, (tuple, Mapping)) or _odd_array(dataset)):
+        if adapter is None and (processes or is_group(dataset) or _odd_array(dataset)):
             if hasattr(dataset, "getobs_batch_into") and not many:
                 adapter = _BatchIntoDataset
             else:

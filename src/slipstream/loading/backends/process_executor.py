@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ...core.errors import add_note
 from ...workers.pool import WorkerPool
 from ..jobs import Job, name_of
-from ...core.errors import add_note
 from .ordered import OrderedOutput, next_job
 
 __all__ = ["ProcessExecutor"]

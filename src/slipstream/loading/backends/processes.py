@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ...core.collate import Spec
+from ...core.spec import Spec
 from ...workers.pool import WorkerPool
 from ...workers.shm import Segment, layout
 from ..jobs import Job, Task

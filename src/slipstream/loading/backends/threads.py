@@ -22,9 +22,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ...core.closing import close_at_exit, forget_at_exit
+from ...core.errors import add_note
 from ...core.workerinfo import WorkerInfo, set_worker_info, worker_seed
 from ..jobs import Job, name_of, task_error
-from ...core.errors import add_note
 from .base import Backend
 from .ordered import OrderedOutput, next_job
 
