@@ -22,7 +22,6 @@ the source is advanced in the consumer's thread (``ss.DataLoader`` loads in its 
 
 from __future__ import annotations
 
-import weakref
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from copy import copy
@@ -39,6 +38,7 @@ import numpy as np
 
 from .core import nested
 from .core.checks import check_int
+from .core.closing import ClosingIterator
 from .core.errors import add_note
 
 __all__ = ["DevicePrefetch", "device_prefetch"]
@@ -152,25 +152,21 @@ class DevicePrefetch:
         return f"DevicePrefetch({self.iterable!r}, size={self.size}, device={self.device!r})"
 
 
-class DevicePrefetchIterator:
+class DevicePrefetchIterator(ClosingIterator):
     """One pass: batches ``0, 1, ...`` of the source, on the device.
 
     Stops (and closes the source, when it has ``close()``) on exhaustion, an error, ``close()``,
-    leaving a ``with`` block, or garbage collection.
+    leaving a ``with`` block, or garbage collection (``core.closing``).
     """
 
     def __init__(self, source: Iterator[Any], size: int, device: Any):
+        self._queue: deque[_InFlight] = deque()
+        super().__init__(_finish, source, self._queue)
         self._source: Iterator[Any] | None = source
         self._size = size
         self._device = device
-        self._queue: deque[_InFlight] = deque()
         self._pulled = 0  # batches taken from the source
         self._error: BaseException | None = None  # what the source (or the copy) raised after the queued batches
-        self._close = weakref.finalize(self, _finish, source, self._queue)
-        self._close.atexit = False  # at exit there is nothing left to protect; the source stops on its own
-
-    def __iter__(self) -> DevicePrefetchIterator:
-        return self
 
     def _put(self, host: Any) -> _InFlight:
         arrays = _arrays(host)
@@ -204,18 +200,13 @@ class DevicePrefetchIterator:
         for entry in self._queue:  # let go early of host batches whose copies are done
             entry.release_if_ready()
 
-    def __next__(self) -> Any:
-        try:
-            self._fill()
-        except BaseException:  # KeyboardInterrupt and the like: stop now
-            self.close()
-            raise
+    def _next(self) -> Any:
+        self._fill()  # (anything it raises, KeyboardInterrupt and the like, stops the pass)
         if self._queue:
             entry = self._queue.popleft()
             entry.release()  # the host batch is referenced until its copy is done, then let go
             return entry.batch
         error, self._error = self._error, None
-        self.close()
         if error is None:
             raise StopIteration
         try:
@@ -232,13 +223,7 @@ class DevicePrefetchIterator:
     def close(self) -> None:
         """Stop: wait for copies still reading host memory, drop the queued batches, close the source."""
         self._source = None
-        self._close()
-
-    def __enter__(self) -> DevicePrefetchIterator:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+        super().close()
 
 
 def device_prefetch(iterable: Iterable[Any], size: int = 2, *, device: Any = None) -> DevicePrefetch:
