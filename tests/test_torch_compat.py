@@ -390,7 +390,7 @@ def test_importing_the_drop_in_without_torch_says_how_to_install_it():
         """
     )
     assert result.returncode == 0, result.stderr
-    assert "hint: slipstream.torch needs PyTorch: pip install torch" in result.stdout
+    assert "hint: slipstream.torch needs PyTorch: pip install 'slipstream[torch]' (or pip install torch)" in result.stdout
 
 
 # -- DataPipes -----------------------------------------------------------------------------------

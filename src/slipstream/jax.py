@@ -27,14 +27,11 @@ from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from copy import copy
 from typing import Any
 
-try:
-    import jax
-except ImportError as exc:  # pragma: no cover - exercised in a subprocess without jax
-    raise ImportError(
-        "slipstream.jax needs JAX: pip install jax (or the jax[cuda12] / jax[tpu] build for your accelerator)"
-    ) from exc
-
 import numpy as np
+
+from .core.optional import require
+
+jax = require("jax", extra="jax", purpose="slipstream.jax needs JAX", note="for an accelerator, the jax[cuda12] / jax[tpu] build")
 
 from .core import nested
 from .core.checks import check_int

@@ -23,18 +23,20 @@ from types import ModuleType
 __all__ = ["disabled", "optional", "require"]
 
 
-def require(module: str, *, extra: str, purpose: str, package: str | None = None) -> ModuleType:
+def require(module: str, *, extra: str, purpose: str, package: str | None = None, note: str | None = None) -> ModuleType:
     """Import ``module``, or raise ``ImportError`` with the install hint.
 
     ``purpose``: what needs it, as a sentence naming the dependency ("packed files need pyarrow").
     ``extra``: the ``slipstream[extra]`` that installs it. ``package``: its name on PyPI (default:
-    the top-level module name; "Pillow" for ``PIL``).
+    the top-level module name; "Pillow" for ``PIL``). ``note``: said after the hint (which build
+    to pick for an accelerator).
     """
     try:
         return importlib.import_module(module)
     except ImportError as exc:
         name = package or module.partition(".")[0]
-        raise ImportError(f"{purpose}: pip install 'slipstream[{extra}]' (or pip install {name})") from exc
+        text = f"{purpose}: pip install 'slipstream[{extra}]' (or pip install {name})"
+        raise ImportError(text if note is None else f"{text}; {note}") from exc
 
 
 def disabled(variable: str) -> bool:

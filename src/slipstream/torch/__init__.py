@@ -104,15 +104,16 @@ What differs:
 also stopped when the loader is garbage collected or the interpreter exits.
 """
 
-try:
-    import torch  # noqa: F401
-except ImportError as exc:  # exercised in a subprocess without torch
-    raise ImportError(
-        "slipstream.torch needs PyTorch: pip install torch (see https://pytorch.org/get-started/locally/ "
-        "for the build that matches your accelerator)"
-    ) from exc
+from ..core.optional import require
 
-from ..core.errors import DataLoaderTimeoutError
+require(
+    "torch",
+    extra="torch",
+    purpose="slipstream.torch needs PyTorch",
+    note="see https://pytorch.org/get-started/locally/ for the build that matches your accelerator",
+)
+
+from ..core.errors import DataLoaderTimeoutError  # (after the check that torch is there)
 from ._dataloader import DataLoader
 
 # the public classes are ``slipstream.torch``'s, wherever they are defined
