@@ -1,10 +1,13 @@
 """core/closing.py: the closing-iterator base and the one exit registry."""
 
 import gc
+import os
+import subprocess
+import sys
 import textwrap
 
 import pytest
-from helpers import run_python
+from helpers import SRC, run_python
 
 from slipstream.core.closing import ClosingIterator
 
@@ -89,3 +92,61 @@ def test_the_exit_registry_closes_what_is_still_open_within_its_deadline():
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("plain closed") == 1  # the collected one is not closed at exit
     assert "closed within" in result.stdout and float(result.stdout.split("closed within ")[1].split()[0]) <= 0.2
+
+
+def run_script(code, timeout=60, env=None):
+    """``code`` in a fresh interpreter on this slipstream (a hang fails, never freezes)."""
+    full = dict(os.environ, PYTHONPATH=SRC)
+    full.pop("PYTHONUNBUFFERED", None)
+    full.update(env or {})
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=timeout, env=full, cwd="/tmp")
+
+
+def test_exit_closes_workers_politely_before_multiprocessing_terminates_them():
+    """A script that exits with a process loader's iterator still open: before, slipstream's exit
+    hook closed the pool first (a CLOSE message, the worker returns and flushes its stdout); now
+    multiprocessing's own atexit runs first and SIGTERMs the daemonic workers, so what the
+    workers printed (and any child-side finalizer) is lost."""
+    r = run_script(
+        """
+        import numpy as np, slipstream as ss
+        def init(k):
+            print(f"init-{k}")  # block-buffered (stdout is a pipe): flushed when the worker exits normally
+        dl = ss.DataLoader(np.zeros((100, 2)), batch_size=4, workers=2, backend="process", mp_context="fork", worker_init=init)
+        it = iter(dl)
+        next(it)
+        """
+    )
+    assert r.returncode == 0, r.stderr
+    assert sorted(r.stdout.split()) == ["init-0", "init-1"], (r.stdout, r.stderr)
+
+
+def test_exit_lets_spawned_workers_run_their_atexit_handlers(tmp_path):
+    """The same order problem seen from a "spawn" worker: a polite CLOSE lets the worker's
+    interpreter exit normally, running its atexit handlers (log handlers, user clean-up registered
+    in worker_init); a SIGTERM from multiprocessing's atexit skips them."""
+    (tmp_path / "review_winit.py").write_text(
+        textwrap.dedent(
+            """
+            import atexit, os
+            def init(k):
+                marker = os.path.join(os.environ["REVIEW_MARKERS"], f"worker-{k}")
+                atexit.register(lambda: open(marker, "w").write("bye"))
+            """
+        )
+    )
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    r = run_script(
+        """
+        import numpy as np, slipstream as ss
+        from review_winit import init
+        if __name__ == "__main__":
+            dl = ss.DataLoader(np.zeros((100, 2)), batch_size=4, workers=2, backend="process", mp_context="spawn", worker_init=init)
+            it = iter(dl)
+            next(it)
+        """,
+        env={"PYTHONPATH": f"{SRC}{os.pathsep}{tmp_path}", "REVIEW_MARKERS": str(markers)},
+    )
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in markers.iterdir()) == ["worker-0", "worker-1"], r.stderr

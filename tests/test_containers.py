@@ -159,3 +159,37 @@ def test_write_obs_rebuilds_the_buffers_nesting():
     assert type(out["p"]) is Pair and type(out["r"]) is Row and type(out["l"]) is list
     assert out["p"].x is buffer["p"].x and out["r"][1] == "s"
     np.testing.assert_array_equal(buffer["p"].x, [1, 2])
+
+
+def test_a_mapping_that_is_also_a_list_is_still_a_group():
+    """``core.nested`` says "a mapping that is also a sequence is a mapping"; before, ``is_group``
+    agreed (``isinstance(data, (tuple, Mapping))``). ``containers.is_group`` now rules lists out
+    before looking for a mapping, so such a group became a plain container of its keys."""
+    from collections.abc import Mapping
+
+    class ListMapping(list, Mapping):  # e.g. a record type that subclasses list for speed
+        def __init__(self, d):
+            super().__init__(d.values())
+            self.d = d
+
+        def __getitem__(self, k):
+            return self.d[k]
+
+        def keys(self):
+            return self.d.keys()
+
+        def items(self):
+            return self.d.items()
+
+        def values(self):
+            return self.d.values()
+
+        def __iter__(self):
+            return iter(self.d)
+
+        def __len__(self):
+            return len(self.d)
+
+    group = ListMapping({"a": np.arange(4), "b": np.arange(4) * 2})
+    assert ss.numobs(group) == 4
+    assert ss.getobs(group, 1) == {"a": 1, "b": 2}

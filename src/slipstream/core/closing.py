@@ -5,8 +5,10 @@
   exhausted or raises, and when it is garbage-collected (a ``break`` out of a loop that drops it);
   subclasses implement ``_next()`` and hand their closer to ``__init__``.
 * ``close_at_exit``: the one exit registry. Objects registered there (thread executors, worker
-  pools) are closed when the interpreter exits, all within one short shared deadline, so a task
-  stuck in user code never holds up the exit.
+  pools) are closed when the interpreter exits: thread executors first, within one short shared
+  deadline (a task stuck in user code never holds up the exit), then worker pools, politely (each
+  worker is asked to stop, so it flushes its output and runs its own exit handlers). The registry
+  runs before ``multiprocessing``'s own exit hook, which would otherwise terminate the workers.
 
 Contract: ``close()`` is idempotent and safe from any thread; the closer runs at most once.
 """
@@ -14,6 +16,7 @@ Contract: ``close()`` is idempotent and safe from any thread; the closer runs at
 from __future__ import annotations
 
 import atexit
+import multiprocessing.util  # noqa: F401 - its exit hook is registered first, so it runs after ours (last in, first out)
 import time
 import weakref
 from collections.abc import Callable
@@ -41,15 +44,18 @@ def forget_at_exit(obj: Any) -> None:
 
 @atexit.register
 def _close_all() -> None:
+    """Close what is still open: the timed closes first (one deadline for all), then the others."""
     deadline = time.monotonic() + _EXIT_DEADLINE
+    timed, others = [], []
     for obj in list(_at_exit):
-        close = obj.close
+        (timed if getattr(obj, "closes_with_timeout", False) else others).append(obj)
+    for obj in timed + others:
         try:
-            if getattr(obj, "closes_with_timeout", False):
-                close(timeout=max(0.0, deadline - time.monotonic()))
+            if obj in timed:
+                obj.close(timeout=max(0.0, deadline - time.monotonic()))
             else:
-                close()
-        except Exception:  # noqa: BLE001 - at exit, one failure must not stop the others
+                obj.close()
+        except Exception:  # noqa: BLE001, S110 - at exit, one failure must not stop the others
             pass
 
 

@@ -25,9 +25,9 @@ __all__ = ["getobs", "getobs_into", "is_group", "numobs", "write_obs"]
 
 
 def is_group(data: Any) -> bool:
-    """True for the structures that group containers: the nodes of ``core.nested`` but lists, so
-    tuples (named too) and dicts (mappings)."""
-    return nested.is_node(data) and not isinstance(data, list)
+    """True for the structures that group containers: tuples (named too) and mappings (a mapping
+    that is also a list too: ``core.nested`` counts it a mapping), not lists."""
+    return isinstance(data, (tuple, Mapping))
 
 
 def flatten_group(data: Any) -> tuple[list[Any], nested.Structure]:

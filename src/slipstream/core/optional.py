@@ -36,7 +36,10 @@ def require(module: str, *, extra: str, purpose: str, package: str | None = None
     except ImportError as exc:
         name = package or module.partition(".")[0]
         text = f"{purpose}: pip install 'slipstream[{extra}]' (or pip install {name})"
-        raise ImportError(text if note is None else f"{text}; {note}") from exc
+        text = text if note is None else f"{text}; {note}"
+        if isinstance(exc, ModuleNotFoundError):  # still caught as one, naming the module that is missing
+            raise ModuleNotFoundError(text, name=exc.name) from exc
+        raise ImportError(text) from exc
 
 
 def disabled(variable: str) -> bool:

@@ -1,0 +1,57 @@
+"""core/optional.py: optional dependencies, imported one way."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from helpers import SRC
+
+
+def run_script(code, timeout=60, env=None):
+    """``code`` in a fresh interpreter on this slipstream (a hang fails, never freezes)."""
+    full = dict(os.environ, PYTHONPATH=SRC)
+    full.pop("PYTHONUNBUFFERED", None)
+    full.update(env or {})
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=timeout, env=full, cwd="/tmp")
+
+
+@pytest.mark.parametrize("blocked, call", [
+    ("qoi", "ss.write(path, [{'img': np.zeros((8, 8, 3), np.uint8)}] * 2, fields={'img': F.Image(codec='qoi')})"),
+    ("tqdm", "ss.write(path, {'x': np.zeros((4, 2))}, progress=True)"),
+])
+def test_missing_optional_module_is_still_a_module_not_found_error(blocked, call, tmp_path):
+    """Before, a missing qoi / tqdm surfaced as ModuleNotFoundError; ``core.optional.require``
+    now raises a plain ImportError, so ``except ModuleNotFoundError`` no longer catches it."""
+    r = run_script(
+        f"""
+        import sys
+        sys.modules[{blocked!r}] = None
+        import numpy as np, slipstream as ss
+        from slipstream import fields as F
+        path = {str(tmp_path / 'out.ss')!r}
+        try:
+            {call}
+        except ModuleNotFoundError:
+            print("ModuleNotFoundError")
+        except ImportError as exc:
+            print("ImportError", exc)
+        """
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "ModuleNotFoundError", r.stdout
+
+
+def test_a_missing_dependency_names_the_extra_and_the_package():
+    from slipstream.core.optional import optional, require
+
+    with pytest.raises(ModuleNotFoundError, match=r"things need nothere: pip install 'slipstream\[files\]' \(or pip install nothere\); a note") as info:
+        require("nothere", extra="files", purpose="things need nothere", note="a note")
+    assert info.value.name == "nothere"
+    assert optional("nothere") is None and optional("os") is os
+    os.environ["SLIPSTREAM_TEST_OFF"] = "1"
+    try:
+        assert optional("os", disable_env="SLIPSTREAM_TEST_OFF") is None
+    finally:
+        del os.environ["SLIPSTREAM_TEST_OFF"]
