@@ -54,7 +54,7 @@ def test_an_order_objects_bad_indices_are_named():
     loader = ss.DataLoader(np.arange(5), order=Bad([[0, 1], [7]]))
     with pytest.raises(IndexError, match="the order gave sample index 7, out of range for 5"):
         list(loader)
-    with pytest.raises(TypeError, match="epoch order"):
+    with pytest.raises(ValueError, match="epoch order"):
         ss.DataLoader(np.arange(5), order=object())
 
 

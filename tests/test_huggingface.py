@@ -277,4 +277,4 @@ def test_without_datasets_the_error_says_what_to_install(packed_path):
     code = f"import sys; sys.modules['datasets'] = None\nimport slipstream as ss\nss.to_huggingface({str(packed_path)!r})"
     result = run_python(code)
     assert result.returncode != 0
-    assert "ImportError: ss.to_huggingface needs Hugging Face datasets: pip install 'slipstream[hf]'" in result.stderr
+    assert "Error: ss.to_huggingface needs Hugging Face datasets: pip install 'slipstream[hf]'" in result.stderr

@@ -711,7 +711,7 @@ def test_keep_going_passes_an_empty_batch_and_a_first_batch_that_fails_shapes_no
 
     def run(data, **kwargs):
         out = []
-        iterator = ss.DataLoader(data, workers=workers, **kwargs).epoch(keep_going=True)
+        iterator = ss.DataLoader(data, workers=workers, **kwargs).__iter__(keep_going=True)
         while True:
             try:
                 out.append(np.asarray(next(iterator)).tolist())
@@ -722,3 +722,146 @@ def test_keep_going_passes_an_empty_batch_and_a_first_batch_that_fails_shapes_no
 
     assert run(np.arange(6), batch_sampler=[[0, 1], [], [2, 3]]) == [[0, 1], "ValueError", [2, 3]]
     assert run(FirstIsShort(), batch_size=2) == ["ValueError"] + [[[i] * 4, [i + 1] * 4] for i in (2, 4, 6)]
+
+
+class Box:
+    """A plain container (no batch_spec): the loader shapes its buffers from the first batch."""
+
+    def __init__(self, n: int = 6):
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        return np.full(3, i)
+
+
+# -- review of issue 10: a sampler's array is drawn whole (copied) each epoch ----------------------
+
+
+def test_sampler_array_mutated_during_the_epoch_does_not_change_the_epoch():
+    """'A sized [sampler] is drawn whole each epoch': reshuffling the index array in place for the
+    next epoch (inside the loop) must not change the epoch being loaded."""
+    data = np.arange(12) * 10
+    idx = np.arange(12)
+    loader = ss.DataLoader(data, 4, sampler=idx)
+    got = []
+    for batch in loader:
+        got.extend(batch.tolist())
+        np.random.default_rng(0).shuffle(idx)  # the next epoch's order, prepared in place
+    assert got == [i * 10 for i in range(12)]  # a view of the caller's array gave duplicates and missing samples
+
+
+def test_sampler_array_mutated_out_of_range_is_never_read_silently_clipped():
+    """Indices are validated once per epoch, then read with take(mode='clip'): indices that change
+    after the check are clipped to the last sample without any error."""
+    data = np.arange(12) * 10
+    idx = np.arange(12)
+    loader = ss.DataLoader(data, 4, sampler=idx)
+    got = []
+    for batch in loader:
+        got.append(batch.tolist())
+        idx[:] = 99  # out of range for 12 observations
+    assert got == [[0, 10, 20, 30], [40, 50, 60, 70], [80, 90, 100, 110]]  # a view was clipped: [110] * 4
+
+
+def test_batch_sampler_of_arrays_is_drawn_whole_each_epoch():
+    data = np.arange(8) * 10
+    batches = [np.array([0, 1]), np.array([2, 3]), np.array([4, 5])]
+    loader = ss.DataLoader(data, batch_sampler=batches)
+    got = []
+    for batch in loader:
+        got.append(batch.tolist())
+        for b in batches:
+            b[:] = 7
+    assert got == [[0, 10], [20, 30], [40, 50]]
+
+
+# -- review of issue 10: __iter__(keep_going=True) stays ----------------------------------------------
+
+
+def test_iter_keep_going_keyword_is_still_accepted():
+    """Before: ``loader.__iter__(keep_going=True)`` (documented in __iter__'s docstring)."""
+
+    class Bad(Box):
+        def __getitem__(self, i):
+            if i == 2:
+                raise KeyError(i)
+            return super().__getitem__(i)
+
+    it = ss.DataLoader(Bad(6), 2).__iter__(keep_going=True)
+    out = []
+    for _ in range(4):
+        try:
+            out.append(next(it).tolist())
+        except KeyError:
+            out.append("KeyError")
+        except StopIteration:
+            break
+    assert out == [[[0] * 3, [1] * 3], "KeyError", [[4] * 3, [5] * 3]]
+
+
+# -- review of issue 10: the argument checks keep their order and exception types ---------------------
+
+
+def test_sampler_is_checked_before_timeout():
+    with pytest.raises(TypeError, match="sampler must be an iterable"):
+        ss.DataLoader(np.arange(5), sampler=5, timeout=-1)
+
+
+def test_order_is_checked_before_worker_init_and_backend():
+    with pytest.raises(ValueError, match="order must be one of"):
+        ss.DataLoader(np.arange(5), order="bogus", worker_init=3)
+    with pytest.raises(ValueError, match="order must be one of"):
+        ss.DataLoader(np.arange(5), order="bogus", backend="bogus")
+
+
+def test_batch_sampler_exclusions_are_checked_before_timeout():
+    with pytest.raises(ValueError, match="batch_sampler excludes"):
+        ss.DataLoader(np.arange(5), batch_sampler=[[0]], batch_size=2, timeout=0)
+
+
+def test_quasi_random_needs_page_starts_checked_before_backend():
+    with pytest.raises(TypeError, match="page_starts"):
+        ss.DataLoader(np.arange(5), order="quasi_random", backend="bogus")
+
+
+def test_a_non_string_order_is_a_value_error():
+    with pytest.raises(ValueError, match=r"order must be one of \['quasi_random', 'random', 'sequential'\], got 5"):
+        ss.DataLoader(np.arange(5), order=5)
+
+
+def test_len_of_an_unsized_batch_sampler_keeps_its_message():
+    class Unsized:
+        def __iter__(self):
+            return iter([[0, 1], [2]])
+
+    with pytest.raises(TypeError, match=r"^len\(\) is unknown: the sampler has no __len__"):
+        len(ss.DataLoader(np.arange(5), batch_sampler=Unsized()))
+
+
+# -- review of issue 10: user attributes named like the loader's hooks do not break it -----------------
+
+
+def test_an_epoch_attribute_on_the_loader_does_not_break_iteration():
+    loader = ss.DataLoader(np.arange(6), 2)
+    loader.epoch = 0
+    assert [b.tolist() for b in loader] == [[0, 1], [2, 3], [4, 5]]
+
+
+def test_a_shape_attribute_on_the_loader_does_not_break_iteration():
+    loader = ss.DataLoader(Box(4), 2)
+    loader.shape = (3,)
+    assert [b.shape for b in loader] == [(2, 3), (2, 3)]
+
+
+def test_what_the_loader_is_built_from_is_fixed_once_it_is_made():
+    """Setting batch_size (or the sampler, workers, ...) after the fact would leave the batches,
+    len() and the state_dict disagreeing: it raises, as torch's DataLoader does."""
+    loader = ss.DataLoader(np.arange(12), 4)
+    for name, value in (("batch_size", 6), ("sampler", [0]), ("workers", 2), ("worker_init", print)):
+        with pytest.raises(AttributeError, match=f"DataLoader.{name} is fixed once the loader is made"):
+            setattr(loader, name, value)
+    loader.seed = 3  # the seed is not: the next epoch uses it
+    assert [b.tolist() for b in loader] == [b.tolist() for b in ss.DataLoader(np.arange(12), 4, seed=3)]

@@ -55,7 +55,8 @@ def check_indices(indices: np.ndarray, n: int, source: str) -> np.ndarray:
 
 def as_indices(values: Iterable[Any], n: int, source: str) -> np.ndarray:
     """A sampler's indices as an intp array: integers only (no floats, bools or strings), all in ``[0, n)``."""
-    indices = np.asarray(values if isinstance(values, np.ndarray) else list(values))
+    # a copy, always: the epoch is drawn whole now, whatever the caller does to its array later
+    indices = np.array(values) if isinstance(values, np.ndarray) else np.asarray(list(values))
     if indices.size == 0:
         return np.zeros(0, dtype=np.intp)
     if indices.ndim != 1 or indices.dtype.kind not in "iu":
@@ -150,7 +151,7 @@ class BatchSamplerOrder:
 
     def num_batches(self, n: int) -> int:
         if self.streamed:
-            raise TypeError(f"len() is unknown: the {self.source} has no __len__ (it is read as the batches are loaded)")
+            raise TypeError("len() is unknown: the sampler has no __len__ (it is read as the batches are loaded)")
         return math.ceil(len(self.batch_sampler) / self.world_size)  # type: ignore[arg-type]
 
 

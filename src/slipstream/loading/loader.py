@@ -25,6 +25,12 @@ from .readers import BatchInfo, make_reader
 
 __all__ = ["DataLoader", "LoaderIterator"]
 
+# what the loader's order, buffers and backend are built from: read-only once set
+_FIXED = frozenset(
+    {"data", "batch_size", "shuffle", "drop_last", "order", "sampler", "batch_sampler", "rank", "world_size", "collate"}
+    | {"workers", "prefetch", "in_order", "backend", "timeout", "worker_init", "mp_context"}
+)
+
 
 class DataLoader:
     """Batches of ``data`` in a (shuffled, sharded) order, loaded ahead by worker threads.
@@ -143,17 +149,21 @@ class DataLoader:
         files) or shaped from the first batch handed out; None before (or with ``collate=``)."""
         return self._buffers.spec
 
-    # -- iteration -------------------------------------------------------------------------
-    def __iter__(self) -> LoaderIterator:
-        """The next epoch's iterator (see ``epoch``)."""
-        return self.epoch()
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _FIXED and name in self.__dict__:
+            raise AttributeError(
+                f"DataLoader.{name} is fixed once the loader is made (its order, buffers and workers are built "
+                f"from it): make a new DataLoader (the state_dict of this one resumes there)"
+            )
+        object.__setattr__(self, name, value)
 
-    def epoch(self, *, keep_going: bool = False) -> LoaderIterator:
+    # -- iteration -------------------------------------------------------------------------
+    def __iter__(self, *, keep_going: bool = False) -> LoaderIterator:
         """The next epoch's iterator. Safe from several threads at once: each gets its own epoch.
 
         An exception raised while loading a batch (by the data or the collate) is raised by the
-        ``next()`` that reaches that batch, and ends the epoch; with ``keep_going=True`` the
-        iterator instead goes on with the following batches at the next ``next()``, as torch's
+        ``next()`` that reaches that batch, and ends the epoch; ``loader.__iter__(keep_going=True)``
+        instead goes on with the following batches at the next ``next()``, as torch's iterator
         does (the failed batch counts as handed out in ``state_dict()``). A timeout or a dead
         worker ends the epoch either way."""
         with self._lock:
@@ -175,7 +185,7 @@ class DataLoader:
             mode = INTO if self._buffers.pool is not None else SAMPLES
         return BatchPlan(info, indices, chunk_size(len(indices), self.workers, self._reader), mode)
 
-    def shape(self, batch: Unshaped) -> Any:
+    def shape_batch(self, batch: Unshaped) -> Any:
         """The batch made of samples read before the buffers had a shape (called in the consumer's
         thread; the first such batch handed out shapes the buffers). A subclass may override it to
         collate such samples its own way (``slipstream.torch`` does, for samples the buffers cannot
@@ -193,7 +203,7 @@ class DataLoader:
         ``worker_init`` instead of the loader's when given); the current ones finish serving the
         iterators that use them, then stop. Worker threads start fresh every epoch anyway."""
         if worker_init is not None:
-            self.worker_init = worker_init
+            object.__setattr__(self, "worker_init", worker_init)
         self._backend.restart(worker_init)
 
     def close(self) -> None:
@@ -271,7 +281,7 @@ class LoaderIterator(ClosingIterator):
             raise
         if type(batch) is Unshaped:
             try:
-                batch = self._loader.shape(batch)
+                batch = self._loader.shape_batch(batch)
             except BaseException:
                 self._failed = executor.last_tag
                 raise

@@ -60,19 +60,19 @@ def check_options(data: Any, **given: Any) -> SimpleNamespace:
     shuffle = check_flag("shuffle", o.shuffle)
     o.drop_last, o.in_order = check_flag("drop_last", o.drop_last), check_flag("in_order", o.in_order)
     check_callable("collate", o.collate)
-    check_callable("worker_init", o.worker_init)
-    o.timeout = check_timeout(o.timeout)
-    if o.backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {list(BACKENDS)}, got {o.backend!r}")
     o.epoch_order = _epoch_order(data, o, shuffle)
     o.shuffle = o.order == "random"
+    if o.backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {list(BACKENDS)}, got {o.backend!r}")
+    o.timeout = check_timeout(o.timeout)
+    check_callable("worker_init", o.worker_init)
     return o
 
 
 def _epoch_order(data: Any, o: SimpleNamespace, shuffle: bool) -> EpochOrder:
     custom = o.order is not None and not isinstance(o.order, str)
     if custom and not isinstance(o.order, EpochOrder):
-        raise TypeError(f"order must be one of {sorted(ORDERS)} or an epoch order (batches(), num_batches()), got {o.order!r}")
+        raise ValueError(f"order must be one of {sorted(ORDERS)}, got {o.order!r} (or an epoch order: batches(), num_batches())")
     if o.order is None:
         o.order = "random" if shuffle else "sequential"
     if not custom and o.order not in ORDERS:

@@ -52,8 +52,10 @@ class BatchPlan:
 
     def chunks(self) -> list[tuple[int, np.ndarray]]:
         """``(first row, indices)`` of each task's share."""
-        n, step = len(self.indices), self.step
-        return [(a, self.indices[a : a + step]) for a in range(0, n, step)]
+        indices, step = self.indices, self.step
+        if step >= len(indices):
+            return [(0, indices)]
+        return [(a, indices[a : a + step]) for a in range(0, len(indices), step)]
 
     def __repr__(self) -> Any:
         return f"BatchPlan({self.info}, {len(self.indices)} indices in chunks of {self.step}, {self.mode})"

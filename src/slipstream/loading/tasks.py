@@ -1,9 +1,10 @@
-"""The read path: the task functions every backend runs, and the jobs that run them.
+"""The read path: the tasks every backend runs, and the jobs that run them.
 
-One batch plan becomes one job whose tasks read its chunks. The functions are the same on every
-backend: a thread or the consumer calls them with the loader's reader and buffers; a worker
-process calls them through the ``remote_*`` wrappers, which find the reader (built once per
-worker from its payload) and the batch's shared-memory slot by key, then call the same function.
+One batch plan becomes one job whose tasks read its chunks with the reader's two calls,
+``Reader.read`` (rows into a batch's storage) and ``Reader.samples`` (the samples themselves). A
+thread or the consumer calls them on the loader's reader and buffers; a worker process calls them
+through the ``remote_*`` functions, which find the reader (built once per worker from its
+payload) and the batch's shared-memory slot by key, then make the same call.
 """
 
 from __future__ import annotations
@@ -21,24 +22,14 @@ from .plan import COLLATE, INTO, BatchPlan
 from .readers import BatchInfo, Reader, collated, make_reader
 
 __all__ = [
+    "failed",
+    "joined",
     "local_job",
-    "read_into",
-    "read_samples",
     "remote_collate",
     "remote_read_into",
     "remote_samples",
     "unshaped",
 ]
-
-
-def read_into(reader: Reader, spec: Spec, storage: list[Any], a: int, indices: np.ndarray, info: BatchInfo) -> None:
-    """Fill rows ``a..a+len(indices)`` of a batch's storage."""
-    reader.read(spec, storage, a, indices, info)
-
-
-def read_samples(reader: Reader, indices: np.ndarray, info: BatchInfo) -> list[Any]:
-    """The samples themselves (to shape the buffers from, or for a user's collate)."""
-    return reader.samples(indices, info)
 
 
 def joined(parts: list[list[Any]]) -> list[Any]:
@@ -72,9 +63,9 @@ def local_job(plan: BatchPlan, reader: Reader, buffers: Buffers, collate: Callab
         pool = buffers.pool
         assert pool is not None
         spec, storage = pool.spec, pool.acquire(n)
-        tasks = [Task(read_into, (reader, spec, storage, a, part, info)) for a, part in plan.chunks()]
+        tasks = [Task(reader.read, (spec, storage, a, part, info)) for a, part in plan.chunks()]
         return Job(tasks, lambda results: spec.build(storage, n), tag=plan.k)
-    tasks = [Task(read_samples, (reader, part, info)) for _, part in plan.chunks()]
+    tasks = [Task(reader.samples, (part, info)) for _, part in plan.chunks()]
     if plan.mode == COLLATE:
         return Job(tasks, lambda results: collated(collate, joined(results), info), tag=plan.k)
     return Job(tasks, unshaped(plan), tag=plan.k)
@@ -119,7 +110,7 @@ def remote_read_into(
     batch: int,
     generation: tuple[int, int],
 ) -> dict[int, list[Any]] | None:
-    """``read_into`` a shared batch slot; returns the object leaves' values (they do not live in
+    """Fill rows of a shared batch slot; returns the object leaves' values (they do not live in
     shared memory: the parent writes them into its storage)."""
     spec: Spec = state.cache[spec_key]
     buffer = state.segments[segment_key]
@@ -130,7 +121,7 @@ def remote_read_into(
             storage.append(np.ndarray((rows, *leaf.shape), leaf.dtype, buffer=buffer, offset=next(places)))
         else:
             storage.append([None] * rows)
-    read_into(_reader(state), spec, storage, a, indices, _info(state, seed, epoch, batch, generation))
+    _reader(state).read(spec, storage, a, indices, _info(state, seed, epoch, batch, generation))
     if not spec.object_leaves:
         return None
     b = a + len(indices)
@@ -138,11 +129,11 @@ def remote_read_into(
 
 
 def remote_samples(state: Any, indices: np.ndarray, seed: int, epoch: int, batch: int, generation: tuple[int, int]) -> list[Any]:
-    """``read_samples`` in a worker: the samples go back to the parent as they are."""
-    return read_samples(_reader(state), indices, _info(state, seed, epoch, batch, generation))
+    """The samples, read in a worker: they go back to the parent as they are."""
+    return _reader(state).samples(indices, _info(state, seed, epoch, batch, generation))
 
 
 def remote_collate(state: Any, indices: np.ndarray, seed: int, epoch: int, batch: int, generation: tuple[int, int]) -> Any:
     """A whole batch's samples collated by the user's function, in the worker."""
     info = _info(state, seed, epoch, batch, generation)
-    return collated(state.payload.collate, read_samples(_reader(state), indices, info), info)
+    return collated(state.payload.collate, _reader(state).samples(indices, info), info)

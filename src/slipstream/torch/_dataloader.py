@@ -89,13 +89,13 @@ class _MapLoader(_SSLoader):
                 self.convert = plan
             self._decided = lock, True
 
-    def shape(self, unshaped: Any) -> Any:  # the core's hook for batches read before the buffers had a shape
+    def shape_batch(self, unshaped: Any) -> Any:  # the core's hook for batches read before the buffers had a shape
         samples = unshaped.samples
         if samples:
             self._decide(samples[0])
         if self._collates:
             return self._torch_collate(samples)
-        return super().shape(unshaped)
+        return super().shape_batch(unshaped)
 
 
 class DataLoader(_tud.DataLoader[_T_co]):
@@ -226,7 +226,7 @@ class DataLoader(_tud.DataLoader[_T_co]):
         """slipstream's iterator for this epoch: it draws the batches from torch's sampler (see
         ``_SamplerOrder``), reads nothing before the first batch (its samples shape the buffers:
         see ``_MapLoader``), and goes on past a batch that raises, as torch's does (``_MapEpoch``)."""
-        return loader.epoch(keep_going=True)
+        return loader.__iter__(keep_going=True)
 
     def _map_loader(self, base_seed: int) -> _SSLoader:
         if self._ss is None:
