@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 from types import ModuleType
 
 __all__ = ["disabled", "optional", "require"]
@@ -31,6 +32,9 @@ def require(module: str, *, extra: str, purpose: str, package: str | None = None
     the top-level module name; "Pillow" for ``PIL``). ``note``: said after the hint (which build
     to pick for an accelerator).
     """
+    loaded = sys.modules.get(module)  # the common case, on hot paths: no import machinery
+    if loaded is not None:
+        return loaded
     try:
         return importlib.import_module(module)
     except ImportError as exc:

@@ -18,6 +18,7 @@ from ..core.containers import numobs
 from ..core.spec import Spec
 from .backends import Reading, Settings, make_backend
 from .buffers import Buffers, Unshaped
+from .epochs import EpochOrder
 from .options import check_options, unknown_arguments
 from .plan import COLLATE, INTO, SAMPLES, BatchPlan, chunk_size
 from .progress import Position, Progress, load_state, state_dict, todo
@@ -106,7 +107,7 @@ class DataLoader:
         world_size: int = 1,
         sampler: Iterable[int] | None = None,
         batch_sampler: Iterable[Iterable[int]] | None = None,
-        order: Any = None,
+        order: str | EpochOrder | None = None,
         backend: str = "thread",
         timeout: float | None = None,
         worker_init: Callable[[int], Any] | None = None,
