@@ -55,3 +55,25 @@ def test_a_missing_dependency_names_the_extra_and_the_package():
         assert optional("os", disable_env="SLIPSTREAM_TEST_OFF") is None
     finally:
         del os.environ["SLIPSTREAM_TEST_OFF"]
+
+
+def test_threads_that_ask_for_a_module_while_another_imports_it_get_the_whole_module(tmp_path):
+    """A module still being imported by one thread is in sys.modules already: the others must wait
+    for it (as ``import`` does), not take the half-made module."""
+    (tmp_path / "slowmod.py").write_text("import time\ntime.sleep(0.3)\ndef ready():\n    return 'ready'\n")
+    code = """
+        import sys, threading
+        from slipstream.core.optional import require
+        out = []
+        def ask():
+            out.append(require("slowmod", extra="files", purpose="x").ready())
+        threads = [threading.Thread(target=ask) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        print(out)
+    """
+    result = run_script(code, env={"PYTHONPATH": f"{SRC}{os.pathsep}{tmp_path}"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "['ready', 'ready', 'ready', 'ready']"

@@ -32,9 +32,9 @@ def require(module: str, *, extra: str, purpose: str, package: str | None = None
     the top-level module name; "Pillow" for ``PIL``). ``note``: said after the hint (which build
     to pick for an accelerator).
     """
-    loaded = sys.modules.get(module)  # the common case, on hot paths: no import machinery
-    if loaded is not None:
-        return loaded
+    loaded = sys.modules.get(module)  # the common case, on hot paths: no import machinery...
+    if loaded is not None and not getattr(getattr(loaded, "__spec__", None), "_initializing", False):
+        return loaded  # ...unless another thread is still importing it: then wait for it, as ``import`` does
     try:
         return importlib.import_module(module)
     except ImportError as exc:
