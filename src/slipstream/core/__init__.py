@@ -1,7 +1,11 @@
-"""The core: what any loader is made of, independent of how it runs.
+"""The core: what any loader is made of, independent of how it runs. Nothing here starts a
+thread or a process, and nothing here imports another slipstream folder.
 
-Containers (``numobs``/``getobs``), views, orders, per-sample randomness, batch structure and
-default collation, the batch-buffer pool, worker identity, the exception hierarchy, and the
-small shared utilities (argument checks, nested structures, closing iterators).
-Nothing here starts a thread or a process.
+``containers`` (the ``numobs``/``getobs`` protocol), ``views``, ``orders`` (permutations, rank
+sharding), ``rng`` (``sample_rng``), ``nested`` (the one rule for nested samples), ``spec``,
+``nodes`` and ``writers`` (the batch structure and how samples are written into it), ``collate``
+(``default_collate``), ``slots`` (reusable batch buffers), ``workerinfo``, ``errors`` (every
+exception, one hierarchy), ``checks`` (argument checks), ``closing`` (the closing-iterator base and
+the one exit registry), ``optional`` (optional dependencies) and ``forking`` (clean-up hooks run in
+forked workers).
 """

@@ -1,6 +1,8 @@
 """Loading: the ``DataLoader`` and ``loadparallel``, and how a batch gets filled.
 
-The loader plans batches (which indices, in which chunks) and hands them to a backend
-(``loading.backends``: inline, threads, processes); readers fill a batch's storage from a
-container the fastest way it allows.
+``loader`` composes the rest: ``options`` (its arguments, checked), ``epochs`` (which batches an
+epoch has), ``plan`` (one ``BatchPlan`` per batch), ``progress`` (how far an epoch got; the
+``state_dict``), ``buffers`` (the batch slots, shaped once), and a backend (``backends``: inline,
+threads, processes, behind one interface) that runs the plans as ``jobs`` of ``tasks``, which
+fill a batch through ``readers``. ``parallel`` is ``loadparallel``, on the same executors.
 """
