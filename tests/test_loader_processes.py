@@ -592,3 +592,38 @@ def test_restart_workers_starts_fresh_processes_with_the_new_worker_init_and_let
         new = processes.worker_pids
         assert seen <= {200, 201} and new and not set(new) & set(old)
     assert_gone(new)
+
+
+def test_closing_an_iterator_from_another_thread_ends_the_consumers_wait(tmp_path):
+    """The consumer waits in next() for a batch a worker never finishes; another thread closes the
+    iterator: the wait ends at once with StopIteration (it waited for answers close discarded)."""
+    stamp = tmp_path / "reached"
+    _, out = child(
+        f"""
+        import threading
+        dl = ss.DataLoader(Faulty("hang", at=0, n=64, stamp={str(stamp)!r}), batch_size=8, workers=2, backend="process", mp_context="fork")
+        it = iter(dl)
+        out = {{}}
+        def consume():
+            try:
+                next(it)
+                out["got"] = "batch"
+            except StopIteration:
+                out["got"] = "stop"
+            except BaseException as exc:
+                out["got"] = repr(exc)
+        consumer = threading.Thread(target=consume)
+        consumer.start()
+        while not os.path.exists({str(stamp)!r}):  # the worker is inside the sample that never returns
+            time.sleep(0.01)
+        t0 = time.monotonic()
+        it.close()
+        consumer.join(10)
+        out["alive"], out["seconds"] = consumer.is_alive(), time.monotonic() - t0
+        dl.close()
+        print(json.dumps(out), flush=True)
+        os._exit(0)
+        """,
+        timeout=60,
+    )
+    assert out["alive"] is False and out["got"] == "stop" and out["seconds"] < 3, out

@@ -230,8 +230,10 @@ class WorkerPool:
     def wait(self, tickets: set[int], timeout: float | None = None) -> tuple[int, bool, Any]:
         """The first of ``tickets`` to finish: ``(ticket, ok, value)``, where ``value`` is the result
         or (``ok`` False) the task's exception, rebuilt with its type and a note holding the
-        worker's traceback. Raises ``WorkerError`` if a worker dies (the pool is then closed) and
-        ``TimeoutError`` if none finishes within ``timeout`` seconds."""
+        worker's traceback. Raises ``WorkerError`` if a worker dies (the pool is then closed),
+        ``TimeoutError`` if none finishes within ``timeout`` seconds, and ``LookupError`` once none
+        of ``tickets`` can answer any more (another thread discarded them all: it closed the
+        consumer that waits)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             with self._lock:
@@ -240,6 +242,8 @@ class WorkerPool:
                         ok, value = self._results.pop(ticket)
                         return ticket, ok, value
                 self._check_open()
+                if not any(t not in self._discarded and any(t in w.tickets for w in self._workers) for t in tickets):
+                    raise LookupError("slipstream: no ticket waited for can answer any more (they were discarded)")
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     raise TimeoutError("no answer in time")

@@ -86,6 +86,10 @@ class ProcessExecutor(OrderedOutput):
     def _collect_one(self) -> None:
         try:
             ticket, ok, value = self._pool.wait(set(self._tickets), self._timeout)
+        except LookupError:
+            if self._closed:  # another thread closed this executor while the consumer waited
+                raise StopIteration from None
+            raise
         except TimeoutError:
             what = self._waited()
             self._pool.close(polite=False)
