@@ -6,6 +6,6 @@ sharding), ``rng`` (``sample_rng``), ``nested`` (the one rule for nested samples
 ``nodes`` and ``writers`` (the batch structure and how samples are written into it), ``collate``
 (``default_collate``), ``slots`` (reusable batch buffers), ``workerinfo``, ``errors`` (every
 exception, one hierarchy), ``checks`` (argument checks), ``closing`` (the closing-iterator base and
-the one exit registry), ``optional`` (optional dependencies) and ``forking`` (clean-up hooks run in
-forked workers).
+the one exit registry), ``optional`` (optional dependencies), ``cpus`` (the cores this process may
+use: affinity and cgroup quota) and ``forking`` (clean-up hooks run in forked workers).
 """
