@@ -220,7 +220,7 @@ def source_fingerprint() -> str:
 
     digest = hashlib.sha256(ss.__version__.encode())
     package = Path(ss.__file__).parent
-    for name in ("_writer.py", "fields.py", "_imaging.py", "_format.py"):
+    for name in ("files/writer.py", "fields.py", "files/field_image.py", "images/codecs.py", "files/format.py"):
         path = package / name
         if path.exists():
             digest.update(path.read_bytes())
