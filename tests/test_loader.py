@@ -865,3 +865,37 @@ def test_what_the_loader_is_built_from_is_fixed_once_it_is_made():
             setattr(loader, name, value)
     loader.seed = 3  # the seed is not: the next epoch uses it
     assert [b.tolist() for b in loader] == [b.tolist() for b in ss.DataLoader(np.arange(12), 4, seed=3)]
+
+
+# -- workers="auto" ------------------------------------------------------------------------------
+
+
+def test_workers_auto_is_the_cores_this_process_may_use_and_gives_workers_0s_batches(monkeypatch):
+    from slipstream.core.cpus import usable_cores
+
+    loader = ss.DataLoader(Plain(), 4, shuffle=True, seed=5, workers="auto")
+    assert loader.workers == usable_cores() and isinstance(loader.workers, int)
+    single = ss.DataLoader(Plain(), 4, shuffle=True, seed=5)
+    reference = [snapshot(b) for _ in range(2) for b in single]
+    got = [snapshot(b) for _ in range(2) for b in loader]
+    assert len(got) == len(reference)
+    for k, (x, y) in enumerate(zip(got, reference)):
+        assert_same(x, y, f"batch {k}")
+    # resolved through usable_cores (affinity and cgroup quota), not os.cpu_count()
+    monkeypatch.setattr("slipstream.loading.options.usable_cores", lambda: 3)
+    assert ss.DataLoader(Plain(), 4, workers="auto").workers == 3
+
+
+@pytest.mark.parametrize(
+    "value, error, message",
+    [
+        ("all", ValueError, "workers must be an integer >= 0 or 'auto', got 'all'"),
+        ("Auto", ValueError, "workers must be an integer >= 0 or 'auto', got 'Auto'"),
+        ("4", ValueError, "workers must be an integer >= 0 or 'auto', got '4'"),
+        (2.0, TypeError, "workers must be an integer >= 0 or 'auto', got float 2.0"),
+        (None, TypeError, "workers must be an integer >= 0 or 'auto', got NoneType None"),
+    ],
+)
+def test_workers_other_than_an_integer_or_auto_are_refused(value, error, message):
+    with pytest.raises(error, match=f"^{message}$"):
+        ss.DataLoader(Plain(), 4, workers=value)

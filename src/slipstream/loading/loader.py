@@ -44,6 +44,8 @@ class DataLoader:
         seed: seeds the order and ``sample_rng()``; drawn at random when None (and kept in the state).
         workers: 0 loads in the consumer's thread; ``k > 0`` uses ``k`` workers that split each
             batch between them, so the first batch arrives after about ``batch_size / k`` reads.
+            "auto": one worker per core this process may use (its CPU affinity mask capped by the
+            cgroup CPU quota, rounded up; not ``os.cpu_count()``); ``loader.workers`` holds the number.
         backend: "thread" (the default: best when the work releases the GIL: decoding, NumPy,
             I/O, packed files) or "process" (pure-Python samples: tokenizers, PIL chains, dict
             juggling). Process workers get the data once (inherited with the "fork" start method,

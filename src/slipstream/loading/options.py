@@ -1,7 +1,7 @@
 """The DataLoader's arguments, checked: one clear error per mistake, before anything starts.
 
-``check_options`` normalises the arguments (NumPy integers become ints, ``shuffle`` becomes
-``order="random"``) and turns them into the loader's epoch order (``loading.epochs``); an unknown
+``check_options`` normalises the arguments (NumPy integers become ints, ``workers="auto"`` becomes
+``usable_cores()``, ``shuffle`` becomes ``order="random"``) and turns them into the loader's epoch order (``loading.epochs``); an unknown
 keyword gets a hint naming slipstream's word for it (``num_workers=`` is torch's ``workers=``).
 """
 
@@ -12,11 +12,14 @@ from collections.abc import Iterable
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
+
 from ..core.checks import check_callable, check_flag, check_int, check_timeout
+from ..core.cpus import usable_cores
 from .backends import BACKENDS
 from .epochs import BatchSamplerOrder, EpochOrder, IndexOrder, SamplerOrder, UserOrder
 
-__all__ = ["check_options", "unknown_arguments"]
+__all__ = ["check_options", "check_workers", "unknown_arguments"]
 
 ORDERS = ("sequential", "random", "quasi_random")
 
@@ -46,11 +49,23 @@ def unknown_arguments(unknown: dict[str, Any]) -> str:
     return text
 
 
+def check_workers(value: Any) -> int:
+    """``workers``: an integer >= 0, or "auto": the cores this process may use (its affinity mask
+    capped by the cgroup CPU quota, not ``os.cpu_count()``; see ``core.cpus.usable_cores``)."""
+    if isinstance(value, str):
+        if value != "auto":
+            raise ValueError(f"workers must be an integer >= 0 or 'auto', got {value!r}")
+        return usable_cores()
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"workers must be an integer >= 0 or 'auto', got {type(value).__name__} {value!r}")
+    return check_int("workers", value, 0)
+
+
 def check_options(data: Any, **given: Any) -> SimpleNamespace:
     """The loader's arguments checked and normalised, with ``epoch_order`` built from them."""
     o = SimpleNamespace(**given)
     o.batch_size = check_int("batch_size", o.batch_size, 1)
-    o.workers = check_int("workers", o.workers, 0)
+    o.workers = check_workers(o.workers)
     o.prefetch = check_int("prefetch", o.prefetch, 1)
     o.world_size = check_int("world_size", o.world_size, 1)
     o.rank = check_int("rank", o.rank, 0)

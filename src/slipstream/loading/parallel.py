@@ -11,6 +11,7 @@ from ..core.errors import add_note
 from .backends.inline import InlineExecutor
 from .backends.threads import ThreadExecutor
 from .jobs import Job, Task
+from .options import check_workers
 
 __all__ = ["LoadParallel", "loadparallel"]
 
@@ -81,16 +82,19 @@ class _Pass(ClosingIterator):
         return next(self._executor)
 
 
-def loadparallel(iterable: Iterable[Any], fn: Callable[[Any], Any] | None = None, *, workers: int = 4, prefetch: int | None = None) -> LoadParallel:
+def loadparallel(
+    iterable: Iterable[Any], fn: Callable[[Any], Any] | None = None, *, workers: int | str = 4, prefetch: int | None = None
+) -> LoadParallel:
     """An iterable of ``fn(item)`` for each item of ``iterable``, computed ahead by ``workers`` threads.
 
     Order is kept. ``prefetch`` bounds the items in flight (default ``2 * workers``). ``workers=0``
-    maps lazily in the consumer's thread. ``fn`` must be thread-safe; threads pay off when it
+    maps lazily in the consumer's thread; ``workers="auto"``: one thread per core this process may use
+    (affinity and cgroup CPU quota, not ``os.cpu_count()``). ``fn`` must be thread-safe; threads pay off when it
     releases the GIL (I/O, NumPy, decoders).
     """
     if not isinstance(iterable, Iterable):
         raise TypeError(f"loadparallel needs an iterable, got {type(iterable).__name__}")
     check_callable("fn", fn, "callable")
-    workers = check_int("workers", workers, 0)
+    workers = check_workers(workers)
     prefetch = 2 * max(workers, 1) if prefetch is None else check_int("prefetch", prefetch, 1)
     return LoadParallel(iterable, fn, workers, prefetch)
