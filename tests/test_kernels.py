@@ -270,3 +270,54 @@ def test_the_first_calls_run_on_numpy_while_numba_compiles_in_the_background():
     )
     assert result.returncode == 0, result.stderr
     assert "WARMED True True" in result.stdout and "ALL True" in result.stdout
+
+
+_TWO_PIPELINE_RUNS = """
+    import sys, warnings
+    if "{missing}" == "yes":
+        sys.modules["numba"] = None  # numba not installed
+    warnings.simplefilter("always")  # a once-only warning must not rely on the filters
+    import numpy as np
+    from slipstream import ops
+    from slipstream.images import kernels
+    from slipstream.images.pipeline import ImageSource, Pipeline
+    image = np.random.default_rng(0).integers(0, 256, (20, 20, 3), dtype=np.uint8)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            Pipeline([ops.RandomResizedCrop(8), ops.ToCHW()]).run(ImageSource.of(image))
+    print("STATUS", kernels.numba_status())
+    for w in caught:
+        print("WARNING", w.category.__name__, w.message)
+"""
+
+
+def test_a_missing_numba_warns_once_when_a_pipeline_first_runs_the_numpy_fallback():
+    from helpers import run_python
+
+    result = run_python(_TWO_PIPELINE_RUNS.format(missing="yes"), env={"SLIPSTREAM_NO_NUMBA": ""})  # even where the suite disables it
+    assert result.returncode == 0, result.stderr
+    warnings_ = [line for line in result.stdout.splitlines() if line.startswith("WARNING")]
+    assert "STATUS missing" in result.stdout
+    assert len(warnings_) == 1 and warnings_[0].startswith("WARNING RuntimeWarning ")
+    assert "4x slower" in warnings_[0] and "pip install 'slipstream[files]'" in warnings_[0] and "pip install numba" in warnings_[0]
+
+
+def test_numba_switched_off_on_purpose_does_not_warn():
+    from helpers import run_python
+
+    result = run_python(_TWO_PIPELINE_RUNS.format(missing="no"), env={"SLIPSTREAM_NO_NUMBA": "1"})
+    assert result.returncode == 0, result.stderr
+    assert "STATUS disabled by SLIPSTREAM_NO_NUMBA" in result.stdout and "WARNING" not in result.stdout
+
+
+def test_warn_once_warns_the_first_time_a_key_is_given_only():
+    import warnings
+
+    from slipstream.images.kernels import jit
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            jit.warn_once("test-key-only-here", "slipstream: test warning")
+    assert [(w.category, str(w.message)) for w in caught] == [(RuntimeWarning, "slipstream: test warning")]

@@ -22,7 +22,7 @@ from ..ops import Apply, Decode, Geometry, Normalize, Op, ToCHW, ToRGB, Window
 from . import codecs as _imaging
 from . import kernels as _kernels
 
-__all__ = ["ImageDecodeError", "ImageSource", "Pipeline"]
+__all__ = ["ImageDecodeError", "ImageSource", "Pipeline", "region_decoder_status"]
 
 
 class ImageDecodeError(ValueError):
@@ -34,8 +34,20 @@ _scratch = threading.local()
 
 # The compiled region decoder, unless missing (no compiler or libjpeg headers at install) or
 # disabled with SLIPSTREAM_NO_ROIJPEG=1.
-_roi: Any = optional(f"{__package__}._roijpeg", disable_env="SLIPSTREAM_NO_ROIJPEG")
+try:
+    _roi: Any = optional(f"{__package__}._roijpeg", disable_env="SLIPSTREAM_NO_ROIJPEG", errors=())
+    _roi_status = "active" if _roi is not None else "disabled by SLIPSTREAM_NO_ROIJPEG"
+except ImportError as exc:
+    _roi = None
+    _roi_status = "not built" if isinstance(exc, ModuleNotFoundError) else f"failed to import ({' '.join(str(exc).split())})"
 ROI_DECODE = _roi is not None  # whether JPEGs are decoded window by window (see ``ImageSource.decode``)
+
+
+def region_decoder_status() -> str:
+    """Whether JPEGs are decoded window by window (the compiled ``_roijpeg`` extension): "active",
+    "disabled by SLIPSTREAM_NO_ROIJPEG", "not built" (no C compiler or libjpeg headers when
+    slipstream was installed: whole JPEGs are decoded, then cropped) or "failed to import (...)"."""
+    return _roi_status
 
 
 def _scratch_buffer(nbytes: int, which: str = "decode") -> np.ndarray:

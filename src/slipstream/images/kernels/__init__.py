@@ -13,7 +13,10 @@ out (HWC or CHW), normalized (``float32(v) * scale[c] + offset[c]``, in float32)
 
 Two implementations give bit-identical results: numba kernels (``nogil=True, cache=True``, no
 fastmath), and a vectorized NumPy fallback used when numba is missing or ``SLIPSTREAM_NO_NUMBA=1``
-is set when this package is imported. ``NUMBA`` says which is available. The first call compiles the
+is set when this package is imported. ``NUMBA`` says which is available, ``numba_status()`` why
+(active, missing, disabled, failed to import). When numba is missing, the first image resampled on
+the NumPy fallback warns once (``RuntimeWarning``, with the install hint; not when
+``SLIPSTREAM_NO_NUMBA`` switched it off). The first call compiles the
 numba kernels in a background thread (or loads them from numba's on-disk cache) and runs on the
 NumPy path until they are ready, so no batch waits for the compiler; ``warm_up()`` waits for them.
 
@@ -22,7 +25,8 @@ The modules, one role each:
 - ``constants``: Pillow's fixed-point constants, filter supports and the pass-order rule, named once;
 - ``checks``: the argument checks both implementations share;
 - ``numpy_path``: the NumPy implementation;
-- ``jit``: whether numba is active, and the decorator every numba kernel is compiled with;
+- ``jit``: whether numba is active and why not, the decorator every numba kernel is compiled with,
+  and ``warn_once`` (the kernels' one-time warnings);
 - ``numba_passes``: the numba uint8 resampler (coefficients, the two passes);
 - ``numba_path``: the numba implementation (uint8 passes, then float outputs through a table);
 - ``compiler``: the background compiler and ``warm_up``.
@@ -34,9 +38,11 @@ import numpy as np
 
 from . import numba_path, numpy_path
 from .compiler import compile_in_background, ready, warm_up
-from .jit import NUMBA
+from .jit import NUMBA, fallback_used
+from .jit import status as numba_status
+from .jit import version as numba_version
 
-__all__ = ["NUMBA", "resample_into", "warm_up"]
+__all__ = ["NUMBA", "numba_status", "numba_version", "resample_into", "warm_up"]
 
 
 def resample_into(src, box, out, *, flip=False, filter="bilinear", chw=False, scale=None, offset=None) -> np.ndarray:
@@ -58,4 +64,6 @@ def resample_into(src, box, out, *, flip=False, filter="bilinear", chw=False, sc
         if ready[out.dtype].is_set():
             return numba_path.resample(src, box, out, flip=flip, filter=filter, chw=chw, scale=scale, offset=offset)
         compile_in_background()
+    else:
+        fallback_used()
     return numpy_path.resample(src, box, out, flip=flip, filter=filter, chw=chw, scale=scale, offset=offset)

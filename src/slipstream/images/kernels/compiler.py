@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import threading
 import time
-import warnings
 
 import numpy as np
 
 from . import numba_path
 from .constants import FILTERS, OUT_DTYPES
-from .jit import NUMBA
+from .jit import NUMBA, warn_once
 
 __all__ = ["compile_in_background", "ready", "warm_up"]
 
@@ -41,7 +40,7 @@ def _compile_all() -> None:
                         numba_path.resample(src, (0.5, 0, 3, 4), out, chw=chw, filter=filter, **norm)
             ready[dtype].set()
     except Exception as exc:  # noqa: BLE001 - numba cannot compile here: stay on the NumPy path
-        warnings.warn(f"slipstream: numba kernels failed to compile, using the NumPy fallback: {exc}", RuntimeWarning, stacklevel=2)
+        warn_once("numba-compile", f"slipstream: numba kernels failed to compile, using the NumPy fallback: {exc}")
 
 
 def compile_in_background() -> threading.Thread:
