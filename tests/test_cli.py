@@ -107,3 +107,51 @@ def test_version_prints_the_package_version():
     import slipstream
 
     assert result.returncode == 0 and result.stdout.strip() == f"slipstream {slipstream.__version__}"
+
+
+# -- info ----------------------------------------------------------------------------------------
+
+
+def test_info_prints_versions_cores_and_the_active_fast_paths(capsys):
+    import slipstream
+    from slipstream.cli.main import main
+    from slipstream.core.cpus import usable_cores
+    from slipstream.images import kernels
+    from slipstream.images.pipeline import ROI_DECODE
+
+    assert main(["info"]) == 0
+    lines = {line.split("  ", 1)[0]: line.split("  ", 1)[1].strip() for line in capsys.readouterr().out.splitlines()}
+    assert lines["slipstream"] == slipstream.__version__ and lines["numpy"] == np.__version__
+    assert lines["usable cores"].startswith(f"{usable_cores()} (") and f"os.cpu_count() {os.cpu_count()}" in lines["usable cores"]
+    assert lines["numba"].startswith("active (numba ") == kernels.NUMBA
+    assert lines["region JPEG decoder"].startswith("active") == ROI_DECODE
+    assert "simplejpeg" in lines["JPEG decoding"] and {"pyarrow", "torch", "jax", "python"} <= lines.keys()
+
+
+def test_info_says_what_the_environment_switched_off_and_imports_no_framework():
+    result = run_python(
+        """
+        import sys
+        from slipstream.cli.main import main
+        main(["info"])
+        print("IMPORTED", "torch" in sys.modules, "jax" in sys.modules)
+        """,
+        env={"SLIPSTREAM_NO_NUMBA": "1", "SLIPSTREAM_NO_ROIJPEG": "1"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert "numba                disabled by SLIPSTREAM_NO_NUMBA" in result.stdout
+    assert "region JPEG decoder  disabled by SLIPSTREAM_NO_ROIJPEG" in result.stdout
+    assert "IMPORTED False False" in result.stdout
+
+
+def test_info_says_numba_is_missing_with_the_install_hint():
+    code = "import sys; sys.modules['numba'] = None\nfrom slipstream.cli.main import main; main(['info'])"
+    result = run_python(code, env={"SLIPSTREAM_NO_NUMBA": ""})
+    assert result.returncode == 0, result.stderr
+    assert "numba                missing" in result.stdout and "pip install numba" in result.stdout
+
+
+def test_the_installed_entry_point_runs_info():
+    result = subprocess.run([sys.executable, "-m", "slipstream", "info"], capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "usable cores" in result.stdout and "region JPEG decoder" in result.stdout

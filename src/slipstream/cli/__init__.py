@@ -1,2 +1,3 @@
-"""The ``slipstream`` command line and its demo (the main job on an embedded default).
+"""The ``slipstream`` command line (``main``), its demo (the main job on an embedded default) and
+``info`` (versions, usable cores, the active fast paths).
 """

@@ -1,4 +1,4 @@
-"""The ``slipstream`` command line: ``slipstream demo``, ``slipstream convert`` and ``slipstream inspect``."""
+"""The ``slipstream`` command line: ``slipstream demo``, ``slipstream convert``, ``slipstream inspect`` and ``slipstream info``."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from ..core.errors import PackedFileError
 from ..files.field import pyarrow_module
 from ..files.packed import open as open_packed
 from .demo import run
+from .info import run as run_info
 
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 
@@ -89,7 +90,13 @@ def main(argv: list[str] | None = None) -> int:
     inspect.add_argument("file", metavar="FILE")
     inspect.add_argument("--validate", action="store_true", help="also check every page's checksum")
 
+    commands.add_parser(
+        "info", help="print versions, the cores this process may use and which fast paths are active (numba, region JPEG decoder, libjpeg-turbo)"
+    )
+
     args = parser.parse_args(argv)
+    if args.command == "info":
+        return run_info()
     if args.command == "demo":
         run(n=args.samples, batch_size=args.batch_size, workers=args.workers)
         return 0

@@ -1,0 +1,113 @@
+"""``slipstream info``: versions, the cores this process may use, and which fast paths are active.
+
+Optional libraries are looked up by their installed metadata (``importlib.metadata``), never
+imported: torch or jax cost seconds to import and are reported only. numba and the region decoder
+are reported by the modules that use them (``images.kernels.numba_status``,
+``images.pipeline.region_decoder_status``), which import them as slipstream does.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import platform
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from .. import __version__
+from ..core.cpus import cgroup_quota, usable_cores
+from ..images.kernels import numba_status, numba_version
+from ..images.pipeline import region_decoder_status
+
+__all__ = ["info_lines", "installed_version", "libjpeg_turbo_version"]
+
+
+def installed_version(distribution: str, module: str | None = None) -> str | None:
+    """The installed version of ``distribution`` (importable as ``module``), or None; imports nothing."""
+    try:
+        if importlib.util.find_spec(module or distribution) is None:
+            return None
+        return importlib.metadata.version(distribution)
+    except (ImportError, ValueError, importlib.metadata.PackageNotFoundError):
+        return None
+
+
+def libjpeg_turbo_version() -> str | None:
+    """The libjpeg-turbo version built into simplejpeg's extension (read from the binary), or None."""
+    try:
+        spec = importlib.util.find_spec("simplejpeg")
+        locations = list(spec.submodule_search_locations or []) if spec is not None else []
+        for folder in locations:
+            for binary in sorted(Path(folder).glob("_jpeg*")):
+                match = re.search(rb"libjpeg-turbo version ([0-9][0-9.]*)", binary.read_bytes())
+                if match:
+                    return match.group(1).decode()
+    except (ImportError, ValueError, OSError):
+        pass
+    return None
+
+
+def _cores() -> str:
+    try:
+        affinity = f"{len(os.sched_getaffinity(0))} in the affinity mask"
+    except (AttributeError, OSError):
+        affinity = "no affinity call here"
+    quota = cgroup_quota()
+    limit = "no cgroup CPU quota" if quota is None else f"cgroup CPU quota {quota:g}"
+    return f"{usable_cores()} ({affinity}, {limit}; os.cpu_count() {os.cpu_count()}): workers='auto' uses this"
+
+
+def _numba() -> str:
+    status = numba_status()
+    if status == "active":
+        return f"active (numba {numba_version()}): pixel kernels run without the GIL"
+    if status == "missing":
+        return "missing: the NumPy fallback runs, about 4x slower; pip install 'slipstream[files]' (or pip install numba)"
+    return f"{status}: the NumPy fallback runs, about 4x slower"
+
+
+def _region_decoder() -> str:
+    status = region_decoder_status()
+    if status == "active":
+        return "active (images._roijpeg): JPEGs decode only the rows and columns a crop reads"
+    return f"{status}: JPEGs decode whole, then crop"
+
+
+def _simplejpeg() -> str:
+    version = installed_version("simplejpeg")
+    if version is None:
+        return "missing: JPEG images need it; pip install 'slipstream[files]' (or pip install simplejpeg)"
+    turbo = libjpeg_turbo_version()
+    return f"libjpeg-turbo {turbo or '(version not found)'} via simplejpeg {version}"
+
+
+def _optional(distribution: str, module: str | None = None, missing: str = "not installed") -> str:
+    version = installed_version(distribution, module)
+    return missing if version is None else version
+
+
+def info_lines() -> list[str]:
+    """The lines ``slipstream info`` prints."""
+    rows = [
+        ("slipstream", __version__),
+        ("python", f"{platform.python_version()} ({platform.python_implementation()}, {sys.platform})"),
+        ("numpy", np.__version__),
+        ("usable cores", _cores()),
+        ("numba", _numba()),
+        ("region JPEG decoder", _region_decoder()),
+        ("JPEG decoding", _simplejpeg()),
+        ("pyarrow", _optional("pyarrow", missing="not installed: packed files need it; pip install 'slipstream[files]'")),
+        ("torch", _optional("torch")),
+        ("jax", _optional("jax")),
+    ]
+    width = max(len(name) for name, _ in rows)
+    return [f"{name.ljust(width)}  {value}" for name, value in rows]
+
+
+def run() -> int:
+    print("\n".join(info_lines()))
+    return 0
