@@ -102,7 +102,7 @@ class DataLoader:
         drop_last: bool = False,
         collate: Callable[[list[Any]], Any] | None = None,
         seed: int | None = None,
-        workers: int = 0,
+        workers: int | str = 0,
         prefetch: int = 2,
         in_order: bool = True,
         rank: int = 0,
