@@ -76,3 +76,30 @@ def test_without_an_affinity_call_os_cpu_count_is_used(tmp_path, monkeypatch):
 def test_the_default_root_is_the_system_cgroup_root():
     assert cpus.CGROUP_ROOT == "/sys/fs/cgroup"
     assert 1 <= usable_cores() <= (os.cpu_count() or 1)
+
+
+def test_the_quota_of_the_process_own_cgroup_and_those_above_it_counts(tmp_path, eight_cores):
+    """A systemd slice or a pod without a cgroup namespace: the quota sits on the process's own
+    cgroup (named in /proc/self/cgroup), or above it; the smallest on the way up applies."""
+    proc = tmp_path / "proc-cgroup"
+    proc.write_text("0::/kubepods/pod1/app\n")
+    root = tmp_path / "fs"
+    (root / "kubepods" / "pod1" / "app").mkdir(parents=True)
+    _v2(root, "max 100000")
+    _v2(root / "kubepods" / "pod1" / "app", "max 100000")
+    _v2(root / "kubepods" / "pod1", "250000 100000")
+    assert cgroup_quota(root, proc) == 2.5 and usable_cores(root, proc) == 3
+    _v2(root / "kubepods" / "pod1" / "app", "120000 100000")
+    assert usable_cores(root, proc) == 2
+
+
+def test_cgroup_v1_paths_come_from_the_cpu_controllers_line(tmp_path, eight_cores):
+    proc = tmp_path / "proc-cgroup"
+    proc.write_text("12:memory:/job\n4:cpu,cpuacct:/job\n0::/\n")
+    root = tmp_path / "fs"
+    (root / "cpu,cpuacct" / "job").mkdir(parents=True)
+    (root / "cpu,cpuacct" / "cpu.cfs_quota_us").write_text("-1\n")
+    (root / "cpu,cpuacct" / "cpu.cfs_period_us").write_text("100000\n")
+    (root / "cpu,cpuacct" / "job" / "cpu.cfs_quota_us").write_text("300000\n")
+    (root / "cpu,cpuacct" / "job" / "cpu.cfs_period_us").write_text("100000\n")
+    assert usable_cores(root, proc) == 3
