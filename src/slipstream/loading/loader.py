@@ -23,6 +23,7 @@ from .options import check_options, unknown_arguments
 from .plan import COLLATE, INTO, SAMPLES, BatchPlan, chunk_size
 from .progress import Position, Progress, load_state, state_dict, todo
 from .readers import BatchInfo, make_reader
+from .stats import EpochStats, clock
 
 __all__ = ["DataLoader", "LoaderIterator"]
 
@@ -140,6 +141,8 @@ class DataLoader:
         self._buffers = Buffers(self.batch_size, self.prefetch + 4, self._backend.allocate, declared)
         self._next = Position()  # where the next iterator starts (after load_state_dict: mid-epoch)
         self._progress: Progress | None = None  # the most recent iterator's, kept after it is gone
+        self._stats: EpochStats | None = None  # ... and its counters (see ``stats``)
+        self._busy: Any = None  # ... and its worker threads' busy meter (None without threads)
         self._lock = threading.RLock()  # iter() claims epochs under it
 
     def __len__(self) -> int:
@@ -176,12 +179,15 @@ class DataLoader:
             progress = Progress(start.epoch, start.batch, start.done, len(batches) if isinstance(batches, list) else None)
             self._next, self._progress = Position(start.epoch + 1), progress
             stop = threading.Event()  # readers see it between samples once the iterator is closed
-            plans = (self._plan(indices, BatchInfo(seed, start.epoch, k, stop)) for k, indices in todo(batches, progress))
+            stats = self._stats = EpochStats(start.epoch)
+            plans = (self._plan(indices, BatchInfo(seed, start.epoch, k, stop), stats) for k, indices in todo(batches, progress))
             reading = Reading(self._reader, self._buffers, self.collate, seed)
             executor = self._backend.run(plans, reading, start.epoch, keep_going)
-            return LoaderIterator(self, executor, progress, stop, keep_going)
+            self._busy = getattr(executor, "busy_meter", None)
+            return LoaderIterator(self, executor, progress, stop, keep_going, stats)
 
-    def _plan(self, indices: Any, info: BatchInfo) -> BatchPlan:
+    def _plan(self, indices: Any, info: BatchInfo, stats: EpochStats) -> BatchPlan:
+        stats.planned(info.batch, len(indices))
         if self.collate is not None:
             mode = COLLATE
         else:
@@ -194,6 +200,19 @@ class DataLoader:
         collate such samples its own way (``slipstream.torch`` does, for samples the buffers cannot
         reproduce exactly)."""
         return self._buffers.shape(batch)
+
+    def stats(self) -> dict[str, Any] | None:
+        """How the most recent epoch's loading goes (None before the first ``iter()``): ``epoch``,
+        ``batches`` and ``samples`` handed out, ``seconds`` from the first ``next()`` to the latest
+        batch, ``batches_per_s``, ``samples_per_s``, ``wait_fraction`` (the share of that time the
+        consumer spent inside ``next()``: near 1, training waits for data) and ``worker_busy`` (the
+        share of the worker threads' time spent loading; None without worker threads). Always on;
+        it costs two clock reads per batch (see ``loading.stats``)."""
+        stats = self._stats
+        if stats is None:
+            return None
+        busy = self._busy
+        return stats.summary(None if busy is None else busy.reading())
 
     # -- workers ---------------------------------------------------------------------------
     @property
@@ -264,9 +283,12 @@ class LoaderIterator(ClosingIterator):
     collection (``core.closing``). It holds its loader: a loader nobody else references lives (with
     its worker processes and buffers) as long as one of its iterators does."""
 
-    def __init__(self, loader: DataLoader, executor: Any, progress: Progress, stop: threading.Event, keep_going: bool = False):
+    def __init__(
+        self, loader: DataLoader, executor: Any, progress: Progress, stop: threading.Event, keep_going: bool, stats: EpochStats
+    ):
         super().__init__(_shut, stop, executor)
         self._loader, self._executor, self._progress, self._keep_going = loader, executor, progress, keep_going
+        self._stats = stats
         self._failed: Any = None  # the tag of the batch whose error ``next()`` is raising, if its own
 
     @property
@@ -275,6 +297,7 @@ class LoaderIterator(ClosingIterator):
 
     def _next(self) -> Any:
         executor = self._executor
+        began = clock()
         try:
             batch = next(executor)
         except StopIteration:
@@ -289,6 +312,7 @@ class LoaderIterator(ClosingIterator):
                 self._failed = executor.last_tag
                 raise
         self._progress.handed_out(executor.last_tag)
+        self._stats.handed_out(executor.last_tag, began, clock())
         return batch
 
     def _ended(self) -> None:

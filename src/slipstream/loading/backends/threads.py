@@ -25,6 +25,7 @@ from ...core.closing import close_at_exit, forget_at_exit
 from ...core.errors import add_note
 from ...core.workerinfo import WorkerInfo, set_worker_info, worker_seed
 from ..jobs import Job, name_of, task_error
+from ..stats import BusyMeter
 from .base import Backend
 from .ordered import OrderedOutput, next_job
 
@@ -64,6 +65,7 @@ class ThreadExecutor(OrderedOutput):
         self._init, self._init_error = init, None
         self._timed_out = False  # then close() does not wait for the thread that is stuck
         self._timeout = timeout
+        self.busy_meter = BusyMeter(workers)  # read by DataLoader.stats(); holds nothing of the executor
         self._threads = [
             threading.Thread(target=self._work, args=(k,), name=f"{name}-worker-{k}", daemon=True) for k in range(workers)
         ]
@@ -73,7 +75,7 @@ class ThreadExecutor(OrderedOutput):
 
     # -- workers ---------------------------------------------------------------------------
     def _work(self, k: int) -> None:
-        cond = self._cond
+        cond, busy = self._cond, self.busy_meter.seconds
         if self._init is not None and not self._initialized(k):
             return
         while True:
@@ -98,11 +100,13 @@ class ThreadExecutor(OrderedOutput):
                 self._pull()
                 continue
             error = None
+            began = time.perf_counter()
             try:
                 if task is not None:
                     job.results[pos] = task()
             except BaseException as exc:  # noqa: BLE001 - handed to the consumer
                 error = task_error(exc)
+            busy[k] += time.perf_counter() - began
             with cond:
                 if error is not None:
                     job.fail(pos, error)

@@ -1,0 +1,62 @@
+"""DataLoader.stats() (loading/stats.py): what an epoch's input pipeline is doing."""
+
+import time
+
+import numpy as np
+import pytest
+
+import slipstream as ss
+
+
+class Slow:
+    """A container whose samples take ``seconds`` each (simulated I/O)."""
+
+    def __init__(self, n, seconds):
+        self.n, self.seconds = n, seconds
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        time.sleep(self.seconds)
+        return np.full(2, i)
+
+
+def test_before_an_epoch_there_are_no_stats_and_after_one_they_count_what_was_handed_out():
+    loader = ss.DataLoader(np.arange(50), 8, workers=2)
+    assert loader.stats() is None
+    it = iter(loader)
+    next(it), next(it)
+    partial = loader.stats()
+    assert (partial["epoch"], partial["batches"], partial["samples"]) == (0, 2, 16)
+    list(it)
+    done = loader.stats()
+    assert (done["batches"], done["samples"]) == (7, 50)
+    assert 0 <= done["wait_fraction"] <= 1 and 0 <= done["worker_busy"] <= 1
+    assert done["samples_per_s"] == pytest.approx(50 / done["seconds"])
+    list(loader)
+    assert loader.stats()["epoch"] == 1
+
+
+def test_an_input_bound_epoch_waits_most_of_the_time_and_its_workers_are_busy():
+    loader = ss.DataLoader(Slow(40, 0.005), 4, workers=1)
+    list(loader)
+    stats = loader.stats()
+    assert stats["wait_fraction"] > 0.7 and stats["worker_busy"] > 0.7, stats
+
+
+def test_a_consumer_bound_epoch_hardly_waits():
+    loader = ss.DataLoader(np.zeros((40, 2)), 4, workers=1, prefetch=4)
+    for _ in loader:
+        time.sleep(0.01)  # the training step
+    stats = loader.stats()
+    assert stats["wait_fraction"] < 0.3 and stats["worker_busy"] < 0.3, stats
+    assert stats["batches"] == 10
+
+
+@pytest.mark.parametrize("workers, backend", [(0, "thread"), (2, "process")])
+def test_without_worker_threads_there_is_no_busy_share(workers, backend):
+    with ss.DataLoader(np.zeros((20, 2)), 5, workers=workers, backend=backend) as loader:
+        list(loader)
+        stats = loader.stats()
+    assert stats["batches"] == 4 and stats["worker_busy"] is None
