@@ -155,3 +155,35 @@ def test_the_installed_entry_point_runs_info():
     result = subprocess.run([sys.executable, "-m", "slipstream", "info"], capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stderr
     assert "usable cores" in result.stdout and "region JPEG decoder" in result.stdout
+
+
+def test_bench_times_a_packed_file_and_reports_waits_and_busy_workers(tmp_path, capsys):
+    from slipstream.cli.main import main
+
+    path = tmp_path / "imgs.ss"
+    _images_file(path, n=24)
+    assert main(["bench", str(path), "--workers", "2", "--batch-size", "8", "--epochs", "1", "--pipeline", "center"]) == 0
+    out = capsys.readouterr().out
+    assert "24 samples, image fields ['image'], pipeline 'center'" in out
+    line = next(line for line in out.splitlines() if "samples/s" in line)
+    assert "thread" in line and "workers=2" in line and "consumer waited" in line and "worker threads busy" in line
+
+
+def test_bench_sweep_measures_both_backends_and_names_the_fastest(tmp_path, capsys):
+    from slipstream.cli.main import main
+
+    path = tmp_path / "imgs.ss"
+    _images_file(path, n=16)
+    assert main(["bench", str(path), "--sweep", "--batch-size", "8", "--epochs", "1", "--samples", "16"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if "samples/s" in line and not line.strip().startswith("-")]
+    assert {line.split()[0] for line in rows} == {"thread", "process"}
+    assert "fastest here: backend=" in out
+
+
+def test_bench_of_a_missing_file_says_so_in_one_line(tmp_path, capsys):
+    from slipstream.cli.main import main
+
+    assert main(["bench", str(tmp_path / "nope.ss")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("slipstream bench:") and "nope.ss" in err and "\n" not in err

@@ -1,4 +1,4 @@
-"""The ``slipstream`` command line: ``slipstream demo``, ``slipstream convert``, ``slipstream inspect`` and ``slipstream info``."""
+"""The ``slipstream`` command line: ``slipstream demo``, ``convert``, ``inspect``, ``info`` and ``bench``."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from ..convert.sources import convert
 from ..core.errors import PackedFileError
 from ..files.field import pyarrow_module
 from ..files.packed import open as open_packed
+from .bench import PIPELINES
+from .bench import run as run_bench
 from .demo import run
 from .info import run as run_info
 
@@ -36,6 +38,10 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
     return value
+
+
+def _workers(text: str) -> int | str:
+    return "auto" if text == "auto" else _positive(text)
 
 
 def _quality(text: str) -> int:
@@ -94,6 +100,19 @@ def main(argv: list[str] | None = None) -> int:
         "info", help="print versions, the cores this process may use and which fast paths are active (numba, region JPEG decoder, libjpeg-turbo)"
     )
 
+    bench = commands.add_parser(
+        "bench",
+        help="time loading a packed file here (samples/s, how long the consumer waited, how busy the workers were) and suggest settings",
+    )
+    bench.add_argument("file", metavar="FILE")
+    bench.add_argument("--pipeline", choices=sorted(PIPELINES), default="rrc", help="what the image fields go through (default rrc)")
+    bench.add_argument("--workers", type=_workers, default="auto", help="an integer or auto (default: the usable cores)")
+    bench.add_argument("--backend", choices=["thread", "process"], default="thread")
+    bench.add_argument("--batch-size", type=_positive, default=64)
+    bench.add_argument("--epochs", type=_positive, default=2, help="timed epochs after one warm-up (default 2)")
+    bench.add_argument("--samples", type=_positive, default=None, help="only the first N samples")
+    bench.add_argument("--sweep", action="store_true", help="1, 2, 4, ... workers up to the usable cores, on both backends")
+
     args = parser.parse_args(argv)
     if args.command == "info":
         return run_info()
@@ -106,6 +125,14 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(args.command, exc)
     if args.command == "convert":
         return _convert(args, pa)
+    if args.command == "bench":
+        try:
+            return run_bench(
+                args.file, pipeline=args.pipeline, workers=args.workers, backend=args.backend, batch_size=args.batch_size,
+                epochs=args.epochs, samples=args.samples, sweep=args.sweep,
+            )  # fmt: skip
+        except (OSError, PackedFileError) as exc:
+            return _fail("bench", exc)
     return _inspect(args.file, args.validate, pa)
 
 
