@@ -46,17 +46,17 @@ def forget_at_exit(obj: Any) -> None:
 def _close_all() -> None:
     """Close what is still open: the timed closes first (one deadline for all), then the others."""
     deadline = time.monotonic() + _EXIT_DEADLINE
-    timed, others = [], []
-    for obj in list(_at_exit):
-        (timed if getattr(obj, "closes_with_timeout", False) else others).append(obj)
-    for obj in timed + others:
-        try:
-            if obj in timed:
-                obj.close(timeout=max(0.0, deadline - time.monotonic()))
-            else:
-                obj.close()
-        except Exception:  # noqa: BLE001, S110 - at exit, one failure must not stop the others
-            pass
+    open_now = list(_at_exit)
+    for timed in (True, False):
+        for obj in open_now:
+            if getattr(obj, "closes_with_timeout", False) is timed:
+                try:
+                    if timed:
+                        obj.close(timeout=max(0.0, deadline - time.monotonic()))
+                    else:
+                        obj.close()
+                except Exception:  # noqa: BLE001, S110 - at exit, one failure must not stop the others
+                    pass
 
 
 class ClosingIterator:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-__all__ = ["Job", "Task", "failed_job", "name_of", "raise_failure", "task_error"]
+__all__ = ["Job", "Task", "batch_name", "failed_job", "name_of", "raise_failure", "task_error"]
 
 
 class Task:
@@ -81,11 +81,12 @@ def task_error(exc: BaseException) -> BaseException:
     return exc
 
 
-def failed_job(error: BaseException) -> Job:
-    """The job that raises the source's ``error`` where the next job would have been (fatal)."""
-    job = Job([], _nothing)
+def failed_job(error: BaseException, tag: Any = None, fatal: bool = True) -> Job:
+    """A finished job that raises ``error``: by default the source's, where the next job would
+    have been (fatal); with ``fatal=False`` job ``tag``'s own (the stream may go on past it)."""
+    job = Job([], _nothing, tag=tag)
     job.fail(0, error)
-    job.done = job.fatal = True
+    job.done, job.fatal = True, fatal
     return job
 
 
@@ -96,6 +97,12 @@ def _nothing(results: list[Any]) -> None:
 def name_of(tag: Any) -> str:
     """The default ``describe`` of a job's tag for messages (None: a job not started yet)."""
     return "the next result" if tag is None else str(tag)
+
+
+def batch_name(epoch: int) -> Callable[[Any], str]:
+    """The loader's ``describe``: how messages name batch ``k`` of ``epoch`` (None: the next one,
+    not started yet)."""
+    return lambda k: f"the next batch of epoch {epoch}" if k is None else f"batch {k} of epoch {epoch}"
 
 
 def raise_failure(job: Job) -> NoReturn:

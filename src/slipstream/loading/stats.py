@@ -73,5 +73,4 @@ class EpochStats:
         }
 
 
-def clock() -> float:
-    return time.perf_counter()
+clock = time.perf_counter  # (the function itself: no extra call per batch)

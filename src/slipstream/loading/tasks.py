@@ -17,7 +17,7 @@ import numpy as np
 from ..core.nodes import ArrayLeaf
 from ..core.spec import Spec
 from .buffers import Buffers, Unshaped
-from .jobs import Job, Task
+from .jobs import Job, Task, failed_job
 from .plan import COLLATE, INTO, BatchPlan
 from .readers import BatchInfo, Reader, collated, make_reader
 
@@ -43,15 +43,8 @@ def unshaped(plan: BatchPlan) -> Callable[[list[Any]], Unshaped]:
 
 def failed(plan: BatchPlan) -> Job:
     """The job of a plan that cannot load: it raises the plan's error as that batch's own."""
-    job = Job([], _nothing, tag=plan.k)
     assert plan.error is not None
-    job.fail(0, plan.error)
-    job.done = True
-    return job
-
-
-def _nothing(results: list[Any]) -> None:
-    return None
+    return failed_job(plan.error, plan.k, fatal=False)
 
 
 def local_job(plan: BatchPlan, reader: Reader, buffers: Buffers, collate: Callable[[list[Any]], Any] | None) -> Job:

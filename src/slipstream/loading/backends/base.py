@@ -68,10 +68,6 @@ class Backend:
         self.settings = settings
 
     @property
-    def workers(self) -> int:
-        return self.settings.workers
-
-    @property
     def pids(self) -> list[int]:
         """The worker processes' ids (none here)."""
         return []

@@ -61,14 +61,11 @@ class OrderedOutput:
         self._consumed += 1
         return self._jobs.pop(key)
 
-    def _waited_tag(self) -> Any:
-        """The tag of the job the consumer waits for (the next in order), or None when it has not
-        even been started (the source itself is slow)."""
-        job = self._jobs.get(self._consumed) if self._in_order else None
-        return None if job is None else job.tag
-
     def _waited(self) -> str:
-        return self._describe(self._waited_tag())
+        """The message name of the job the consumer waits for (the next in order); the describer
+        gets None when it has not even been started (the source itself is slow)."""
+        job = self._jobs.get(self._consumed) if self._in_order else None
+        return self._describe(None if job is None else job.tag)
 
     def _deliver(self, job: Job) -> Any:
         """``job``'s result, or its error raised (see the module docstring)."""

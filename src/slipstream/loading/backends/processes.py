@@ -21,12 +21,11 @@ import numpy as np
 from ...core.spec import Spec
 from ...workers.pool import WorkerPool
 from ...workers.shm import Segment, layout
-from ..jobs import Job, Task
+from ..jobs import Job, Task, batch_name
 from ..plan import COLLATE, INTO, BatchPlan
 from ..tasks import failed, remote_collate, remote_read_into, remote_samples, unshaped
 from .base import Backend, Reading, Settings
 from .process_executor import ProcessExecutor
-from .threads import batch_name
 
 __all__ = ["LoaderPayload", "ProcessBackend", "shared_arrays"]
 

@@ -24,7 +24,7 @@ from typing import Any
 from ...core.closing import close_at_exit, forget_at_exit
 from ...core.errors import add_note
 from ...core.workerinfo import WorkerInfo, set_worker_info, worker_seed
-from ..jobs import Job, name_of, task_error
+from ..jobs import Job, batch_name, name_of, task_error
 from ..stats import BusyMeter
 from .base import Backend
 from .ordered import OrderedOutput, next_job
@@ -221,11 +221,6 @@ def thread_init(worker_init: Callable[[int], Any] | None, workers: int, seed: in
             worker_init(k)
 
     return init
-
-
-def batch_name(epoch: int) -> Callable[[Any], str]:
-    """How messages name batch ``k`` of ``epoch`` (None: the next one, not started yet)."""
-    return lambda k: f"the next batch of epoch {epoch}" if k is None else f"batch {k} of epoch {epoch}"
 
 
 class ThreadBackend(Backend):
