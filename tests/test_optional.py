@@ -77,3 +77,17 @@ def test_threads_that_ask_for_a_module_while_another_imports_it_get_the_whole_mo
     result = run_script(code, env={"PYTHONPATH": f"{SRC}{os.pathsep}{tmp_path}"})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "['ready', 'ready', 'ready', 'ready']"
+
+
+def test_probe_says_why_a_module_is_not_active(tmp_path, monkeypatch):
+    from slipstream.core.optional import probe
+
+    (tmp_path / "brokenmod.py").write_text("raise RuntimeError('built for another numpy')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert probe("os") == (os, "active")
+    monkeypatch.setenv("SLIPSTREAM_TEST_OFF", "yes")
+    assert probe("os", disable_env="SLIPSTREAM_TEST_OFF") == (None, "disabled by SLIPSTREAM_TEST_OFF")
+    assert probe("nothere.sub", missing="not built") == (None, "not built")
+    assert probe("brokenmod", errors=(Exception,)) == (None, "failed to import (RuntimeError: built for another numpy)")
+    with pytest.raises(RuntimeError):
+        probe("brokenmod")  # only the errors asked for are caught

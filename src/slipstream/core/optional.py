@@ -7,7 +7,7 @@ JPEG region decoder and the Hugging Face bridge are optional. Two calls import t
   it is missing, ``ImportError`` with the install hint, always in one shape:
   ``"<purpose>: pip install 'slipstream[<extra>]' (or pip install <package>)"``, e.g.
   ``"packed files need pyarrow: pip install 'slipstream[files]' (or pip install pyarrow)"``.
-- ``optional(module, disable_env=...)``: a dependency that only makes something faster. ``None``
+- ``optional(module, disable_env=...)`` (``probe`` also says why): a dependency that only makes something faster. ``None``
   when it is missing, or when the environment variable ``disable_env`` is set to anything but
   "", "0", "false", "no" or "off"; the caller then falls back to its slower path.
 
@@ -21,7 +21,7 @@ import os
 import sys
 from types import ModuleType
 
-__all__ = ["disabled", "optional", "require"]
+__all__ = ["disabled", "optional", "probe", "require"]
 
 
 def require(module: str, *, extra: str, purpose: str, package: str | None = None, note: str | None = None) -> ModuleType:
@@ -51,15 +51,29 @@ def disabled(variable: str) -> bool:
     return os.environ.get(variable, "").strip().lower() not in ("", "0", "false", "no", "off")
 
 
+def probe(
+    module: str,
+    *,
+    disable_env: str | None = None,
+    errors: tuple[type[BaseException], ...] = (ImportError,),
+    missing: str = "missing",
+) -> tuple[ModuleType | None, str]:
+    """``module`` imported, or None, and why: "active"; "disabled by <disable_env>" (a set
+    environment variable, see ``disabled``); ``missing`` (it is not there); or "failed to import
+    (<error>)" (one of ``errors`` raised while importing it: a library that can be installed yet
+    broken, such as numba against a newer NumPy, passes ``(Exception,)``)."""
+    if disable_env is not None and disabled(disable_env):
+        return None, f"disabled by {disable_env}"
+    try:
+        return importlib.import_module(module), "active"
+    except errors as exc:
+        if isinstance(exc, ModuleNotFoundError) and exc.name is not None and module.startswith(exc.name):
+            return None, missing
+        return None, f"failed to import ({type(exc).__name__}: {' '.join(str(exc).split())})"
+
+
 def optional(
     module: str, *, disable_env: str | None = None, errors: tuple[type[BaseException], ...] = (ImportError,)
 ) -> ModuleType | None:
-    """Import ``module``, or return None: when it is missing (one of ``errors`` raised while importing
-    it; a library that can be installed yet broken, such as numba against a newer NumPy, passes
-    ``(Exception,)``), or when ``disable_env`` names a set environment variable (see ``disabled``)."""
-    if disable_env is not None and disabled(disable_env):
-        return None
-    try:
-        return importlib.import_module(module)
-    except errors:
-        return None
+    """``module`` imported, or None when it is missing, broken or switched off (see ``probe``)."""
+    return probe(module, disable_env=disable_env, errors=errors)[0]

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.optional import optional
+from ..core.optional import probe
 from ..core.rng import sample_rng
 from ..ops import Apply, Decode, Geometry, Normalize, Op, ToCHW, ToRGB, Window
 from . import codecs as _imaging
@@ -34,12 +34,8 @@ _scratch = threading.local()
 
 # The compiled region decoder, unless missing (no compiler or libjpeg headers at install) or
 # disabled with SLIPSTREAM_NO_ROIJPEG=1.
-try:
-    _roi: Any = optional(f"{__package__}._roijpeg", disable_env="SLIPSTREAM_NO_ROIJPEG", errors=())
-    _roi_status = "active" if _roi is not None else "disabled by SLIPSTREAM_NO_ROIJPEG"
-except ImportError as exc:
-    _roi = None
-    _roi_status = "not built" if isinstance(exc, ModuleNotFoundError) else f"failed to import ({' '.join(str(exc).split())})"
+_roi: Any
+_roi, _roi_status = probe(f"{__package__}._roijpeg", disable_env="SLIPSTREAM_NO_ROIJPEG", missing="not built")
 ROI_DECODE = _roi is not None  # whether JPEGs are decoded window by window (see ``ImageSource.decode``)
 
 

@@ -19,18 +19,12 @@ from __future__ import annotations
 import threading
 import warnings
 
-from ...core.optional import optional
+from ...core.optional import probe
 
 __all__ = ["NUMBA", "fallback_used", "jit", "status", "version", "warn_once"]
 
 # not installed, or broken against this NumPy (which raises more than ImportError): the NumPy path
-try:
-    _numba = optional("numba", disable_env="SLIPSTREAM_NO_NUMBA", errors=())
-    _status = "active" if _numba is not None else "disabled by SLIPSTREAM_NO_NUMBA"
-except Exception as exc:  # noqa: BLE001 - any failure to import leaves the NumPy path
-    _numba = None
-    missing = isinstance(exc, ModuleNotFoundError) and exc.name == "numba"
-    _status = "missing" if missing else f"failed to import ({type(exc).__name__}: {' '.join(str(exc).split())})"
+_numba, _status = probe("numba", disable_env="SLIPSTREAM_NO_NUMBA", errors=(Exception,))
 NUMBA = _numba is not None
 
 if _numba is not None:
