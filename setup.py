@@ -1,15 +1,26 @@
 """Builds the optional C extension; everything else is in pyproject.toml.
 
-``slipstream.images._roijpeg`` decodes only a crop window of a JPEG with libjpeg-turbo's libjpeg API
-(``jpeg_crop_scanline`` / ``jpeg_skip_scanlines``). It needs a C compiler and the libjpeg headers
-(Debian: ``libjpeg62-turbo-dev``); when either is missing the build is skipped and slipstream
-decodes whole images with simplejpeg instead (same pixels, a little slower).
+``slipstream.images._roijpeg`` is slipstream's compiled image code (``src/slipstream/images/csrc``):
+region-of-interest JPEG decoding with libjpeg-turbo's libjpeg API (``jpeg_crop_scanline`` /
+``jpeg_skip_scanlines``), Pillow's resampling, and whole image tasks (decode, crop, resize, mirror,
+lay out a chunk of a batch in one call without the GIL). It needs a C compiler and the libjpeg
+headers (Debian: ``libjpeg62-turbo-dev``); when either is missing the build is skipped and slipstream
+decodes whole images with simplejpeg and resamples with numba or NumPy instead (same pixels, slower).
 """
 
 from setuptools import Extension, setup
 
+SOURCES = ["_roijpeg.c", "csrc/roi.c", "csrc/resample.c", "csrc/task.c"]
+
 setup(
     ext_modules=[
-        Extension("slipstream.images._roijpeg", ["src/slipstream/images/_roijpeg.c"], libraries=["jpeg"], optional=True, extra_compile_args=["-O2", "-std=c99"])
+        Extension(
+            "slipstream.images._roijpeg",
+            [f"src/slipstream/images/{name}" for name in SOURCES],
+            libraries=["jpeg"],
+            optional=True,
+            # no fused multiply-add: the resampling weights must round as Pillow's, NumPy's and numba's do
+            extra_compile_args=["-O2", "-std=c99", "-ffp-contract=off"],
+        )
     ]
 )

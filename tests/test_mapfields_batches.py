@@ -21,6 +21,8 @@ from test_reader_batches import packed_samples
 import slipstream as ss
 from slipstream import fields as F
 from slipstream import ops
+from slipstream.files import mapped as _mapped
+from slipstream.images import pipeline as _pipeline
 from slipstream.images.pipeline import Pipeline
 
 
@@ -113,25 +115,25 @@ def test_mixed_channels_in_the_first_batch_name_the_channel_fix(tmp_path, batch_
     assert [b["image"].shape for b in ss.DataLoader(rgb, batch_size=4)] == [(4, 8, 8, 3)] * 2
 
 
-class _Spy(Pipeline):
-    """A pipeline that records, per sample, whether it wrote into the batch buffer it was given."""
-
-    def __init__(self, ops_: list[Any], record: list[bool]):
-        super().__init__(ops_)
-        self.record = record
-
-    def run(self, source: Any, out: Any = None) -> np.ndarray:
-        result = super().run(source, out=out)
-        self.record.append(out is not None and result is out)
-        return result
-
-
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled tasks", "per-sample path"])
 @pytest.mark.parametrize("workers", [0, 2])
-def test_the_benchmark_pipeline_still_writes_images_straight_into_reused_batch_buffers(tmp_path, workers):
+def test_the_benchmark_pipeline_still_writes_images_straight_into_reused_batch_buffers(tmp_path, workers, compiled, monkeypatch):
+    if compiled and _pipeline.region_decoder() is None:
+        pytest.skip("the _roijpeg extension is not built")
+    if not compiled:
+        monkeypatch.setattr(_pipeline, "_roi", None)
     images = [photo_like(60 + 7 * (k % 5), 80 - 5 * (k % 4), seed=k) for k in range(16)]
     path = ss.write(tmp_path / "train.arrow", [{"image": im, "label": k} for k, im in enumerate(images)], {"image": F.Image(codec="jpeg"), "label": F.Int()}, progress=False)
     record: list[bool] = []
-    pipeline = _Spy([ops.RandomResizedCrop(224), ops.RandomHorizontalFlip(), ops.ToCHW()], record)
+    real = _mapped.run_task
+
+    def spy(pipeline: Any, table: Any, draws: Any, target: Any, one: Any) -> Any:
+        result = real(pipeline, table, draws, target, one)
+        record.extend([target is not None and result is target] * len(table))  # every row written into the batch
+        return result
+
+    monkeypatch.setattr(_mapped, "run_task", spy)
+    pipeline = [ops.RandomResizedCrop(224), ops.RandomHorizontalFlip(), ops.ToCHW()]
     loader = ss.DataLoader(ss.open(path).map(image=pipeline), 4, workers=workers, prefetch=1)
     buffers = set()
     for _ in range(3):

@@ -16,7 +16,7 @@ import slipstream as ss
 from slipstream import ops
 from slipstream.images import codecs as _imaging
 from slipstream.images import pipeline as _pipeline
-from slipstream.ops import Decode, Window
+from slipstream.ops import Decode, Windows
 
 try:
     from slipstream.images import _roijpeg as _roijpeg
@@ -54,11 +54,11 @@ def _damaged(data: bytes) -> Iterator[tuple[str, bytes]]:
         yield f"byte {position} flipped", bytes(flipped)
 
 
-def _paths() -> dict[str, Callable[[bytes, Window], np.ndarray]]:
+def _paths() -> dict[str, Callable[[bytes, Windows], np.ndarray]]:
     """Each decode path as ``f(data, window) -> the pixels under the window`` (raises on bad data)."""
 
-    def through(roi: object) -> Callable[[bytes, Window], np.ndarray]:
-        def run(data: bytes, window: Window) -> np.ndarray:
+    def through(roi: object) -> Callable[[bytes, Windows], np.ndarray]:
+        def run(data: bytes, window: Windows) -> np.ndarray:
             saved, _pipeline._roi = _pipeline._roi, roi
             try:
                 source = _pipeline.ImageSource.of(data)
@@ -69,8 +69,9 @@ def _paths() -> dict[str, Callable[[bytes, Window], np.ndarray]]:
 
         return run
 
-    def whole_image(data: bytes, window: Window) -> np.ndarray:
+    def whole_image(data: bytes, windows: Windows) -> np.ndarray:
         image = _imaging.decode("jpeg", data, None)
+        window = windows.row(0)
         return image[int(window.top) : int(window.top + window.height), int(window.left) : int(window.left + window.width)]
 
     paths = {"whole image (simplejpeg)": through(None), "ds[i] decode": whole_image}
@@ -79,7 +80,7 @@ def _paths() -> dict[str, Callable[[bytes, Window], np.ndarray]]:
     return paths
 
 
-def _outcome(run: Callable[[bytes, Window], np.ndarray], data: bytes, window: Window) -> np.ndarray | str:
+def _outcome(run: Callable[[bytes, Windows], np.ndarray], data: bytes, window: Windows) -> np.ndarray | str:
     try:
         return run(data, window)
     except ValueError:
@@ -93,7 +94,7 @@ def test_damaged_jpegs_give_the_same_result_on_every_decode_path(kind):
     checked = raised = 0
     for damage, bad in _damaged(data):
         for name, (top, left, height, width) in windows.items():
-            window = Window(120, 88)
+            window = Windows([120], [88])
             window.crop(top, left, height, width, height, width)
             outcomes = {path: _outcome(run, bad, window) for path, run in _paths().items()}
             first = next(iter(outcomes.values()))
@@ -147,7 +148,7 @@ def test_a_stored_shape_that_disagrees_with_the_jpeg_raises_on_every_path(stored
     data = _jpegs()["420"]  # 120x88, colour
     for roi in ([_roijpeg, None] if _roijpeg is not None else [None]):
         monkeypatch.setattr(_pipeline, "_roi", roi)
-        window = Window(stored[0], stored[1])
+        window = Windows([stored[0]], [stored[1]])
         window.crop(0, 0, 16, 16, 16, 16)
         source = _pipeline.ImageSource("jpeg", data, stored)
         if stored[:2] == (120, 88):  # the size agrees: a colour JPEG may be read as gray (its luma)
@@ -161,7 +162,7 @@ def test_a_stored_shape_that_disagrees_with_the_jpeg_raises_on_every_path(stored
 def test_a_cmyk_jpeg_decodes_alike_on_every_path(monkeypatch):
     cmyk = io.BytesIO()
     Image.fromarray(photo_like(40, 32, seed=3)).convert("CMYK").save(cmyk, format="JPEG", quality=90)
-    window = Window(40, 32)
+    window = Windows([40], [32])
     window.crop(0, 0, 16, 16, 16, 16)
     outcomes = []
     for roi in ([_roijpeg, None] if _roijpeg is not None else [None]):

@@ -31,6 +31,9 @@ import numpy as np
 __all__ = ["Apply", "CenterCrop", "Decode", "Normalize", "Op", "RandomHorizontalFlip", "RandomResizedCrop", "Resize", "ToCHW", "ToRGB"]
 
 
+_ATTEMPTS = 10  # RandomResizedCrop's tries before its fallback (torchvision's)
+
+
 def _pair(size: int | Sequence[int], name: str) -> tuple[int, int]:
     if isinstance(size, (int, np.integer)) and not isinstance(size, bool):
         size = (int(size), int(size))
@@ -40,8 +43,8 @@ def _pair(size: int | Sequence[int], name: str) -> tuple[int, int]:
 
 
 class Window:
-    """The geometry so far: a window of the source image (floats, source pixels), the size it
-    becomes, and whether it is mirrored. Geometric ops map one window to the next."""
+    """One sample's geometry: a window of the source image (floats, source pixels), the size it
+    becomes, and whether it is mirrored (a row of ``Windows``)."""
 
     __slots__ = ("top", "left", "height", "width", "out_h", "out_w", "flip")
 
@@ -49,14 +52,47 @@ class Window:
         self.top, self.left, self.height, self.width = 0.0, 0.0, float(height), float(width)
         self.out_h, self.out_w, self.flip = height, width, False
 
-    def crop(self, top: float, left: float, height: float, width: float, out_h: int, out_w: int) -> None:
-        """Keep the part (top, left, height, width) of the current output, and make it out_h x out_w."""
+
+class Windows:
+    """The geometry so far of ``n`` samples, as arrays (``top``, ``left``, ``height``, ``width``:
+    float64 windows of the source images; ``out_h``, ``out_w``: int64 sizes they become; ``flip``).
+    Geometric ops map the windows to the next ones, all samples at once."""
+
+    __slots__ = ("top", "left", "height", "width", "out_h", "out_w", "flip")
+
+    def __init__(self, heights: np.ndarray, widths: np.ndarray):
+        self.out_h = np.asarray(heights, np.int64)
+        self.out_w = np.asarray(widths, np.int64)
+        self.top, self.left = np.zeros(len(self.out_h)), np.zeros(len(self.out_h))
+        self.height, self.width = self.out_h.astype(np.float64), self.out_w.astype(np.float64)
+        self.flip = np.zeros(len(self.out_h), bool)
+
+    def __len__(self) -> int:
+        return len(self.out_h)
+
+    def crop(self, top: Any, left: Any, height: Any, width: Any, out_h: Any, out_w: Any) -> None:
+        """Keep the part (top, left, height, width) of each current output, and make it out_h x out_w."""
         sy, sx = self.height / self.out_h, self.width / self.out_w
-        if self.flip:  # the current output is mirrored: a box on its left is on the window's right
-            left = self.out_w - left - width
+        left = np.where(self.flip, self.out_w - left - width, left)  # a mirrored output: its left is the window's right
         self.top, self.left = self.top + top * sy, self.left + left * sx
         self.height, self.width = height * sy, width * sx
-        self.out_h, self.out_w = out_h, out_w
+        self.out_h = np.broadcast_to(np.asarray(out_h, np.int64), self.out_h.shape).copy()
+        self.out_w = np.broadcast_to(np.asarray(out_w, np.int64), self.out_w.shape).copy()
+
+    def row(self, i: int) -> Window:
+        """Sample ``i``'s window."""
+        window = Window.__new__(Window)
+        window.top, window.left, window.height, window.width = float(self.top[i]), float(self.left[i]), float(self.height[i]), float(self.width[i])
+        window.out_h, window.out_w, window.flip = int(self.out_h[i]), int(self.out_w[i]), bool(self.flip[i])
+        return window
+
+
+class WindowError(ValueError):
+    """A geometric op cannot apply to the sample at ``position`` of the windows it was given."""
+
+    def __init__(self, position: int, message: str):
+        super().__init__(message)
+        self.position = position
 
 
 class Op:
@@ -68,9 +104,15 @@ class Op:
 
 
 class Geometry(Op):
-    """An op that moves the window (crops, resizes, flips); fused into the decode-and-resample pass."""
+    """An op that moves the windows (crops, resizes, flips); fused into the decode-and-resample pass.
 
-    def apply(self, window: Window, rng: Callable[[], np.random.Generator]) -> None:
+    ``place(windows, u)`` moves every sample's window at once; ``u`` holds each sample's
+    ``draws`` uniform numbers in [0, 1) (``core.draws``: a pure function of the seed, epoch, sample
+    and the op's position in its pipeline), which are all of the op's randomness."""
+
+    draws = 0
+
+    def place(self, windows: Windows, u: np.ndarray) -> None:
         raise NotImplementedError
 
 
@@ -85,31 +127,39 @@ class RandomResizedCrop(Geometry):
         self.scale, self.ratio = (float(scale[0]), float(scale[1])), (float(ratio[0]), float(ratio[1]))
         self.interpolation = _check_interpolation(interpolation)
 
-    def box(self, height: int, width: int, rng: np.random.Generator) -> tuple[int, int, int, int]:
-        """(top, left, h, w) of the crop in a height x width image."""
-        area = height * width
-        log_ratio = (math.log(self.ratio[0]), math.log(self.ratio[1]))
-        for _ in range(10):
-            target = area * rng.uniform(self.scale[0], self.scale[1])
-            aspect = math.exp(rng.uniform(log_ratio[0], log_ratio[1]))
-            w = int(round(math.sqrt(target * aspect)))
-            h = int(round(math.sqrt(target / aspect)))
-            if 0 < w <= width and 0 < h <= height:
-                top = int(rng.integers(0, height - h + 1))
-                left = int(rng.integers(0, width - w + 1))
-                return top, left, h, w
-        in_ratio = width / height  # fallback: the whole image, clamped to the ratio range
-        if in_ratio < self.ratio[0]:
-            w, h = width, int(round(width / self.ratio[0]))
-        elif in_ratio > self.ratio[1]:
-            h, w = height, int(round(height * self.ratio[1]))
-        else:
-            w, h = width, height
-        return (height - h) // 2, (width - w) // 2, h, w
+    draws = 2 * _ATTEMPTS + 2  # an area and a log-ratio per attempt, then the top and left
 
-    def apply(self, window: Window, rng: Callable[[], np.random.Generator]) -> None:
-        top, left, h, w = self.box(window.out_h, window.out_w, rng())
-        window.crop(top, left, h, w, *self.size)
+    def place(self, windows: Windows, u: np.ndarray) -> None:
+        """torchvision's algorithm for every sample at once: of ``_ATTEMPTS`` (area, ratio) draws
+        the first whose crop fits the image, placed at a uniform position; the center crop
+        clamped to the ratio range when none fits."""
+        height, width = windows.out_h, windows.out_w
+        area = (height * width).astype(np.float64)[:, None]
+        log_lo, log_hi = math.log(self.ratio[0]), math.log(self.ratio[1])
+        target = area * (self.scale[0] + (self.scale[1] - self.scale[0]) * u[:, :_ATTEMPTS])
+        aspect = _exp(log_lo + (log_hi - log_lo) * u[:, _ATTEMPTS : 2 * _ATTEMPTS], self._halvings)
+        w = np.rint(np.sqrt(target * aspect)).astype(np.int64)
+        h = np.rint(np.sqrt(target / aspect)).astype(np.int64)
+        fits = (w > 0) & (w <= width[:, None]) & (h > 0) & (h <= height[:, None])
+        first = np.argmax(fits, axis=1)[:, None]
+        w, h = np.take_along_axis(w, first, 1)[:, 0], np.take_along_axis(h, first, 1)[:, 0]
+        top = np.floor(u[:, -2] * (height - h + 1)).astype(np.int64)
+        left = np.floor(u[:, -1] * (width - w + 1)).astype(np.int64)
+        fallback = ~fits.any(axis=1)
+        if fallback.any():  # the whole image, clamped to the ratio range, centered
+            in_ratio = width / height
+            fw = np.where(in_ratio > self.ratio[1], np.rint(height * self.ratio[1]).astype(np.int64), width)
+            fh = np.where(in_ratio < self.ratio[0], np.rint(width / self.ratio[0]).astype(np.int64), height)
+            w, h = np.where(fallback, fw, w), np.where(fallback, fh, h)
+            top = np.where(fallback, (height - h) // 2, top)
+            left = np.where(fallback, (width - w) // 2, left)
+        windows.crop(top, left, h, w, *self.size)
+
+    @property
+    def _halvings(self) -> int:
+        """How often ``_exp`` halves its argument for this ratio range (see ``_exp``)."""
+        reach = max(abs(math.log(self.ratio[0])), abs(math.log(self.ratio[1])))
+        return max(0, math.ceil(math.log2(reach * 16))) if reach > 0 else 0
 
 
 class Resize(Geometry):
@@ -129,8 +179,14 @@ class Resize(Geometry):
             return self.size, int(self.size * width / height)
         return int(self.size * height / width), self.size
 
-    def apply(self, window: Window, rng: Callable[[], np.random.Generator]) -> None:
-        window.crop(0, 0, window.out_h, window.out_w, *self.target(window.out_h, window.out_w))
+    def place(self, windows: Windows, u: np.ndarray) -> None:
+        if isinstance(self.size, int):  # the shorter side becomes size, the other int(size * ratio)
+            tall = windows.out_h > windows.out_w
+            out_h = np.where(tall, (self.size * windows.out_h / windows.out_w).astype(np.int64), self.size)
+            out_w = np.where(tall, self.size, (self.size * windows.out_w / windows.out_h).astype(np.int64))
+        else:
+            out_h, out_w = self.size
+        windows.crop(0, 0, windows.out_h, windows.out_w, out_h, out_w)
 
 
 class CenterCrop(Geometry):
@@ -142,15 +198,17 @@ class CenterCrop(Geometry):
         self.resize = None if resize is None else Resize(resize, interpolation)
         self.interpolation = _check_interpolation(interpolation)
 
-    def apply(self, window: Window, rng: Callable[[], np.random.Generator]) -> None:
+    def place(self, windows: Windows, u: np.ndarray) -> None:
         if self.resize is not None:
-            self.resize.apply(window, rng)
+            self.resize.place(windows, u)
         h, w = self.size
-        if h > window.out_h or w > window.out_w:
-            raise ValueError(f"CenterCrop of {self.size} is larger than the {window.out_h}x{window.out_w} image (resize it first)")
-        top = int(round((window.out_h - h) / 2.0))
-        left = int(round((window.out_w - w) / 2.0))
-        window.crop(top, left, h, w, h, w)
+        small = (windows.out_h < h) | (windows.out_w < w)
+        if small.any():
+            k = int(np.argmax(small))
+            raise WindowError(k, f"CenterCrop of {self.size} is larger than the {windows.out_h[k]}x{windows.out_w[k]} image (resize it first)")
+        top = np.rint((windows.out_h - h) / 2.0).astype(np.int64)
+        left = np.rint((windows.out_w - w) / 2.0).astype(np.int64)
+        windows.crop(top, left, h, w, h, w)
 
 
 class RandomHorizontalFlip(Geometry):
@@ -161,9 +219,10 @@ class RandomHorizontalFlip(Geometry):
             raise ValueError(f"p must be in [0, 1], got {p}")
         self.p = float(p)
 
-    def apply(self, window: Window, rng: Callable[[], np.random.Generator]) -> None:
-        if self.p > 0 and rng().random() < self.p:
-            window.flip = not window.flip
+    draws = 1
+
+    def place(self, windows: Windows, u: np.ndarray) -> None:
+        windows.flip = windows.flip ^ (u[:, 0] < self.p)
 
 
 class Normalize(Op):
@@ -223,6 +282,22 @@ class Apply(Op):
         if not callable(fn):
             raise TypeError(f"ops.Apply needs a callable, got {type(fn).__name__}")
         self.fn = fn
+
+
+def _exp(x: np.ndarray, halvings: int) -> np.ndarray:
+    """e**x from additions and multiplications alone (libm's and NumPy's SIMD exp may differ in the
+    last bit between machines and array lengths; these operations are exact IEEE everywhere): x is
+    halved ``halvings`` times (exact) into |x| <= 1/16, a degree-12 Taylor polynomial taken there,
+    and squared back. Relative error below 1e-13 for |x| <= 2**halvings / 16."""
+    y = x * (0.5**halvings)
+    term = np.ones_like(y)
+    total = np.ones_like(y)
+    for k in range(1, 13):
+        term = term * y / k
+        total = total + term
+    for _ in range(halvings):
+        total = total * total
+    return total
 
 
 def _check_interpolation(name: str) -> str:

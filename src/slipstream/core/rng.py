@@ -5,6 +5,9 @@ The loader records which sample a thread is loading; code running inside that lo
 ``Generator`` seeded from ``SeedSequence(seed, spawn_key=(2, epoch, index))``. Which worker loads a sample, and
 how many workers there are, never changes what it draws, so the same seed gives the same batches
 with 0, 1 or 64 workers, and a resumed run draws what the uninterrupted run drew.
+
+``sample_draws(n)`` gives the built-in augmentations their numbers (``core.draws``: counter-based,
+drawn for a whole chunk of a batch at once) for the ``n`` samples being loaded.
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ from contextlib import contextmanager
 
 import numpy as np
 
-__all__ = ["sample_context", "sample_rng", "seed_rng"]
+from .draws import Draws
+
+__all__ = ["sample_context", "sample_draws", "sample_rng", "seed_rng"]
 
 _local = threading.local()
 _SAMPLE_TAG = 2  # keeps the samples' random streams apart from the orders' (see _orders)
@@ -27,13 +32,18 @@ def seed_rng(seed: int, epoch: int, index: int) -> np.random.Generator:
 
 
 class _Context:
-    __slots__ = ("seed", "epoch", "index", "rng")
+    __slots__ = ("seed", "epoch", "index", "rng", "indices")
 
     def __init__(self, seed: int, epoch: int):
-        self.seed, self.epoch, self.index, self.rng = seed, epoch, -1, None
+        self.seed, self.epoch, self.index, self.rng, self.indices = seed, epoch, -1, None, None
 
     def at(self, index: int) -> None:
         self.index, self.rng = int(index), None
+
+    def batch(self, indices: np.ndarray) -> None:
+        """A batched read of samples ``indices`` (``sample_rng()`` belongs to the first)."""
+        self.at(indices[0] if len(indices) else 0)
+        self.indices = indices
 
 
 def _current() -> _Context | None:
@@ -71,3 +81,16 @@ def sample_rng() -> np.random.Generator:
     if context.rng is None:
         context.rng = seed_rng(context.seed, context.epoch, context.index)
     return context.rng
+
+
+def sample_draws(n: int) -> Draws:
+    """The counter-based draws (``core.draws``) of the ``n`` samples being loaded in this thread:
+    those of a batched read (``sample_context``'s ``batch``) of ``n`` samples, or of the one sample
+    being loaded when ``n`` is 1; outside a loader, fresh random ones."""
+    context = _current()
+    if context is not None:
+        if context.indices is not None and len(context.indices) == n:
+            return Draws(context.seed, context.epoch, context.indices)
+        if context.index >= 0 and n == 1 and context.indices is None:
+            return Draws(context.seed, context.epoch, [context.index])
+    return Draws.fresh(n)

@@ -50,6 +50,16 @@ class ImageColumn(Column):
         """The stored bytes of the image, zero-copy (a read-only uint8 view into the page)."""
         return slice_row(self.offsets, self.data, row)
 
+    def table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Every row's codec code (uint8), the address and size of its bytes in this page's memory
+        (uint64; valid while the page is), and its stored (H, W, C) (int32, unchecked)."""
+        starts = self.offsets[:-1].astype(np.uint64)
+        addrs = starts + np.uint64(self.data.ctypes.data)
+        sizes = (self.offsets[1:] - self.offsets[:-1]).astype(np.uint64)
+        shapes = np.stack([self.heights, self.widths, self.channels], axis=1).astype(np.int32)
+        codes = np.where((self.codes >= 0) & (self.codes < 256), self.codes, 255).astype(np.uint8)
+        return codes, addrs, sizes, shapes
+
     def get(self, row: int) -> Any:
         return _imaging.decode(self.codec(row), self.encoded(row), self.shape(row))
 

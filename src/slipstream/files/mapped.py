@@ -9,7 +9,10 @@ output is written straight into the batch slot (``getobs_into``), and random par
 
 A mapped packed file declares its batch structure (``batch_spec``): the file's own for the other
 fields, and for each mapped one the pipeline's output shape and dtype as far as the ops state it
-(a guess checked per row, so every batch still equals ``default_collate`` of its samples).
+(a guess checked per row, so every batch still equals ``default_collate`` of its samples). It also
+reads a chunk of a batch at once (``getobs_batch_into``): per mapped field, one compiled call
+decodes and augments the chunk's images without the GIL (``images.tasks``), with the windows and
+pixels the per-sample path gives.
 """
 
 from __future__ import annotations
@@ -25,7 +28,11 @@ from ..core.errors import CorruptFileError
 from ..core.nodes import CollatedNode, VarNode
 from ..core.spec import Spec
 from ..images.pipeline import ImageDecodeError, ImageSource, Pipeline
-from ..ops import Window
+from ..core.draws import Draws
+from ..core.rng import sample_draws
+from ..images.tasks import run_task
+from ..ops import WindowError
+from .image_index import ImageIndex
 
 __all__ = ["MappedFields", "mapfields"]
 
@@ -76,16 +83,17 @@ class MappedFields:
             raise KeyError(f"sample {index} has no field {name!r} to map") from None
         return ImageSource.of(value, f"sample {index}, field {name!r}")
 
-    def _run(self, index: int, name: str, sample: Mapping | None, out: Any = None) -> Any:
-        """Field ``name`` of sample ``index`` through its pipeline. Bytes that do not decode raise
-        ``ValueError`` naming the sample and field (``CorruptFileError`` naming the file too, for
-        a packed file: what ``ds[index]`` raises on the same bytes)."""
+    def _run(self, index: int, name: str, sample: Mapping | None, out: Any = None, draws: Draws | None = None) -> Any:
+        """Field ``name`` of sample ``index`` through its pipeline (with ``draws``, default the
+        sample being loaded's). Bytes that do not decode raise ``ValueError`` naming the sample and
+        field (``CorruptFileError`` naming the file too, for a packed file: what ``ds[index]``
+        raises on the same bytes)."""
         source = self._source(index, name, sample)
         pipeline = self.pipelines[name]
         if self._declared and pipeline.tail:
             out = None  # custom ops' output would be cast into a guessed buffer; the batch node copies exact fits
         try:
-            result = pipeline.run(source, out=out)
+            result = pipeline.run(source, out=out, draws=draws)
         except ImageDecodeError as exc:
             if self._packed:
                 raise CorruptFileError(self.data.path, f"sample {index}, field {name!r}: {exc}") from exc
@@ -154,7 +162,7 @@ class MappedFields:
         again = [name for name in pipelines if name in self.pipelines]
         if again:
             raise ValueError(f"field {again[0]!r} is mapped already; put all its ops in one list")
-        return MappedFields(self.data, {**self.pipelines, **_compile(pipelines)})
+        return mapfields(self.data, **self.pipelines, **pipelines)
 
     def __repr__(self) -> str:
         return f"MappedFields({self.data!r}, {self.pipelines!r})"
@@ -194,17 +202,12 @@ def _output_guess(pipeline: Pipeline, height: int, width: int, channels: int) ->
     """The (shape, dtype) ``pipeline`` gives an image of that stored size: exact for the fused ops
     (fixed-size crops and resizes, ``ToRGB``, ``Normalize``, ``ToCHW``), the fused stage's output
     when custom ops follow (a guess: they may change it)."""
-    window = Window(height, width)
-    rng = np.random.default_rng(0)  # random ops move the window; fixed-size ones keep its size
-    try:
-        for op in pipeline.geometry:
-            op.apply(window, lambda: rng)
-    except ValueError:  # a crop larger than this image: it raises when read
-        window = Window(height, width)
-    channels = pipeline.channels or channels
-    dtype = np.dtype(pipeline.normalize.dtype) if pipeline.normalize else np.dtype(np.uint8)
-    shape = (channels, window.out_h, window.out_w) if pipeline.chw else (window.out_h, window.out_w, channels)
-    return shape, dtype
+    try:  # random ops move the window; fixed-size ones keep its size
+        window = pipeline.windows([height], [width], Draws(0, 0, [0])).row(0)
+        out_h, out_w = window.out_h, window.out_w
+    except WindowError:  # a crop larger than this image: it raises when read
+        out_h, out_w = height, width
+    return pipeline.output(pipeline.channels or channels, out_h, out_w)
 
 
 def _channels_differ(got: tuple[int, ...], expected: tuple[int, ...]) -> bool:
@@ -227,6 +230,46 @@ def _compile(pipelines: dict[str, Any]) -> dict[str, Pipeline]:
     return {name: ops if isinstance(ops, Pipeline) else Pipeline(list(ops)) for name, ops in pipelines.items()}
 
 
+class _MappedPacked(MappedFields):
+    """A mapped packed file, which also reads a chunk of a batch at once (see the module doc)."""
+
+    def __getstate__(self) -> dict[str, Any]:  # per-process views and indexes are rebuilt on use
+        state = super().__getstate__()
+        state.pop("_tasks", None)
+        return state
+
+    def _task_state(self, name: str) -> tuple[ImageIndex, np.ndarray]:
+        """Field ``name``'s image index and decode marks (as an array over the shared marks)."""
+        tasks = self.__dict__.setdefault("_tasks", {})
+        state = tasks.get(name)
+        if state is None:
+            state = tasks[name] = (ImageIndex(self.data, name), np.frombuffer(self._checked[name], np.uint8))
+        return state
+
+    def getobs_batch_into(self, buffer: Any, indices: Any) -> dict[str, Any]:
+        """Read samples ``indices`` into ``buffer`` (a dict of per-field arrays with one row per
+        index, or None where a field cannot be written in place), as ``PackedDataset``'s does: the
+        other fields by the file, each mapped field by one ``images.tasks.run_task`` call. Returns
+        a dict whose field is the buffer's array when every row was written into it, else a list
+        of the rows' values, for the caller to check and collate."""
+        get = buffer.get if isinstance(buffer, Mapping) else (lambda name: None)
+        others = {name: get(name) for name in self._others}
+        out = self.data.getobs_batch_into(others, indices, fields=self._others)  # checks the indices
+        idx, pages = self.data.locate_many(indices)
+        draws = sample_draws(len(idx))
+        for name, pipeline in self.pipelines.items():
+            target = get(name)
+            target = target if isinstance(target, np.ndarray) else None
+            index, marks = self._task_state(name)
+
+            def one(j: int, name: str = name, target: np.ndarray | None = target) -> Any:
+                return self._run(int(idx[j]), name, None, out=None if target is None else target[j], draws=draws.take([j]))
+
+            out[name] = run_task(pipeline, index.table(idx, pages, marks), draws, target, one)
+        return out
+
+
 def mapfields(data: Any, **pipelines: Any) -> MappedFields:
     """A view of ``data`` (dict samples) with each ``field=[ops...]`` transformed by that pipeline."""
-    return MappedFields(data, _compile(pipelines))
+    packed = callable(getattr(data, "encoded", None)) and callable(getattr(data, "locate_many", None)) and hasattr(data, "fields")
+    return (_MappedPacked if packed else MappedFields)(data, _compile(pipelines))

@@ -218,16 +218,9 @@ class PackedDataset:
         except _DAMAGE as exc:
             raise self._damage(exc, 0, columns, 0) from exc
 
-    def getobs_batch_into(self, buffer: Any, indices: Any) -> dict[str, Any]:
-        """Read samples ``indices`` into ``buffer`` (a dict of per-field arrays with one row per
-        index, or None where a field cannot be written in place); return a dict whose field is the
-        buffer's array when every row was written into it, else a list of the rows' values (rows
-        already written in place given as views of the buffer), for the caller to check and
-        collate. Small fixed-size fields are gathered with one ``take`` per field; larger ones are
-        copied (or decoded) row by row into place.
-        """
-        if self._file is not None:
-            self._file.check()
+    def locate_many(self, indices: Any) -> tuple[np.ndarray, np.ndarray]:
+        """(samples, pages): ``indices`` as non-negative sample numbers (intp) and the page of each;
+        ``TypeError`` / ``IndexError`` (naming the file) for indices that are not in range."""
         idx = np.asarray(indices)
         if idx.dtype.kind not in "iu" or idx.ndim != 1:
             raise TypeError(f"indices must be a 1-d sequence of integers, got {idx.dtype} of shape {idx.shape}")
@@ -235,12 +228,24 @@ class PackedDataset:
         if len(idx) and (idx.min() < 0 or idx.max() >= self._n):
             bad = int(np.asarray(indices)[np.argmax((idx < 0) | (idx >= self._n))])
             raise IndexError(f"{self.path}: sample index {bad} is out of range for {self._n} samples")
-        pages = np.searchsorted(self._starts_array, idx, side="right") - 1
+        return idx, np.searchsorted(self._starts_array, idx, side="right") - 1
+
+    def getobs_batch_into(self, buffer: Any, indices: Any, fields: Any = None) -> dict[str, Any]:
+        """Read samples ``indices`` into ``buffer`` (a dict of per-field arrays with one row per
+        index, or None where a field cannot be written in place); return a dict whose field is the
+        buffer's array when every row was written into it, else a list of the rows' values (rows
+        already written in place given as views of the buffer), for the caller to check and
+        collate. Small fixed-size fields are gathered with one ``take`` per field; larger ones are
+        copied (or decoded) row by row into place. ``fields`` limits the read to those fields.
+        """
+        if self._file is not None:
+            self._file.check()
+        idx, pages = self.locate_many(indices)
         rows = (idx - self._starts_array[pages]).tolist()
         pages = pages.tolist()
         get = buffer.get if isinstance(buffer, dict) else (lambda name: None)
         out: dict[str, Any] = {}
-        for name in self.fields:
+        for name in self.fields if fields is None else fields:
             target = get(name)
             flat = self._flat(name)
             if flat is not None and isinstance(target, np.ndarray) and target.shape == (len(idx), *flat.shape[1:]) and target.dtype == flat.dtype:

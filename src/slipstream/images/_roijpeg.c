@@ -1,302 +1,17 @@
 /*
- * _roijpeg: region-of-interest JPEG decoding with libjpeg-turbo's libjpeg API.
- *
- * decode_region() decodes only the rows [top, top + height) and (at least) the
- * columns [left, left + width) of a JPEG:
- *   - jpeg_crop_scanline() restricts decoding to a column band aligned to the
- *     iMCU width (it can only widen the band, to the left);
- *   - jpeg_skip_scanlines() skips the rows above the window (no colour
- *     conversion/upsampling; for baseline images no IDCT either);
- *   - jpeg_read_scanlines() reads the window's rows; the rows below it are
- *     only entropy-decoded, for damage (see "Strictness" below).
- *
- * The column band is additionally widened by `margin` pixels on each side
- * (clamped to the image) before alignment, so that chroma "fancy" upsampling
- * at the band's edges sees the same neighbours as a full decode; with
- * margin >= 2 (the default) the window's pixels are identical to the same
- * window of a full decode by the same libjpeg.
- *
- * All coordinates are in output (i.e. DCT-scaled) pixels.  All libjpeg work
- * runs with the GIL released; libjpeg errors longjmp back and raise
- * ValueError.
- *
- * Strictness: every libjpeg warning (corrupt data, premature end of data,
- * extraneous bytes before a marker...) is an error, as in simplejpeg's
- * decode_jpeg(strict=True), TurboJPEG's TJFLAG_STOPONWARNING.  So that a
- * region decode accepts exactly the bytes a whole decode accepts, the rows
- * below the window are still entropy-decoded (jpeg_skip_scanlines: no IDCT,
- * no colour conversion, into nothing) and the file is read to its EOI marker
- * (jpeg_finish_decompress): damage anywhere in the file raises.
+ * _roijpeg: the Python face of slipstream's compiled image code (csrc/):
+ * region-of-interest JPEG decoding (csrc/roi.c), Pillow's resampling
+ * (csrc/resample.c) and whole image tasks (csrc/task.c) that decode, crop,
+ * resize, mirror and lay out a chunk of a batch in one call, without the GIL.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include <setjmp.h>
-#include <stdio.h>
 #include <string.h>
 
-#include <jpeglib.h>
-
-/* ---------------------------------------------------------------- errors */
-
-typedef struct {
-    struct jpeg_error_mgr pub;
-    jmp_buf jmp;
-    char msg[JMSG_LENGTH_MAX];
-} roi_error_mgr;
-
-static void
-roi_error_exit(j_common_ptr cinfo)
-{
-    roi_error_mgr *err = (roi_error_mgr *)cinfo->err;
-    (*cinfo->err->format_message)(cinfo, err->msg);
-    longjmp(err->jmp, 1);
-}
-
-static void
-roi_output_message(j_common_ptr cinfo)
-{
-    (void)cinfo;  /* nothing is printed: warnings become errors, trace messages are dropped */
-}
-
-static void
-roi_emit_message(j_common_ptr cinfo, int msg_level)
-{
-    /* msg_level -1 is a warning: the data is corrupt (or not quite a JPEG).
-       Like TurboJPEG with TJFLAG_STOPONWARNING (simplejpeg's strict=True), stop
-       at the first one.  msg_level >= 0 are trace messages: ignored. */
-    roi_error_mgr *err = (roi_error_mgr *)cinfo->err;
-    if (msg_level >= 0)
-        return;
-    (*cinfo->err->format_message)(cinfo, err->msg);
-    longjmp(err->jmp, 1);
-}
-
-/* Installs the error manager: errors and warnings longjmp to err->jmp. */
-static struct jpeg_error_mgr *
-roi_errors(roi_error_mgr *err)
-{
-    jpeg_std_error(&err->pub);
-    err->pub.error_exit = roi_error_exit;
-    err->pub.emit_message = roi_emit_message;
-    err->pub.output_message = roi_output_message;
-    err->msg[0] = '\0';
-    return &err->pub;
-}
-
-/* Reads the rest of the image after the window's rows, for its warnings only.
-   Most rows are entropy-decoded and discarded by jpeg_skip_scanlines(), in
-   whole iMCU rows: skipping from the middle of one (an odd row, with the merged
-   upsampler that fast=True selects for 2x2-subsampled images, which works on
-   row pairs) makes libjpeg-turbo decode one iMCU row too many and warn of a
-   premature end of data in a valid file. So the rows up to the next iMCU
-   boundary are read into a one-row scratch buffer, whole iMCU rows skipped up
-   to the last one, and that one read too (skipping to the very end would mark
-   the input finished without reading it); then the input is read to its EOI
-   marker. Returns 0, or -1 with `msg` set; libjpeg errors and warnings longjmp. */
-static int
-roi_read_rows(j_decompress_ptr cinfo, JSAMPARRAY row, JDIMENSION until, char *msg, size_t msg_len)
-{
-    while (cinfo->output_scanline < until) {
-        if (jpeg_read_scanlines(cinfo, row, 1) == 0) {
-            snprintf(msg, msg_len, "jpeg_read_scanlines stalled below the window");
-            return -1;
-        }
-    }
-    return 0;
-}
-
-static int
-roi_drain(j_decompress_ptr cinfo, char *msg, size_t msg_len)
-{
-    JDIMENSION imcu = (JDIMENSION)(cinfo->max_v_samp_factor * cinfo->min_DCT_scaled_size);
-    JDIMENSION height = cinfo->output_height, next, last;
-    JSAMPARRAY row;
-
-    if (cinfo->output_scanline >= height) {
-        jpeg_finish_decompress(cinfo);
-        return 0;
-    }
-    if (imcu < 1)
-        imcu = 1;
-    row = (*cinfo->mem->alloc_sarray)((j_common_ptr)cinfo, JPOOL_IMAGE,
-                                      cinfo->output_width * (JDIMENSION)cinfo->output_components, 1);
-    next = (cinfo->output_scanline + imcu - 1) / imcu * imcu;  /* the next iMCU boundary */
-    last = (height - 1) / imcu * imcu;                          /* the start of the last iMCU row */
-    if (next >= last) {  /* at most two iMCU rows left: read them */
-        if (roi_read_rows(cinfo, row, height, msg, msg_len) != 0)
-            return -1;
-    } else {
-        if (roi_read_rows(cinfo, row, next, msg, msg_len) != 0)
-            return -1;
-        if (jpeg_skip_scanlines(cinfo, last - next) != last - next) {
-            snprintf(msg, msg_len, "jpeg_skip_scanlines fell short below the window");
-            return -1;
-        }
-        if (roi_read_rows(cinfo, row, height, msg, msg_len) != 0)
-            return -1;
-    }
-    jpeg_finish_decompress(cinfo);
-    return 0;
-}
-
-/* Whether a progressive image lacks scans (or refinement bits): libjpeg then
-   smooths blocks, and libjpeg-turbo versions smooth differently, so only a
-   whole decode by the one libjpeg simplejpeg bundles gives the same pixels.
-   Valid after jpeg_start_decompress(), which reads a progressive file whole. */
-static int
-roi_incomplete(j_decompress_ptr cinfo)
-{
-    int ci, k;
-    if (!cinfo->progressive_mode || cinfo->coef_bits == NULL)
-        return 0;
-    for (ci = 0; ci < cinfo->num_components; ci++)
-        for (k = 0; k < DCTSIZE2; k++)
-            if (cinfo->coef_bits[ci][k] != 0)
-                return 1;
-    return 0;
-}
-
-/* ---------------------------------------------------------------- decode */
-
-typedef struct {
-    /* inputs */
-    const unsigned char *data;
-    unsigned long size;
-    long top, left, height, width;
-    int fast, gray, scale, margin, whole, check_rest;
-    unsigned char *out;
-    Py_ssize_t out_len;
-    /* outputs */
-    long row0, col0, rows, cols;
-    Py_ssize_t needed;           /* set when `out` is too small */
-    int incomplete;              /* set for a progressive image with scans missing */
-    char msg[JMSG_LENGTH_MAX + 64];  /* set on failure */
-} roi_job;
-
-/* Runs without the GIL.  Returns 0 on success, -1 with job->msg set. */
-static int
-roi_decode(roi_job *job)
-{
-    struct jpeg_decompress_struct cinfo;
-    roi_error_mgr jerr;
-    JDIMENSION xoff, band, row, full_width;
-    long lo, hi;
-    int channels;
-    size_t stride, needed;
-    unsigned char *base;
-
-    cinfo.mem = NULL;  /* lets jpeg_destroy_decompress() run at any point */
-    cinfo.err = roi_errors(&jerr);
-    if (setjmp(jerr.jmp)) {
-        snprintf(job->msg, sizeof(job->msg), "JPEG decode failed: %s",
-                 jerr.msg);
-        jpeg_destroy_decompress(&cinfo);
-        return -1;
-    }
-    jpeg_create_decompress(&cinfo);
-    jpeg_mem_src(&cinfo, job->data, job->size);
-    jpeg_read_header(&cinfo, TRUE);
-
-    switch (cinfo.jpeg_color_space) {
-    case JCS_GRAYSCALE:
-    case JCS_YCbCr:
-    case JCS_RGB:
-        break;
-    default:
-        snprintf(job->msg, sizeof(job->msg),
-                 "unsupported JPEG colorspace %d (CMYK/YCCK/unknown)",
-                 (int)cinfo.jpeg_color_space);
-        goto fail;
-    }
-    cinfo.out_color_space = job->gray ? JCS_GRAYSCALE : JCS_RGB;
-    cinfo.scale_num = 1;
-    cinfo.scale_denom = (unsigned int)job->scale;
-    cinfo.dct_method = job->fast ? JDCT_IFAST : JDCT_ISLOW;
-    cinfo.do_fancy_upsampling = job->fast ? FALSE : TRUE;
-    jpeg_calc_output_dimensions(&cinfo);
-
-    if (job->top + job->height > (long)cinfo.output_height ||
-        job->left + job->width > (long)cinfo.output_width) {
-        snprintf(job->msg, sizeof(job->msg),
-                 "window (top=%ld, left=%ld, height=%ld, width=%ld) exceeds "
-                 "the %ux%u (HxW) output image",
-                 job->top, job->left, job->height, job->width,
-                 (unsigned)cinfo.output_height, (unsigned)cinfo.output_width);
-        goto fail;
-    }
-
-    jpeg_start_decompress(&cinfo);
-    if (roi_incomplete(&cinfo)) {
-        job->incomplete = 1;
-        snprintf(job->msg, sizeof(job->msg),
-                 "a progressive JPEG with scans missing is decoded whole, "
-                 "not by region (libjpeg versions smooth its blocks differently)");
-        goto fail;
-    }
-    full_width = cinfo.output_width;  /* jpeg_crop_scanline() narrows output_width to the band */
-
-    /* Column band: the window plus `margin` on each side, clamped. */
-    lo = job->left - job->margin;
-    hi = job->left + job->width + job->margin;
-    if (lo < 0)
-        lo = 0;
-    if (hi > (long)cinfo.output_width)
-        hi = (long)cinfo.output_width;
-    xoff = (JDIMENSION)lo;
-    band = (JDIMENSION)(hi - lo);
-    if (band < cinfo.output_width)
-        jpeg_crop_scanline(&cinfo, &xoff, &band);  /* aligns xoff down */
-
-    channels = cinfo.output_components;
-    if (job->whole) {  /* `out` is the whole output image: rows land in place */
-        stride = (size_t)full_width * (size_t)channels;
-        needed = stride * (size_t)cinfo.output_height;
-        base = job->out + (size_t)job->top * stride + (size_t)xoff * (size_t)channels;
-    } else {
-        stride = (size_t)band * (size_t)channels;
-        needed = stride * (size_t)job->height;
-        base = job->out;
-    }
-    if ((size_t)job->out_len < needed) {
-        job->needed = (Py_ssize_t)needed;
-        snprintf(job->msg, sizeof(job->msg),
-                 "out buffer too small: %zd bytes, need %zd", job->out_len,
-                 job->needed);
-        goto fail;
-    }
-
-    if (job->top > 0 &&
-        jpeg_skip_scanlines(&cinfo, (JDIMENSION)job->top) !=
-            (JDIMENSION)job->top) {
-        snprintf(job->msg, sizeof(job->msg), "jpeg_skip_scanlines fell short");
-        goto fail;
-    }
-    for (row = 0; row < (JDIMENSION)job->height;) {
-        JSAMPROW ptr = base + (size_t)row * stride;
-        JDIMENSION got = jpeg_read_scanlines(&cinfo, &ptr, 1);
-        if (got == 0) {  /* only with suspending sources; not mem_src */
-            snprintf(job->msg, sizeof(job->msg), "jpeg_read_scanlines stalled");
-            goto fail;
-        }
-        row += got;
-    }
-
-    /* Below the window: entropy decoding only, for damage (see the top); not
-       for bytes the caller has seen decode strictly before (check_rest=False). */
-    if (job->check_rest && roi_drain(&cinfo, job->msg, sizeof(job->msg)) != 0)
-        goto fail;
-    jpeg_destroy_decompress(&cinfo);
-    job->row0 = job->top;
-    job->col0 = (long)xoff;
-    job->rows = job->height;
-    job->cols = (long)band;
-    return 0;
-
-fail:
-    jpeg_destroy_decompress(&cinfo);
-    return -1;
-}
+#include "csrc/roi.h"
+#include "csrc/resample.h"
+#include "csrc/task.h"
 
 /* ---------------------------------------------------------------- Python */
 
@@ -396,40 +111,6 @@ PyDoc_STRVAR(read_header_doc,
 "4 CMYK, 5 YCCK). Raises ValueError on a corrupt header (libjpeg warnings\n"
 "about the header are errors too).");
 
-typedef struct {
-    unsigned long height, width;
-    int components, colorspace;
-    char msg[JMSG_LENGTH_MAX];
-} roi_header;
-
-/* Parses the header only.  Returns 0 on success, -1 with hdr->msg set. */
-static int
-roi_read_header(const unsigned char *data, unsigned long size, int scale,
-                roi_header *hdr)
-{
-    struct jpeg_decompress_struct cinfo;
-    roi_error_mgr jerr;
-
-    cinfo.mem = NULL;
-    cinfo.err = roi_errors(&jerr);
-    if (setjmp(jerr.jmp)) {
-        memcpy(hdr->msg, jerr.msg, sizeof(hdr->msg));
-        jpeg_destroy_decompress(&cinfo);
-        return -1;
-    }
-    jpeg_create_decompress(&cinfo);
-    jpeg_mem_src(&cinfo, data, size);
-    jpeg_read_header(&cinfo, TRUE);
-    cinfo.scale_num = 1;
-    cinfo.scale_denom = (unsigned int)scale;
-    jpeg_calc_output_dimensions(&cinfo);
-    hdr->height = cinfo.output_height;
-    hdr->width = cinfo.output_width;
-    hdr->components = cinfo.num_components;
-    hdr->colorspace = (int)cinfo.jpeg_color_space;
-    jpeg_destroy_decompress(&cinfo);
-    return 0;
-}
 
 static PyObject *
 read_header(PyObject *self, PyObject *args, PyObject *kwargs)
@@ -460,7 +141,115 @@ read_header(PyObject *self, PyObject *args, PyObject *kwargs)
                          hdr.colorspace);
 }
 
+PyDoc_STRVAR(run_task_doc,
+"run_task(addrs, sizes, codecs, shapes, factors, regions, edges, flips, marks,\n"
+"         rows, out, row_bytes, out_h, out_w, channels, chw, dtype, lut,\n"
+"         box_filter, fast, start) -> (stop, message)\n"
+"\n"
+"Private: images/tasks.py's one call per chunk of a batch (csrc/task.h). The\n"
+"per-sample arguments are C-contiguous buffers of n entries: uint64 addresses\n"
+"and sizes of the bytes (the caller keeps them alive), uint8 codecs (0 raw,\n"
+"1 jpeg), int32 (H, W, C) stored shapes, int32 DCT factors, int64 (top, left,\n"
+"rows, cols) decode regions, float32 (top, bottom, left, right) windows, uint8\n"
+"flips, uint8 marks (read and updated), int64 rows. `out` receives sample i\n"
+"at rows[i] * row_bytes; dtype 0 uint8, 1 float32, 2 float16 (through `lut`, C x 256\n"
+"float32 or uint16 bits). Runs samples start.. without the GIL and returns\n"
+"the position it stopped at (n when all are done) and why.");
+
+static int
+task_buffer(Py_buffer *view, Py_ssize_t n, Py_ssize_t itemsize, Py_ssize_t per, const char *name)
+{
+    if (view->len != n * itemsize * per) {
+        PyErr_Format(PyExc_ValueError, "run_task: %s holds %zd bytes, expected %zd", name, view->len, n * itemsize * per);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *
+run_task(PyObject *self, PyObject *args)
+{
+    Py_buffer addrs = {0}, sizes = {0}, codecs = {0}, shapes = {0}, factors = {0}, regions = {0};
+    Py_buffer edges = {0}, flips = {0}, marks = {0}, rows = {0}, out = {0}, lut = {0};
+    Py_ssize_t n, row_bytes, start, i;
+    ss_task task;
+    int stop = 0, ok = 0;
+
+    (void)self;
+    memset(&task, 0, sizeof(task));
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*w*y*w*niiiiiy*iin", &addrs, &sizes, &codecs, &shapes, &factors,
+                          &regions, &edges, &flips, &marks, &rows, &out, &row_bytes, &task.out_h, &task.out_w,
+                          &task.channels, &task.chw, &task.dtype, &lut, &task.box_filter, &task.fast, &start))
+        return NULL;
+    n = codecs.len;
+    if (task_buffer(&addrs, n, 8, 1, "addrs") || task_buffer(&sizes, n, 8, 1, "sizes") ||
+        task_buffer(&shapes, n, 4, 3, "shapes") || task_buffer(&factors, n, 4, 1, "factors") ||
+        task_buffer(&regions, n, 8, 4, "regions") || task_buffer(&edges, n, 4, 4, "edges") ||
+        task_buffer(&flips, n, 1, 1, "flips") || task_buffer(&marks, n, 1, 1, "marks") ||
+        task_buffer(&rows, n, 8, 1, "rows"))
+        goto done;
+    if (task.channels != 1 && task.channels != 3) {
+        PyErr_SetString(PyExc_ValueError, "run_task: channels must be 1 or 3");
+        goto done;
+    }
+    if (task.out_h < 1 || task.out_w < 1 || task.dtype < 0 || task.dtype > 2 || start < 0 || start > n) {
+        PyErr_SetString(PyExc_ValueError, "run_task: bad output size, dtype or start");
+        goto done;
+    }
+    if (row_bytes < (Py_ssize_t)task.out_h * task.out_w * task.channels * (task.dtype == 0 ? 1 : task.dtype == 1 ? 4 : 2)) {
+        PyErr_SetString(PyExc_ValueError, "run_task: row_bytes is too small for a row");
+        goto done;
+    }
+    for (i = 0; i < n; i++) {
+        int64_t row = ((const int64_t *)rows.buf)[i];
+        if (row < 0 || row >= out.len / row_bytes) {
+            PyErr_Format(PyExc_ValueError, "run_task: row %lld is outside the %zd rows of out", (long long)row, out.len / row_bytes);
+            goto done;
+        }
+    }
+    if (task.dtype != 0 && lut.len != (Py_ssize_t)task.channels * 256 * (task.dtype == 1 ? 4 : 2)) {
+        PyErr_SetString(PyExc_ValueError, "run_task: lut must hold channels x 256 values of the output dtype");
+        goto done;
+    }
+    task.addrs = (const uint64_t *)addrs.buf;
+    task.sizes = (const uint64_t *)sizes.buf;
+    task.codecs = (const uint8_t *)codecs.buf;
+    task.shapes = (const int32_t *)shapes.buf;
+    task.factors = (const int32_t *)factors.buf;
+    task.regions = (const int64_t *)regions.buf;
+    task.edges = (const float *)edges.buf;
+    task.flips = (const uint8_t *)flips.buf;
+    task.marks = (uint8_t *)marks.buf;
+    task.rows = (const int64_t *)rows.buf;
+    task.out = (uint8_t *)out.buf;
+    task.row_bytes = (size_t)row_bytes;
+    task.lut = lut.buf;
+
+    Py_BEGIN_ALLOW_THREADS
+    stop = ss_run_task(&task, (int)start, (int)n);
+    Py_END_ALLOW_THREADS
+    ok = 1;
+
+done:
+    PyBuffer_Release(&addrs);
+    PyBuffer_Release(&sizes);
+    PyBuffer_Release(&codecs);
+    PyBuffer_Release(&shapes);
+    PyBuffer_Release(&factors);
+    PyBuffer_Release(&regions);
+    PyBuffer_Release(&edges);
+    PyBuffer_Release(&flips);
+    PyBuffer_Release(&marks);
+    PyBuffer_Release(&rows);
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&lut);
+    if (!ok)
+        return NULL;
+    return Py_BuildValue("(is)", stop, task.msg);
+}
+
 static PyMethodDef roi_methods[] = {
+    {"run_task", run_task, METH_VARARGS, run_task_doc},
     {"decode_region", (PyCFunction)(void (*)(void))decode_region,
      METH_VARARGS | METH_KEYWORDS, decode_region_doc},
     {"read_header", (PyCFunction)(void (*)(void))read_header,

@@ -1,28 +1,32 @@
 """Compiled image pipelines: decode fused with the geometry, one resampling pass into the slot.
 
-``Pipeline(ops).run(source, out)`` takes an ``ImageSource`` (encoded bytes and their codec, or a
-decoded array), places the geometry ops' window with ``sample_rng()``, decodes the JPEG at the
-smallest DCT scale (1/2, 1/4, 1/8) that still covers the window at the output size (into a
+``Pipeline(ops).run(source, out, draws)`` takes an ``ImageSource`` (encoded bytes and their codec,
+or a decoded array), places the geometry ops' window with the sample's counter-based draws
+(``core.draws``; by default those of the sample being loaded, ``sample_draws``), decodes the JPEG
+at the smallest DCT scale (1/2, 1/4, 1/8) that still covers the window at the output size (into a
 per-thread scratch buffer that is reused), and resamples the window straight into ``out`` (the
 batch slot), flipped, laid out and normalized in the same pass. Custom ``ops.Apply`` steps break
 the fusion: the geometry then goes to a uint8 HxWxC image that they are given in turn.
+``Pipeline.windows`` places many samples' windows at once (what ``images.tasks`` runs a whole
+chunk of a batch from, in one compiled call).
 """
 
 from __future__ import annotations
 
-import math
 import threading
 from typing import Any
 
 import numpy as np
 
+from ..core.draws import Draws
 from ..core.optional import probe
-from ..core.rng import sample_rng
-from ..ops import Apply, Decode, Geometry, Normalize, Op, ToCHW, ToRGB, Window
+from ..core.rng import sample_draws
+from ..ops import Apply, Decode, Geometry, Normalize, Op, ToCHW, ToRGB, Windows
 from . import codecs as _imaging
 from . import kernels as _kernels
+from .placement import place
 
-__all__ = ["ImageDecodeError", "ImageSource", "Pipeline", "region_decoder_status"]
+__all__ = ["ImageDecodeError", "ImageSource", "Pipeline", "region_decoder", "region_decoder_status"]
 
 
 class ImageDecodeError(ValueError):
@@ -37,6 +41,11 @@ _scratch = threading.local()
 _roi: Any
 _roi, _roi_status = probe(f"{__package__}._roijpeg", disable_env="SLIPSTREAM_NO_ROIJPEG", missing="not built")
 ROI_DECODE = _roi is not None  # whether JPEGs are decoded window by window (see ``ImageSource.decode``)
+
+
+def region_decoder() -> Any:
+    """The compiled ``_roijpeg`` extension (region decoding and whole image tasks), or None."""
+    return _roi
 
 
 def region_decoder_status() -> str:
@@ -91,48 +100,40 @@ class ImageSource:
         image = _imaging.as_image(value, where)
         return cls("array", image, image.shape)
 
-    def decode(
-        self, window: Window, options: Decode, channels: int | None = None
-    ) -> tuple[np.ndarray, tuple[float, float, float, float]]:
-        """The decoded pixels that cover the window, and the window's box in them (top, left,
+    def decode(self, windows: Windows, options: Decode, channels: int | None = None) -> tuple[np.ndarray, tuple[float, float, float, float]]:
+        """The decoded pixels that cover the (one) window, and the window's box in them (top, left,
         height, width). A JPEG is decoded at a reduced DCT scale when the window stays at least its
         output size (unless ``exact``), and, when the ``_roijpeg`` extension is built, only the rows
-        and columns around the window (with a margin wider than the resampling filter reaches).
-        ``channels`` (1 or 3; default the source's own) is what the decoder outputs: libjpeg
-        converts a grayscale JPEG to RGB itself, PNG and QOI convert as they decode, and arrays
-        (raw pixels) are converted into a new array.
+        and columns around the window (with a margin wider than the resampling filter reaches):
+        ``placement.place`` says which, as for a whole task. ``channels`` (1 or 3; default the
+        source's own) is what the decoder outputs: libjpeg converts a grayscale JPEG to RGB itself,
+        PNG and QOI convert as they decode, and arrays (raw pixels) are converted into a new array.
 
         Bytes that do not decode raise ``ImageDecodeError``, on every path alike: a JPEG is refused
         when libjpeg warns anywhere in the file (truncated, corrupt data), even below the window.
         """
         height, width, own = self.shape
         channels = own if channels is None else channels
-        whole = (window.top, window.left, window.height, window.width)
+        jpeg = self.codec == "jpeg"
+        factor, dec_h, dec_w, box, region = place(windows, [height], [width], np.array([jpeg]), options.exact).row(0)
         if self.codec == "array":
-            return _imaging.to_channels(self.data, channels), whole
-        if self.codec != "jpeg":
+            return _imaging.to_channels(self.data, channels), box
+        if not jpeg:
             try:
-                return _imaging.decode(self.codec, self.data, self.shape, channels=channels), whole
+                return _imaging.decode(self.codec, self.data, self.shape, channels=channels), box
             except ValueError as exc:
                 raise ImageDecodeError(str(exc)) from exc
         if self.checked:
-            region = self.checked == REGION and _roi is not None
+            use_region = self.checked == REGION and _roi is not None
         else:
             try:
-                region = self._check_jpeg_size() and _roi is not None
+                use_region = self._check_jpeg_size() and _roi is not None
             except ValueError as exc:
                 raise ImageDecodeError(f"cannot decode jpeg image: {exc}") from exc
-        factor = 1
-        if not options.exact:
-            while factor < 8 and window.height / (2 * factor) >= window.out_h and window.width / (2 * factor) >= window.out_w:
-                factor *= 2
-        dec_h, dec_w = math.ceil(height / factor), math.ceil(width / factor)
-        sy, sx = dec_h / height, dec_w / width
-        box = (window.top * sy, window.left * sx, window.height * sy, window.width * sx)
         try:
-            if region:
+            if use_region:
                 try:
-                    image = self._decode_region(box, window, options, factor, (dec_h, dec_w, channels))
+                    image = self._decode_region(region, options, factor, (dec_h, dec_w, channels))
                     self.checked = REGION
                     return image, box
                 except NotImplementedError:
@@ -153,23 +154,16 @@ class ImageSource:
             raise ValueError(f"the jpeg image is {height}x{width} but its stored shape is {self.shape}")
         return colorspace in ("Gray", "YCbCr", "RGB")
 
-    def _decode_region(
-        self, box: tuple[float, float, float, float], window: Window, options: Decode, factor: int, shape: tuple[int, int, int]
-    ) -> np.ndarray:
+    def _decode_region(self, region: tuple[int, int, int, int], options: Decode, factor: int, shape: tuple[int, int, int]) -> np.ndarray:
         """The JPEG at 1/factor scale in a per-thread canvas of ``shape``, decoded only in the rows
-        and columns the resampling filter reaches (about max(1, downscale) pixels past the box),
-        placed where a whole decode puts them: the kernel then computes exactly what it computes
-        on a whole image. The band's own edges may upsample chroma differently; the kernel never
-        reads them."""
+        and columns of ``region`` (top, left, rows, cols: the box and the resampling filter's
+        reach), placed where a whole decode puts them: the kernel then computes exactly what it
+        computes on a whole image. The band's own edges may upsample chroma differently; the
+        kernel never reads them."""
         dec_h, dec_w, channels = shape
-        top, left, box_h, box_w = box
-        margin = math.ceil(max(1.0, box_h / window.out_h, box_w / window.out_w)) + 2
-        r0, r1 = max(0, math.floor(top) - margin), min(dec_h, math.ceil(top + box_h) + margin)
-        c0, c1 = max(0, math.floor(left) - margin), min(dec_w, math.ceil(left + box_w) + margin)
         canvas = _scratch_buffer(dec_h * dec_w * channels, "canvas")[: dec_h * dec_w * channels]
         row0, col0, rows, cols = _roi.decode_region(
-            self.data, r0, c0, r1 - r0, c1 - c0, canvas, fast=options.fast, gray=channels == 1, scale=factor, whole=True,
-            check_rest=not self.checked,
+            self.data, *region, canvas, fast=options.fast, gray=channels == 1, scale=factor, whole=True, check_rest=not self.checked
         )
         if row0 + rows > dec_h or col0 + cols > dec_w:
             raise ValueError(f"the region decoder returned rows {row0}+{rows}, columns {col0}+{cols} of a {dec_h}x{dec_w} image")
@@ -197,7 +191,7 @@ class Pipeline:
         ops = [op if isinstance(op, Op) else Apply(op) for op in ops]
         first_custom = next((k for k, op in enumerate(ops) if isinstance(op, Apply)), len(ops))
         head, self.tail = ops[:first_custom], ops[first_custom:]
-        self.geometry = [op for op in head if isinstance(op, Geometry)]
+        self.geometry = [(k, op) for k, op in enumerate(head) if isinstance(op, Geometry)]  # (stream, op)
         decodes = [op for op in head if isinstance(op, Decode)]
         if len(decodes) > 1:
             raise ValueError("a pipeline takes at most one Decode, before its custom ops")
@@ -208,32 +202,47 @@ class Pipeline:
         self.channels = 3 if any(isinstance(op, ToRGB) for op in head) else None  # None: each image's own
         if sum(isinstance(op, Normalize) for op in formats) > 1 or sum(isinstance(op, ToCHW) for op in formats) > 1:
             raise ValueError("a pipeline takes at most one Normalize and one ToCHW before its custom ops")
-        self.filter = next((op.interpolation for op in reversed(self.geometry) if hasattr(op, "interpolation")), "bilinear")
+        self.filter = next((op.interpolation for _, op in reversed(self.geometry) if hasattr(op, "interpolation")), "bilinear")
         self.ops = ops
 
     def __repr__(self) -> str:
         return f"Pipeline({self.ops!r})"
 
-    def run(self, source: ImageSource, out: np.ndarray | None = None) -> np.ndarray:
-        """Run on one image; write into ``out`` when its shape fits and its dtype casts safely into
+    def windows(self, heights: Any, widths: Any, draws: Draws) -> Windows:
+        """The fused geometry's windows over images of ``heights`` x ``widths``, one per sample of
+        ``draws`` (each op draws from the stream of its position in the pipeline). Raises
+        ``ops.WindowError`` naming the position of a sample an op cannot apply to."""
+        windows = Windows(heights, widths)
+        none = np.empty((len(windows), 0))
+        for stream, op in self.geometry:
+            op.place(windows, draws.uniforms(stream, op.draws) if op.draws else none)
+        return windows
+
+    def output(self, channels: int, out_h: int, out_w: int) -> tuple[tuple[int, int, int], np.dtype]:
+        """The fused stages' output (shape, dtype) for a window of that size with ``channels``."""
+        dtype = np.dtype(self.normalize.dtype) if self.normalize else np.dtype(np.uint8)
+        return ((channels, out_h, out_w) if self.chw else (out_h, out_w, channels)), dtype
+
+    def run(self, source: ImageSource, out: np.ndarray | None = None, draws: Draws | None = None) -> np.ndarray:
+        """Run on one image, with ``draws`` (one sample's; default ``sample_draws(1)``: the sample
+        being loaded); write into ``out`` when its shape fits and its dtype casts safely into
         ``out``'s, else return a new array (never a lossy copy into ``out``)."""
         height, width, own = source.shape
         channels = self.channels or own
-        window = Window(height, width)
-        for op in self.geometry:
-            op.apply(window, sample_rng)
-        image, box = source.decode(window, self.decode, channels)
+        draws = sample_draws(1) if draws is None else draws
+        windows = self.windows([height], [width], draws)
+        window = windows.row(0)
+        image, box = source.decode(windows, self.decode, channels)
         if not self.tail:
-            dtype = np.dtype(self.normalize.dtype) if self.normalize else np.dtype(np.uint8)
-            shape = (channels, window.out_h, window.out_w) if self.chw else (window.out_h, window.out_w, channels)
+            shape, dtype = self.output(channels, window.out_h, window.out_w)
             target = out if out is not None and out.shape == shape and out.dtype == dtype else np.empty(shape, dtype)
             scale, offset = self.normalize.coefficients(channels) if self.normalize else (None, None)
             return _kernels.resample_into(image, box, target, flip=window.flip, filter=self.filter, chw=self.chw, scale=scale, offset=offset)
         result: Any = _kernels.resample_into(image, box, np.empty((window.out_h, window.out_w, channels), np.uint8), flip=window.flip, filter=self.filter)
         if self.normalize is not None or self.chw:  # formats placed before the custom ops still apply first
             result = _format(result, self.normalize, self.chw)
-        for op in self.tail:
-            result = _step(op, result)
+        for stream in range(len(self.ops) - len(self.tail), len(self.ops)):
+            result = _step(self.ops[stream], result, draws, stream)
         result = np.asarray(result)
         if out is not None and result.shape == out.shape and np.can_cast(result.dtype, out.dtype, casting="safe"):
             np.copyto(out, result, casting="safe")
@@ -248,8 +257,8 @@ def _format(image: np.ndarray, normalize: Normalize | None, chw: bool) -> np.nda
     return np.ascontiguousarray(image.transpose(2, 0, 1)) if chw else image
 
 
-def _step(op: Op, image: Any) -> Any:
-    """One op after the fused stages, in NumPy."""
+def _step(op: Op, image: Any, draws: Draws, stream: int) -> Any:
+    """One op after the fused stages, in NumPy (a geometric op draws from ``stream``)."""
     if isinstance(op, Apply):
         result = op.fn(image)
         return image if result is None else result  # an in-place op may return nothing
@@ -269,8 +278,9 @@ def _step(op: Op, image: Any) -> Any:
         array = np.ascontiguousarray(np.asarray(image))
         if array.dtype != np.uint8 or array.ndim != 3:
             raise TypeError(f"{op!r} after a custom op needs a uint8 (H, W, C) image, got {array.dtype} {array.shape}")
-        window = Window(array.shape[0], array.shape[1])
-        op.apply(window, sample_rng)
+        windows = Windows([array.shape[0]], [array.shape[1]])
+        op.place(windows, draws.uniforms(stream, op.draws))
+        window = windows.row(0)
         target = np.empty((window.out_h, window.out_w, array.shape[2]), np.uint8)
         return _kernels.resample_into(
             array, (window.top, window.left, window.height, window.width), target, flip=window.flip, filter=getattr(op, "interpolation", "bilinear")

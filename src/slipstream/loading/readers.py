@@ -165,7 +165,7 @@ class _BatchIntoReader(Reader):
         b = a + len(indices)
         views = spec.batch_views(storage, a, b)
         with sample_context(info.seed, info.epoch) as ctx:
-            ctx.at(indices[0] if len(indices) else 0)
+            ctx.batch(indices)
             try:
                 value = self.data.getobs_batch_into(views, self.resolve(indices))
                 spec.settle_batch(storage, a, value, views, indices.tolist())

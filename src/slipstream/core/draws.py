@@ -1,0 +1,90 @@
+"""Counter-based random numbers: the draws of the built-in augmentations, a pure function of
+(seed, epoch, index, stream, k), computed for a whole chunk of a batch at once.
+
+``Draws(seed, epoch, indices).uniforms(stream, count)`` is an (n, count) float64 array in [0, 1):
+row ``i`` belongs to sample ``indices[i]``, column ``k`` is its ``k``-th number in ``stream`` (an
+op's position in its pipeline). Each number is a SplitMix64 output (Steele, Lea and Flood 2014:
+the finalizer of a 64-bit counter) keyed by a chain of the same mixer over (seed, epoch, stream,
+index), 53 bits of it as a double. No state is carried from one sample to the next, so the numbers
+do not depend on which worker draws them, how many samples a call draws, or in what order, and
+they are the same bits wherever uint64 arithmetic is (NumPy here; the same function in C or CUDA).
+``sample_rng()`` (a NumPy ``Generator`` per sample) stays the generator for user code.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["Draws"]
+
+_MASK = (1 << 64) - 1
+_GOLDEN = 0x9E3779B97F4A7C15  # the Weyl increment of SplitMix64
+_DRAW = 0xD1B54A32D192ED03  # another odd constant, for the draws of one sample
+_M1, _M2 = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
+_TAG = 4  # keeps these streams apart from the orders' (1) and sample_rng's (2)
+_UNIT = 2.0**-53
+
+
+def _mix(z: int) -> int:
+    """SplitMix64's finalizer on a Python int (mod 2**64)."""
+    z = ((z ^ (z >> 30)) * _M1) & _MASK
+    z = ((z ^ (z >> 27)) * _M2) & _MASK
+    return z ^ (z >> 31)
+
+
+def _mix_array(z: np.ndarray) -> np.ndarray:
+    """SplitMix64's finalizer on a uint64 array, in place (integer arrays wrap silently)."""
+    z ^= z >> np.uint64(30)
+    z *= np.uint64(_M1)
+    z ^= z >> np.uint64(27)
+    z *= np.uint64(_M2)
+    z ^= z >> np.uint64(31)
+    return z
+
+
+def _chain(key: int, value: int) -> int:
+    return _mix((key + _GOLDEN * ((value & _MASK) + 1)) & _MASK)
+
+
+class Draws:
+    """The random numbers of samples ``indices`` of ``epoch`` under ``seed`` (see the module doc)."""
+
+    __slots__ = ("_key", "_rows")
+
+    def __init__(self, seed: int, epoch: int, indices: np.ndarray | list[int]):
+        key = _mix(_TAG)
+        seed = int(seed)
+        if seed < 0:
+            raise ValueError(f"seed must be >= 0, got {seed}")
+        while True:  # every 64 bits of a large seed count
+            key = _chain(key, seed & _MASK)
+            seed >>= 64
+            if not seed:
+                break
+        self._key = _chain(key, int(epoch))
+        self._rows = np.asarray(indices, np.int64).astype(np.uint64) + np.uint64(1)
+
+    @classmethod
+    def fresh(cls, n: int) -> Draws:
+        """Draws for ``n`` samples outside any loader: a random key, as ``sample_rng()`` gives there."""
+        seed = int(np.random.default_rng().integers(0, 1 << 63))
+        return cls(seed, 0, np.arange(n))
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def uniforms(self, stream: int, count: int) -> np.ndarray:
+        """(n, count) float64 in [0, 1): sample ``i``'s first ``count`` numbers of ``stream``."""
+        key = np.uint64(_chain(self._key, stream))
+        h = self._rows * np.uint64(_GOLDEN)
+        h += key
+        h = _mix_array(h)
+        z = h[:, None] + np.arange(1, count + 1, dtype=np.uint64)[None, :] * np.uint64(_DRAW)
+        z = _mix_array(z)
+        return (z >> np.uint64(11)).astype(np.float64) * _UNIT
+
+    def take(self, positions: np.ndarray | slice) -> Draws:
+        """The draws of a subset of these samples (the same numbers for each)."""
+        other = Draws.__new__(Draws)
+        other._key, other._rows = self._key, self._rows[positions]
+        return other

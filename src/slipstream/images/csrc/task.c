@@ -1,0 +1,144 @@
+/* A chunk of a batch of images in one call; see task.h for the contract. */
+#include "task.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "resample.h"
+#include "roi.h"
+
+#define MARGIN 2  /* columns decoded past the band, so chroma upsampling matches a whole decode */
+
+static int
+stop_at(ss_task *task, int i, const char *why)
+{
+    snprintf(task->msg, sizeof(task->msg), "%s", why);
+    return i;
+}
+
+/* The pixels sample i resamples from: a canvas of the whole scaled image
+   with the region decoded in place, or the stored raw pixels. Returns 0,
+   or -1 with task->msg set. */
+static int
+source(ss_task *task, int i, ss_scratch *canvas, const uint8_t **pixels, int *height, int *width)
+{
+    const int32_t *shape = task->shapes + 3 * (size_t)i;
+    const unsigned char *data = (const unsigned char *)(uintptr_t)task->addrs[i];
+    unsigned long size = (unsigned long)task->sizes[i];
+    int factor = task->factors[i], channels = task->channels;
+    if (factor != 1 && factor != 2 && factor != 4 && factor != 8) {
+        snprintf(task->msg, sizeof(task->msg), "a DCT factor of %d", factor);
+        return -1;
+    }
+    const int64_t *region = task->regions + 4 * (size_t)i;
+    size_t dec_h, dec_w, need;
+    roi_job job;
+
+    if (task->codecs[i] == SS_RAW) {
+        if (shape[2] != channels || (uint64_t)shape[0] * (uint64_t)shape[1] * (uint64_t)shape[2] != task->sizes[i]) {
+            snprintf(task->msg, sizeof(task->msg), "raw pixels of another channel count or size");
+            return -1;
+        }
+        *pixels = data;
+        *height = shape[0];
+        *width = shape[1];
+        return 0;
+    }
+    if (task->marks[i] == SS_WHOLE) {
+        snprintf(task->msg, sizeof(task->msg), "decoded whole before");
+        return -1;
+    }
+    if (task->marks[i] == SS_UNCHECKED) {
+        roi_header hdr;
+        memset(&hdr, 0, sizeof(hdr));
+        if (roi_read_header(data, size, 1, &hdr) != 0) {
+            snprintf(task->msg, sizeof(task->msg), "JPEG header error: %s", hdr.msg);
+            return -1;
+        }
+        if ((long)hdr.height != shape[0] || (long)hdr.width != shape[1]) {
+            snprintf(task->msg, sizeof(task->msg), "the JPEG's size disagrees with the stored shape");
+            return -1;
+        }
+        if (hdr.colorspace != JCS_GRAYSCALE && hdr.colorspace != JCS_RGB && hdr.colorspace != JCS_YCbCr) {
+            snprintf(task->msg, sizeof(task->msg), "a CMYK/YCCK JPEG is decoded whole");
+            return -1;
+        }
+    }
+    dec_h = ((size_t)shape[0] + (size_t)factor - 1) / (size_t)factor;
+    dec_w = ((size_t)shape[1] + (size_t)factor - 1) / (size_t)factor;
+    need = dec_h * dec_w * (size_t)channels;
+    if (canvas->size < need) {
+        ss_scratch_free(canvas);
+        canvas->block = malloc(need);
+        if (canvas->block == NULL) {
+            snprintf(task->msg, sizeof(task->msg), "out of memory");
+            return -1;
+        }
+        canvas->size = need;
+    }
+    memset(&job, 0, sizeof(job));
+    job.data = data;
+    job.size = size;
+    job.top = (long)region[0];
+    job.left = (long)region[1];
+    job.height = (long)region[2];
+    job.width = (long)region[3];
+    job.fast = task->fast;
+    job.gray = channels == 1;
+    job.scale = factor;
+    job.margin = MARGIN;
+    job.whole = 1;
+    job.check_rest = task->marks[i] == SS_UNCHECKED;
+    job.out = (unsigned char *)canvas->block;
+    job.out_len = (ptrdiff_t)need;
+    if (roi_decode(&job) != 0) {
+        snprintf(task->msg, sizeof(task->msg), "%s", job.msg);
+        return -1;
+    }
+    if ((size_t)(job.row0 + job.rows) > dec_h || (size_t)(job.col0 + job.cols) > dec_w) {
+        snprintf(task->msg, sizeof(task->msg), "the region decoder returned rows past the image");
+        return -1;
+    }
+    task->marks[i] = SS_REGION;
+    *pixels = (const uint8_t *)canvas->block;
+    *height = (int)dec_h;
+    *width = (int)dec_w;
+    return 0;
+}
+
+int
+ss_run_task(ss_task *task, int start, int stop)
+{
+    ss_scratch canvas = {NULL, 0}, work = {NULL, 0}, result = {NULL, 0};
+    size_t res_bytes = (size_t)task->out_h * (size_t)task->out_w * (size_t)task->channels;
+    int i;
+
+    task->msg[0] = '\0';
+    result.block = malloc(res_bytes);
+    if (result.block == NULL)
+        return stop_at(task, start, "out of memory");
+    for (i = start; i < stop; i++) {
+        const uint8_t *pixels;
+        int height, width;
+        const float *e = task->edges + 4 * (size_t)i;
+        if (source(task, i, &canvas, &pixels, &height, &width) != 0)
+            break;
+        if (!(e[0] >= 0 && e[2] >= 0 && e[1] <= height && e[3] <= width && e[1] > e[0] && e[3] > e[2])) {
+            stop_at(task, i, "the window is not inside the image");  /* the caller checked it: a safety net */
+            break;
+        }
+        if (ss_resample(pixels, height, width, task->channels, (size_t)width * (size_t)task->channels,
+                        e, task->out_h, task->out_w, task->box_filter,
+                        task->flips[i], (uint8_t *)result.block, &work) != 0) {
+            stop_at(task, i, "out of memory");
+            break;
+        }
+        ss_write((const uint8_t *)result.block, task->out_h, task->out_w, task->channels, task->chw,
+                 task->dtype, task->lut, task->out + (size_t)task->rows[i] * task->row_bytes);
+    }
+    ss_scratch_free(&canvas);
+    ss_scratch_free(&work);
+    ss_scratch_free(&result);
+    return i;
+}
