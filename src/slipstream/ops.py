@@ -76,8 +76,9 @@ class Windows:
         left = np.where(self.flip, self.out_w - left - width, left)  # a mirrored output: its left is the window's right
         self.top, self.left = self.top + top * sy, self.left + left * sx
         self.height, self.width = height * sy, width * sx
-        self.out_h = np.broadcast_to(np.asarray(out_h, np.int64), self.out_h.shape).copy()
-        self.out_w = np.broadcast_to(np.asarray(out_w, np.int64), self.out_w.shape).copy()
+        n = len(self.out_h)
+        self.out_h = np.full(n, out_h, np.int64) if isinstance(out_h, int) else np.asarray(out_h, np.int64)
+        self.out_w = np.full(n, out_w, np.int64) if isinstance(out_w, int) else np.asarray(out_w, np.int64)
 
     def row(self, i: int) -> Window:
         """Sample ``i``'s window."""
@@ -138,11 +139,11 @@ class RandomResizedCrop(Geometry):
         log_lo, log_hi = math.log(self.ratio[0]), math.log(self.ratio[1])
         target = area * (self.scale[0] + (self.scale[1] - self.scale[0]) * u[:, :_ATTEMPTS])
         aspect = _exp(log_lo + (log_hi - log_lo) * u[:, _ATTEMPTS : 2 * _ATTEMPTS], self._halvings)
-        w = np.rint(np.sqrt(target * aspect)).astype(np.int64)
-        h = np.rint(np.sqrt(target / aspect)).astype(np.int64)
+        w = np.rint(np.sqrt(target * aspect))  # whole numbers, as floats until one is picked
+        h = np.rint(np.sqrt(target / aspect))
         fits = (w > 0) & (w <= width[:, None]) & (h > 0) & (h <= height[:, None])
-        first = np.argmax(fits, axis=1)[:, None]
-        w, h = np.take_along_axis(w, first, 1)[:, 0], np.take_along_axis(h, first, 1)[:, 0]
+        rows, first = np.arange(len(windows)), np.argmax(fits, axis=1)
+        w, h = w[rows, first].astype(np.int64), h[rows, first].astype(np.int64)
         top = np.floor(u[:, -2] * (height - h + 1)).astype(np.int64)
         left = np.floor(u[:, -1] * (width - w + 1)).astype(np.int64)
         fallback = ~fits.any(axis=1)
@@ -284,19 +285,23 @@ class Apply(Op):
         self.fn = fn
 
 
+_EXP_TERMS = tuple(1.0 / k for k in range(9, 0, -1))  # Horner's 1/k of e**y's Taylor series to y**9
+
+
 def _exp(x: np.ndarray, halvings: int) -> np.ndarray:
     """e**x from additions and multiplications alone (libm's and NumPy's SIMD exp may differ in the
-    last bit between machines and array lengths; these operations are exact IEEE everywhere): x is
-    halved ``halvings`` times (exact) into |x| <= 1/16, a degree-12 Taylor polynomial taken there,
-    and squared back. Relative error below 1e-13 for |x| <= 2**halvings / 16."""
+    last bit between machines and array lengths; these operations are correctly rounded IEEE
+    everywhere): x is halved ``halvings`` times (exact) into |x| <= 1/16, a degree-9 Taylor
+    polynomial taken there (Horner), and squared back. Relative error below 1e-13 for
+    |x| <= 2**halvings / 16."""
     y = x * (0.5**halvings)
-    term = np.ones_like(y)
-    total = np.ones_like(y)
-    for k in range(1, 13):
-        term = term * y / k
-        total = total + term
+    total = y * _EXP_TERMS[0] + 1.0
+    for inverse in _EXP_TERMS[1:]:
+        total *= y
+        total *= inverse
+        total += 1.0
     for _ in range(halvings):
-        total = total * total
+        total *= total
     return total
 
 

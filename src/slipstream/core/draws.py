@@ -46,6 +46,20 @@ def _chain(key: int, value: int) -> int:
     return _mix((key + _GOLDEN * ((value & _MASK) + 1)) & _MASK)
 
 
+_layouts: dict[tuple[tuple[int, int], ...], tuple[np.ndarray, np.ndarray]] = {}
+
+
+def _layout(streams: tuple[tuple[int, int], ...]) -> tuple[np.ndarray, np.ndarray]:
+    """For each column of ``Draws.block(streams)``: its stream's position, and its counter times
+    the draw constant (cached: a pipeline asks for the same streams every time)."""
+    layout = _layouts.get(streams)
+    if layout is None:
+        columns = np.repeat(np.arange(len(streams)), [count for _, count in streams])
+        counters = np.concatenate([np.arange(1, count + 1, dtype=np.uint64) for _, count in streams]) * np.uint64(_DRAW)
+        layout = _layouts[streams] = (columns, counters[None, :])
+    return layout
+
+
 class Draws:
     """The random numbers of samples ``indices`` of ``epoch`` under ``seed`` (see the module doc)."""
 
@@ -75,13 +89,17 @@ class Draws:
 
     def uniforms(self, stream: int, count: int) -> np.ndarray:
         """(n, count) float64 in [0, 1): sample ``i``'s first ``count`` numbers of ``stream``."""
-        key = np.uint64(_chain(self._key, stream))
-        h = self._rows * np.uint64(_GOLDEN)
-        h += key
-        h = _mix_array(h)
-        z = h[:, None] + np.arange(1, count + 1, dtype=np.uint64)[None, :] * np.uint64(_DRAW)
-        z = _mix_array(z)
-        return (z >> np.uint64(11)).astype(np.float64) * _UNIT
+        return self.block(((stream, count),))
+
+    def block(self, streams: tuple[tuple[int, int], ...]) -> np.ndarray:
+        """``uniforms(stream, count)`` of each (stream, count), side by side in one (n, total)
+        array, computed at once (what a pipeline draws for all its ops)."""
+        keys = np.array([_chain(self._key, stream) for stream, _ in streams], np.uint64)
+        h = _mix_array(self._rows[:, None] * np.uint64(_GOLDEN) + keys[None, :])
+        columns, counters = _layout(streams)
+        z = _mix_array(h[:, columns] + counters)
+        z >>= np.uint64(11)
+        return z.astype(np.float64) * _UNIT
 
     def take(self, positions: np.ndarray | slice) -> Draws:
         """The draws of a subset of these samples (the same numbers for each)."""

@@ -213,9 +213,12 @@ class Pipeline:
         ``draws`` (each op draws from the stream of its position in the pipeline). Raises
         ``ops.WindowError`` naming the position of a sample an op cannot apply to."""
         windows = Windows(heights, widths)
-        none = np.empty((len(windows), 0))
-        for stream, op in self.geometry:
-            op.place(windows, draws.uniforms(stream, op.draws) if op.draws else none)
+        drawn = [(stream, op.draws) for stream, op in self.geometry if op.draws]
+        u = draws.block(tuple(drawn)) if drawn else np.empty((len(windows), 0))
+        column = 0
+        for _, op in self.geometry:
+            op.place(windows, u[:, column : column + op.draws])
+            column += op.draws
         return windows
 
     def output(self, channels: int, out_h: int, out_w: int) -> tuple[tuple[int, int, int], np.dtype]:

@@ -39,27 +39,31 @@ def place(windows: Windows, heights: np.ndarray, widths: np.ndarray, jpeg: np.nd
     decoded at a reduced scale); see the module doc."""
     heights, widths = np.asarray(heights, np.int64), np.asarray(widths, np.int64)
     factor = np.ones(len(windows), np.int64)
-    if not exact:
-        for _ in range(3):  # 1 -> 2 -> 4 -> 8, while the window stays at least its output size
-            grow = jpeg & (factor < 8) & (windows.height / (2 * factor) >= windows.out_h) & (windows.width / (2 * factor) >= windows.out_w)
-            factor = np.where(grow, factor * 2, factor)
+    if not exact:  # 1 -> 2 -> 4 -> 8 while the window stays at least its output size: h / k >= out_h,
+        # written h >= out_h * k (k a power of two: the same comparison, exactly)
+        for k in (2, 4, 8):
+            factor += (factor * 2 == k) * jpeg * (windows.height >= windows.out_h * k) * (windows.width >= windows.out_w * k) * (k // 2)
     dec_h, dec_w = (heights + factor - 1) // factor, (widths + factor - 1) // factor
     sy, sx = dec_h / heights, dec_w / widths
-    top, left, box_h, box_w = windows.top * sy, windows.left * sx, windows.height * sy, windows.width * sx
-    margin = np.ceil(np.maximum(np.maximum(1.0, box_h / windows.out_h), box_w / windows.out_w)).astype(np.int64) + 2
-    r0 = np.maximum(0, np.floor(top).astype(np.int64) - margin)
-    r1 = np.minimum(dec_h, np.ceil(top + box_h).astype(np.int64) + margin)
-    c0 = np.maximum(0, np.floor(left).astype(np.int64) - margin)
-    c1 = np.minimum(dec_w, np.ceil(left + box_w).astype(np.int64) + margin)
+    box = np.empty((len(windows), 4))
+    top, left, box_h, box_w = box[:, 0], box[:, 1], box[:, 2], box[:, 3]
+    np.multiply(windows.top, sy, out=top)
+    np.multiply(windows.left, sx, out=left)
+    np.multiply(windows.height, sy, out=box_h)
+    np.multiply(windows.width, sx, out=box_w)
+    bottom, right = top + box_h, left + box_w
+    margin = np.ceil(np.maximum(np.maximum(1.0, box_h / windows.out_h), box_w / windows.out_w)) + 2
+    r0 = np.maximum(0, np.floor(top) - margin)
+    r1 = np.minimum(dec_h, np.ceil(bottom) + margin)
+    c0 = np.maximum(0, np.floor(left) - margin)
+    c1 = np.minimum(dec_w, np.ceil(right) + margin)
     placement = Placement()
-    placement.factor, placement.dec_h, placement.dec_w = factor, dec_h, dec_w
-    placement.box = np.stack([top, left, box_h, box_w], axis=1)
-    placement.region = np.stack([r0, c0, r1 - r0, c1 - c0], axis=1)
-    edges = np.stack([top, top + box_h, left, left + box_w], axis=1).astype(np.float32)
-    placement.edges = edges
+    placement.factor, placement.dec_h, placement.dec_w, placement.box = factor, dec_h, dec_w, box
+    placement.region = np.stack([r0, c0, r1 - r0, c1 - c0], axis=1).astype(np.int64)
+    edges = placement.edges = np.stack([top, bottom, left, right], axis=1).astype(np.float32)
     with np.errstate(invalid="ignore"):
         placement.valid = (
-            np.isfinite(placement.box).all(axis=1)
+            np.isfinite(box).all(axis=1)
             & (box_h > 0) & (box_w > 0)
             & (edges[:, 0] >= 0) & (edges[:, 2] >= 0)
             & (edges[:, 1] <= dec_h) & (edges[:, 3] <= dec_w)

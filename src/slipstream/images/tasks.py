@@ -117,11 +117,10 @@ def _compiled(pipeline: Pipeline, table: ImageTable, draws: Draws, target: np.nd
     slots = table.slots[picked]
     before = table.marks[slots]
     marks = before.copy()
-    args = (
-        np.ascontiguousarray(table.addrs[picked], np.uint64), np.ascontiguousarray(table.sizes[picked], np.uint64),
-        np.ascontiguousarray(table.codecs[picked], np.uint8), np.ascontiguousarray(table.shapes[picked], np.int32),
-        placement.factor[picked].astype(np.int32), np.ascontiguousarray(placement.region[picked]),
-        np.ascontiguousarray(placement.edges[picked]), windows.flip[picked].astype(np.uint8), marks, picked.astype(np.int64),
+    args = (  # (fancy indexing gives new C-contiguous arrays)
+        table.addrs[picked], table.sizes[picked], table.codecs[picked], table.shapes[picked],
+        placement.factor[picked].astype(np.int32), placement.region[picked], placement.edges[picked],
+        windows.flip[picked].astype(np.uint8), marks, picked.astype(np.int64),
         target, target[0].nbytes, out_h, out_w, channels, int(pipeline.chw), _DTYPES[dtype],
         _lut(pipeline, channels, dtype), int(pipeline.filter == "box"), int(pipeline.decode.fast),
     )
