@@ -20,7 +20,7 @@ setup(
             libraries=["jpeg"],
             optional=True,
             # no fused multiply-add: the resampling weights must round as Pillow's, NumPy's and numba's do
-            extra_compile_args=["-O2", "-std=c99", "-ffp-contract=off"],
+            extra_compile_args=["-O3", "-std=c99", "-ffp-contract=off"],
         )
     ]
 )

@@ -43,7 +43,7 @@ def _compiled_resample(src: np.ndarray, edges: np.ndarray, shape: tuple[int, ...
     if dtype != np.uint8:
         table = np.arange(256, dtype=np.float32)[None, :] * scale[:, None] + offset[:, None]
         lut = np.ascontiguousarray(table if dtype == np.float32 else table.astype(np.float16).view(np.uint16))
-    stop, why = _roijpeg.run_task(
+    stop, why, _, _ = _roijpeg.run_task(
         np.array([src.ctypes.data], np.uint64), np.array([src.nbytes], np.uint64), np.zeros(1, np.uint8),
         np.array([[height, width, channels]], np.int32), np.ones(1, np.int32), np.zeros((1, 4), np.int64),
         edges.reshape(1, 4), np.array([flip], np.uint8), np.zeros(1, np.uint8), np.ones(1, np.int64),
@@ -136,10 +136,10 @@ class _Counting:
         self.module, self.done = module, 0
         self.decode_region = module.decode_region
 
-    def run_task(self, *args: Any) -> tuple[int, str]:
-        stop, why = self.module.run_task(*args)
-        self.done += stop - args[-1]
-        return stop, why
+    def run_task(self, *args: Any) -> tuple[int, str, float, float]:
+        result = self.module.run_task(*args)
+        self.done += result[0] - args[-1]
+        return result
 
 
 def _epochs(ds: Any, pipeline: list[Any], workers: int = 0, backend: str = "thread", epochs: int = 2) -> list[Any]:

@@ -14,10 +14,12 @@ chunk of a batch from, in one compiled call).
 from __future__ import annotations
 
 import threading
+from time import perf_counter as clock
 from typing import Any
 
 import numpy as np
 
+from ..core import stages
 from ..core.draws import Draws
 from ..core.optional import probe
 from ..core.rng import sample_draws
@@ -235,18 +237,24 @@ class Pipeline:
         draws = sample_draws(1) if draws is None else draws
         windows = self.windows([height], [width], draws)
         window = windows.row(0)
+        began = clock()
         image, box = source.decode(windows, self.decode, channels)
+        decoded = clock()
+        stages.add("decode", decoded - began)
         if not self.tail:
             shape, dtype = self.output(channels, window.out_h, window.out_w)
             target = out if out is not None and out.shape == shape and out.dtype == dtype else np.empty(shape, dtype)
             scale, offset = self.normalize.coefficients(channels) if self.normalize else (None, None)
-            return _kernels.resample_into(image, box, target, flip=window.flip, filter=self.filter, chw=self.chw, scale=scale, offset=offset)
-        result: Any = _kernels.resample_into(image, box, np.empty((window.out_h, window.out_w, channels), np.uint8), flip=window.flip, filter=self.filter)
+            result = _kernels.resample_into(image, box, target, flip=window.flip, filter=self.filter, chw=self.chw, scale=scale, offset=offset)
+            stages.add("augment", clock() - decoded)
+            return result
+        result = _kernels.resample_into(image, box, np.empty((window.out_h, window.out_w, channels), np.uint8), flip=window.flip, filter=self.filter)
         if self.normalize is not None or self.chw:  # formats placed before the custom ops still apply first
             result = _format(result, self.normalize, self.chw)
         for stream in range(len(self.ops) - len(self.tail), len(self.ops)):
             result = _step(self.ops[stream], result, draws, stream)
         result = np.asarray(result)
+        stages.add("augment", clock() - decoded)
         if out is not None and result.shape == out.shape and np.can_cast(result.dtype, out.dtype, casting="safe"):
             np.copyto(out, result, casting="safe")
             return out

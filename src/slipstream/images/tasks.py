@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core import stages
 from ..core.draws import Draws
 from ..ops import WindowError
 from .codecs import CODECS
@@ -128,7 +129,9 @@ def _compiled(pipeline: Pipeline, table: ImageTable, draws: Draws, target: np.nd
     start = 0
     try:
         while start < len(picked):
-            stop, _why = run(*args, start)
+            stop, _why, decoding, resampling = run(*args, start)
+            stages.add("decode", decoding)
+            stages.add("augment", resampling)
             if stop < len(picked):
                 one(int(picked[stop]))  # decodes it on its own (and marks it), or raises naming it
             start = stop + 1

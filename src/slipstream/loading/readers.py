@@ -18,10 +18,12 @@ index, batch and epoch.
 from __future__ import annotations
 
 import threading
+from time import perf_counter as clock
 from typing import Any
 
 import numpy as np
 
+from ..core import stages
 from ..core.containers import getobs, getobs_into, is_group
 from ..core.errors import Cancelled, add_note
 from ..core.nodes import ArrayLeaf
@@ -34,11 +36,14 @@ __all__ = ["BatchInfo", "Reader", "collated", "make_reader"]
 
 def collated(collate: Any, samples: list[Any], info: Any) -> Any:
     """``collate(samples)``; an exception it raises gets a note naming the batch."""
+    began = clock()
     try:
         return collate(samples)
     except BaseException as exc:
         add_note(exc, f"slipstream: raised by the collate function for {info} ({len(samples)} samples)")
         raise
+    finally:
+        stages.add("collate", clock() - began)
 
 
 class BatchInfo:
@@ -74,6 +79,7 @@ class Reader:
 
     def samples(self, indices: np.ndarray, info: BatchInfo) -> list[Any]:
         """The observations themselves (for a user's collate)."""
+        stages.count(len(indices))
         data, out, stop = self.data, [], info.stop
         with sample_context(info.seed, info.epoch) as ctx:
             for i, idx in zip(indices.tolist(), self.resolve(indices).tolist()):
@@ -103,6 +109,7 @@ class _ArrayReader(Reader):
                 self.pairs.append((array, node.slot))
 
     def read(self, spec: Spec, storage: list[Any], a: int, indices: np.ndarray, info: BatchInfo) -> None:
+        stages.count(len(indices))
         rows = self.resolve(indices)
         b = a + len(rows)
         for array, slot in self.pairs:
@@ -111,11 +118,13 @@ class _ArrayReader(Reader):
             array.take(rows, axis=0, out=storage[slot][a:b], mode="clip")
 
     def samples(self, indices: np.ndarray, info: BatchInfo) -> list[Any]:
+        stages.count(len(indices))
         return [getobs(self.data, int(i)) for i in self.resolve(indices)]
 
 
 class _SampleReader(Reader):
     def read(self, spec: Spec, storage: list[Any], a: int, indices: np.ndarray, info: BatchInfo) -> None:
+        stages.count(len(indices))
         data, stop = self.data, info.stop
         write = spec.write
         into = getattr(data, "getobs_into", None) is not None or is_group(data)
@@ -143,6 +152,7 @@ class _ManyReader(Reader):
             spec.write(storage, j, sample, i)
 
     def samples(self, indices: np.ndarray, info: BatchInfo) -> list[Any]:
+        stages.count(len(indices))
         rows = [int(r) for r in self.resolve(indices)]
         with sample_context(info.seed, info.epoch) as ctx:
             ctx.at(indices[0] if len(indices) else 0)
@@ -162,13 +172,16 @@ class _BatchIntoReader(Reader):
     def read(self, spec: Spec, storage: list[Any], a: int, indices: np.ndarray, info: BatchInfo) -> None:
         if info.stop.is_set():
             raise Cancelled
+        stages.count(len(indices))
         b = a + len(indices)
         views = spec.batch_views(storage, a, b)
         with sample_context(info.seed, info.epoch) as ctx:
             ctx.batch(indices)
             try:
                 value = self.data.getobs_batch_into(views, self.resolve(indices))
+                began = clock()
                 spec.settle_batch(storage, a, value, views, indices.tolist())
+                stages.add("collate", clock() - began)
             except BaseException as exc:
                 add_note(exc, f"slipstream: raised while loading samples {indices.tolist()} ({info})")
                 raise

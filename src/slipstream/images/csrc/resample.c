@@ -9,11 +9,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The two passes are compiled twice on x86-64 with GCC or clang (AVX2, and the
+   baseline), the faster picked when the module loads: integer work only, so
+   both give the same bits. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__APPLE__)
+#define SS_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define SS_CLONES
+#endif
+#define SS_INLINE static inline __attribute__((always_inline))
+
 #define PRECISION_BITS 22
 #define HALF (1 << (PRECISION_BITS - 1))
 #define ONE ((double)(1 << PRECISION_BITS))
 
-static inline uint8_t
+SS_INLINE uint8_t
 clip8(int32_t in)
 {
     if (in >= (1 << PRECISION_BITS << 8))
@@ -117,72 +127,180 @@ coeffs(int in_size, float in0, float in1, int out_size, int box, int ksize, int 
     }
 }
 
-/* Horizontal pass: `rows` rows of `in` (interleaved pixels; tap t of output
-   xx reads column bounds[2 * xx] + t - shift) into `out`, mirrored with flip. */
-static void
-hpass(const uint8_t *in, size_t in_stride, int rows, int channels, int shift, const int *bounds,
-      const int32_t *kk, int ksize, int out_w, int flip, uint8_t *out, size_t out_stride)
+/* Horizontal pass, as numba_passes.py does it: every output gets the same
+   number of taps (`taps`, zero weights added, the first tap moved left where
+   the window would read past the row), indexed by destination (mirrored with
+   flip); two rows at once, byte p of the first in the low 32 bits of a uint64
+   and of the second in the high 32 bits. The weights are >= 0 and sum to
+   about 1 << 22, so each half's sum stays below 2**31 and never carries into
+   the other: one multiply-add serves both rows. */
+
+#define ROW_BITS 32
+#define LOW_ROW ((UINT64_C(1) << ROW_BITS) - 1)
+#define HALF_PAIR ((uint64_t)HALF | ((uint64_t)HALF << ROW_BITS))
+#define HIGH_SHIFT (ROW_BITS + PRECISION_BITS)
+
+SS_INLINE uint8_t
+low8(uint64_t s)
 {
-    int r, xx, x;
-    for (r = 0; r < rows; r++) {
-        const uint8_t *line = in + (size_t)r * in_stride;
-        uint8_t *o = out + (size_t)r * out_stride;
+    uint64_t v = (s & LOW_ROW) >> PRECISION_BITS;
+    return (uint8_t)(v > 255 ? 255 : v);
+}
+
+SS_INLINE uint8_t
+high8(uint64_t s)
+{
+    uint64_t v = s >> HIGH_SHIFT;
+    return (uint8_t)(v > 255 ? 255 : v);
+}
+
+/* One pair of rows (`packed`), `taps` taps per output: a constant in the
+   instances below, so that the tap loop unrolls. */
+SS_INLINE void
+hrow(const uint64_t *restrict packed, uint8_t *restrict o0, uint8_t *restrict o1, const int *restrict start,
+     const uint64_t *restrict kp, int out_w, int taps, int channels, size_t sx, size_t sc)
+{
+    int xx, t;
+    if (channels == 3) {
         for (xx = 0; xx < out_w; xx++) {
-            const int32_t *k = kk + (size_t)xx * (size_t)ksize;
-            int count = bounds[2 * xx + 1];
-            int dx = flip ? out_w - 1 - xx : xx;
-            if (channels == 3) {
-                const uint8_t *p = line + (size_t)(bounds[2 * xx] - shift) * 3;
-                int32_t s0 = HALF, s1 = HALF, s2 = HALF;
-                for (x = 0; x < count; x++) {
-                    s0 += p[3 * x] * k[x];
-                    s1 += p[3 * x + 1] * k[x];
-                    s2 += p[3 * x + 2] * k[x];
-                }
-                o[3 * dx] = clip8(s0);
-                o[3 * dx + 1] = clip8(s1);
-                o[3 * dx + 2] = clip8(s2);
-            } else {
-                const uint8_t *p = line + (size_t)(bounds[2 * xx] - shift);
-                int32_t s0 = HALF;
-                for (x = 0; x < count; x++)
-                    s0 += p[x] * k[x];
-                o[dx] = clip8(s0);
+            const uint64_t *p = packed + (size_t)start[xx] * 3, *k = kp + (size_t)xx * (size_t)taps;
+            uint64_t s0 = HALF_PAIR, s1 = HALF_PAIR, s2 = HALF_PAIR;
+            size_t q = (size_t)xx * sx;
+            for (t = 0; t < taps; t++) {
+                s0 += p[3 * t] * k[t];
+                s1 += p[3 * t + 1] * k[t];
+                s2 += p[3 * t + 2] * k[t];
             }
+            o0[q] = low8(s0);
+            o0[q + sc] = low8(s1);
+            o0[q + 2 * sc] = low8(s2);
+            o1[q] = high8(s0);
+            o1[q + sc] = high8(s1);
+            o1[q + 2 * sc] = high8(s2);
+        }
+    } else {
+        for (xx = 0; xx < out_w; xx++) {
+            const uint64_t *p = packed + start[xx], *k = kp + (size_t)xx * (size_t)taps;
+            uint64_t s0 = HALF_PAIR;
+            for (t = 0; t < taps; t++)
+                s0 += p[t] * k[t];
+            o0[(size_t)xx * sx] = low8(s0);
+            o1[(size_t)xx * sx] = high8(s0);
+        }
+    }
+}
+
+#define HROW_FIXED(T)                                                                                  \
+    SS_INLINE void hrow_##T(const uint64_t *packed, uint8_t *o0, uint8_t *o1, const int *start,          \
+                         const uint64_t *kp, int out_w, int channels, size_t sx, size_t sc)            \
+    {                                                                                                  \
+        hrow(packed, o0, o1, start, kp, out_w, T, channels, sx, sc);                                   \
+    }
+HROW_FIXED(1)
+HROW_FIXED(2)
+HROW_FIXED(3)
+HROW_FIXED(4)
+HROW_FIXED(5)
+HROW_FIXED(6)
+
+/* Pads the taps (see above): start[j] and kp[j * taps ...] for destination
+   j; returns taps. `shift` is the first source column the rows hold. */
+SS_INLINE int
+pad_taps(const int *bounds, const int32_t *kk, int ksize, int in_size, int out_w, int flip, int shift,
+         int *start, uint64_t *kp)
+{
+    int taps = 1, xx, t;
+    for (xx = 0; xx < out_w; xx++)
+        if (bounds[2 * xx + 1] > taps)
+            taps = bounds[2 * xx + 1];
+    if (taps > in_size)
+        taps = in_size;
+    memset(kp, 0, sizeof(uint64_t) * (size_t)out_w * (size_t)taps);
+    for (xx = 0; xx < out_w; xx++) {
+        int j = flip ? out_w - 1 - xx : xx, xmin = bounds[2 * xx];
+        int first = xmin < in_size - taps ? xmin : in_size - taps;
+        start[j] = first - shift;
+        for (t = 0; t < bounds[2 * xx + 1]; t++)
+            kp[(size_t)j * (size_t)taps + (size_t)(xmin - first + t)] = (uint64_t)kk[(size_t)xx * (size_t)ksize + (size_t)t];
+    }
+    return taps;
+}
+
+/* Horizontal pass: `rows` rows of `in` (interleaved pixels; the first is
+   source column `shift`, and the rows hold the columns up to `in_size`) into
+   `out`: output (r, x, c) at out[r * out_stride + x * sx + c * sc]. Scratch:
+   `start` (out_w ints), `kp` (out_w * ksize uint64s) and `packed`
+   ((in_size - shift) * channels uint64s). */
+SS_CLONES static void
+hpass(const uint8_t *in, size_t in_stride, int rows, int channels, int in_size, int shift, const int *bounds,
+      const int32_t *kk, int ksize, int out_w, int flip, uint8_t *out, size_t out_stride, size_t sx, size_t sc,
+      int *start, uint64_t *kp, uint64_t *packed)
+{
+    int taps = pad_taps(bounds, kk, ksize, in_size, out_w, flip, shift, start, kp);
+    size_t n = 0, lowest = (size_t)-1, p;  /* the columns read: from the leftmost window's start to the furthest end */
+    int r, xx;
+    for (xx = 0; xx < out_w; xx++) {
+        size_t begin = (size_t)start[xx] * (size_t)channels, end = (size_t)(start[xx] + taps) * (size_t)channels;
+        if (end > n)
+            n = end;
+        if (begin < lowest)
+            lowest = begin;
+    }
+    for (r = 0; r < rows; r += 2) {
+        int r1 = r + 1 < rows ? r + 1 : r;  /* an odd last row is paired with itself */
+        const uint8_t *restrict lo = in + (size_t)r * in_stride, *restrict hi = in + (size_t)r1 * in_stride;
+        uint8_t *o0 = out + (size_t)r * out_stride, *o1 = out + (size_t)r1 * out_stride;
+        for (p = lowest; p < n; p++)
+            packed[p] = (uint64_t)lo[p] | ((uint64_t)hi[p] << ROW_BITS);
+        switch (taps) {
+        case 1: hrow_1(packed, o0, o1, start, kp, out_w, channels, sx, sc); break;
+        case 2: hrow_2(packed, o0, o1, start, kp, out_w, channels, sx, sc); break;
+        case 3: hrow_3(packed, o0, o1, start, kp, out_w, channels, sx, sc); break;
+        case 4: hrow_4(packed, o0, o1, start, kp, out_w, channels, sx, sc); break;
+        case 5: hrow_5(packed, o0, o1, start, kp, out_w, channels, sx, sc); break;
+        case 6: hrow_6(packed, o0, o1, start, kp, out_w, channels, sx, sc); break;
+        default: hrow(packed, o0, o1, start, kp, out_w, taps, channels, sx, sc); break;
         }
     }
 }
 
 /* Vertical pass over `n` bytes of each row (`in` starts at the first column
-   read; tap t of output row yy reads row bounds[2 * yy] + t - shift). */
-static void
-vpass(const uint8_t *in, size_t in_stride, size_t n, int shift, const int *bounds, const int32_t *kk,
-      int ksize, int out_h, int32_t *acc, uint8_t *out, size_t out_stride)
+   read; tap t of output row yy reads row bounds[2 * yy] + t - shift). Each
+   output row is cut into `nseg` equal segments; segment g of row yy goes to
+   out + g * gs + yy * rs (one segment: rows; one per channel: planes). */
+SS_CLONES static void
+vpass(const uint8_t *restrict in, size_t in_stride, size_t n, int shift, const int *restrict bounds,
+      const int32_t *restrict kk, int ksize, int out_h, int32_t *restrict acc, uint8_t *restrict out, int nseg,
+      size_t gs, size_t rs)
 {
-    int yy, y;
-    size_t i;
+    int yy, y, g;
+    size_t i, seg = n / (size_t)nseg;
     for (yy = 0; yy < out_h; yy++) {
         const int32_t *k = kk + (size_t)yy * (size_t)ksize;
         int ymin = bounds[2 * yy] - shift, count = bounds[2 * yy + 1];
-        uint8_t *o = out + (size_t)yy * out_stride;
         for (i = 0; i < n; i++)
             acc[i] = HALF;
         for (y = 0; y < count; y++) {
-            const uint8_t *row = in + (size_t)(ymin + y) * in_stride;
+            const uint8_t *restrict row = in + (size_t)(ymin + y) * in_stride;
             int32_t weight = k[y];
             for (i = 0; i < n; i++)
                 acc[i] += row[i] * weight;
         }
-        for (i = 0; i < n; i++)
-            o[i] = clip8(acc[i]);
+        for (g = 0; g < nseg; g++) {
+            uint8_t *o = out + (size_t)g * gs + (size_t)yy * rs;
+            const int32_t *a = acc + (size_t)g * seg;
+            for (i = 0; i < seg; i++)
+                o[i] = clip8(a[i]);
+        }
     }
 }
 
 int
 ss_resample(const uint8_t *src, int height, int width, int channels, size_t stride,
-            const float edges[4], int out_h, int out_w, int box_filter, int flip,
+            const float edges[4], int out_h, int out_w, int box_filter, int flip, int chw,
             uint8_t *res, ss_scratch *scratch)
 {
+    size_t plane = (size_t)out_h * (size_t)out_w;
     int kv_size = kernel_size(edges[0], edges[1], out_h, box_filter);
     int kh_size = kernel_size(edges[2], edges[3], out_w, box_filter);
     int wide = kv_size > kh_size ? kv_size : kh_size;
@@ -200,7 +318,10 @@ ss_resample(const uint8_t *src, int height, int width, int channels, size_t stri
     size_t o_w = o_kh + round16(sizeof(int32_t) * (size_t)out_w * (size_t)kh_size);
     size_t o_acc = o_w + round16(sizeof(double) * (size_t)wide);
     size_t o_tmp = o_acc + round16(sizeof(int32_t) * acc_n);
-    char *block = scratch_get(scratch, o_tmp + round16(tmp_bytes));
+    size_t o_start = o_tmp + round16(tmp_bytes);
+    size_t o_kp = o_start + round16(sizeof(int) * (size_t)out_w);
+    size_t o_packed = o_kp + round16(sizeof(uint64_t) * (size_t)out_w * (size_t)kh_size);
+    char *block = scratch_get(scratch, o_packed + sizeof(uint64_t) * (size_t)width * (size_t)channels);
     int *yb, *xb;
     int32_t *kv, *kh, *acc;
     uint8_t *tmp;
@@ -224,8 +345,14 @@ ss_resample(const uint8_t *src, int height, int width, int channels, size_t stri
             if (yb[2 * yy] + yb[2 * yy + 1] > last)
                 last = yb[2 * yy] + yb[2 * yy + 1];
         }
-        hpass(src + (size_t)first * stride, stride, last - first, channels, 0, xb, kh, kh_size, out_w, flip, tmp, row_bytes);
-        vpass(tmp, row_bytes, row_bytes, first, yb, kv, kv_size, out_h, acc, res, row_bytes);
+        /* the rows of tmp laid out as the output's: planar per row for CHW, then one segment per plane */
+        hpass(src + (size_t)first * stride, stride, last - first, channels, width, 0, xb, kh, kh_size, out_w, flip, tmp,
+              row_bytes, chw ? 1 : (size_t)channels, chw ? (size_t)out_w : 1,
+              (int *)(block + o_start), (uint64_t *)(block + o_kp), (uint64_t *)(block + o_packed));
+        if (chw)
+            vpass(tmp, row_bytes, row_bytes, first, yb, kv, kv_size, out_h, acc, res, channels, plane, (size_t)out_w);
+        else
+            vpass(tmp, row_bytes, row_bytes, first, yb, kv, kv_size, out_h, acc, res, 1, 0, row_bytes);
     } else {
         int first = xb[0], last = 0, xx;
         size_t cols;
@@ -236,41 +363,38 @@ ss_resample(const uint8_t *src, int height, int width, int channels, size_t stri
                 last = xb[2 * xx] + xb[2 * xx + 1];
         }
         cols = (size_t)(last - first) * (size_t)channels;
-        vpass(src + (size_t)first * (size_t)channels, stride, cols, 0, yb, kv, kv_size, out_h, acc, tmp, cols);
-        hpass(tmp, cols, out_h, channels, first, xb, kh, kh_size, out_w, flip, res, row_bytes);
+        vpass(src + (size_t)first * (size_t)channels, stride, cols, 0, yb, kv, kv_size, out_h, acc, tmp, 1, 0, cols);
+        hpass(tmp, cols, out_h, channels, last, first, xb, kh, kh_size, out_w, flip, res,
+              chw ? (size_t)out_w : row_bytes, chw ? 1 : (size_t)channels, chw ? plane : 1,
+              (int *)(block + o_start), (uint64_t *)(block + o_kp), (uint64_t *)(block + o_packed));
     }
     return 0;
 }
 
 void
-ss_write(const uint8_t *res, int out_h, int out_w, int channels, int chw, int dtype, const void *lut, void *out)
+ss_write(const uint8_t *res, size_t n, int channels, int chw, size_t plane, int dtype, const void *lut, void *out)
 {
-    size_t plane = (size_t)out_h * (size_t)out_w, i;
+    size_t i;
     int c;
-    if (dtype == SS_U8) {
-        uint8_t *o = (uint8_t *)out;
-        if (!chw || channels == 1) {
-            memcpy(o, res, plane * (size_t)channels);
-            return;
-        }
-        for (i = 0; i < plane; i++)
-            for (c = 0; c < channels; c++)
-                o[(size_t)c * plane + i] = res[i * (size_t)channels + (size_t)c];
-    } else if (dtype == SS_F32) {
+    if (dtype == SS_F32) {
         const float *t = (const float *)lut;
         float *o = (float *)out;
-        for (i = 0; i < plane; i++)
-            for (c = 0; c < channels; c++) {
-                size_t to = chw ? (size_t)c * plane + i : i * (size_t)channels + (size_t)c;
-                o[to] = t[c * 256 + res[i * (size_t)channels + (size_t)c]];
-            }
+        if (chw)
+            for (c = 0; c < channels; c++)
+                for (i = (size_t)c * plane; i < (size_t)(c + 1) * plane; i++)
+                    o[i] = t[c * 256 + res[i]];
+        else
+            for (i = 0; i < n; i++)
+                o[i] = t[(int)(i % (size_t)channels) * 256 + res[i]];
     } else {
         const uint16_t *t = (const uint16_t *)lut;
         uint16_t *o = (uint16_t *)out;
-        for (i = 0; i < plane; i++)
-            for (c = 0; c < channels; c++) {
-                size_t to = chw ? (size_t)c * plane + i : i * (size_t)channels + (size_t)c;
-                o[to] = t[c * 256 + res[i * (size_t)channels + (size_t)c]];
-            }
+        if (chw)
+            for (c = 0; c < channels; c++)
+                for (i = (size_t)c * plane; i < (size_t)(c + 1) * plane; i++)
+                    o[i] = t[c * 256 + res[i]];
+        else
+            for (i = 0; i < n; i++)
+                o[i] = t[(int)(i % (size_t)channels) * 256 + res[i]];
     }
 }

@@ -34,12 +34,12 @@ void ss_scratch_free(ss_scratch *scratch);
    inside the image (checked by the caller, as checks.py does), sizes >= 1,
    channels 1 or 3. */
 int ss_resample(const uint8_t *src, int height, int width, int channels, size_t stride,
-                const float edges[4], int out_h, int out_w, int box_filter, int flip,
+                const float edges[4], int out_h, int out_w, int box_filter, int flip, int chw,
                 uint8_t *res, ss_scratch *scratch);
 
 enum { SS_U8 = 0, SS_F32 = 1, SS_F16 = 2 };
 
-void ss_write(const uint8_t *res, int out_h, int out_w, int channels, int chw, int dtype,
+void ss_write(const uint8_t *res, size_t n, int channels, int chw, size_t plane, int dtype,
               const void *lut, void *out);
 
 #endif

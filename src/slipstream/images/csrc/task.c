@@ -1,14 +1,24 @@
 /* A chunk of a batch of images in one call; see task.h for the contract. */
+#define _POSIX_C_SOURCE 199309L  /* clock_gettime */
 #include "task.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "resample.h"
 #include "roi.h"
 
 #define MARGIN 2  /* columns decoded past the band, so chroma upsampling matches a whole decode */
+
+static double
+now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
 
 static int
 stop_at(ss_task *task, int i, const char *why)
@@ -119,23 +129,32 @@ ss_run_task(ss_task *task, int start, int stop)
     if (result.block == NULL)
         return stop_at(task, start, "out of memory");
     for (i = start; i < stop; i++) {
-        const uint8_t *pixels;
-        int height, width;
+        const uint8_t *pixels = NULL;
+        int height = 0, width = 0, failed;
         const float *e = task->edges + 4 * (size_t)i;
-        if (source(task, i, &canvas, &pixels, &height, &width) != 0)
+        double t0 = now(), t1;
+        failed = source(task, i, &canvas, &pixels, &height, &width) != 0;
+        t1 = now();
+        task->decode_s += t1 - t0;
+        if (failed)
             break;
         if (!(e[0] >= 0 && e[2] >= 0 && e[1] <= height && e[3] <= width && e[1] > e[0] && e[3] > e[2])) {
             stop_at(task, i, "the window is not inside the image");  /* the caller checked it: a safety net */
             break;
         }
-        if (ss_resample(pixels, height, width, task->channels, (size_t)width * (size_t)task->channels,
-                        e, task->out_h, task->out_w, task->box_filter,
-                        task->flips[i], (uint8_t *)result.block, &work) != 0) {
-            stop_at(task, i, "out of memory");
-            break;
+        {
+            uint8_t *row = task->out + (size_t)task->rows[i] * task->row_bytes;
+            uint8_t *res = task->dtype == SS_U8 ? row : (uint8_t *)result.block;  /* uint8: straight into the row */
+            if (ss_resample(pixels, height, width, task->channels, (size_t)width * (size_t)task->channels, e,
+                            task->out_h, task->out_w, task->box_filter, task->flips[i], task->chw, res, &work) != 0) {
+                stop_at(task, i, "out of memory");
+                break;
+            }
+            if (task->dtype != SS_U8)
+                ss_write(res, res_bytes, task->channels, task->chw, (size_t)task->out_h * (size_t)task->out_w,
+                         task->dtype, task->lut, row);
         }
-        ss_write((const uint8_t *)result.block, task->out_h, task->out_w, task->channels, task->chw,
-                 task->dtype, task->lut, task->out + (size_t)task->rows[i] * task->row_bytes);
+        task->resample_s += now() - t1;
     }
     ss_scratch_free(&canvas);
     ss_scratch_free(&work);

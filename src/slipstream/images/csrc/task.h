@@ -42,6 +42,7 @@ typedef struct {
     uint8_t *out;             /* sample i's output at out + rows[i] * row_bytes */
     size_t row_bytes;
     /* out: */
+    double decode_s, resample_s;  /* seconds spent decoding, and resampling and writing */
     char msg[320];
 } ss_task;
 

@@ -21,6 +21,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ...core import stages
 from ...core.closing import close_at_exit, forget_at_exit
 from ...core.errors import add_note
 from ...core.workerinfo import WorkerInfo, set_worker_info, worker_seed
@@ -76,6 +77,7 @@ class ThreadExecutor(OrderedOutput):
     # -- workers ---------------------------------------------------------------------------
     def _work(self, k: int) -> None:
         cond, busy = self._cond, self.busy_meter.seconds
+        stages.install(self.busy_meter.stages[k])  # what the tasks report (decode, augment...)
         if self._init is not None and not self._initialized(k):
             return
         while True:
