@@ -60,3 +60,34 @@ def test_without_worker_threads_there_is_no_busy_share(workers, backend):
         list(loader)
         stats = loader.stats()
     assert stats["batches"] == 4 and stats["worker_busy"] is None
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled tasks", "per-sample path"])
+def test_worker_time_per_sample_is_split_into_the_stages_the_image_pipeline_reports(tmp_path, compiled, monkeypatch):
+    from packed import photo_like
+
+    from slipstream import fields as F
+    from slipstream import ops
+    from slipstream.images import pipeline as _pipeline
+
+    if compiled and _pipeline.region_decoder() is None:
+        pytest.skip("the _roijpeg extension is not built")
+    if not compiled:
+        monkeypatch.setattr(_pipeline, "_roi", None)
+    images = [{"image": photo_like(120, 100, seed=k), "label": k} for k in range(32)]
+    path = ss.write(tmp_path / "d.arrow", images, {"image": F.Image(codec="jpeg"), "label": F.Int()}, progress=False)
+    loader = ss.DataLoader(ss.open(path).map(image=[ops.RandomResizedCrop(64), ops.ToCHW()]), 8, workers=2)
+    list(loader)
+    stages = loader.stats()["us_per_sample"]
+    assert set(stages) == {"read", "decode", "augment", "collate"}, stages
+    assert stages["decode"] > 0 and stages["augment"] > 0 and stages["read"] >= 0
+    assert stages["decode"] + stages["augment"] > stages["collate"]  # the images are the work
+
+
+def test_plain_arrays_report_their_time_as_reading():
+    loader = ss.DataLoader(np.zeros((64, 8)), 8, workers=2)
+    list(loader)
+    assert set(loader.stats()["us_per_sample"]) == {"read"}
+    with ss.DataLoader(np.zeros((64, 8)), 8, workers=0) as inline:
+        list(inline)
+        assert inline.stats()["us_per_sample"] is None  # no worker threads: nothing measured

@@ -205,9 +205,11 @@ class DataLoader:
         """How the most recent epoch's loading goes (None before the first ``iter()``): ``epoch``,
         ``batches`` and ``samples`` handed out, ``seconds`` from the first ``next()`` to the latest
         batch, ``batches_per_s``, ``samples_per_s``, ``wait_fraction`` (the share of that time the
-        consumer spent inside ``next()``: near 1, training waits for data) and ``worker_busy`` (the
-        share of the worker threads' time spent loading; None without worker threads). Always on;
-        it costs two clock reads per batch (see ``loading.stats``)."""
+        consumer spent inside ``next()``: near 1, training waits for data), ``worker_busy`` (the
+        share of the worker threads' time spent loading) and ``us_per_sample`` (their time per
+        sample by stage: "decode", "augment", "collate" as the work reports them, e.g. image
+        pipelines, and "read" the rest); the last two are None without worker threads. Always on;
+        it costs two clock reads per batch and a few per task (see ``loading.stats``)."""
         stats = self._stats
         if stats is None:
             return None
