@@ -44,7 +44,7 @@ demo: $(VENV)/.torch
 test: $(VENV)/.torch $(VENV)/.jax $(VENV)/.hf
 	$(PY) -m pytest -q
 	# the fallbacks on their own: NumPy pixel kernels (no numba), whole-image JPEG decoding (no _roijpeg)
-	SLIPSTREAM_NO_NUMBA=1 SLIPSTREAM_NO_ROIJPEG=1 $(PY) -m pytest -q tests/test_kernels.py tests/test_mapfields.py
+	SLIPSTREAM_NO_NUMBA=1 SLIPSTREAM_NO_ROIJPEG=1 $(PY) -m pytest -q tests/test_kernels.py tests/test_mapfields.py tests/test_tasks.py
 
 bench: $(VENV)/.bench
 	$(PY) benchmarks/bench_loader.py

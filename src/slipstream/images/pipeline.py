@@ -193,7 +193,10 @@ class Pipeline:
         ops = [op if isinstance(op, Op) else Apply(op) for op in ops]
         first_custom = next((k for k, op in enumerate(ops) if isinstance(op, Apply)), len(ops))
         head, self.tail = ops[:first_custom], ops[first_custom:]
-        self.geometry = [(k, op) for k, op in enumerate(head) if isinstance(op, Geometry)]  # (stream, op)
+        # each op that draws random numbers draws from its own stream: the count of such ops before
+        # it, so ops that draw nothing (ToRGB, Normalize, Resize...) can come and go without changing them
+        self.streams = list(np.cumsum([0] + [getattr(op, "draws", 0) > 0 for op in ops[:-1]]).tolist()) if ops else []
+        self.geometry = [(self.streams[k], op) for k, op in enumerate(head) if isinstance(op, Geometry)]  # (stream, op)
         decodes = [op for op in head if isinstance(op, Decode)]
         if len(decodes) > 1:
             raise ValueError("a pipeline takes at most one Decode, before its custom ops")
@@ -212,7 +215,7 @@ class Pipeline:
 
     def windows(self, heights: Any, widths: Any, draws: Draws) -> Windows:
         """The fused geometry's windows over images of ``heights`` x ``widths``, one per sample of
-        ``draws`` (each op draws from the stream of its position in the pipeline). Raises
+        ``draws`` (each op that draws from its own stream, see ``streams``). Raises
         ``ops.WindowError`` naming the position of a sample an op cannot apply to."""
         windows = Windows(heights, widths)
         drawn = [(stream, op.draws) for stream, op in self.geometry if op.draws]
@@ -251,8 +254,8 @@ class Pipeline:
         result = _kernels.resample_into(image, box, np.empty((window.out_h, window.out_w, channels), np.uint8), flip=window.flip, filter=self.filter)
         if self.normalize is not None or self.chw:  # formats placed before the custom ops still apply first
             result = _format(result, self.normalize, self.chw)
-        for stream in range(len(self.ops) - len(self.tail), len(self.ops)):
-            result = _step(self.ops[stream], result, draws, stream)
+        for k in range(len(self.ops) - len(self.tail), len(self.ops)):
+            result = _step(self.ops[k], result, draws, self.streams[k])
         result = np.asarray(result)
         stages.add("augment", clock() - decoded)
         if out is not None and result.shape == out.shape and np.can_cast(result.dtype, out.dtype, casting="safe"):
