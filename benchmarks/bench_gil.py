@@ -9,14 +9,20 @@
 (2) Neighbour. The loader's own rate (``workers=1``, Python's default switch interval) with one
     busy pure-Python thread beside it (a training step's Python, standing in) against without.
     Goal (issue 11): at least 90% for the backend the README recommends for training.
+(3) CPU here. This process's CPU time per sample while the loader runs alone: for the process and
+    helper backends, everything the loader costs the trainer's process (an upper bound on the GIL
+    it holds there); for threads it includes the workers' GIL-free work too. Unlike (1) and (2) it
+    does not move when other programs load the machine (on 2 cores, a worker process and the
+    counter thread already take both).
 
-Cases, each for ``backend="thread"`` and ``backend="process"`` (there only the consumer's work is
-in this process): (a) the JPEG pipeline of ``bench_images.py`` (the same packed file:
-RandomResizedCrop(224) + flip + CHW, batch 64); (b) an in-memory uint8 array (3x32x32 rows,
+Cases, each on every backend in ``BACKENDS`` ("thread"; "process" and "helper", where only the
+consumer's work is in this process): (a) the JPEG pipeline of ``bench_images.py`` (the same packed
+file: RandomResizedCrop(224) + flip + CHW, batch 64); (b) an in-memory uint8 array (3x32x32 rows,
 batch 256); (c) a plain Python container returning such rows one by one (batch 64).
 
-``python benchmarks/bench_gil.py`` (about 2 minutes; ``--quick`` under one). Medians of ``--repeats``
-alternating runs; read the ratios and the microseconds, which depend on the machine.
+``python benchmarks/bench_gil.py`` (about 3 minutes; ``--quick`` about one; ``--cases JPEG`` and
+``--backends thread,helper`` choose). Medians of ``--repeats`` alternating runs; read the ratios
+and the microseconds, which depend on the machine.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ import bench_images as bi
 import numpy as np
 
 import slipstream as ss
-
+from slipstream.loading.backends import BACKENDS
 PROBE_SWITCH = 1e-4  # seconds: the GIL changes hands this often during the probe
 GOAL_HELD_US = 15.0
 GOAL_NEIGHBOUR = 0.90
@@ -118,10 +124,12 @@ def neighbour(make: Callable[[], Any], repeats: int) -> dict[str, float]:
     """The loader's samples/s with a busy Python thread beside it, against without (default switch interval)."""
     loader = make()
     epoch(loader, 0)
-    ratios, alone_rates = [], []
+    ratios, alone_rates, cpu = [], [], []
     try:
         for _ in range(repeats):
+            began = time.process_time()
             n, seconds = epoch(loader)
+            cpu.append((time.process_time() - began) / n * 1e6)
             with Counter():
                 m, busy_seconds = epoch(loader)
             alone_rates.append(n / seconds)
@@ -130,7 +138,7 @@ def neighbour(make: Callable[[], Any], repeats: int) -> dict[str, float]:
         close = getattr(loader, "close", None)
         if close is not None:
             close()
-    return {"ratio": statistics.median(ratios), "rate": statistics.median(alone_rates)}
+    return {"ratio": statistics.median(ratios), "rate": statistics.median(alone_rates), "cpu_us": statistics.median(cpu)}
 
 
 class Rows:
@@ -163,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer images and repeats: under a minute")
     parser.add_argument("--repeats", type=int, default=None, help="runs per figure (default 5, quick 2)")
+    parser.add_argument("--cases", default="", help="only the cases whose name contains this (e.g. JPEG)")
+    parser.add_argument("--backends", default=",".join(BACKENDS), help=f"comma-separated (default {','.join(BACKENDS)})")
     parser.add_argument("--cache", type=Path, default=bi.DEFAULT_CACHE, help=f"where bench_images keeps its files (default {bi.DEFAULT_CACHE})")
     args = parser.parse_args(argv)
     repeats = args.repeats or (2 if args.quick else 5)
@@ -176,13 +186,18 @@ def main(argv: list[str] | None = None) -> int:
     print(versions())
     print(f"GIL probe: switch interval {PROBE_SWITCH * 1e6:.0f} us, workers=1, {repeats} runs each (medians); "
           f"neighbour: default switch interval {sys.getswitchinterval() * 1e3:.0f} ms")
-    print(f"  {'case':<30} {'backend':<8} {'GIL held us/sample':>19} {'held share':>11} {'alone samples/s':>16} {'with busy thread':>17}")
+    print(f"  {'case':<30} {'backend':<8} {'GIL held us/sample':>19} {'held share':>11} {'alone samples/s':>16} {'with busy thread':>17} "
+          f"{'CPU here us/sample':>19}")
     verdicts: list[tuple[str, bool]] = []
+    backends = [b for b in args.backends.split(",") if b]
     for name, make in cases(path, 20_000 if not args.quick else 5_000).items():
-        for backend in ("thread", "process"):
+        if args.cases not in name:
+            continue
+        for backend in backends:
             held = probe(lambda: make(backend), repeats)
             near = neighbour(lambda: make(backend), repeats)
-            print(f"  {name:<30} {backend:<8} {held['held_us']:>19.1f} {held['share']:>10.0%} {near['rate']:>16,.0f} {near['ratio']:>16.0%}", flush=True)
+            print(f"  {name:<30} {backend:<8} {held['held_us']:>19.1f} {held['share']:>10.0%} {near['rate']:>16,.0f} {near['ratio']:>16.0%} "
+                  f"{near['cpu_us']:>19.1f}", flush=True)
             if name.startswith("JPEG"):
                 verdicts.append((f"{backend}: GIL held <= {GOAL_HELD_US:.0f} us/sample", held["held_us"] <= GOAL_HELD_US))
                 verdicts.append((f"{backend}: busy neighbour keeps >= {GOAL_NEIGHBOUR:.0%}", near["ratio"] >= GOAL_NEIGHBOUR))

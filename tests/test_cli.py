@@ -169,7 +169,7 @@ def test_bench_times_a_packed_file_and_reports_waits_and_busy_workers(tmp_path, 
     assert "thread" in line and "workers=2" in line and "consumer waited" in line and "worker threads busy" in line
 
 
-def test_bench_sweep_measures_both_backends_and_names_the_fastest(tmp_path, capsys):
+def test_bench_sweep_measures_every_backend_and_names_the_fastest(tmp_path, capsys):
     from slipstream.cli.main import main
 
     path = tmp_path / "imgs.ss"
@@ -177,7 +177,7 @@ def test_bench_sweep_measures_both_backends_and_names_the_fastest(tmp_path, caps
     assert main(["bench", str(path), "--sweep", "--batch-size", "8", "--epochs", "1", "--samples", "16"]) == 0
     out = capsys.readouterr().out
     rows = [line for line in out.splitlines() if "samples/s" in line and not line.strip().startswith("-")]
-    assert {line.split()[0] for line in rows} == {"thread", "process"}
+    assert {line.split()[0] for line in rows} == {"thread", "process", "helper"}
     assert "fastest here: backend=" in out
 
 

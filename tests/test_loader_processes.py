@@ -1,5 +1,8 @@
 """The process backend: same batches as workers=0, and every fault ends cleanly and quickly.
 
+Tests marked with ``BACKENDS`` run on the helper backend as well (the same machinery: one process
+of threads instead of processes of one thread; ``test_backend_helper.py`` has its own).
+
 Fault scenarios run in a fresh interpreter with a timeout (a hang fails one test, never CI); the
 child prints one JSON line with what it saw, and the test checks it, the child's exit, and that no
 worker process and no shared-memory file is left.
@@ -29,6 +32,7 @@ psutil = pytest.importorskip("psutil")
 
 TESTS = str(Path(__file__).resolve().parent)
 METHODS = ["fork", "spawn", "forkserver"]
+BACKENDS = ["process", "helper"]  # the backends whose workers are processes writing into shared memory
 
 
 def shm_files() -> set[str]:
@@ -70,44 +74,48 @@ def assert_gone(pids: list[int], within: float = 5.0) -> None:
     raise AssertionError(f"worker processes {alive} still alive after {within} s")
 
 
-def loader(data, method="fork", **kwargs):
+def loader(data, method="fork", backend="process", **kwargs):
     kwargs.setdefault("workers", 2)
-    return ss.DataLoader(data, backend="process", mp_context=method, **kwargs)
+    return ss.DataLoader(data, backend=backend, mp_context=method, **kwargs)
 
 
 # -- same batches as workers=0 ------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("method", METHODS)
-def test_batches_equal_those_of_workers_0_for_the_same_seed_with_every_start_method(method):
+def test_batches_equal_those_of_workers_0_for_the_same_seed_with_every_start_method(method, backend):
     data = Records(200)
     reference = ss.DataLoader(data, 32, shuffle=True, seed=5)
     want = [snapshot(b) for e in range(2) for b in reference]
-    with loader(data, method, batch_size=32, shuffle=True, seed=5) as processes:
+    with loader(data, method, backend, batch_size=32, shuffle=True, seed=5) as processes:
         got = [snapshot(b) for e in range(2) for b in processes]
     assert len(got) == len(want)
     for k, (g, w) in enumerate(zip(got, want)):
         assert_same(g, w, f"batch {k}")
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("workers", [1, 3])
-def test_out_of_order_output_is_the_same_set_of_batches(workers):
+def test_out_of_order_output_is_the_same_set_of_batches(workers, backend):
     data = Records(150)
     want = {tuple(b["x"][:, 0]) for b in ss.DataLoader(data, 16, shuffle=True, seed=1)}
-    with loader(data, batch_size=16, shuffle=True, seed=1, workers=workers, in_order=False) as processes:
+    with loader(data, backend=backend, batch_size=16, shuffle=True, seed=1, workers=workers, in_order=False) as processes:
         got = [tuple(b["x"][:, 0]) for b in processes]
     assert len(got) == len(want) and set(got) == want
 
 
-def test_a_user_collate_runs_in_the_worker_and_its_result_comes_back():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_user_collate_runs_in_the_worker_and_its_result_comes_back(backend):
     data = Records(50)
-    with loader(data, batch_size=8, collate=shifted_collate) as processes:
+    with loader(data, backend=backend, batch_size=8, collate=shifted_collate) as processes:
         got = list(processes)
     assert [b["ids"] for b in got] == [list(range(a, min(a + 8, 50))) for a in range(0, 50, 8)]
 
 
-def test_workers_persist_across_epochs_and_close_stops_them():
-    with loader(Records(64), batch_size=16) as processes:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_workers_persist_across_epochs_and_close_stops_them(backend):
+    with loader(Records(64), backend=backend, batch_size=16) as processes:
         list(processes)
         pids = processes.worker_pids
         list(processes)
@@ -125,15 +133,17 @@ def test_batches_live_in_shared_memory_and_kept_batches_are_never_overwritten():
         assert type(owner).__name__ == "_Window" and owner.mapping.size >= kept[0]["x"].nbytes
 
 
-def test_steady_state_reuses_a_few_shared_buffers():
-    with loader(Records(640), batch_size=16, prefetch=2) as processes:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_steady_state_reuses_a_few_shared_buffers(backend):
+    with loader(Records(640), backend=backend, batch_size=16, prefetch=2) as processes:
         addresses = {b["x"].__array_interface__["data"][0] for b in processes}
     assert len(addresses) <= 2 + 4
 
 
-def test_resume_mid_epoch_gives_the_rest_of_the_run_exactly():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_resume_mid_epoch_gives_the_rest_of_the_run_exactly(backend):
     data = Records(40)
-    assert assert_resumes_exactly(lambda: loader(data, batch_size=8, shuffle=True, seed=9)) > 10
+    assert assert_resumes_exactly(lambda: loader(data, backend=backend, batch_size=8, shuffle=True, seed=9)) > 10
 
 
 def test_worker_init_runs_in_each_process_and_worker_info_names_it():
@@ -164,8 +174,9 @@ def test_thread_workers_also_run_worker_init_and_report_worker_info():
     assert ss.worker_info() is None
 
 
-def test_a_sample_exception_keeps_its_type_args_and_the_workers_traceback():
-    with loader(Faulty("raise", at=37), batch_size=8) as processes:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_sample_exception_keeps_its_type_args_and_the_workers_traceback(backend):
+    with loader(Faulty("raise", at=37), backend=backend, batch_size=8) as processes:
         with pytest.raises(Exception) as caught:
             list(processes)
     error = caught.value
@@ -174,21 +185,23 @@ def test_a_sample_exception_keeps_its_type_args_and_the_workers_traceback():
     assert "sample 37" in notes and "raised in worker" in notes and "__getitem__" in notes
 
 
-def test_an_error_in_worker_init_reaches_the_consumer():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_error_in_worker_init_reaches_the_consumer(backend):
     from procdata import failing_init
 
-    processes = loader(Records(16), batch_size=4, worker_init=failing_init)
+    processes = loader(Records(16), backend=backend, batch_size=4, worker_init=failing_init)
     with pytest.raises(Exception, match="init failed in"):
         list(processes)
     processes.close()
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("method", ["spawn", "forkserver"])
-def test_an_unpicklable_dataset_is_named_in_the_error(method):
+def test_an_unpicklable_dataset_is_named_in_the_error(method, backend):
     class Local(Records):  # a local class cannot be pickled by reference
         pass
 
-    processes = loader(Local(8), method, batch_size=4)
+    processes = loader(Local(8), method, backend, batch_size=4)
     with pytest.raises(TypeError, match=r"the dataset .*test_an_unpicklable_dataset_is_named_in_the_error.<locals>.Local cannot be pickled"):
         next(iter(processes))
     processes.close()
@@ -227,7 +240,8 @@ CRASH = """
 import psutil
 stamp = sys.argv[1] if len(sys.argv) > 1 else None
 stamp = os.environ["STAMP"]
-dl = ss.DataLoader(Faulty(os.environ["HOW"], at=37, stamp=stamp), 8, workers=3, backend="process", mp_context=os.environ["METHOD"])
+dl = ss.DataLoader(Faulty(os.environ["HOW"], at=37, stamp=stamp), 8, workers=3, backend=os.environ.get("BACKEND", "process"),
+                   mp_context=os.environ["METHOD"])
 pids = []
 try:
     it = iter(dl)
@@ -252,18 +266,20 @@ print(json.dumps(out))
 
 
 @pytest.mark.parametrize(
-    "how, method, expect",
+    "how, method, expect, backend",
     [
-        ("segv", "fork", "was killed by SIGSEGV (11)"),
-        ("kill", "fork", "was killed by SIGKILL (9)"),
-        ("exit", "fork", "exited with code 3"),
-        ("segv", "spawn", "was killed by SIGSEGV (11)"),
-        ("exit", "forkserver", "exited with code 3"),
+        ("segv", "fork", "was killed by SIGSEGV (11)", "process"),
+        ("kill", "fork", "was killed by SIGKILL (9)", "process"),
+        ("exit", "fork", "exited with code 3", "process"),
+        ("segv", "spawn", "was killed by SIGSEGV (11)", "process"),
+        ("exit", "forkserver", "exited with code 3", "process"),
+        ("segv", "fork", "was killed by SIGSEGV (11)", "helper"),
+        ("exit", "spawn", "exited with code 3", "helper"),
     ],
 )
-def test_a_dead_worker_is_reported_within_two_seconds_with_its_pid_and_nothing_is_left(tmp_path, how, method, expect):
+def test_a_dead_worker_is_reported_within_two_seconds_with_its_pid_and_nothing_is_left(tmp_path, how, method, expect, backend):
     before = shm_files()
-    result, out = child(CRASH, env={"HOW": how, "METHOD": method, "STAMP": str(tmp_path / "stamp")})
+    result, out = child(CRASH, env={"HOW": how, "METHOD": method, "STAMP": str(tmp_path / "stamp"), "BACKEND": backend})
     assert result.returncode == 0, result.stderr
     assert out["error"] == "WorkerError", out
     assert expect in out["message"] and f"(pid {out['pid']})" in out["message"], out["message"]
@@ -275,10 +291,11 @@ def test_a_dead_worker_is_reported_within_two_seconds_with_its_pid_and_nothing_i
     assert_gone(out["pids"])
 
 
-def test_a_timeout_raises_names_the_batch_and_stops_the_workers():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_timeout_raises_names_the_batch_and_stops_the_workers(backend):
     result, out = child(
         """
-        dl = ss.DataLoader(Faulty("hang", at=21), 8, workers=2, backend="process", timeout=1.0)
+        dl = ss.DataLoader(Faulty("hang", at=21), 8, workers=2, backend=os.environ["BACKEND"], timeout=1.0)
         batches = iter(dl)
         try:
             next(batches), next(batches)
@@ -291,19 +308,20 @@ def test_a_timeout_raises_names_the_batch_and_stops_the_workers():
         import psutil
         out["alive"] = [p.pid for p in psutil.Process().children() if p.status() != psutil.STATUS_ZOMBIE]
         print(json.dumps(out))
-        """
+        """,
+        env={"BACKEND": backend},
     )
     assert out["error"] and "batch 2 of epoch 0 was not ready within timeout=1.0 s" in out["error"], out
     assert out["alive"] == []
     assert out["after"] < 1.6, f"raised {out['after']:.2f} s into a 1 s timeout (a stuck worker is not waited for politely)"
 
 
-@pytest.mark.parametrize("how", ["break", "close", "drop"])
-def test_leaving_early_cancels_and_closing_the_loader_leaves_no_process_or_segment(how):
+@pytest.mark.parametrize("how, backend", [("break", "process"), ("close", "process"), ("drop", "process"), ("drop", "helper")])
+def test_leaving_early_cancels_and_closing_the_loader_leaves_no_process_or_segment(how, backend):
     result, out = child(
         f"""
         import psutil
-        dl = ss.DataLoader(Records(2000, work=20000), 16, workers=2, backend="process")
+        dl = ss.DataLoader(Records(2000, work=20000), 16, workers=2, backend={backend!r})
         for k, b in enumerate(dl):
             if k == 2:
                 break
@@ -328,15 +346,16 @@ def test_leaving_early_cancels_and_closing_the_loader_leaves_no_process_or_segme
     assert out["first"] == 0 and out["alive"] == [] and out["segments"] == []
 
 
-def test_workers_exit_on_their_own_when_the_parent_is_killed(tmp_path):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_workers_exit_on_their_own_when_the_parent_is_killed(tmp_path, backend):
     script = tmp_path / "victim.py"
     script.write_text(
         textwrap.dedent(
-            """
+            f"""
             import os, sys, signal
             import slipstream as ss
             from procdata import Records
-            dl = ss.DataLoader(Records(100000, work=20000), 16, workers=2, backend="process")
+            dl = ss.DataLoader(Records(100000, work=20000), 16, workers=2, backend={backend!r})
             it = iter(dl)
             next(it)
             print(" ".join(map(str, dl.worker_pids)), flush=True)
@@ -348,7 +367,7 @@ def test_workers_exit_on_their_own_when_the_parent_is_killed(tmp_path):
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60, env=env)
     assert result.returncode == -signal.SIGKILL
     pids = [int(p) for p in result.stdout.split()]
-    assert len(pids) == 2
+    assert len(pids) == (2 if backend == "process" else 1)
     assert_gone(pids, within=5.0)
 
 
@@ -517,8 +536,9 @@ def test_a_dataset_class_spawned_workers_cannot_import_gets_a_hint():
     assert any("importable in a fresh interpreter" in note and "mp_context='fork'" in note for note in out["notes"])
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("method", ["fork", "spawn"])
-def test_a_packed_image_pipeline_gives_the_same_batches_in_worker_processes(tmp_path, method):
+def test_a_packed_image_pipeline_gives_the_same_batches_in_worker_processes(tmp_path, method, backend):
     """Packed files travel to spawned workers (reopened there) and their decode + augment pipeline
     draws from sample_rng(): the batches equal workers=0's, bit for bit."""
     from packed import photo_like
@@ -531,14 +551,14 @@ def test_a_packed_image_pipeline_gives_the_same_batches_in_worker_processes(tmp_
     ss.write(path, [{"image": im, "label": k} for k, im in enumerate(images)], {"image": F.Image(codec="jpeg", quality=90), "label": F.Int()}, progress=False)
     data = ss.open(path).map(image=[ops.RandomResizedCrop(32), ops.RandomHorizontalFlip(), ops.ToCHW()])
     want = [snapshot(b) for b in ss.DataLoader(data, 8, shuffle=True, seed=4)]
-    with loader(data, method, batch_size=8, shuffle=True, seed=4) as processes:
+    with loader(data, method, backend, batch_size=8, shuffle=True, seed=4) as processes:
         got = [snapshot(b) for b in processes]
     assert len(got) == len(want) == 3
     for k, (g, w) in enumerate(zip(got, want)):
         assert_same(g, w, f"batch {k}")
 
 
-@pytest.mark.parametrize("backend", ["thread", "process"])
+@pytest.mark.parametrize("backend", ["thread", *BACKENDS])
 def test_an_iterator_keeps_its_unnamed_loader_and_workers_alive_to_the_end(backend):
     """A loader nobody names (``for b in ss.DataLoader(...)``) lives as long as its iterator: its
     finalizer used to close the worker pool mid-epoch ("the worker pool is closed" after 9 of 10)."""
@@ -570,16 +590,18 @@ def test_process_workers_run_where_posix_fallocate_does_not_exist():
     assert out["batches"] == [[[0, 1], [2, 3], [4, 5]], [[6, 7], [8, 9], [10, 11]]]
 
 
-def test_an_error_in_a_user_collate_names_the_batch_in_a_worker_process():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_error_in_a_user_collate_names_the_batch_in_a_worker_process(backend):
     from procdata import failing_collate
 
     with pytest.raises(ValueError, match="cannot collate") as info:
-        list(loader(list(range(10)), batch_size=3, collate=failing_collate))
+        list(loader(list(range(10)), backend=backend, batch_size=3, collate=failing_collate))
     assert "raised by the collate function for batch 2 of epoch 0 (3 samples)" in "\n".join(info.value.__notes__)
 
 
-def test_restart_workers_starts_fresh_processes_with_the_new_worker_init_and_lets_the_old_ones_finish():
-    with loader(InitSeen(), batch_size=4, worker_init=TaggedInit(100)) as processes:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_restart_workers_starts_fresh_processes_with_the_new_worker_init_and_lets_the_old_ones_finish(backend):
+    with loader(InitSeen(), backend=backend, batch_size=4, worker_init=TaggedInit(100)) as processes:
         first = iter(processes)
         assert set(next(first).tolist()) <= {100, 101}
         old = processes.worker_pids
@@ -594,14 +616,15 @@ def test_restart_workers_starts_fresh_processes_with_the_new_worker_init_and_let
     assert_gone(new)
 
 
-def test_closing_an_iterator_from_another_thread_ends_the_consumers_wait(tmp_path):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_closing_an_iterator_from_another_thread_ends_the_consumers_wait(tmp_path, backend):
     """The consumer waits in next() for a batch a worker never finishes; another thread closes the
     iterator: the wait ends at once with StopIteration (it waited for answers close discarded)."""
     stamp = tmp_path / "reached"
     _, out = child(
         f"""
         import threading
-        dl = ss.DataLoader(Faulty("hang", at=0, n=64, stamp={str(stamp)!r}), batch_size=8, workers=2, backend="process", mp_context="fork")
+        dl = ss.DataLoader(Faulty("hang", at=0, n=64, stamp={str(stamp)!r}), batch_size=8, workers=2, backend={backend!r}, mp_context="fork")
         it = iter(dl)
         out = {{}}
         def consume():

@@ -5,7 +5,7 @@ RandomResizedCrop(224) + flip + CHW, the default; ``center``, Resize(256) + Cent
 CHW; ``decode``, the decoded image as stored). The loader runs one warm-up epoch, then
 ``--epochs`` timed epochs consumed by an empty loop, and prints samples/s with the loader's own
 ``stats()``: the share of time the consumer waited and how busy the worker threads were. With
-``--sweep`` it measures 1, 2, 4, ... workers up to the usable cores on both backends and names the
+``--sweep`` it measures 1, 2, 4, ... workers up to the usable cores on every backend and names the
 fastest. The suggestions come from what it measured and from ``slipstream info``'s fast paths.
 """
 
@@ -20,6 +20,7 @@ from ..core.views import obsview
 from ..files.packed import open as open_packed
 from ..images.kernels import numba_status
 from ..images.pipeline import region_decoder_status
+from ..loading.backends import BACKENDS
 from ..loading.loader import DataLoader
 
 __all__ = ["PIPELINES", "measure", "run"]
@@ -99,7 +100,7 @@ def run(path: str, *, pipeline: str, workers: int | str, backend: str, batch_siz
     print(f"slipstream bench {path}: {len(data)} samples, image fields {images or 'none'}, pipeline {pipeline!r}, "
           f"batch {batch_size}, {epochs} timed epochs after one warm-up; {cores} usable cores")
     if sweep:
-        plan = [(k, b) for b in ("thread", "process") for k in _counts(cores)]
+        plan = [(k, b) for b in BACKENDS for k in _counts(cores)]
     else:
         plan = [(cores if workers == "auto" else int(workers), backend)]
     results = []

@@ -52,28 +52,31 @@ def _close_parent_ends() -> None:
 class WorkerLink:
     """The parent's end of one worker: its process, its pipe, and the messages not yet written."""
 
-    __slots__ = ("id", "process", "conn", "queue", "in_flight", "tickets", "known")
+    __slots__ = ("id", "process", "conn", "queue", "in_flight", "tickets", "known", "role")
 
-    def __init__(self, worker_id: int, process: Any, conn: Any):
-        self.id, self.process, self.conn = worker_id, process, conn
+    def __init__(self, worker_id: int, process: Any, conn: Any, role: str = "worker"):
+        self.id, self.process, self.conn, self.role = worker_id, process, conn, role
         self.queue: deque[tuple[Any, int]] = deque()  # messages not yet written: (bytes or an fd, counted size)
         self.in_flight = 0  # bytes written and not yet answered
         self.tickets: dict[int, int] = {}  # ticket -> its message size, for tasks written or queued
         self.known: set[int] = set()  # keys of objects and segments this worker has
 
     @classmethod
-    def start(cls, ctx: Any, worker_id: int, target: Callable[..., Any], args: tuple[Any, ...], name: str) -> WorkerLink:
-        """Start a process running ``target(conn, *args)``, ``conn`` its end of a new pipe."""
+    def start(
+        cls, ctx: Any, worker_id: int, target: Callable[..., Any], args: tuple[Any, ...], name: str, role: str = "worker"
+    ) -> WorkerLink:
+        """Start a process running ``target(conn, *args)``, ``conn`` its end of a new pipe; ``role``
+        is what messages call it ("worker", "helper process")."""
         parent_end, child_end = ctx.Pipe(duplex=True)
         _parent_ends.add(parent_end)
         process = ctx.Process(target=target, args=(child_end, *args), name=name, daemon=True)
         process.start()
         child_end.close()
-        return cls(worker_id, process, parent_end)
+        return cls(worker_id, process, parent_end, role)
 
     def describe(self) -> str:
-        """``worker K (pid N)`` and how it ended."""
-        return f"worker {self.id} (pid {self.process.pid}) {describe_exit(self.process.exitcode)}"
+        """``worker K (pid N)`` (its role, its number) and how it ended."""
+        return f"{self.role} {self.id} (pid {self.process.pid}) {describe_exit(self.process.exitcode)}"
 
     def enqueue(self, message: bytes | int, counted: bool = False) -> None:
         """Queue a message (bytes, or an int: an fd to pass); only tasks count as unanswered bytes."""

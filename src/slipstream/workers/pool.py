@@ -8,8 +8,11 @@ messages carry: pickles with shared-memory fds beside them, exceptions with thei
 
 The parent talks to each worker over its own Unix-socket pipe: tasks go out as pickled
 ``(fn, args)`` (``fn`` a module-level function, called as ``fn(state, *args)`` in the worker),
-results come back on the same pipe, and file descriptors of shared-memory segments travel beside
-them (``SCM_RIGHTS``). Nothing blocks without a way out:
+or several at once as a job (``submit_job``: one message out, one answer back), results come back
+on the same pipe, and file descriptors of shared-memory segments travel beside them
+(``SCM_RIGHTS``). A worker may run ``threads`` threads (``crew``): each is a worker of its own to
+``worker_info()`` and ``worker_init``, and a job's parts are shared between them. Nothing blocks
+without a way out:
 
 * the parent waits on the pipes *and* the workers' process sentinels, so a worker that dies
   (segfault, ``os._exit``, SIGKILL, the out-of-memory killer) is seen at once and reported as a
@@ -66,10 +69,11 @@ def _context(context: Any) -> Any:
 
 
 class WorkerPool:
-    """``workers`` processes, each holding ``payload``; see the module docstring for the guarantees.
+    """``workers`` processes of ``threads`` threads each, each process holding ``payload``; see the
+    module docstring for the guarantees.
 
     ``timeout`` bounds the start-up (handing the pickled payload to every worker); a worker that
-    dies while starting raises ``WorkerError``."""
+    dies while starting raises ``WorkerError``. ``backend`` is what ``worker_info()`` says."""
 
     def __init__(
         self,
@@ -81,6 +85,8 @@ class WorkerPool:
         seed: int = 0,
         name: str = "slipstream",
         timeout: float | None = None,
+        threads: int = 1,
+        backend: str = "process",
     ):
         ctx = _context(context)
         self.start_method = ctx.get_start_method()
@@ -101,6 +107,7 @@ class WorkerPool:
         self._retired = False
         self.error: BaseException | None = None  # why the pool broke, once it has
         self._workers: list[WorkerLink] = []
+        self.threads = threads
         close_at_exit(self)  # no worker outlives the interpreter
         try:
             for k in range(workers):
@@ -108,12 +115,14 @@ class WorkerPool:
                     forked,
                     payload if forked else None,
                     k,
-                    workers,
-                    worker_seed(seed, k),
+                    workers * threads,
+                    [worker_seed(seed, k * threads + t) for t in range(threads)],
                     worker_init if forked else None,
                     self._generations.flags,
+                    backend,
                 )
-                self._workers.append(WorkerLink.start(ctx, k, run_worker, args, f"{name}-worker-{k}"))
+                role = "worker" if backend == "process" else f"{backend} process"
+                self._workers.append(WorkerLink.start(ctx, k, run_worker, args, f"{name}-worker-{k}", role))
             if not forked:  # every worker is booting now; hand each the payload, all at once
                 hand_payload(
                     self._workers, protocol.startup(blob, init_blob, [segment.size for segment in shared]), shared, timeout
@@ -188,6 +197,31 @@ class WorkerPool:
         ``(key, obj)`` are put into the worker's ``state.cache[key]`` and ``segments`` mapped into
         ``state.segments[seg.key]`` before the task runs, each only the first time for that worker.
         """
+        return self._submit(worker, lambda ticket: protocol.task(ticket, fn, args), keep, objects, segments)
+
+    def submit_job(
+        self,
+        worker: int,
+        parts: list[tuple[Callable[..., Any], tuple[Any, ...]]],
+        generation: tuple[int, int],
+        *,
+        keep: Any = None,
+        objects: Iterable[tuple[int, Any]] = (),
+        segments: Iterable[Segment] = (),
+    ) -> int:
+        """Run each of ``parts`` as ``fn(state, *args, generation)`` in ``worker``, shared between its
+        threads; one ticket, whose value is ``(results in part order, seconds the parts ran)``, or
+        the earliest failed part's exception. The rest as ``submit``."""
+        return self._submit(worker, lambda ticket: protocol.job(ticket, generation, parts), keep, objects, segments)
+
+    def _submit(
+        self,
+        worker: int,
+        message: Callable[[int], bytes],
+        keep: Any,
+        objects: Iterable[tuple[int, Any]],
+        segments: Iterable[Segment],
+    ) -> int:
         with self._lock:
             self._check_open()
             w = self._workers[worker]
@@ -212,11 +246,11 @@ class WorkerPool:
                         weakref.finalize(segment, _forget, weakref.ref(self), segment.key)
             ticket = self._next_ticket
             self._next_ticket += 1
-            message = protocol.task(ticket, fn, args)
-            w.tickets[ticket] = len(message)
+            data = message(ticket)
+            w.tickets[ticket] = len(data)
             if keep is not None:
                 self._keep[ticket] = keep
-            w.enqueue(message, counted=True)
+            w.enqueue(data, counted=True)
             self._guarded(self._flush, w)
             return ticket
 
@@ -247,7 +281,13 @@ class WorkerPool:
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     raise TimeoutError("no answer in time")
-                self._guarded(self._receive, _WAIT_SLICE if left is None else min(left, _WAIT_SLICE))
+                waited = [w.conn for w in self._workers] + [w.process.sentinel for w in self._workers]
+            try:  # without the lock: another thread may submit, cancel or close meanwhile, at once
+                ready = mpc.wait(waited, _WAIT_SLICE if left is None else min(left, _WAIT_SLICE))
+            except (OSError, ValueError):  # a pipe was closed meanwhile (the pool closed): the checks say so
+                continue
+            with self._lock:
+                self._guarded(self._receive, ready)
 
     def close(self, polite: bool = True) -> None:
         """Stop every worker (politely, then by force; at once by force when not ``polite``: a
@@ -277,15 +317,19 @@ class WorkerPool:
             self._fail(error)
             raise
 
-    def _receive(self, timeout: float) -> None:
+    def _receive(self, ready: list[Any]) -> None:
+        """Read what ``mpc.wait`` found ready (another thread may have read it since) and see to
+        the workers whose sentinel fired."""
+        if self._closed:
+            return
         conns = {w.conn: w for w in self._workers}
         sentinels = {w.process.sentinel: w for w in self._workers}
-        ready = mpc.wait([*conns, *sentinels], timeout)
         dead = []
         for item in ready:
             if item in conns:
-                self._read(conns[item])
-            else:
+                if conns[item].conn.poll(0):
+                    self._read(conns[item])
+            elif item in sentinels:
                 dead.append(sentinels[item])
         for w in dead:
             while not w.conn.closed and w.conn.poll(0):  # what it said before dying comes first
@@ -293,9 +337,8 @@ class WorkerPool:
                     break
             if self.error is None:
                 w.process.join(_JOIN)
-                self._fail(
-                    WorkerError(f"slipstream: {w.describe()}; the other workers were stopped", w.process.pid, w.process.exitcode)
-                )
+                others = "; the other workers were stopped" if len(self._workers) > 1 else ""
+                self._fail(WorkerError(f"slipstream: {w.describe()}{others}", w.process.pid, w.process.exitcode))
         if self.error is not None:
             raise self.error
 

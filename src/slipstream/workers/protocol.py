@@ -7,6 +7,12 @@ A message is one frame on the worker's Unix-socket pipe (``Connection.send_bytes
 
 parent -> worker
     TASK        ticket, fn, args   run ``fn(state, *args)``; answered by OK or ERR with the same ticket
+    JOB         ticket, generation, parts
+                                   run each part ``(fn, args)`` as ``fn(state, *args, generation)``
+                                   (on the worker's threads, see ``crew``), skipping the rest once
+                                   one failed or ``generation`` is cancelled; answered once: OK with
+                                   ``(results in part order, seconds the parts ran)``, or ERR with
+                                   the earliest failed part's exception
     ATTACH      key, size          one fd follows: map ``size`` bytes of it as ``state.segments[key]``
     PUT         key, obj           ``state.cache[key] = obj``
     FORGET      keys               drop these keys from ``state.segments`` and ``state.cache``
@@ -24,8 +30,9 @@ Cancellation does not wait for a message: each consumer's tasks carry a generati
 parent cancels it by changing a flag in shared memory (``Generations``) that the worker's tasks
 read (``cancelled``) between samples.
 
-Only tasks count as unanswered bytes for the parent's flow control (see ``pool``); the worker
-answers every TASK, in the order received, and nothing else.
+Only tasks and jobs count as unanswered bytes for the parent's flow control (see ``pool``); the
+worker answers every TASK and JOB and nothing else: in the order received when it has one thread,
+as they finish when it has several (``crew``).
 """
 
 from __future__ import annotations
@@ -39,8 +46,8 @@ from typing import Any
 from .payload import Wrapped, pickled
 
 __all__ = [
-    "Generations", "Kind", "attach", "cancelled", "close", "decode", "err", "forget", "init_error", "ok", "put", "read_startup",
-    "recv_fd", "send_fd", "startup", "task",
+    "Generations", "Kind", "attach", "cancelled", "close", "decode", "err", "forget", "init_error", "job", "ok", "put",
+    "read_startup", "recv_fd", "send_fd", "startup", "task",
 ]  # fmt: skip
 
 
@@ -48,6 +55,7 @@ class Kind(enum.Enum):
     """A message's kind; its value is what goes over the pipe."""
 
     TASK = "task"
+    JOB = "job"
     ATTACH = "attach"
     PUT = "put"
     FORGET = "forget"
@@ -73,6 +81,12 @@ def decode(frame: bytes) -> tuple[Kind, tuple[Any, ...]]:
 def task(ticket: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> bytes:
     """Run ``fn(state, *args)``. A TypeError names ``fn`` or the argument that cannot be pickled."""
     return pickled((Kind.TASK.value, ticket, fn, args), "task")
+
+
+def job(ticket: int, generation: tuple[int, int], parts: list[tuple[Callable[..., Any], tuple[Any, ...]]]) -> bytes:
+    """Run each of ``parts`` as ``fn(state, *args, generation)``; one answer for all. A TypeError
+    names what cannot be pickled."""
+    return pickled((Kind.JOB.value, ticket, generation, parts), "job")
 
 
 def attach(key: int, size: int) -> bytes:

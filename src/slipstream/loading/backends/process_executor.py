@@ -1,9 +1,12 @@
 """The process executor: jobs whose tasks run in a ``WorkerPool``, handed out in order.
 
 Each task of a job is sent to the least-loaded worker as ``fn(state, *args, generation)``; its
-``extras`` (shared objects, memory segments) go first, once per worker. All the parent does is
-send tasks and wait for answers: there is no parent-side thread. ``prefetch`` jobs are in flight at a
-time, so the workers keep loading while the consumer trains.
+``extras`` (shared objects, memory segments) go first, once per worker. With ``whole_jobs`` (workers
+that run threads: the helper backend) a job goes to one worker as one message, its tasks shared
+between that worker's threads, and comes back as one answer, with the seconds its tasks ran (the
+``busy_meter`` that ``stats()`` reads). All the parent does is send and wait for answers: there is
+no parent-side thread. ``prefetch`` jobs are in flight at a time, so the workers keep loading while
+the consumer trains.
 
 Contract: hand-out and errors as in ``backends.ordered`` (an error raised in a worker comes back
 with its original type and the worker's traceback in a note), plus: a worker that dies raises
@@ -19,7 +22,8 @@ from typing import Any
 
 from ...core.errors import add_note
 from ...workers.pool import WorkerPool
-from ..jobs import Job, name_of
+from ..jobs import Job, name_of, task_error
+from ..stats import BusyMeter
 from .ordered import OrderedOutput, next_job
 
 __all__ = ["ProcessExecutor"]
@@ -37,10 +41,14 @@ class ProcessExecutor(OrderedOutput):
         timeout: float | None = None,
         describe: Callable[[Any], str] = name_of,
         keep_going: bool = False,
+        whole_jobs: bool = False,
     ):
         super().__init__(in_order, keep_going, describe)
         self._pool, self._source, self._prefetch, self._timeout = pool, source, prefetch, timeout
-        self._tickets: dict[int, tuple[Job, int]] = {}  # ticket -> (job, task position)
+        self._tickets: dict[int, tuple[Job, int]] = {}  # ticket -> (job, task position; -1: the whole job)
+        self._whole_jobs = whole_jobs
+        if whole_jobs:
+            self.busy_meter = BusyMeter(pool.workers * pool.threads)  # read by DataLoader.stats()
         self._exhausted = False
         self._closed = False
         self._generation = pool.open_generation()
@@ -56,10 +64,16 @@ class ProcessExecutor(OrderedOutput):
             if job is None:
                 return
             self._add(job)
-            for pos, task in enumerate(job.tasks):
+            if self._whole_jobs and job.tasks:
                 worker = min(range(pool.workers), key=pool.load)
-                ticket = pool.submit(worker, task.fn, *task.args, self._generation, keep=job.keep, **(task.extras or {}))
-                self._tickets[ticket] = (job, pos)
+                parts = [(task.fn, task.args) for task in job.tasks]
+                ticket = pool.submit_job(worker, parts, self._generation, keep=job.keep, **_extras(job.tasks))
+                self._tickets[ticket] = (job, -1)
+            else:
+                for pos, task in enumerate(job.tasks):
+                    worker = min(range(pool.workers), key=pool.load)
+                    ticket = pool.submit(worker, task.fn, *task.args, self._generation, keep=job.keep, **(task.extras or {}))
+                    self._tickets[ticket] = (job, pos)
             if not job.tasks and not job.done:
                 job.complete()
             job = None  # a failed job's traceback may keep this frame: it must not keep the job
@@ -102,11 +116,14 @@ class ProcessExecutor(OrderedOutput):
                 add_note(exc, f"slipstream: while loading {self._waited()}")
             raise
         job, pos = self._tickets.pop(ticket)
-        if ok:
+        if not ok:
+            job.fail(max(pos, 0), task_error(value))
+        elif pos >= 0:
             job.results[pos] = value
-        else:
-            job.fail(pos, value)
-        job.remaining -= 1
+        else:  # a whole job: every task's result, and the seconds they ran
+            job.results, seconds = value
+            self.busy_meter.seconds[0] += seconds  # (the meter sums its entries)
+        job.remaining = 0 if pos < 0 else job.remaining - 1
         if not job.remaining:
             job.complete()
 
@@ -123,3 +140,14 @@ class ProcessExecutor(OrderedOutput):
         self._tickets.clear()
         self._jobs.clear()
         self._source = iter(())
+
+
+def _extras(tasks: list[Any]) -> dict[str, list[Any]]:
+    """The shared objects and segments of ``tasks``, each once (a job's tasks share its batch's)."""
+    objects: dict[int, Any] = {}
+    segments: dict[int, Any] = {}
+    for task in tasks:
+        extras = task.extras or {}
+        objects.update(extras.get("objects", ()))
+        segments.update((segment.key, segment) for segment in extras.get("segments", ()))
+    return {"objects": list(objects.items()), "segments": list(segments.values())}

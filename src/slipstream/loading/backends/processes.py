@@ -6,7 +6,8 @@ epoch starts fresh ones with the data as it is then), and a new pool replaces on
 whose seed changed. Batch slots live in shared-memory segments (``allocate``), so a worker writes
 its rows where the consumer reads them, without a copy. A batch plan becomes a job of tasks
 (``loading.tasks``' ``remote_*`` functions: the same read path as threads) sent by the
-``ProcessExecutor``.
+``ProcessExecutor``. ``layout()`` says how many processes run how many threads each: ``workers``
+processes of one thread here; the helper backend (``helper``) is one process of ``workers`` threads.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ class ProcessBackend(Backend):
 
     name = "process"
     shares_memory = True
+    whole_jobs = False  # True: each batch goes to one process as one message (its threads share it)
 
     def __init__(self, settings: Settings):
         super().__init__(settings)
@@ -70,6 +72,10 @@ class ProcessBackend(Backend):
     def allocate(self, spec: Any, rows: int) -> tuple[list[Any], Any, list[int]]:
         return shared_arrays(spec, rows)
 
+    def layout(self) -> tuple[int, int]:
+        """(worker processes, threads in each)."""
+        return self.settings.workers, 1
+
     def _workers(self, seed: int) -> WorkerPool:
         """The persistent pool: started at the first run, replaced if it broke or the seed changed."""
         pool = self._pool
@@ -78,14 +84,17 @@ class ProcessBackend(Backend):
             pool = None
         if pool is None:
             s = self.settings
+            processes, threads = self.layout()
             pool = WorkerPool(
                 LoaderPayload(s.data, s.collate),
-                s.workers,
+                processes,
                 context=s.mp_context,
                 worker_init=s.worker_init,
                 seed=seed,
-                name="slipstream",
+                name="slipstream" if self.name == "process" else f"slipstream-{self.name}",
                 timeout=s.timeout,
+                threads=threads,
+                backend=self.name,
             )
             self._pool, self._seed = pool, seed
             self._retire = weakref.finalize(self, pool.retire)  # its iterators hold the loader anyway
@@ -127,7 +136,7 @@ class ProcessBackend(Backend):
     def executor(self, jobs: Iterator[Job], reading: Reading, epoch: int, keep_going: bool) -> ProcessExecutor:
         s = self.settings
         pool = self._workers(reading.seed)
-        return ProcessExecutor(pool, jobs, s.prefetch, s.in_order, s.timeout, batch_name(epoch), keep_going)
+        return ProcessExecutor(pool, jobs, s.prefetch, s.in_order, s.timeout, batch_name(epoch), keep_going, self.whole_jobs)
 
     def _stop(self, how: Callable[[], None]) -> None:
         self._pool = None
