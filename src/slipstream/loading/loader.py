@@ -48,16 +48,19 @@ class DataLoader:
             "auto": one worker per core this process may use (its CPU affinity mask capped by the
             cgroup CPU quota, rounded up; not ``os.cpu_count()``); ``loader.workers`` holds the number.
         backend: "thread" (the default: best when the work releases the GIL: decoding, NumPy,
-            I/O, packed files) or "process" (pure-Python samples: tokenizers, PIL chains, dict
-            juggling). Process workers get the data once (inherited with the "fork" start method,
-            pickled once otherwise), persist across epochs until ``close()``, and write batches
-            into shared-memory buffers that the consumer receives without a copy; a worker that
-            dies raises ``WorkerError`` naming its pid and signal or exit code.
+            I/O, packed files), "process" (pure-Python samples: tokenizers, PIL chains, dict
+            juggling) or "helper" (the worker threads in one helper process: a training loop's
+            Python and the loader's never wait for each other's GIL). Process and helper workers
+            get the data once (inherited with the "fork" start method, pickled once otherwise),
+            persist across epochs until ``close()``, and write batches into shared-memory buffers
+            that the consumer receives without a copy; a worker process that dies raises
+            ``WorkerError`` naming its pid and signal or exit code.
         timeout: seconds to wait for one batch before raising ``TimeoutError`` (None: no limit). It
             applies with ``workers > 0``; with ``workers=0`` the batch loads in your own thread.
         worker_init: ``f(worker_id)`` run once in each worker before it loads anything (process
-            workers: once per process; thread workers: once per thread, i.e. per epoch). Nothing is
-            read before the workers start. ``ss.worker_info()`` tells a worker which it is.
+            workers: once per process; thread workers: once per thread, i.e. per epoch; helper
+            workers: once per thread, when the helper starts). Nothing is read before the workers
+            start. ``ss.worker_info()`` tells a worker which it is.
         mp_context: the process start method: None (the platform's default, as torch does),
             "fork", "spawn", "forkserver", or a ``multiprocessing`` context.
         prefetch: batches loaded ahead of the consumer (with ``workers > 0``).
