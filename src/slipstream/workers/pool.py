@@ -101,6 +101,7 @@ class WorkerPool:
         self._forgotten: list[int] = []
         self._tracked: set[int] = set()  # segments whose collection tells the workers to unmap them
         self._next_ticket = 0
+        self._reads = 0  # messages read so far (see _receive)
         self._closed = False
         self._pid = os.getpid()
         self._users = 0  # consumers (iterators) using the pool; see retire()
@@ -282,12 +283,13 @@ class WorkerPool:
                 if left is not None and left <= 0:
                     raise TimeoutError("no answer in time")
                 waited = [w.conn for w in self._workers] + [w.process.sentinel for w in self._workers]
+                reads = self._reads
             try:  # without the lock: another thread may submit, cancel or close meanwhile, at once
                 ready = mpc.wait(waited, _WAIT_SLICE if left is None else min(left, _WAIT_SLICE))
             except (OSError, ValueError):  # a pipe was closed meanwhile (the pool closed): the checks say so
                 continue
             with self._lock:
-                self._guarded(self._receive, ready)
+                self._guarded(self._receive, ready, self._reads == reads)
 
     def close(self, polite: bool = True) -> None:
         """Stop every worker (politely, then by force; at once by force when not ``polite``: a
@@ -317,9 +319,11 @@ class WorkerPool:
             self._fail(error)
             raise
 
-    def _receive(self, ready: list[Any]) -> None:
-        """Read what ``mpc.wait`` found ready (another thread may have read it since) and see to
-        the workers whose sentinel fired."""
+    def _receive(self, ready: list[Any], fresh: bool) -> None:
+        """Read what ``mpc.wait`` found ready and see to the workers whose sentinel fired. Unless
+        ``fresh`` (no message was read by anyone since that wait began), another thread may have
+        read what was ready: a pipe is then polled again first (each call that leaves the GIL costs
+        a consumer beside a busy thread up to a switch interval, so not by default)."""
         if self._closed:
             return
         conns = {w.conn: w for w in self._workers}
@@ -327,7 +331,7 @@ class WorkerPool:
         dead = []
         for item in ready:
             if item in conns:
-                if conns[item].conn.poll(0):
+                if fresh or conns[item].conn.poll(0):
                     self._read(conns[item])
             elif item in sentinels:
                 dead.append(sentinels[item])
@@ -343,6 +347,7 @@ class WorkerPool:
             raise self.error
 
     def _read(self, w: WorkerLink) -> bool:
+        self._reads += 1
         try:
             kind, fields = protocol.decode(w.conn.recv_bytes())
         except (EOFError, OSError):
