@@ -14,8 +14,12 @@ ops.RandomHorizontalFlip(), ops.ToCHW()])``. A pipeline is compiled once into st
 
 ``ToRGB`` (every image with three channels) and ``Decode`` (how JPEGs are decoded) set up stage 1.
 
-Random parameters come from ``ss.sample_rng()``: the same seed gives bit-identical batches with
-any number of workers. Semantics follow torchvision (RandomResizedCrop: scale (0.08, 1), ratio
+Random parameters are counter-based draws (``core.draws``): a pure function of the loader's seed,
+the epoch, the sample's index and the op's stream (the count of ops that draw before it), drawn for
+a whole chunk of a batch at once; the same seed gives bit-identical batches with any number of
+workers, on any backend, on the compiled task path and the per-sample path alike. Two fields
+mapped with the same random ops draw the same numbers (a mask cropped like its image). Outside a
+loader (``ds[i]`` by hand) they are fresh random numbers. Semantics follow torchvision (RandomResizedCrop: scale (0.08, 1), ratio
 (3/4, 4/3), 10 attempts, then the center fallback; CenterCrop after an optional shorter-side
 resize; Normalize with mean/std on the [0, 1] scale).
 """
