@@ -12,15 +12,18 @@ its main thread as every worker does, but hands each TASK and JOB to its ``Crew`
 * the thread that finishes a job's last part answers it (``Run.reply``), under one lock for all
   answers; a TASK is a run of one part, answered as the one-thread worker answers it;
 * ``stop()`` (CLOSE, the pipe ended, the parent gone) wakes the threads. They are daemons: one
-  stuck in user code does not keep the process alive.
+  stuck in user code does not keep the process alive. A thread that fails outside a part (it
+  could not answer) ends the process, so the parent sees a dead worker instead of waiting.
 
 ``Run`` is also how a one-thread worker runs a JOB (its parts in turn, in its main thread).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
+import traceback
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -135,16 +138,23 @@ class Crew:
             if worker_init is not None:
                 worker_init(info.id)
         except BaseException as exc:  # noqa: BLE001 - the worker's INIT_ERROR
-            add_note(exc, f"slipstream: raised by worker_init in worker thread {info.id} of the helper process")
+            add_note(exc, f"slipstream: raised by worker_init in worker thread {info.id} of {self._where}")
             with self._cond:
                 if self._init_error is None:
                     self._init_error = exc
                 self._cond.notify_all()
             return
-        cond, state, where = self._cond, self._state, f"worker thread {info.id} of {self._where}"
-        with cond:
+        with self._cond:
             self._started += 1
-            cond.notify_all()
+            self._cond.notify_all()
+        try:
+            self._serve(f"worker thread {info.id} of {self._where}")
+        except BaseException:  # noqa: BLE001 - never a run left unanswered: the parent sees this process die
+            traceback.print_exc()
+            os._exit(70)
+
+    def _serve(self, where: str) -> None:
+        cond, state = self._cond, self._state
         while True:
             with cond:
                 while not self._queue and not self._stopped:
