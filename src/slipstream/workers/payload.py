@@ -39,7 +39,7 @@ def pickled(obj: Any, what: str) -> bytes:
         for name, part in getattr(obj, "parts", dict)().items():
             pickled(part, name)
         raise TypeError(
-            f"slipstream: backend='process' sends the {what} to each worker process by pickling it, but "
+            f"slipstream: backend='process' (or 'helper') sends the {what} to each worker process by pickling it, but "
             f"{type(obj).__module__}.{type(obj).__qualname__} cannot be pickled: {exc}. Make it picklable "
             "(define it at module level; open files and locks in __getstate__/__setstate__ or lazily), "
             "use mp_context='fork', or use backend='thread'."
