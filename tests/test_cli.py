@@ -167,6 +167,8 @@ def test_bench_times_a_packed_file_and_reports_waits_and_busy_workers(tmp_path, 
     assert "24 samples, image fields ['image'], pipeline 'center'" in out
     line = next(line for line in out.splitlines() if "samples/s" in line)
     assert "thread" in line and "workers=2" in line and "consumer waited" in line and "worker threads busy" in line
+    stages = next(line for line in out.splitlines() if "worker time per sample" in line)
+    assert all(f"{stage} " in stages for stage in ("read", "decode", "augment", "collate")), stages
 
 
 def test_bench_sweep_measures_every_backend_and_names_the_fastest(tmp_path, capsys):

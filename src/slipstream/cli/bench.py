@@ -4,7 +4,8 @@ Each image field of FILE goes through a training pipeline (``--pipeline``: ``rrc
 RandomResizedCrop(224) + flip + CHW, the default; ``center``, Resize(256) + CenterCrop(224) +
 CHW; ``decode``, the decoded image as stored). The loader runs one warm-up epoch, then
 ``--epochs`` timed epochs consumed by an empty loop, and prints samples/s with the loader's own
-``stats()``: the share of time the consumer waited and how busy the worker threads were. With
+``stats()``: the share of time the consumer waited, how busy the workers were, and their time per
+sample by stage (read, decode, augment, collate). With
 ``--sweep`` it measures 1, 2, 4, ... workers up to the usable cores on every backend and names the
 fastest. The suggestions come from what it measured and from ``slipstream info``'s fast paths.
 """
@@ -59,10 +60,14 @@ def _line(result: dict[str, Any]) -> str:
     stats = result["stats"]
     busy = stats["worker_busy"]
     busy_text = "-" if busy is None else f"{busy:.0%}"
-    return (
+    line = (
         f"  {result['backend']:<8} workers={result['workers']:<3} {result['samples_per_s']:>10,.0f} samples/s   "
         f"consumer waited {stats['wait_fraction']:.0%}   worker threads busy {busy_text}"
     )
+    stages = stats.get("us_per_sample")
+    if stages:
+        line += "\n      worker time per sample: " + ", ".join(f"{stage} {us:,.0f} us" for stage, us in stages.items())
+    return line
 
 
 def _counts(cores: int) -> list[int]:
@@ -76,10 +81,13 @@ def _counts(cores: int) -> list[int]:
 def suggestions(results: list[dict[str, Any]], cores: int) -> list[str]:
     """What to try, from the measurements and the active fast paths."""
     tips = []
-    if numba_status() != "active":
-        tips.append(f"numba is {numba_status()}: the pixel kernels run on NumPy, about 4x slower (pip install numba)")
     if region_decoder_status() != "active":
-        tips.append(f"the region JPEG decoder is {region_decoder_status()}: whole JPEGs are decoded (~15% slower)")
+        tips.append(
+            f"the compiled image code (slipstream.images._roijpeg) is {region_decoder_status()}: whole JPEGs are decoded "
+            "and resampled sample by sample, holding the GIL for each (reinstall with a C compiler and libjpeg headers)"
+        )
+    if numba_status() != "active":
+        tips.append(f"numba is {numba_status()}: per-sample image paths resample on NumPy, about 4x slower (pip install numba)")
     best = max(results, key=lambda r: r["samples_per_s"])
     threads = [r for r in results if r["backend"] == "thread"]
     if len(results) > 1:
