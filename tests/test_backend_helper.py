@@ -91,7 +91,9 @@ def test_a_user_collate_and_out_of_order_output_give_the_same_batches():
     want = batches(Records(60), "thread", 3, collate=shifted_collate)
     assert_all_same(batches(Records(60), "helper", 3, collate=shifted_collate), want)
     unordered = batches(Records(60), "helper", 3, in_order=False)
-    assert sorted(tuple(b["x"][:, 0]) for b in unordered) == sorted(tuple(b["x"][:, 0]) for b in batches(Records(60), "thread", 3))
+    assert sorted(tuple(b["x"][:, 0]) for b in unordered) == sorted(
+        tuple(b["x"][:, 0]) for b in batches(Records(60), "thread", 3)
+    )
 
 
 # -- one process of threads -----------------------------------------------------------------------
@@ -159,7 +161,9 @@ def test_a_sample_error_names_the_sample_and_keeps_the_helper_threads_traceback(
         assert next(iter(loader))["x"][0, 0] == 0 and loader.worker_pids == pids  # the same helper serves the next epoch
     notes = "\n".join(caught.value.__notes__)
     assert caught.value.args == ("bad sample 37", 37)
-    assert "sample 37 (batch 4 of epoch 0)" in notes and "raised in worker thread" in notes and "of helper process 0 (pid" in notes
+    assert (
+        "sample 37 (batch 4 of epoch 0)" in notes and "raised in worker thread" in notes and "of helper process 0 (pid" in notes
+    )
     assert "__getitem__" in notes
 
 
