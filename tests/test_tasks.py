@@ -9,8 +9,9 @@ PNG, damage), with every worker count and backend.
 from __future__ import annotations
 
 import ctypes
-import json
 import io
+import json
+import warnings
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from packed import photo_like
 from PIL import Image
+from pyarrow import ipc as pa_ipc
 
 import slipstream as ss
 from slipstream import fields as F
@@ -251,3 +253,90 @@ def test_breaking_out_of_a_task_epoch_cancels_cleanly_and_without_the_extension_
         result = run_python(code, timeout=90, env=env)
         assert result.returncode == 0, result.stderr
         assert json.loads(result.stdout.strip().splitlines()[-1]) == {"batches": 16, "same": True}, env
+
+
+def _same_jpegs(tmp_path: Any, n: int = 32, same: bool = False) -> Any:
+    images = [{"image": photo_like(48, 40, seed=0 if same else k), "label": k} for k in range(n)]
+    return ss.write(tmp_path / "j.arrow", images, {"image": F.Image(codec="jpeg"), "label": F.Int()}, progress=False)
+
+
+def test_custom_ops_drawing_from_sample_rng_get_their_own_samples_stream_with_any_worker_count(tmp_path):
+    """Was: inside a chunk's per-sample path, sample_rng() belonged to the chunk's first sample."""
+    path = _same_jpegs(tmp_path)
+
+    def noise(image: np.ndarray) -> np.ndarray:
+        return (image.astype(np.int16) + ss.sample_rng().integers(0, 50)).clip(0, 255).astype(np.uint8)
+
+    ds = ss.open(path).map(image=[ops.CenterCrop(8), ops.Apply(noise)])
+    runs = []
+    for workers in (0, 1, 3):
+        with ss.DataLoader(ds, 8, seed=0, workers=workers) as loader:
+            runs.append([snapshot(b) for b in loader])
+    assert_same(runs[1], runs[0], "1 worker")
+    assert_same(runs[2], runs[0], "3 workers")
+    plain = ss.open(path).map(image=[ops.CenterCrop(8)])
+    offsets = {int(np.median(runs[0][0]["image"][i].astype(int) - plain[i]["image"].astype(int))) for i in range(8)}
+    assert len(offsets) > 4  # each sample its own numbers
+
+
+def test_a_getitems_container_over_a_mapped_file_crops_each_sample_its_own_way(tmp_path):
+    """Was: a __getitems__ container (torch's Subset) gave every sample of a batch the first one's crop."""
+
+    class Rows:  # a batched container over the mapped file, as torch.utils.data.Subset is
+        def __init__(self, data: Any):
+            self.data = data
+
+        def __len__(self) -> int:
+            return len(self.data)
+
+        def __getitems__(self, rows: list[int]) -> list[Any]:
+            return [self.data[r] for r in rows]
+
+    ds = ss.open(_same_jpegs(tmp_path, same=True)).map(image=[ops.RandomResizedCrop(16), ops.RandomHorizontalFlip()])
+    first = [snapshot(b) for b in ss.DataLoader(Rows(ds), 8, seed=0)]
+    assert len({image.tobytes() for image in first[0]["image"]}) == 8
+    assert_same([snapshot(b) for b in ss.DataLoader(Rows(ds), 8, seed=0, workers=2)], first, "2 workers")
+
+
+def test_a_center_crop_larger_than_one_image_of_a_task_names_that_sample(tmp_path):
+    images = [{"image": photo_like(48 if k != 5 else 20, 40, seed=k)} for k in range(12)]
+    path = ss.write(tmp_path / "d.arrow", images, {"image": F.Image(codec="jpeg")}, progress=False)
+    with pytest.raises(ValueError, match=r"sample 5, field 'image': CenterCrop of \(24, 24\) is larger than the 20x40 image"):
+        list(ss.DataLoader(ss.open(path).map(image=[ops.CenterCrop(24)]), 12))
+
+
+def test_mapping_a_field_that_is_not_an_image_says_so(tmp_path):
+    ds = ss.open(_same_jpegs(tmp_path, n=8)).map(label=[ops.CenterCrop(4)])
+    with pytest.raises(TypeError, match=r"field 'label' is not an image field"):
+        list(ss.DataLoader(ds, 4))
+
+
+def test_a_damaged_stored_shape_raises_what_names_the_sample_without_numpy_warnings(tmp_path):
+    path = _same_jpegs(tmp_path, n=8)
+    table = pa_ipc.open_file(str(path)).read_all()
+    raw = bytearray(path.read_bytes())
+    heights = table.column("image").chunk(0).field("height").buffers()[1]
+    start = raw.find(bytes(heights)[: 8 * 4])
+    assert start > 0
+    raw[start + 5 * 4 : start + 6 * 4] = (0).to_bytes(4, "little")  # sample 5's stored height: 0
+    path.write_bytes(bytes(raw))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ss.CorruptFileError, match=r"sample 5\b.*field 'image'.*impossible"):
+            list(ss.DataLoader(ss.open(path).map(image=[ops.RandomResizedCrop(8)]), 8))
+
+
+@needs_extension
+@pytest.mark.parametrize("region", [(-40, 0, 100, 48), (0, -1, 8, 8), (0, 0, 0, 8), (60, 0, 8, 48), (0, 40, 8, 9)])
+def test_the_compiled_task_refuses_a_decode_region_outside_the_image(region):
+    """Hardening (the private call trusts its caller, which never passes such a region): was a heap overflow."""
+    buffer = io.BytesIO()
+    Image.fromarray(photo_like(64, 48, seed=1)).save(buffer, format="JPEG")
+    data = np.frombuffer(buffer.getvalue(), np.uint8).copy()
+    out = np.zeros((1, 8, 8, 3), np.uint8)
+    stop, why, _, _ = _roijpeg.run_task(
+        np.array([data.ctypes.data], np.uint64), np.array([data.nbytes], np.uint64), np.ones(1, np.uint8), np.array([[64, 48, 3]], np.int32),
+        np.ones(1, np.int32), np.array([region], np.int64), np.array([[0, 64, 0, 48]], np.float32), np.zeros(1, np.uint8),
+        np.zeros(1, np.uint8), np.zeros(1, np.int64), out, out[0].nbytes, 8, 8, 3, 0, 0, np.empty(0, np.uint8), 0, 0, 0,
+    )
+    assert (stop, why) == (0, "the region to decode is not inside the image")

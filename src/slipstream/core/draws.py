@@ -101,6 +101,10 @@ class Draws:
         z >>= np.uint64(11)
         return z.astype(np.float64) * _UNIT
 
+    def indices(self) -> list[int]:
+        """The samples' indices (as given)."""
+        return (self._rows - np.uint64(1)).astype(np.int64).tolist()
+
     def take(self, positions: np.ndarray | slice) -> Draws:
         """The draws of a subset of these samples (the same numbers for each)."""
         other = Draws.__new__(Draws)

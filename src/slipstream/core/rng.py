@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
+from typing import Any
 
 import numpy as np
 
 from .draws import Draws
 
-__all__ = ["sample_context", "sample_draws", "sample_rng", "seed_rng"]
+__all__ = ["one_sample", "sample_context", "sample_draws", "sample_rng", "seed_rng"]
 
 _local = threading.local()
 _SAMPLE_TAG = 2  # keeps the samples' random streams apart from the orders' (see _orders)
@@ -32,18 +33,33 @@ def seed_rng(seed: int, epoch: int, index: int) -> np.random.Generator:
 
 
 class _Context:
-    __slots__ = ("seed", "epoch", "index", "rng", "indices")
+    __slots__ = ("seed", "epoch", "index", "rng", "indices", "batched")
 
     def __init__(self, seed: int, epoch: int):
         self.seed, self.epoch, self.index, self.rng, self.indices = seed, epoch, -1, None, None
+        self.batched = False  # inside a batched read (``__getitems__``): no one sample is being loaded
 
     def at(self, index: int) -> None:
         self.index, self.rng = int(index), None
 
-    def batch(self, indices: np.ndarray) -> None:
-        """A batched read of samples ``indices`` (``sample_rng()`` belongs to the first)."""
+    def batch(self, indices: np.ndarray, known: bool = True) -> None:
+        """A batched read of samples ``indices`` (``sample_rng()`` belongs to the first). ``known``:
+        the container reads them as a chunk whose draws it asks for at once (``getobs_batch_into``);
+        else (``__getitems__``) per-sample draws continue ``sample_rng()``'s stream."""
         self.at(indices[0] if len(indices) else 0)
-        self.indices = indices
+        self.indices = indices if known else None
+        self.batched = not known
+
+    @contextmanager
+    def one(self, index: int) -> Iterator[None]:
+        """Load sample ``index`` on its own within a batched read: ``sample_rng()`` and
+        ``sample_draws(1)`` are that sample's meanwhile."""
+        saved = (self.index, self.rng, self.indices, self.batched)
+        self.index, self.rng, self.indices, self.batched = int(index), None, None, False
+        try:
+            yield
+        finally:
+            self.index, self.rng, self.indices, self.batched = saved
 
 
 def _current() -> _Context | None:
@@ -85,12 +101,22 @@ def sample_rng() -> np.random.Generator:
 
 def sample_draws(n: int) -> Draws:
     """The counter-based draws (``core.draws``) of the ``n`` samples being loaded in this thread:
-    those of a batched read (``sample_context``'s ``batch``) of ``n`` samples, or of the one sample
-    being loaded when ``n`` is 1; outside a loader, fresh random ones."""
+    those of a chunk read at once (``sample_context``'s ``batch``) of ``n`` samples, or of the one
+    sample being loaded when ``n`` is 1. Inside a read that does not say which samples ask (a
+    ``__getitems__`` reading row by row), draws keyed by the next number of ``sample_rng()``'s
+    stream, so the rows still differ and repeat with the seed; outside a loader, fresh ones."""
     context = _current()
-    if context is not None:
+    if context is not None and context.index >= 0:
         if context.indices is not None and len(context.indices) == n:
             return Draws(context.seed, context.epoch, context.indices)
-        if context.index >= 0 and n == 1 and context.indices is None:
+        if n == 1 and context.indices is None and not context.batched:
             return Draws(context.seed, context.epoch, [context.index])
+        return Draws(int(sample_rng().integers(0, 1 << 63)), context.epoch, np.arange(n))
     return Draws.fresh(n)
+
+
+def one_sample(index: int) -> Any:
+    """A context in which sample ``index`` (the loader's index) is loaded on its own, inside a
+    batched read: its own ``sample_rng()`` and draws (a no-op outside a loader)."""
+    context = _current()
+    return context.one(index) if context is not None else nullcontext()

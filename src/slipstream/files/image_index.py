@@ -24,6 +24,9 @@ class ImageIndex:
     """The image field ``name`` of ``dataset`` (a ``PackedDataset``), as flat per-sample arrays."""
 
     def __init__(self, dataset: Any, name: str):
+        field = dataset.fields[name]
+        if field.kind != "image":
+            raise TypeError(f"{dataset.path}: field {name!r} is not an image field ({field!r})")
         n, pages = len(dataset), dataset.num_pages
         self._dataset, self._name = dataset, name
         self._starts = dataset.page_starts()

@@ -29,7 +29,7 @@ from ..core.nodes import CollatedNode, VarNode
 from ..core.spec import Spec
 from ..images.pipeline import ImageDecodeError, ImageSource, Pipeline
 from ..core.draws import Draws
-from ..core.rng import sample_draws
+from ..core.rng import one_sample, sample_draws
 from ..images.tasks import run_task
 from ..ops import WindowError
 from .image_index import ImageIndex
@@ -97,6 +97,8 @@ class MappedFields:
         except ImageDecodeError as exc:
             if self._packed:
                 raise CorruptFileError(self.data.path, f"sample {index}, field {name!r}: {exc}") from exc
+            raise ValueError(f"sample {index}, field {name!r}: {exc}") from exc
+        except WindowError as exc:  # an op that cannot apply to this image (a crop larger than it)
             raise ValueError(f"sample {index}, field {name!r}: {exc}") from exc
         if self._packed:
             self._checked[name][index] = source.checked
@@ -257,13 +259,15 @@ class _MappedPacked(MappedFields):
         out = self.data.getobs_batch_into(others, indices, fields=self._others)  # checks the indices
         idx, pages = self.data.locate_many(indices)
         draws = sample_draws(len(idx))
+        keys = draws.indices()  # each sample's index in the loader (its draws' key)
         for name, pipeline in self.pipelines.items():
             target = get(name)
             target = target if isinstance(target, np.ndarray) else None
             index, marks = self._task_state(name)
 
             def one(j: int, name: str = name, target: np.ndarray | None = target) -> Any:
-                return self._run(int(idx[j]), name, None, out=None if target is None else target[j], draws=draws.take([j]))
+                with one_sample(keys[j]):  # custom ops' sample_rng() is this sample's
+                    return self._run(int(idx[j]), name, None, out=None if target is None else target[j], draws=draws.take([j]))
 
             out[name] = run_task(pipeline, index.table(idx, pages, marks), draws, target, one)
         return out

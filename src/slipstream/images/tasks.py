@@ -99,6 +99,9 @@ def _compiled(pipeline: Pipeline, table: ImageTable, draws: Draws, target: np.nd
     channels, out_h, out_w = rows if pipeline.chw else (rows[2], rows[0], rows[1])
     if channels not in (1, 3) or (pipeline.channels or channels) != channels:
         return none
+    possible = (heights >= 1) & (widths >= 1) & ((own == 1) | (own == 3))
+    if not possible.all():  # damaged shapes: the per-sample path names the sample
+        return none
     try:
         windows = pipeline.windows(heights, widths, draws)
     except WindowError:
@@ -109,7 +112,6 @@ def _compiled(pipeline: Pipeline, table: ImageTable, draws: Draws, target: np.nd
         placement.valid
         & (windows.out_h == out_h) & (windows.out_w == out_w)
         & ((pipeline.channels is not None) | (own == channels))
-        & (heights >= 1) & (widths >= 1) & ((own == 1) | (own == 3))
         & ((jpeg & (table.marks[table.slots] != WHOLE)) | (raw & (own == channels)))
     )
     picked = np.flatnonzero(eligible)

@@ -155,7 +155,7 @@ class _ManyReader(Reader):
         stages.count(len(indices))
         rows = [int(r) for r in self.resolve(indices)]
         with sample_context(info.seed, info.epoch) as ctx:
-            ctx.at(indices[0] if len(indices) else 0)
+            ctx.batch(indices, known=False)
             try:
                 samples = list(self.data.__getitems__(rows))
             except BaseException as exc:

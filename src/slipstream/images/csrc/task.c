@@ -77,6 +77,11 @@ source(ss_task *task, int i, ss_scratch *canvas, const uint8_t **pixels, int *he
     }
     dec_h = ((size_t)shape[0] + (size_t)factor - 1) / (size_t)factor;
     dec_w = ((size_t)shape[1] + (size_t)factor - 1) / (size_t)factor;
+    if (region[0] < 0 || region[1] < 0 || region[2] < 1 || region[3] < 1 || (size_t)(region[0] + region[2]) > dec_h ||
+        (size_t)(region[1] + region[3]) > dec_w) {
+        snprintf(task->msg, sizeof(task->msg), "the region to decode is not inside the image");  /* (the caller's check) */
+        return -1;
+    }
     need = dec_h * dec_w * (size_t)channels;
     if (canvas->size < need) {
         ss_scratch_free(canvas);
