@@ -40,13 +40,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from _common import set_footing, versions
-
 import bench_images as bi
 import numpy as np
+from _common import set_footing, versions
 
 import slipstream as ss
 from slipstream.loading.backends import BACKENDS
+
 PROBE_SWITCH = 1e-4  # seconds: the GIL changes hands this often during the probe
 GOAL_HELD_US = 15.0
 GOAL_NEIGHBOUR = 0.90
