@@ -142,6 +142,23 @@ def test_each_batch_is_one_message_to_the_helper_and_its_busy_share_is_reported(
     assert stats["batches"] == 25 and 0 < stats["worker_busy"] <= 1
 
 
+@pytest.mark.parametrize("workers", [1, 3])
+def test_the_helpers_time_per_sample_is_split_into_stages_as_the_threads_is(tmp_path, workers):
+    from packed import photo_like
+
+    from slipstream import fields as F
+    from slipstream import ops
+
+    images = [{"image": photo_like(60, 50, seed=k), "label": k} for k in range(24)]
+    path = ss.write(tmp_path / "d.arrow", images, {"image": F.Image(codec="jpeg"), "label": F.Int()}, progress=False)
+    data = ss.open(path).map(image=[ops.RandomResizedCrop(32), ops.ToCHW()])
+    with ss.DataLoader(data, 8, workers=workers) as threads, ss.DataLoader(data, 8, workers=workers, backend="helper") as helper:
+        list(threads), list(helper)
+        want, got = threads.stats()["us_per_sample"], helper.stats()["us_per_sample"]
+    assert set(got) == set(want) and "read" in got, (got, want)
+    assert all(value >= 0 for value in got.values())
+
+
 def test_batches_live_in_shared_memory_and_kept_ones_are_never_overwritten():
     with ss.DataLoader(Records(160), 16, workers=3, backend="helper", prefetch=2) as loader:
         kept = list(loader)
@@ -284,8 +301,8 @@ def test_a_job_is_shared_by_a_workers_threads_and_answered_once_in_part_order():
     try:
         generation = pool.open_generation()
         ticket = pool.submit_job(0, [(add, (k, 10)) for k in range(7)], generation)
-        got, ok, (results, seconds) = pool.wait({ticket}, timeout=30)
-        assert got == ticket and ok and results == list(range(10, 17)) and seconds >= 0
+        got, ok, (results, seconds, spent) = pool.wait({ticket}, timeout=30)
+        assert got == ticket and ok and results == list(range(10, 17)) and seconds >= 0 and spent == {}
         ticket = pool.submit_job(0, [(thread_name, ())] * 30, generation)
         names = set(pool.wait({ticket}, timeout=30)[2][0])
         assert names <= {"slipstream-helper-0", "slipstream-helper-1", "slipstream-helper-2"} and names

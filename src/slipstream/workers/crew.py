@@ -28,6 +28,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from ..core import stages
 from ..core.errors import Cancelled, add_note
 from ..core.workerinfo import WorkerInfo, set_worker_info
 from . import protocol
@@ -40,7 +41,7 @@ class Run:
     """One TASK (``generation`` None: ``fn(state, *args)``) or JOB (each part ``fn(state, *args,
     generation)``) being run: its results, how many parts are left, its earliest error."""
 
-    __slots__ = ("ticket", "generation", "parts", "results", "left", "error_pos", "error", "error_where", "seconds")
+    __slots__ = ("ticket", "generation", "parts", "results", "left", "error_pos", "error", "error_where", "seconds", "stages")
 
     def __init__(self, ticket: int, parts: list[tuple[Callable[..., Any], tuple[Any, ...]]], generation: Any = None):
         self.ticket, self.parts, self.generation = ticket, parts, generation
@@ -48,24 +49,33 @@ class Run:
         self.left = len(parts)
         self.error_pos, self.error, self.error_where = len(parts), None, ""
         self.seconds = 0.0  # time its parts ran
+        self.stages: dict[str, float] = {}  # ... and what they reported of it (``core.stages``)
 
-    def part(self, state: Any, pos: int) -> tuple[Any, BaseException | None, float]:
-        """Run part ``pos``: ``(result, error, seconds)``; a job's part is skipped (a ``Cancelled``
-        error) once the job failed or its generation was cancelled."""
+    def part(self, state: Any, pos: int) -> tuple[Any, BaseException | None, float, dict[str, float]]:
+        """Run part ``pos``: ``(result, error, seconds, stages it reported)``; a job's part is
+        skipped (a ``Cancelled`` error) once the job failed or its generation was cancelled."""
+        spent: dict[str, float] = {}
         if self.generation is not None and (self.error is not None or state.cancelled(self.generation)):
-            return None, Cancelled(), 0.0
+            return None, Cancelled(), 0.0, spent
         fn, args = self.parts[pos]
+        stages.install(spent)
         began = time.perf_counter()
         try:
             result = fn(state, *args) if self.generation is None else fn(state, *args, self.generation)
         except BaseException as exc:  # noqa: BLE001 - answered to the parent
-            return None, exc, time.perf_counter() - began
-        return result, None, time.perf_counter() - began
+            return None, exc, time.perf_counter() - began, spent
+        finally:
+            stages.install(None)
+        return result, None, time.perf_counter() - began, spent
 
-    def settle(self, pos: int, result: Any, error: BaseException | None, seconds: float, where: str) -> bool:
+    def settle(
+        self, pos: int, result: Any, error: BaseException | None, seconds: float, spent: dict[str, float], where: str
+    ) -> bool:
         """Record part ``pos``'s outcome (``where``: who ran it); True once every part has one. The
         earliest failed part's error is the run's (a skipped part never replaces a real error)."""
         self.seconds += seconds
+        for stage, value in spent.items():
+            self.stages[stage] = self.stages.get(stage, 0.0) + value
         if error is None:
             self.results[pos] = result
         elif pos < self.error_pos and not (isinstance(error, Cancelled) and self.error is not None):
@@ -74,12 +84,13 @@ class Run:
         return self.left == 0
 
     def reply(self, where: str) -> bytes:
-        """The answer: OK with the result (a TASK) or ``(results, seconds)`` (a JOB), else ERR with
-        the error and ``where`` it was raised (``where``: who answers)."""
+        """The answer: OK with the result (a TASK) or ``(results, seconds, stages)`` (a JOB), else
+        ERR with the error and ``where`` it was raised (``where``: who answers)."""
         ticket, error = self.ticket, self.error
         if error is None:
             try:
-                return protocol.ok(ticket, self.results[0] if self.generation is None else (self.results, self.seconds))
+                value = self.results[0] if self.generation is None else (self.results, self.seconds, self.stages)
+                return protocol.ok(ticket, value)
             except BaseException as exc:  # noqa: BLE001 - a result that does not pickle
                 error, self.error_where = exc, where
         return protocol.err(ticket, wrap_error(error, f"raised in {self.error_where}"))
@@ -162,9 +173,9 @@ class Crew:
                 if self._stopped:
                     return
                 run, pos = self._queue.popleft()
-            result, error, seconds = run.part(state, pos)
+            outcome = run.part(state, pos)
             with cond:
-                last = run.settle(pos, result, error, seconds, where)
+                last = run.settle(pos, *outcome, where)
             if last:
                 self._send(run.reply(where))
-            run = result = error = None  # a part's traceback keeps this frame: no cycle through it
+            run = outcome = None  # a part's traceback keeps this frame: no cycle through it

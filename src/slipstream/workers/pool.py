@@ -211,8 +211,9 @@ class WorkerPool:
         segments: Iterable[Segment] = (),
     ) -> int:
         """Run each of ``parts`` as ``fn(state, *args, generation)`` in ``worker``, shared between its
-        threads; one ticket, whose value is ``(results in part order, seconds the parts ran)``, or
-        the earliest failed part's exception. The rest as ``submit``."""
+        threads; one ticket, whose value is ``(results in part order, seconds the parts ran, seconds
+        per stage they reported)`` (``core.stages``), or the earliest failed part's exception. The
+        rest as ``submit``."""
         return self._submit(worker, lambda ticket: protocol.job(ticket, generation, parts), keep, objects, segments)
 
     def _submit(

@@ -11,8 +11,9 @@ parent -> worker
                                    run each part ``(fn, args)`` as ``fn(state, *args, generation)``
                                    (on the worker's threads, see ``crew``), skipping the rest once
                                    one failed or ``generation`` is cancelled; answered once: OK with
-                                   ``(results in part order, seconds the parts ran)``, or ERR with
-                                   the earliest failed part's exception
+                                   ``(results in part order, seconds the parts ran, the seconds per
+                                   stage they reported (core.stages))``, or ERR with the earliest
+                                   failed part's exception
     ATTACH      key, size          one fd follows: map ``size`` bytes of it as ``state.segments[key]``
     PUT         key, obj           ``state.cache[key] = obj``
     FORGET      keys               drop these keys from ``state.segments`` and ``state.cache``

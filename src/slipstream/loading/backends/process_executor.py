@@ -3,8 +3,8 @@
 Each task of a job is sent to the least-loaded worker as ``fn(state, *args, generation)``; its
 ``extras`` (shared objects, memory segments) go first, once per worker. With ``whole_jobs`` (workers
 that run threads: the helper backend) a job goes to one worker as one message, its tasks shared
-between that worker's threads, and comes back as one answer, with the seconds its tasks ran (the
-``busy_meter`` that ``stats()`` reads). All the parent does is send and wait for answers: there is
+between that worker's threads, and comes back as one answer, with the seconds its tasks ran and
+the stages they reported (the ``busy_meter`` that ``stats()`` reads). All the parent does is send and wait for answers: there is
 no parent-side thread. ``prefetch`` jobs are in flight at a time, so the workers keep loading while
 the consumer trains.
 
@@ -120,9 +120,12 @@ class ProcessExecutor(OrderedOutput):
             job.fail(max(pos, 0), task_error(value))
         elif pos >= 0:
             job.results[pos] = value
-        else:  # a whole job: every task's result, and the seconds they ran
-            job.results, seconds = value
-            self.busy_meter.seconds[0] += seconds  # (the meter sums its entries)
+        else:  # a whole job: every task's result, the seconds they ran and the stages they reported
+            job.results, seconds, spent = value
+            meter = self.busy_meter  # (it sums its entries: the first takes all)
+            meter.seconds[0] += seconds
+            for stage, part in spent.items():
+                meter.stages[0][stage] = meter.stages[0].get(stage, 0.0) + part
         job.remaining = 0 if pos < 0 else job.remaining - 1
         if not job.remaining:
             job.complete()
