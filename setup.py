@@ -10,14 +10,14 @@ decodes whole images with simplejpeg and resamples with numba or NumPy instead (
 
 from setuptools import Extension, setup
 
-SOURCES = ["_roijpeg.c", "csrc/roi.c", "csrc/resample.c", "csrc/task.c"]
+SOURCES = ["_roijpeg.c", "csrc/roi.c", "csrc/resample.c", "csrc/place.c", "csrc/task.c"]
 
 setup(
     ext_modules=[
         Extension(
             "slipstream.images._roijpeg",
             [f"src/slipstream/images/{name}" for name in SOURCES],
-            libraries=["jpeg"],
+            libraries=["jpeg", "pthread"],
             optional=True,
             # no fused multiply-add: the resampling weights must round as Pillow's, NumPy's and numba's do
             extra_compile_args=["-O3", "-std=c99", "-ffp-contract=off"],

@@ -136,7 +136,7 @@ class _Counting:
 
     def __init__(self, module: Any):
         self.module, self.done = module, 0
-        self.decode_region = module.decode_region
+        self.decode_region, self.place = module.decode_region, module.place
 
     def run_task(self, *args: Any) -> tuple[int, str, float, float]:
         result = self.module.run_task(*args)
@@ -340,3 +340,42 @@ def test_the_compiled_task_refuses_a_decode_region_outside_the_image(region):
         np.zeros(1, np.uint8), np.zeros(1, np.int64), out, out[0].nbytes, 8, 8, 3, 0, 0, np.empty(0, np.uint8), 0, 0, 0,
     )
     assert (stop, why) == (0, "the region to decode is not inside the image")
+
+
+_GEOMETRY = st.one_of(
+    st.builds(
+        lambda size, s0, ds, r0, dr, box: ops.RandomResizedCrop(size, scale=(s0, s0 + ds), ratio=(r0, r0 + dr), interpolation="box" if box else "bilinear"),
+        st.tuples(st.integers(1, 300), st.integers(1, 300)), st.floats(0.01, 1.0), st.floats(0, 2), st.floats(0.05, 3), st.floats(0, 20), st.booleans(),
+    ),
+    st.builds(ops.Resize, st.one_of(st.integers(1, 400), st.tuples(st.integers(1, 400), st.integers(1, 400)))),
+    st.builds(lambda size, resize: ops.CenterCrop(size, resize=resize), st.integers(1, 120), st.one_of(st.none(), st.integers(1, 400))),
+    st.builds(ops.RandomHorizontalFlip, st.floats(0, 1)),
+)
+
+
+@needs_extension
+@settings(max_examples=250, deadline=None)
+@given(st.lists(_GEOMETRY, min_size=1, max_size=4), st.lists(st.tuples(st.integers(1, 3000), st.integers(1, 3000)), min_size=1, max_size=12), st.integers(0, 2**40), st.booleans())
+def test_windows_placed_in_c_are_the_numpy_windows_bit_for_bit(geometry, sizes, seed, exact):
+    from slipstream.images import tasks as _tasks
+    from slipstream.images.placement import place
+
+    pipeline = _pipeline.Pipeline([ops.Decode(exact=exact), *geometry])
+    shapes = np.array([(h, w, 3) for h, w in sizes], np.int32)
+    jpeg = np.arange(len(sizes)) % 3 != 1
+    draws = ss.core.draws.Draws(seed, 3, np.arange(len(sizes)) * 7)
+    placed = _tasks._place(pipeline, shapes[:, 0], shapes[:, 1], shapes, jpeg, draws)
+    for i in range(len(sizes)):
+        one = draws.take([i])
+        try:
+            windows = pipeline.windows(shapes[i : i + 1, 0], shapes[i : i + 1, 1], one)
+        except ops.WindowError:
+            assert not placed.valid[i]
+            continue
+        expected = place(windows, shapes[i : i + 1, 0], shapes[i : i + 1, 1], jpeg[i : i + 1], exact)
+        assert bool(placed.valid[i]) == bool(expected.valid[0]), (i, geometry)
+        if expected.valid[0]:
+            assert placed.factor[i] == expected.factor[0] and placed.flip[i] == windows.flip[0]
+            assert (placed.out_hw[i] == (windows.out_h[0], windows.out_w[0])).all()
+            np.testing.assert_array_equal(placed.region[i], expected.region[0])
+            np.testing.assert_array_equal(placed.edges[i].view(np.uint32), expected.edges[0].view(np.uint32))

@@ -97,7 +97,7 @@ class Draws:
         keys = np.array([_chain(self._key, stream) for stream, _ in streams], np.uint64)
         h = _mix_array(self._rows[:, None] * np.uint64(_GOLDEN) + keys[None, :])
         columns, counters = _layout(streams)
-        z = _mix_array(h[:, columns] + counters)
+        z = _mix_array(h.take(columns, axis=1) + counters)  # (take: C order, as csrc/place reads it)
         z >>= np.uint64(11)
         return z.astype(np.float64) * _UNIT
 

@@ -11,6 +11,7 @@
 
 #include "csrc/roi.h"
 #include "csrc/resample.h"
+#include "csrc/place.h"
 #include "csrc/task.h"
 
 /* ---------------------------------------------------------------- Python */
@@ -249,7 +250,72 @@ done:
     return Py_BuildValue("(isdd)", stop, task.msg, task.decode_s, task.resample_s);
 }
 
+PyDoc_STRVAR(place_doc,
+"place(shapes, u, program, jpeg, exact, factor, region, edges, flip, out_hw, valid)\n"
+"\n"
+"Private: images/tasks.py's windows and placements of a task's n samples\n"
+"(csrc/place.h): int32 (n, 3) stored shapes, float64 (n, k) uniforms, float64\n"
+"(ops, SS_OP_WORDS) program, uint8 jpeg flags; writes int32 factors, int64\n"
+"(n, 4) regions, float32 (n, 4) edges, uint8 flips, int64 (n, 2) output\n"
+"sizes and uint8 valid flags.");
+
+static PyObject *
+place(PyObject *self, PyObject *args)
+{
+    Py_buffer shapes = {0}, u = {0}, program = {0}, jpeg = {0}, factor = {0}, region = {0}, edges = {0};
+    Py_buffer flip = {0}, out_hw = {0}, valid = {0};
+    Py_ssize_t n, ucols, nops, i;
+    int exact, ok = 0;
+
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*pw*w*w*w*w*w*", &shapes, &u, &program, &jpeg, &exact, &factor, &region,
+                          &edges, &flip, &out_hw, &valid))
+        return NULL;
+    n = jpeg.len;
+    nops = program.len / (Py_ssize_t)(SS_OP_WORDS * sizeof(double));
+    ucols = n ? u.len / (n * (Py_ssize_t)sizeof(double)) : 0;
+    if (task_buffer(&shapes, n, 4, 3, "shapes") || task_buffer(&u, n, 8, ucols, "u") ||
+        task_buffer(&program, nops, 8, SS_OP_WORDS, "program") || task_buffer(&factor, n, 4, 1, "factor") ||
+        task_buffer(&region, n, 8, 4, "region") || task_buffer(&edges, n, 4, 4, "edges") ||
+        task_buffer(&flip, n, 1, 1, "flip") || task_buffer(&out_hw, n, 8, 2, "out_hw") || task_buffer(&valid, n, 1, 1, "valid"))
+        goto done;
+    for (i = 0; i < nops; i++) {  /* every draw an op reads must be inside the sample's row */
+        const double *a = (const double *)program.buf + i * SS_OP_WORDS;
+        int draws = (int)a[0] == SS_RRC ? 22 : (int)a[0] == SS_FLIP ? 1 : 0;
+        if (a[1] < 0 || a[1] + draws > (double)ucols) {
+            PyErr_SetString(PyExc_ValueError, "place: an op's draws are outside u");
+            goto done;
+        }
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (i = 0; i < n; i++) {
+        const int32_t *shape = (const int32_t *)shapes.buf + 3 * i;
+        ((uint8_t *)valid.buf)[i] = (uint8_t)(shape[0] >= 1 && shape[1] >= 1 &&
+            ss_place(shape[0], shape[1], (const double *)u.buf + i * ucols, (const double *)program.buf, (int)nops,
+                     ((const uint8_t *)jpeg.buf)[i], exact, (int32_t *)factor.buf + i, (int64_t *)region.buf + 4 * i,
+                     (float *)edges.buf + 4 * i, (uint8_t *)flip.buf + i, (int64_t *)out_hw.buf + 2 * i));
+    }
+    Py_END_ALLOW_THREADS
+    ok = 1;
+
+done:
+    PyBuffer_Release(&shapes);
+    PyBuffer_Release(&u);
+    PyBuffer_Release(&program);
+    PyBuffer_Release(&jpeg);
+    PyBuffer_Release(&factor);
+    PyBuffer_Release(&region);
+    PyBuffer_Release(&edges);
+    PyBuffer_Release(&flip);
+    PyBuffer_Release(&out_hw);
+    PyBuffer_Release(&valid);
+    if (!ok)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef roi_methods[] = {
+    {"place", place, METH_VARARGS, place_doc},
     {"run_task", run_task, METH_VARARGS, run_task_doc},
     {"decode_region", (PyCFunction)(void (*)(void))decode_region,
      METH_VARARGS | METH_KEYWORDS, decode_region_doc},

@@ -22,11 +22,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import math
+import weakref
+
 import numpy as np
 
 from ..core import stages
 from ..core.draws import Draws
-from ..ops import WindowError
+from ..ops import CenterCrop, RandomHorizontalFlip, RandomResizedCrop, Resize, WindowError
 from .codecs import CODECS
 from .pipeline import REGION, WHOLE, Pipeline, region_decoder
 from .placement import place
@@ -63,6 +66,80 @@ def _lut(pipeline: Pipeline, channels: int, dtype: np.dtype) -> np.ndarray:
     table = np.arange(256, dtype=np.float32)[None, :] * scale[:, None] + offset[:, None]
     with np.errstate(over="ignore"):
         return np.ascontiguousarray(table if dtype == np.float32 else table.astype(np.float16).view(np.uint16))
+
+
+_OP_WORDS = 12  # csrc/place.h's SS_OP_WORDS
+_RRC, _RESIZE, _CENTER, _FLIP = 1, 2, 3, 4
+_programs: weakref.WeakKeyDictionary[Pipeline, Any] = weakref.WeakKeyDictionary()
+
+
+def _program(pipeline: Pipeline) -> tuple[np.ndarray, tuple[tuple[int, int], ...]] | None:
+    """The pipeline's geometry as csrc/place.h's program, with the draws it reads (``Draws.block``'s
+    streams); None when an op is not one of the built-in ones (its windows are placed in NumPy)."""
+    if pipeline in _programs:
+        return _programs[pipeline]
+    rows, streams, column = [], [], 0
+    for stream, op in pipeline.geometry:
+        row = [0.0] * _OP_WORDS
+        row[1] = column
+        if type(op) is RandomResizedCrop:
+            halvings = op._halvings
+            log_lo, log_hi = math.log(op.ratio[0]), math.log(op.ratio[1])
+            row[0] = _RRC
+            row[2:12] = [*op.size, op.scale[0], op.scale[1] - op.scale[0], log_lo, log_hi - log_lo, halvings, *op.ratio, 0.5**halvings]
+        elif type(op) is Resize:
+            row[0] = _RESIZE
+            row[2:5] = [op.size, 0, 0] if isinstance(op.size, int) else [0, *op.size]
+        elif type(op) is CenterCrop and (op.resize is None or isinstance(op.resize.size, int)):
+            row[0] = _CENTER
+            row[2:5] = [*op.size, 0 if op.resize is None else op.resize.size]
+        elif type(op) is RandomHorizontalFlip:
+            row[0] = _FLIP
+            row[2] = op.p
+        else:
+            _programs[pipeline] = None
+            return None
+        rows.append(row)
+        if op.draws:
+            streams.append((stream, op.draws))
+            column += op.draws
+    program = (np.array(rows, np.float64).reshape(len(rows), _OP_WORDS), tuple(streams))
+    _programs[pipeline] = program
+    return program
+
+
+class _Placed:
+    """What csrc/place.c computes for a task (the windows' outputs the task path needs)."""
+
+    __slots__ = ("factor", "region", "edges", "flip", "out_hw", "valid")
+
+
+def _place(pipeline: Pipeline, heights: np.ndarray, widths: np.ndarray, shapes: np.ndarray, jpeg: np.ndarray, draws: Draws) -> _Placed:
+    """The task's windows and placements: in C for the built-in ops, else with ``Pipeline.windows``
+    and ``placement.place`` (the same numbers either way)."""
+    n = len(jpeg)
+    placed = _Placed()
+    program = _program(pipeline)
+    if program is not None:
+        ops_, streams = program
+        u = draws.block(streams) if streams else np.zeros((n, 1))
+        placed.factor, placed.region = np.empty(n, np.int32), np.empty((n, 4), np.int64)
+        placed.edges, placed.flip = np.empty((n, 4), np.float32), np.empty(n, np.uint8)
+        placed.out_hw, placed.valid = np.empty((n, 2), np.int64), np.empty(n, np.uint8)
+        region_decoder().place(shapes, u, ops_, jpeg.astype(np.uint8), pipeline.decode.exact, placed.factor, placed.region,
+                               placed.edges, placed.flip, placed.out_hw, placed.valid)
+        placed.valid = placed.valid.view(bool)
+        return placed
+    try:
+        windows = pipeline.windows(heights, widths, draws)
+    except WindowError:  # the per-sample path raises for the sample
+        placed.valid = np.zeros(n, bool)
+        return placed
+    placement = place(windows, heights, widths, jpeg, pipeline.decode.exact)
+    placed.factor, placed.region, placed.edges = placement.factor.astype(np.int32), placement.region, placement.edges
+    placed.flip, placed.out_hw = windows.flip.astype(np.uint8), np.stack([windows.out_h, windows.out_w], axis=1)
+    placed.valid = placement.valid
+    return placed
 
 
 def run_task(pipeline: Pipeline, table: ImageTable, draws: Draws, target: np.ndarray | None, one: Callable[[int], Any]) -> Any:
@@ -102,15 +179,13 @@ def _compiled(pipeline: Pipeline, table: ImageTable, draws: Draws, target: np.nd
     possible = (heights >= 1) & (widths >= 1) & ((own == 1) | (own == 3))
     if not possible.all():  # damaged shapes: the per-sample path names the sample
         return none
-    try:
-        windows = pipeline.windows(heights, widths, draws)
-    except WindowError:
-        return none  # the per-sample path raises for the sample
     jpeg, raw = table.codecs == _JPEG, table.codecs == _RAW
-    placement = place(windows, heights, widths, jpeg, pipeline.decode.exact)
+    placed = _place(pipeline, heights, widths, table.shapes, jpeg, draws)
+    if not placed.valid.any():
+        return placed.valid
     eligible = (
-        placement.valid
-        & (windows.out_h == out_h) & (windows.out_w == out_w)
+        placed.valid
+        & (placed.out_hw[:, 0] == out_h) & (placed.out_hw[:, 1] == out_w)
         & ((pipeline.channels is not None) | (own == channels))
         & ((jpeg & (table.marks[table.slots] != WHOLE)) | (raw & (own == channels)))
     )
@@ -121,9 +196,8 @@ def _compiled(pipeline: Pipeline, table: ImageTable, draws: Draws, target: np.nd
     before = table.marks[slots]
     marks = before.copy()
     args = (  # (fancy indexing gives new C-contiguous arrays)
-        table.addrs[picked], table.sizes[picked], table.codecs[picked], table.shapes[picked],
-        placement.factor[picked].astype(np.int32), placement.region[picked], placement.edges[picked],
-        windows.flip[picked].astype(np.uint8), marks, picked.astype(np.int64),
+        table.addrs[picked], table.sizes[picked], table.codecs[picked], table.shapes[picked], placed.factor[picked],
+        placed.region[picked], placed.edges[picked], placed.flip[picked], marks, picked.astype(np.int64),
         target, target[0].nbytes, out_h, out_w, channels, int(pipeline.chw), _DTYPES[dtype],
         _lut(pipeline, channels, dtype), int(pipeline.filter == "box"), int(pipeline.decode.fast),
     )
