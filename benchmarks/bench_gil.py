@@ -14,6 +14,11 @@
     it holds there); for threads it includes the workers' GIL-free work too. Unlike (1) and (2) it
     does not move when other programs load the machine (on 2 cores, a worker process and the
     counter thread already take both).
+(4) Python here. The loader's time outside compiled code in this process per sample, alone: the
+    consumer thread's CPU, plus for worker threads their time outside the compiled calls
+    (``stats()["us_per_sample"]`` less decode and augment). Another upper bound on the GIL held
+    here, without the probe's counter (whose rate also drops when the cores are shared); the GIL
+    goal's verdict takes the smaller of (1) and (4).
 
 Cases, each on every backend in ``BACKENDS`` ("thread"; "process" and "helper", where only the
 consumer's work is in this process): (a) the JPEG pipeline of ``bench_images.py`` (the same packed
@@ -183,25 +188,35 @@ def neighbour(make: Callable[[], Any], repeats: int, quiet: Quiet) -> dict[str, 
     epoch(loader, 0)
     ratios, alone_rates, cpu = [], [], []
 
-    def once() -> tuple[int, float, float, int, float]:
-        began = time.process_time()
+    python = []
+
+    def once() -> tuple[int, float, float, float, int, float]:
+        began, consumer = time.process_time(), time.thread_time()
         n, seconds = epoch(loader)
-        here = time.process_time() - began
+        here, consumer = time.process_time() - began, time.thread_time() - consumer
+        outside = consumer / n * 1e6  # the consumer's next(), then the worker threads' Python
+        stages = (loader.stats() or {}).get("us_per_sample") if loader.backend == "thread" else None
+        if stages:  # their time outside the compiled calls (read, collate): an upper bound on their GIL
+            outside += sum(us for stage, us in stages.items() if stage not in ("decode", "augment"))
         with Counter():
             m, busy_seconds = epoch(loader)
-        return n, seconds, here, m, busy_seconds
+        return n, seconds, here, outside, m, busy_seconds
 
     try:
         for _ in range(repeats):
-            n, seconds, here, m, busy_seconds = quiet.run(once)
+            n, seconds, here, outside, m, busy_seconds = quiet.run(once)
             cpu.append(here / n * 1e6)
+            python.append(outside)
             alone_rates.append(n / seconds)
             ratios.append((m / busy_seconds) / (n / seconds))
     finally:
         close = getattr(loader, "close", None)
         if close is not None:
             close()
-    return {"ratio": statistics.median(ratios), "rate": statistics.median(alone_rates), "cpu_us": statistics.median(cpu)}
+    return {
+        "ratio": statistics.median(ratios), "rate": statistics.median(alone_rates), "cpu_us": statistics.median(cpu),
+        "python_us": statistics.median(python),
+    }
 
 
 class Rows:
@@ -251,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"GIL probe: switch interval {PROBE_SWITCH * 1e6:.0f} us, workers=1, {repeats} runs each (medians); "
           f"neighbour: default switch interval {sys.getswitchinterval() * 1e3:.0f} ms")
     print(f"  {'case':<30} {'backend':<8} {'GIL held us/sample':>19} {'held share':>11} {'alone samples/s':>16} {'with busy thread':>17} "
-          f"{'CPU here us/sample':>19} {'discarded':>10}")
+          f"{'CPU here us/sample':>19} {'Python here us/sample':>22} {'discarded':>10}")
     verdicts: list[tuple[str, bool]] = []
     backends = [b for b in args.backends.split(",") if b]
     for name, make in cases(path, 20_000 if not args.quick else 5_000).items():
@@ -262,10 +277,11 @@ def main(argv: list[str] | None = None) -> int:
             held = probe(lambda: make(backend), repeats, quiet)
             near = neighbour(lambda: make(backend), repeats, quiet)
             print(f"  {name:<30} {backend:<8} {held['held_us']:>19.1f} {held['share']:>10.0%} {near['rate']:>16,.0f} {near['ratio']:>16.0%} "
-                  f"{near['cpu_us']:>19.1f} {quiet.discarded:>10}", flush=True)
+                  f"{near['cpu_us']:>19.1f} {near['python_us']:>22.1f} {quiet.discarded:>10}", flush=True)
             if name.startswith("JPEG"):
-                verdicts.append((f"{backend}: GIL held <= {GOAL_HELD_US:.0f} us/sample", held["held_us"] <= GOAL_HELD_US))
-                verdicts.append((f"{backend}: busy neighbour keeps >= {GOAL_NEIGHBOUR:.0%}", near["ratio"] >= GOAL_NEIGHBOUR))
+                bound = min(held["held_us"], near["python_us"])  # both bound it from above; the probe also counts lost CPU
+                verdicts.append((f"{backend}: GIL held <= {GOAL_HELD_US:.0f} us/sample ({bound:.1f})", bound <= GOAL_HELD_US))
+                verdicts.append((f"{backend}: busy neighbour keeps >= {GOAL_NEIGHBOUR:.0%} ({near['ratio']:.0%})", near["ratio"] >= GOAL_NEIGHBOUR))
     print(f"\n{sum(ok for _, ok in verdicts)}/{len(verdicts)} goals met on the JPEG pipeline ({time.perf_counter() - start:.0f} s)")
     for label, ok in verdicts:
         print(f"  {'PASS' if ok else 'MISS'}  {label}")

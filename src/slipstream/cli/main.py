@@ -13,6 +13,7 @@ from .. import __version__
 from ..convert.sources import convert
 from ..core.errors import PackedFileError
 from ..files.field import pyarrow_module
+from ..loading.backends import BACKENDS
 from ..files.packed import open as open_packed
 from .bench import PIPELINES
 from .bench import run as run_bench
@@ -107,11 +108,11 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("file", metavar="FILE")
     bench.add_argument("--pipeline", choices=sorted(PIPELINES), default="rrc", help="what the image fields go through (default rrc)")
     bench.add_argument("--workers", type=_workers, default="auto", help="an integer or auto (default: the usable cores)")
-    bench.add_argument("--backend", choices=["thread", "process"], default="thread")
+    bench.add_argument("--backend", choices=list(BACKENDS), default="thread")
     bench.add_argument("--batch-size", type=_positive, default=64)
     bench.add_argument("--epochs", type=_positive, default=2, help="timed epochs after one warm-up (default 2)")
     bench.add_argument("--samples", type=_positive, default=None, help="only the first N samples")
-    bench.add_argument("--sweep", action="store_true", help="1, 2, 4, ... workers up to the usable cores, on both backends")
+    bench.add_argument("--sweep", action="store_true", help="1, 2, 4, ... workers up to the usable cores, on every backend")
 
     args = parser.parse_args(argv)
     if args.command == "info":

@@ -16,7 +16,7 @@ _WORKER_TAG = 3  # keeps the workers' global seeds apart from the orders' (1) an
 
 class WorkerInfo(NamedTuple):
     """``id`` in ``0..num_workers-1``; ``seed`` seeded Python's ``random`` and NumPy's global generator
-    in a process worker; ``backend`` is "thread" or "process"."""
+    in a process worker; ``backend`` is "thread", "process" or "helper"."""
 
     id: int
     num_workers: int
