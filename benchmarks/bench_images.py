@@ -47,11 +47,10 @@ cores busy the throughput ratio on a quiet machine follows the inverse ratio of 
 (stretch 1.5x; only when FFCV ran), on img/s.
 
 GIL share: slipstream's pipeline run single-threaded (``workers=0``) over the JPEG and the smart
-files, with the two GIL-releasing calls timed from inside: the JPEG decode
-(``simplejpeg.decode_jpeg`` through ``codecs.decode_jpeg_scaled``, or the region decoder ``_roijpeg.decode_region`` when it is built) and
-the fused crop-resize-flip-CHW kernel
-(``_kernels.resample_into``), both wrapped in this process only. GIL-held time per sample = total
-time per sample (loader included) - the time inside those calls; its share of the total bounds
+files, with the decode and the resampling (crop, resize, flip, CHW) timed as the pipeline reports
+them (``core.stages``: inside the compiled task call, which runs a chunk of a batch without the
+GIL; or around the per-sample path's decode and resample calls). GIL-held time per sample = total
+time per sample (loader included) - that time; its share of the total bounds
 what threads can overlap: with any number of workers the GIL-held part runs one at a time, so
 throughput is at most 1 / (held time per sample) ("GIL bound"); two cores give at most
 2 / (total time per sample) ("2-core bound"). The run also reports how many CPUs other processes
@@ -109,6 +108,7 @@ if FFCV_WORKER not in sys.argv:
 else:
     SEED = 0
     Dataset = object
+    torch_rrc_params = None  # (the FFCV child has no slipstream; the torch baseline is the parent's)
 
 N_IMAGES = 2000
 N_QUICK = 640
@@ -487,65 +487,21 @@ def ffcv_worker() -> int:
 
 
 # -- the GIL share ---------------------------------------------------------------------------------
-class _Timed:
-    """A stand-in for a module: the names in ``timed`` are wrapped to add their seconds to ``spent[name]``."""
-
-    def __init__(self, module: Any, timed: dict[str, str], spent: dict[str, float]):
-        self._module, self._timed, self._spent = module, timed, spent
-
-    def __getattr__(self, name: str) -> Any:
-        value = getattr(self._module, name)
-        key = self._timed.get(name)
-        if key is None:
-            return value
-        spent, clock = self._spent, time.perf_counter
-
-        def timed(*args, **kwargs):
-            t0 = clock()
-            try:
-                return value(*args, **kwargs)
-            finally:
-                spent[key] += clock() - t0
-                if key == "resample":
-                    spent["calls"] += 1
-
-        return timed
-
-
-def call_overhead(resample_into: Any) -> float:
-    """Seconds of one ``resample_into`` call that does no pixel work (8x8 -> 1x1): its Python checks and
-    dispatch, which hold the GIL; subtracted from the kernel's time per call."""
-    src, out = np.zeros((8, 8, 3), np.uint8), np.empty((3, 1, 1), np.uint8)
-    times = []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        for _ in range(200):
-            resample_into(src, (0.0, 0.0, 8.0, 8.0), out, flip=True, chw=True)
-        times.append((time.perf_counter() - t0) / 200)
-    return min(times)
-
-
 def gil_share(path: Path, samples: int, runs: int) -> dict[str, float]:
-    """Per-sample microseconds, single-threaded: total, in the JPEG decode, in the resample kernel (less its
-    Python call overhead), GIL held (the rest); and that call overhead."""
-    from slipstream.images import pipeline as _pipeline
+    """Per-sample microseconds, single-threaded: total, decoding and augmenting (as the pipeline
+    reports them through ``core.stages``: measured inside the compiled task call, which runs
+    without the GIL, or around the per-sample path's decode and resample calls), and the rest,
+    which holds the GIL (the loader, windows, checks, the calls' own Python)."""
+    from slipstream.core import stages
 
-    spent = {"decode": 0.0, "resample": 0.0, "calls": 0}
-    saved = _pipeline._imaging, _pipeline._kernels, getattr(_pipeline, "_roi", None)
-    if getattr(saved[1], "resample_into", None) is None or getattr(saved[0], "decode_jpeg_scaled", None) is None:
-        raise RuntimeError("slipstream.images.pipeline has no _kernels.resample_into / _imaging.decode_jpeg_scaled to time")
-    overhead = call_overhead(saved[1].resample_into)
-    _pipeline._imaging = _Timed(saved[0], {"decode_jpeg_scaled": "decode"}, spent)
-    _pipeline._kernels = _Timed(saved[1], {"resample_into": "resample"}, spent)
-    if saved[2] is not None:  # the compiled region decoder, when built, decodes instead of simplejpeg
-        _pipeline._roi = _Timed(saved[2], {"decode_region": "decode"}, spent)
     loader = slipstream_loader(path, workers=0)
     batches = max(1, samples // BATCH)
     rows: list[dict[str, float]] = []
-    try:
-        for r in range(runs + 1):  # the first is a warm-up
-            spent.update(decode=0.0, resample=0.0, calls=0)
-            gc.collect()
+    for r in range(runs + 1):  # the first is a warm-up
+        spent: dict[str, float] = {}
+        gc.collect()
+        stages.install(spent)
+        try:
             t0 = time.perf_counter()
             n = 0
             for k, batch in enumerate(loader):
@@ -553,16 +509,12 @@ def gil_share(path: Path, samples: int, runs: int) -> dict[str, float]:
                 if k + 1 == batches:
                     break
             total = time.perf_counter() - t0
-            if r:
-                resample = spent["resample"] - spent["calls"] * overhead
-                us = {"total": total / n * 1e6, "decode": spent["decode"] / n * 1e6, "resample": resample / n * 1e6}
-                us["held"] = us["total"] - us["decode"] - us["resample"]
-                us["overhead"] = overhead * 1e6
-                rows.append(us)
-    finally:
-        _pipeline._imaging, _pipeline._kernels = saved[:2]
-        if saved[2] is not None:
-            _pipeline._roi = saved[2]
+        finally:
+            stages.install(None)
+        if r:
+            us = {"total": total / n * 1e6, "decode": spent.get("decode", 0.0) / n * 1e6, "resample": spent.get("augment", 0.0) / n * 1e6}
+            us["held"] = us["total"] - us["decode"] - us["resample"]
+            rows.append(us)
     return {key: statistics.median(row[key] for row in rows) for key in rows[0]}
 
 
@@ -778,11 +730,10 @@ def main(argv: list[str] | None = None) -> int:
           f"smart {first_ms['ssS']:.0f} ms (medians)")
 
     print(f"\nGIL share of slipstream's pipeline, single-threaded (workers=0, {gil_samples} samples x {gil_runs} runs, medians):")
-    print("  held = total per sample (loader included) - time inside the GIL-releasing calls (JPEG decode, resample kernel,")
-    print("         less the kernel call's own Python checks, timed on an 8x8 -> 1x1 call and counted as held)")
+    print("  held = total per sample (loader included) - decode and resample+layout time as the pipeline reports them")
+    print("         (core.stages: timed inside the compiled task call, which releases the GIL for the whole chunk)")
     print(f"  {'file':<6} {'total us':>9} {'decode us':>10} {'resample us':>12} {'held us':>8} {'held share':>11} "
           f"{'GIL bound img/s':>16} {'2-core bound img/s':>19}")
-    overhead = None
     for kind in ("jpeg", "smart"):
         try:
             us = gil_share(packed[kind][0], gil_samples, gil_runs)
@@ -791,9 +742,6 @@ def main(argv: list[str] | None = None) -> int:
             continue
         print(f"  {kind:<6} {us['total']:9.0f} {us['decode']:10.0f} {us['resample']:12.0f} {us['held']:8.0f} "
               f"{us['held'] / us['total']:10.0%} {1e6 / max(us['held'], 1e-9):16.0f} {WORKERS * 1e6 / us['total']:19.0f}")
-        overhead = us["overhead"]
-    if overhead is not None:
-        print(f"  (a resample_into call's own Python work: {overhead:.0f} us, counted as held)")
     if args.profile:
         print(f"\ncProfile, slipstream jpeg file, workers=0, {gil_samples} samples (by own time):")
         profile(packed["jpeg"][0], gil_samples)
