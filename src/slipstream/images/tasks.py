@@ -195,9 +195,12 @@ def _compiled(pipeline: Pipeline, table: ImageTable, draws: Draws, target: np.nd
     slots = table.slots[picked]
     before = table.marks[slots]
     marks = before.copy()
-    args = (  # (fancy indexing gives new C-contiguous arrays)
-        table.addrs[picked], table.sizes[picked], table.codecs[picked], table.shapes[picked], placed.factor[picked],
-        placed.region[picked], placed.edges[picked], placed.flip[picked], marks, picked.astype(np.int64),
+    if len(picked) == n:  # (the usual case: every sample, the arrays as they are)
+        chosen = (table.addrs, table.sizes, table.codecs, table.shapes, placed.factor, placed.region, placed.edges, placed.flip)
+    else:  # (fancy indexing gives new C-contiguous arrays)
+        chosen = tuple(array[picked] for array in (table.addrs, table.sizes, table.codecs, table.shapes, placed.factor, placed.region, placed.edges, placed.flip))
+    args = (
+        *chosen, marks, picked,
         target, target[0].nbytes, out_h, out_w, channels, int(pipeline.chw), _DTYPES[dtype],
         _lut(pipeline, channels, dtype), int(pipeline.filter == "box"), int(pipeline.decode.fast),
     )
