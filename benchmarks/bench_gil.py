@@ -45,10 +45,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from _common import set_footing, versions
-
 import bench_images as bi
 import numpy as np
+from _common import set_footing, versions
 
 import slipstream as ss
 from slipstream.loading.backends import BACKENDS

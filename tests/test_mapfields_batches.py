@@ -23,7 +23,6 @@ from slipstream import fields as F
 from slipstream import ops
 from slipstream.files import mapped as _mapped
 from slipstream.images import pipeline as _pipeline
-from slipstream.images.pipeline import Pipeline
 
 
 def _to_float32(image: np.ndarray) -> np.ndarray:

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from slipstream import ops
 from slipstream.core.draws import Draws
-from slipstream.ops import Windows, WindowError
+from slipstream.ops import WindowError, Windows
 
 
 def _box(op, height, width, seed=0, epoch=0, n=1):
@@ -75,7 +75,7 @@ def test_the_same_draws_give_the_same_box_and_any_subset_of_samples_draws_the_sa
 
 def test_exp_is_accurate_on_the_ratio_ranges():
     x = np.linspace(-3, 3, 10001)
-    for halvings in (ops.RandomResizedCrop(8)._halvings, ops.RandomResizedCrop(8, ratio=(0.05, 20))._halvings):
+    for halvings in (ops.RandomResizedCrop(8).halvings, ops.RandomResizedCrop(8, ratio=(0.05, 20)).halvings):
         inside = np.abs(x) <= 2.0**halvings / 16
         np.testing.assert_allclose(ops._exp(x[inside], halvings), np.exp(x[inside]), rtol=1e-12)
 

@@ -142,7 +142,7 @@ class RandomResizedCrop(Geometry):
         area = (height * width).astype(np.float64)[:, None]
         log_lo, log_hi = math.log(self.ratio[0]), math.log(self.ratio[1])
         target = area * (self.scale[0] + (self.scale[1] - self.scale[0]) * u[:, :_ATTEMPTS])
-        aspect = _exp(log_lo + (log_hi - log_lo) * u[:, _ATTEMPTS : 2 * _ATTEMPTS], self._halvings)
+        aspect = _exp(log_lo + (log_hi - log_lo) * u[:, _ATTEMPTS : 2 * _ATTEMPTS], self.halvings)
         w = np.rint(np.sqrt(target * aspect))  # whole numbers, as floats until one is picked
         h = np.rint(np.sqrt(target / aspect))
         fits = (w > 0) & (w <= width[:, None]) & (h > 0) & (h <= height[:, None])
@@ -161,7 +161,7 @@ class RandomResizedCrop(Geometry):
         windows.crop(top, left, h, w, *self.size)
 
     @property
-    def _halvings(self) -> int:
+    def halvings(self) -> int:
         """How often ``_exp`` halves its argument for this ratio range (see ``_exp``)."""
         reach = max(abs(math.log(self.ratio[0])), abs(math.log(self.ratio[1])))
         return max(0, math.ceil(math.log2(reach * 16))) if reach > 0 else 0

@@ -13,8 +13,8 @@ from .. import __version__
 from ..convert.sources import convert
 from ..core.errors import PackedFileError
 from ..files.field import pyarrow_module
-from ..loading.backends import BACKENDS
 from ..files.packed import open as open_packed
+from ..loading.backends import BACKENDS
 from .bench import PIPELINES
 from .bench import run as run_bench
 from .demo import run

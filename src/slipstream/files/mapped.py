@@ -24,12 +24,12 @@ from typing import Any
 import numpy as np
 
 from ..core.containers import getobs, numobs, write_obs
+from ..core.draws import Draws
 from ..core.errors import CorruptFileError
 from ..core.nodes import CollatedNode, VarNode
+from ..core.rng import one_sample, sample_draws
 from ..core.spec import Spec
 from ..images.pipeline import ImageDecodeError, ImageSource, Pipeline
-from ..core.draws import Draws
-from ..core.rng import one_sample, sample_draws
 from ..images.tasks import run_task
 from ..ops import WindowError
 from .image_index import ImageIndex

@@ -19,11 +19,10 @@ and for pipelines with custom ops every sample goes through ``one``: the same ba
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import math
 import weakref
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -83,7 +82,7 @@ def _program(pipeline: Pipeline) -> tuple[np.ndarray, tuple[tuple[int, int], ...
         row = [0.0] * _OP_WORDS
         row[1] = column
         if type(op) is RandomResizedCrop:
-            halvings = op._halvings
+            halvings = op.halvings
             log_lo, log_hi = math.log(op.ratio[0]), math.log(op.ratio[1])
             row[0] = _RRC
             row[2:12] = [*op.size, op.scale[0], op.scale[1] - op.scale[0], log_lo, log_hi - log_lo, halvings, *op.ratio, 0.5**halvings]
