@@ -371,30 +371,30 @@ ss_resample(const uint8_t *src, int height, int width, int channels, size_t stri
     return 0;
 }
 
+/* out[i] = the table's value of res[i] for its channel (planes with chw), for
+   4-byte (float32) or 2-byte (float16 bits) values: the writer is the same. */
+#define LUT_WRITE(T)                                                                                   \
+    static void lut_write_##T(const uint8_t *res, size_t n, int channels, int chw, size_t plane,      \
+                              const T *t, T *o)                                                        \
+    {                                                                                                  \
+        size_t i;                                                                                      \
+        int c;                                                                                         \
+        if (chw)                                                                                       \
+            for (c = 0; c < channels; c++)                                                             \
+                for (i = (size_t)c * plane; i < (size_t)(c + 1) * plane; i++)                          \
+                    o[i] = t[c * 256 + res[i]];                                                        \
+        else                                                                                           \
+            for (i = 0; i < n; i++)                                                                    \
+                o[i] = t[(int)(i % (size_t)channels) * 256 + res[i]];                                  \
+    }
+LUT_WRITE(float)
+LUT_WRITE(uint16_t)
+
 void
 ss_write(const uint8_t *res, size_t n, int channels, int chw, size_t plane, int dtype, const void *lut, void *out)
 {
-    size_t i;
-    int c;
-    if (dtype == SS_F32) {
-        const float *t = (const float *)lut;
-        float *o = (float *)out;
-        if (chw)
-            for (c = 0; c < channels; c++)
-                for (i = (size_t)c * plane; i < (size_t)(c + 1) * plane; i++)
-                    o[i] = t[c * 256 + res[i]];
-        else
-            for (i = 0; i < n; i++)
-                o[i] = t[(int)(i % (size_t)channels) * 256 + res[i]];
-    } else {
-        const uint16_t *t = (const uint16_t *)lut;
-        uint16_t *o = (uint16_t *)out;
-        if (chw)
-            for (c = 0; c < channels; c++)
-                for (i = (size_t)c * plane; i < (size_t)(c + 1) * plane; i++)
-                    o[i] = t[c * 256 + res[i]];
-        else
-            for (i = 0; i < n; i++)
-                o[i] = t[(int)(i % (size_t)channels) * 256 + res[i]];
-    }
+    if (dtype == SS_F32)
+        lut_write_float(res, n, channels, chw, plane, (const float *)lut, (float *)out);
+    else
+        lut_write_uint16_t(res, n, channels, chw, plane, (const uint16_t *)lut, (uint16_t *)out);
 }
