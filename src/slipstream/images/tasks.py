@@ -3,11 +3,12 @@
 ``run_task(pipeline, table, draws, target, one)`` fills ``target`` (n rows, C-contiguous) with the
 pipeline's output for the n encoded images of ``table`` (an ``ImageTable``: codec, address, size,
 stored shape and decode mark of each). The Python part is a fixed number of NumPy operations per
-task, whatever n: the geometry's windows (``Pipeline.windows``, from the counter-based ``draws``)
-and where they lie in the decoded pixels (``placement.place``). Then one call into the compiled
-``_roijpeg`` extension (``csrc/task.c``) decodes each JPEG around its window at a reduced DCT scale
-(or reads raw pixels in place), resamples, mirrors, lays out and normalizes it into its row, with
-the GIL released for the whole chunk.
+task, whatever n: the counter-based ``draws`` for the chunk, then the geometry's windows and where
+they lie in the decoded pixels, computed in C for the built-in ops (``csrc/place.c``, the same bits
+as ``Pipeline.windows`` and ``placement.place``, which place any other op's). Then one call into the
+compiled ``_roijpeg`` extension (``csrc/task.c``) decodes each JPEG around its window at a reduced
+DCT scale (or reads raw pixels in place), resamples, mirrors, lays out and normalizes it into its
+row, with the GIL released for the whole chunk.
 
 Samples it does not handle go through ``one(j)`` (the per-sample path, which computes the same
 windows from the same draws and so the same pixels, or raises the error that names the sample):
