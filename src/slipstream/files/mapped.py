@@ -259,15 +259,15 @@ class _MappedPacked(MappedFields):
         out = self.data.getobs_batch_into(others, indices, fields=self._others)  # checks the indices
         idx, pages = self.data.locate_many(indices)
         draws = sample_draws(len(idx))
-        keys = draws.indices()  # each sample's index in the loader (its draws' key)
         for name, pipeline in self.pipelines.items():
             target = get(name)
             target = target if isinstance(target, np.ndarray) else None
             index, marks = self._task_state(name)
 
             def one(j: int, name: str = name, target: np.ndarray | None = target) -> Any:
-                with one_sample(keys[j]):  # custom ops' sample_rng() is this sample's
-                    return self._run(int(idx[j]), name, None, out=None if target is None else target[j], draws=draws.take([j]))
+                mine = draws.take([j])
+                with one_sample(mine.indices()[0]):  # custom ops' sample_rng() is this sample's (its index in the loader)
+                    return self._run(int(idx[j]), name, None, out=None if target is None else target[j], draws=mine)
 
             out[name] = run_task(pipeline, index.table(idx, pages, marks), draws, target, one)
         return out
