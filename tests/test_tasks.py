@@ -379,3 +379,42 @@ def test_windows_placed_in_c_are_the_numpy_windows_bit_for_bit(geometry, sizes, 
             assert (placed.out_hw[i] == (windows.out_h[0], windows.out_w[0])).all()
             np.testing.assert_array_equal(placed.region[i], expected.region[0])
             np.testing.assert_array_equal(placed.edges[i].view(np.uint32), expected.edges[0].view(np.uint32))
+
+
+def test_an_op_changed_between_epochs_applies_on_every_path(tmp_path, monkeypatch):
+    """Was: the compiled path kept the ops' settings of its first use (a flip schedule did nothing)."""
+    flip = ops.RandomHorizontalFlip(p=0.0)
+    ds = ss.open(_same_jpegs(tmp_path, n=8)).map(image=[ops.Resize((8, 8)), flip])
+
+    def first() -> np.ndarray:
+        with ss.DataLoader(ds, 4, seed=1) as loader:
+            return next(iter(loader))["image"].copy()
+
+    before = first()
+    flip.p = 1.0
+    compiled = first()
+    np.testing.assert_array_equal(compiled, before[:, :, ::-1])
+    monkeypatch.setattr(_pipeline, "_roi", None)
+    np.testing.assert_array_equal(first(), compiled)
+
+
+def test_an_empty_chunk_reads_nothing(tmp_path):
+    """Was: a pipeline with random ops raised on an empty index list."""
+    ds = ss.open(_same_jpegs(tmp_path, n=4)).map(image=[ops.RandomResizedCrop(8), ops.RandomHorizontalFlip()])
+    out = ds.getobs_batch_into({"image": np.empty((0, 8, 8, 3), np.uint8), "label": np.empty(0, np.int64)}, np.empty(0, np.int64))
+    assert out["image"].shape == (0, 8, 8, 3)
+
+
+@needs_extension
+@pytest.mark.parametrize("bad", [(1, float("nan")), (1, 1.5), (1, 5.0), (9, 0.0), (3, 0.0, 1e30)])
+def test_the_place_binding_refuses_a_program_it_cannot_trust(bad):
+    """Hardening of the private call (a NaN column was read as u[0]; a huge size overflowed)."""
+    program = np.zeros((1, 12))
+    program[0, : len(bad)] = bad
+    if bad[0] == 1:
+        program[0, 2:4] = 8
+    n = 2
+    u = np.zeros((n, 23))
+    with pytest.raises(ValueError, match="place: an op of the program"):
+        _roijpeg.place(np.full((n, 3), 16, np.int32), u, program, np.ones(n, np.uint8), False, np.empty(n, np.int32),
+                       np.empty((n, 4), np.int64), np.empty((n, 4), np.float32), np.empty(n, np.uint8), np.empty((n, 2), np.int64), np.empty(n, np.uint8))

@@ -7,6 +7,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <math.h>
 #include <string.h>
 
 #include "csrc/roi.h"
@@ -279,11 +280,18 @@ place(PyObject *self, PyObject *args)
         task_buffer(&region, n, 8, 4, "region") || task_buffer(&edges, n, 4, 4, "edges") ||
         task_buffer(&flip, n, 1, 1, "flip") || task_buffer(&out_hw, n, 8, 2, "out_hw") || task_buffer(&valid, n, 1, 1, "valid"))
         goto done;
-    for (i = 0; i < nops; i++) {  /* every draw an op reads must be inside the sample's row */
+    for (i = 0; i < nops && n > 0; i++) {  /* the ops are known, their sizes sane, their draws inside u */
         const double *a = (const double *)program.buf + i * SS_OP_WORDS;
-        int draws = (int)a[0] == SS_RRC ? 22 : (int)a[0] == SS_FLIP ? 1 : 0;
-        if (a[1] < 0 || a[1] + draws > (double)ucols) {
-            PyErr_SetString(PyExc_ValueError, "place: an op's draws are outside u");
+        int kind = a[0] == SS_RRC ? SS_RRC : a[0] == SS_RESIZE ? SS_RESIZE : a[0] == SS_CENTER ? SS_CENTER : a[0] == SS_FLIP ? SS_FLIP : 0;
+        int draws = kind == SS_RRC ? 22 : kind == SS_FLIP ? 1 : 0, k;
+        int sizes = kind == SS_RRC ? 2 : kind == SS_FLIP ? 0 : 3;  /* a[2..]: sizes, 0 where unused */
+        int ok = kind != 0 && a[1] >= 0 && a[1] == floor(a[1]) && a[1] + draws <= (double)ucols;
+        for (k = 2; k < 2 + sizes; k++)
+            ok = ok && a[k] >= 0 && a[k] <= 2147483647.0 && a[k] == floor(a[k]);
+        if (kind == SS_RRC)
+            ok = ok && a[2] >= 1 && a[3] >= 1 && a[8] >= 0 && a[8] <= 64 && a[8] == floor(a[8]);
+        if (!ok) {
+            PyErr_SetString(PyExc_ValueError, "place: an op of the program is not a known op with sane sizes and draws inside u");
             goto done;
         }
     }

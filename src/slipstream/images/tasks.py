@@ -21,7 +21,6 @@ and for pipelines with custom ops every sample goes through ``one``: the same ba
 from __future__ import annotations
 
 import math
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -29,7 +28,7 @@ import numpy as np
 
 from ..core import stages
 from ..core.draws import Draws
-from ..ops import CenterCrop, RandomHorizontalFlip, RandomResizedCrop, Resize, WindowError
+from ..ops import CenterCrop, Op, RandomHorizontalFlip, RandomResizedCrop, Resize, WindowError
 from .codecs import CODECS
 from .pipeline import REGION, WHOLE, Pipeline, region_decoder
 from .placement import place
@@ -70,15 +69,23 @@ def _lut(pipeline: Pipeline, channels: int, dtype: np.dtype) -> np.ndarray:
 
 _OP_WORDS = 12  # csrc/place.h's SS_OP_WORDS
 _RRC, _RESIZE, _CENTER, _FLIP = 1, 2, 3, 4
-_programs: weakref.WeakKeyDictionary[Pipeline, Any] = weakref.WeakKeyDictionary()
+_programs: dict[Any, Any] = {}  # what the ops' settings compile to (ops may be changed between epochs)
+
+
+def _settings(op: Any) -> Any:
+    """An op's settings as a hashable value (an op held by an op, CenterCrop's Resize, expanded)."""
+    return (type(op), tuple((k, _settings(v) if isinstance(v, Op) else v) for k, v in vars(op).items()))
 
 
 def _program(pipeline: Pipeline) -> tuple[np.ndarray, tuple[tuple[int, int], ...]] | None:
     """The pipeline's geometry as csrc/place.h's program, with the draws it reads (``Draws.block``'s
-    streams); None when an op is not one of the built-in ones (its windows are placed in NumPy)."""
-    if pipeline in _programs:
-        return _programs[pipeline]
+    streams); None when an op is not one of the built-in ones (its windows are placed in NumPy).
+    Cached by the ops' current settings: an op changed between epochs compiles anew."""
+    key = tuple((stream, _settings(op)) for stream, op in pipeline.geometry)
+    if key in _programs:
+        return _programs[key]
     rows, streams, column = [], [], 0
+    program: Any = None
     for stream, op in pipeline.geometry:
         row = [0.0] * _OP_WORDS
         row[1] = column
@@ -97,14 +104,16 @@ def _program(pipeline: Pipeline) -> tuple[np.ndarray, tuple[tuple[int, int], ...
             row[0] = _FLIP
             row[2] = op.p
         else:
-            _programs[pipeline] = None
-            return None
+            break
         rows.append(row)
         if op.draws:
             streams.append((stream, op.draws))
             column += op.draws
-    program = (np.array(rows, np.float64).reshape(len(rows), _OP_WORDS), tuple(streams))
-    _programs[pipeline] = program
+    else:
+        program = (np.array(rows, np.float64).reshape(len(rows), _OP_WORDS), tuple(streams))
+    if len(_programs) > 256:  # (settings that keep changing: a schedule)
+        _programs.clear()
+    _programs[key] = program
     return program
 
 
@@ -168,6 +177,8 @@ def _compiled(pipeline: Pipeline, table: ImageTable, draws: Draws, target: np.nd
     into its row, or passed to ``one``, which wrote it or raised)."""
     n = len(table)
     none = np.zeros(n, bool)
+    if n == 0:
+        return none
     heights, widths, own = table.shapes[:, 0], table.shapes[:, 1], table.shapes[:, 2]
     _, dtype = pipeline.output(1, 1, 1)
     rows = target.shape[1:]
