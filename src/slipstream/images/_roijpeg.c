@@ -163,7 +163,7 @@ static int
 task_buffer(Py_buffer *view, Py_ssize_t n, Py_ssize_t itemsize, Py_ssize_t per, const char *name)
 {
     if (view->len != n * itemsize * per) {
-        PyErr_Format(PyExc_ValueError, "run_task: %s holds %zd bytes, expected %zd", name, view->len, n * itemsize * per);
+        PyErr_Format(PyExc_ValueError, "%s holds %zd bytes, expected %zd", name, view->len, n * itemsize * per);
         return -1;
     }
     return 0;
