@@ -54,12 +54,21 @@ def test_a_consumer_bound_epoch_hardly_waits():
     assert stats["batches"] == 10
 
 
-@pytest.mark.parametrize("workers, backend", [(0, "thread"), (2, "process")])
-def test_without_worker_threads_there_is_no_busy_share(workers, backend):
-    with ss.DataLoader(np.zeros((20, 2)), 5, workers=workers, backend=backend) as loader:
+def test_without_workers_there_is_no_busy_share():
+    with ss.DataLoader(np.zeros((20, 2)), 5, workers=0) as loader:
         list(loader)
         stats = loader.stats()
-    assert stats["batches"] == 4 and stats["worker_busy"] is None
+    assert stats["batches"] == 4 and stats["worker_busy"] is None and stats["us_per_sample"] is None
+
+
+@pytest.mark.parametrize("backend", ["process", "helper"])
+def test_worker_processes_report_their_busy_share_and_stages(backend):
+    """Was: the process backend reported neither (its answers carried only the results)."""
+    with ss.DataLoader(Slow(40, 0.005), 4, workers=2, backend=backend) as loader:
+        list(loader)
+        stats = loader.stats()
+    assert stats["worker_busy"] > 0.5, stats
+    assert stats["us_per_sample"]["read"] > 4000, stats  # each sample sleeps 5 ms in a worker
 
 
 @pytest.mark.parametrize("compiled", [True, False], ids=["compiled tasks", "per-sample path"])

@@ -211,7 +211,7 @@ class DataLoader:
         consumer spent inside ``next()``: near 1, training waits for data), ``worker_busy`` (the
         share of the worker threads' time spent loading) and ``us_per_sample`` (their time per
         sample by stage: "decode", "augment", "collate" as the work reports them, e.g. image
-        pipelines, and "read" the rest); the last two are None without worker threads. Always on;
+        pipelines, and "read" the rest); the last two are None with ``workers=0``. Always on;
         it costs two clock reads per batch and a few per task (see ``loading.stats``)."""
         stats = self._stats
         if stats is None:

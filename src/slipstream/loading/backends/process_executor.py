@@ -47,8 +47,7 @@ class ProcessExecutor(OrderedOutput):
         self._pool, self._source, self._prefetch, self._timeout = pool, source, prefetch, timeout
         self._tickets: dict[int, tuple[Job, int]] = {}  # ticket -> (job, task position; -1: the whole job)
         self._whole_jobs = whole_jobs
-        if whole_jobs:
-            self.busy_meter = BusyMeter(pool.workers * pool.threads)  # read by DataLoader.stats()
+        self.busy_meter = BusyMeter(pool.workers * pool.threads)  # read by DataLoader.stats()
         self._exhausted = False
         self._closed = False
         self._generation = pool.open_generation()
@@ -70,9 +69,9 @@ class ProcessExecutor(OrderedOutput):
                 ticket = pool.submit_job(worker, parts, self._generation, keep=job.keep, **_extras(job.tasks))
                 self._tickets[ticket] = (job, -1)
             else:
-                for pos, task in enumerate(job.tasks):
+                for pos, task in enumerate(job.tasks):  # each task a job of one part: it answers its seconds and stages
                     worker = min(range(pool.workers), key=pool.load)
-                    ticket = pool.submit(worker, task.fn, *task.args, self._generation, keep=job.keep, **(task.extras or {}))
+                    ticket = pool.submit_job(worker, [(task.fn, task.args)], self._generation, keep=job.keep, **(task.extras or {}))
                     self._tickets[ticket] = (job, pos)
             if not job.tasks and not job.done:
                 job.complete()
@@ -118,10 +117,12 @@ class ProcessExecutor(OrderedOutput):
         job, pos = self._tickets.pop(ticket)
         if not ok:
             job.fail(max(pos, 0), task_error(value))
-        elif pos >= 0:
-            job.results[pos] = value
-        else:  # a whole job: every task's result, the seconds they ran and the stages they reported
-            job.results, seconds, spent = value
+        else:  # every task's result (a whole job's, or one task's), the seconds they ran and the stages they reported
+            results, seconds, spent = value
+            if pos >= 0:
+                job.results[pos] = results[0]
+            else:
+                job.results = results
             meter = self.busy_meter  # (it sums its entries: the first takes all)
             meter.seconds[0] += seconds
             for stage, part in spent.items():
