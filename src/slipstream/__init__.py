@@ -18,6 +18,7 @@ from .core.errors import (
     MissingFieldError,
     NotAPackedFileError,
     PackedFileError,
+    ShardMismatchError,
     SharedMemoryError,
     TruncatedFileError,
     WorkerError,
@@ -26,7 +27,8 @@ from .core.rng import sample_rng
 from .core.views import batchview, joinobs, mapobs, obsview, shuffleobs, splitobs
 from .core.workerinfo import WorkerInfo, worker_info
 from .files.mapped import mapfields
-from .files.packed import PackedDataset, open
+from .files.packed import PackedDataset
+from .files.shards import ShardedDataset, open
 from .files.writer import write
 from .loading.loader import DataLoader
 from .loading.parallel import loadparallel
@@ -43,6 +45,8 @@ __all__ = [
     "NotAPackedFileError",
     "PackedDataset",
     "PackedFileError",
+    "ShardMismatchError",
+    "ShardedDataset",
     "SharedList",
     "SharedMemoryError",
     "TruncatedFileError",

@@ -47,6 +47,7 @@ __all__ = [
     "MissingFieldError",
     "NotAPackedFileError",
     "PackedFileError",
+    "ShardMismatchError",
     "SharedMemoryError",
     "TruncatedFileError",
     "WorkerError",
@@ -114,6 +115,10 @@ class MissingFieldError(PackedFileError, ValueError):
 
 
 # -- worker processes --------------------------------------------------------------------------
+
+
+class ShardMismatchError(PackedFileError, ValueError):
+    """The shards given to ``ss.open([...])`` do not hold the same fields."""
 
 
 class WorkerError(RuntimeError):

@@ -43,7 +43,7 @@ class MappedFields:
     def __init__(self, data: Any, pipelines: dict[str, Pipeline]):
         self._n = numobs(data)
         self.data, self.pipelines = data, pipelines
-        self._packed = callable(getattr(data, "encoded", None)) and hasattr(data, "fields")
+        self._packed = callable(getattr(data, "encoded", None)) and callable(getattr(data, "source_of", None)) and hasattr(data, "fields")
         self._declared = callable(getattr(data, "batch_spec", None))  # the batch nodes check each row
         if self._packed:
             missing = [name for name in pipelines if name not in data.fields]
@@ -96,7 +96,7 @@ class MappedFields:
             result = pipeline.run(source, out=out, draws=draws)
         except ImageDecodeError as exc:
             if self._packed:
-                raise CorruptFileError(self.data.path, f"sample {index}, field {name!r}: {exc}") from exc
+                raise CorruptFileError(self.data.source_of(index), f"sample {index}, field {name!r}: {exc}") from exc
             raise ValueError(f"sample {index}, field {name!r}: {exc}") from exc
         except WindowError as exc:  # an op that cannot apply to this image (a crop larger than it)
             raise ValueError(f"sample {index}, field {name!r}: {exc}") from exc
@@ -275,5 +275,5 @@ class _MappedPacked(MappedFields):
 
 def mapfields(data: Any, **pipelines: Any) -> MappedFields:
     """A view of ``data`` (dict samples) with each ``field=[ops...]`` transformed by that pipeline."""
-    packed = callable(getattr(data, "encoded", None)) and callable(getattr(data, "locate_many", None)) and hasattr(data, "fields")
+    packed = all(callable(getattr(data, name, None)) for name in ("encoded", "locate_many", "source_of")) and hasattr(data, "fields")
     return (_MappedPacked if packed else MappedFields)(data, _compile(pipelines))

@@ -186,6 +186,10 @@ class PackedDataset:
         except _DAMAGE as exc:
             raise self._damage(exc, i, columns, row) from exc
 
+    def source_of(self, index: int) -> Path:
+        """The file that holds sample ``index``: this one (a ``ShardedDataset`` names the shard's)."""
+        return self.path
+
     def encoded(self, index: int, name: str, *, check: bool = True) -> tuple[str, Any, tuple[int, int, int]]:
         """(codec, stored bytes, (H, W, C)) of image field ``name`` of sample ``index``, the bytes a
         zero-copy read-only view into the page: for pipelines that decode it themselves. ``check=False``

@@ -1,0 +1,174 @@
+"""``ss.open([path, ...])``: several packed files read as one dataset, in list order.
+
+A ``ShardedDataset`` holds one ``PackedDataset`` per shard (each memory-mapped, checked and read as
+``ss.open`` reads one file) and numbers their samples and pages one after the other: sample ``i``
+of the dataset is sample ``i - start`` of the shard whose range holds it, and page ``p`` is a page
+of one shard, so ``page_starts()`` (``order="quasi_random"``) spans all shards. It offers what a
+packed file offers the rest of slipstream (``fields``, ``encoded``, ``locate_many``, ``page``,
+``getobs_batch_into``, ``batch_spec``, ``map``), so image pipelines, whole image tasks, every
+backend and rank sharding work on it unchanged. The shards must hold the same fields (names and
+settings, the first shard's order); errors name the shard's file.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..core.errors import ShardMismatchError
+from ..core.spec import Spec
+from .mapped import mapfields
+from .packed import PackedDataset
+
+__all__ = ["ShardedDataset", "open"]
+
+
+class ShardedDataset:
+    """Packed files ``paths`` as one container of dict samples (see the module doc)."""
+
+    def __init__(self, paths: list[str | os.PathLike], cache: str = "os", fields: list[str] | None = None):
+        if not paths:
+            raise ValueError("ss.open([...]) needs at least one packed file")
+        self.shards = [PackedDataset(path, cache=cache, fields=fields) for path in paths]
+        self.cache = cache
+        first = self.shards[0]
+        for shard in self.shards[1:]:
+            if list(shard.fields) != list(first.fields) or any(shard.fields[n] != first.fields[n] for n in first.fields):
+                raise ShardMismatchError(
+                    shard.path, f"holds fields {shard.fields} but the first shard ({first.path}) holds {first.fields}: shards must hold the same fields"
+                )
+        self.fields = first.fields
+        counts = [len(shard) for shard in self.shards]
+        self._sample_starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        pages = [shard.num_pages for shard in self.shards]
+        self._page_starts_of_shard = np.concatenate([[0], np.cumsum(pages)]).astype(np.int64)
+        self._page_starts = np.concatenate(
+            [shard.page_starts() + start for shard, start in zip(self.shards, self._sample_starts[:-1])] or [np.zeros(0, np.int64)]
+        ).astype(np.int64)
+        self._n = int(self._sample_starts[-1])
+
+    # -- numbering ---------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return self._n
+
+    @property
+    def num_pages(self) -> int:
+        return len(self._page_starts)
+
+    def page_starts(self) -> np.ndarray:
+        """The first sample of every page of every shard, in dataset numbers (for page-aware orders)."""
+        return self._page_starts.copy()
+
+    def _shard_of(self, index: Any) -> tuple[PackedDataset, int]:
+        if isinstance(index, (bool, np.bool_)) or not isinstance(index, (int, np.integer)):
+            raise TypeError(f"sample index must be an integer, got {type(index).__name__}")
+        i = int(index) + (self._n if int(index) < 0 else 0)
+        if not 0 <= i < self._n:
+            raise IndexError(f"sample index {index} is out of range for {self._n} samples in {len(self.shards)} shards")
+        s = int(np.searchsorted(self._sample_starts, i, side="right")) - 1
+        return self.shards[s], i - int(self._sample_starts[s])
+
+    def source_of(self, index: int) -> Path:
+        """The file that holds sample ``index``."""
+        return self._shard_of(index)[0].path
+
+    def page(self, p: int) -> Any:
+        """Page ``p`` (in dataset numbers)'s columns, from its shard."""
+        s = int(np.searchsorted(self._page_starts_of_shard, p, side="right")) - 1
+        return self.shards[s].page(p - int(self._page_starts_of_shard[s]))
+
+    def locate_many(self, indices: Any) -> tuple[np.ndarray, np.ndarray]:
+        """(samples, pages) as ``PackedDataset.locate_many``, in dataset numbers."""
+        idx = np.asarray(indices)
+        if idx.dtype.kind not in "iu" or idx.ndim != 1:
+            raise TypeError(f"indices must be a 1-d sequence of integers, got {idx.dtype} of shape {idx.shape}")
+        idx = np.where(idx < 0, idx + self._n, idx).astype(np.intp, copy=False)
+        if len(idx) and (idx.min() < 0 or idx.max() >= self._n):
+            bad = int(np.asarray(indices)[np.argmax((idx < 0) | (idx >= self._n))])
+            raise IndexError(f"sample index {bad} is out of range for {self._n} samples in {len(self.shards)} shards")
+        return idx, np.searchsorted(self._page_starts, idx, side="right") - 1
+
+    # -- reading -----------------------------------------------------------------------------
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        shard, i = self._shard_of(index)
+        return shard[i]
+
+    def getobs_into(self, buffer: Any, index: int, fields: Any = None) -> dict[str, Any]:
+        shard, i = self._shard_of(index)
+        return shard.getobs_into(buffer, i, fields=fields)
+
+    def encoded(self, index: int, name: str, *, check: bool = True) -> tuple[str, Any, tuple[int, int, int]]:
+        shard, i = self._shard_of(index)
+        return shard.encoded(i, name, check=check)
+
+    def getobs_batch_into(self, buffer: Any, indices: Any, fields: Any = None) -> dict[str, Any]:
+        """``PackedDataset.getobs_batch_into`` over the shards: each shard reads its samples (into
+        rows of a scratch buffer shaped like ``buffer``'s), which are then put in their rows."""
+        idx, _ = self.locate_many(indices)
+        shard_of = np.searchsorted(self._sample_starts, idx, side="right") - 1
+        names = list(self.fields) if fields is None else list(fields)
+        get = buffer.get if isinstance(buffer, dict) else (lambda name: None)
+        parts = []
+        for s in np.unique(shard_of).tolist():
+            positions = np.flatnonzero(shard_of == s)
+            local = idx[positions] - self._sample_starts[s]
+            scratch = {name: _rows_like(get(name), len(positions)) for name in names}
+            parts.append((positions, self.shards[s].getobs_batch_into(scratch, local, fields=names)))
+        return {name: scatter_rows(get(name), len(idx), [(positions, value[name]) for positions, value in parts]) for name in names}
+
+    # -- the rest of a packed file's face ------------------------------------------------------
+    def batch_spec(self) -> Spec | None:
+        """The first non-empty shard's batch structure (the shards hold the same fields)."""
+        return next((shard.batch_spec() for shard in self.shards if len(shard)), None)
+
+    def validate(self) -> None:
+        """Check every page of every shard against its checksum (``ChecksumError`` naming the shard)."""
+        for shard in self.shards:
+            shard.validate()
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The first shard's writer metadata."""
+        return self.shards[0].metadata
+
+    @property
+    def identity(self) -> tuple[tuple[int, int, int], ...]:
+        return tuple(shard.identity for shard in self.shards)
+
+    def map(self, **pipelines: Any) -> Any:
+        """``ds.map(image=[ops...])``, as for one packed file."""
+        return mapfields(self, **pipelines)
+
+    def __repr__(self) -> str:
+        return f"ss.open([...{len(self.shards)} shards]): {self._n} samples in {self.num_pages} pages, fields {list(self.fields)}"
+
+
+def _rows_like(target: Any, n: int) -> Any:
+    """A scratch array of ``n`` rows shaped like ``target``'s rows (None when it is not an array)."""
+    return np.empty((n, *target.shape[1:]), target.dtype) if isinstance(target, np.ndarray) else None
+
+
+def scatter_rows(target: Any, n: int, parts: list[tuple[np.ndarray, Any]]) -> Any:
+    """One field of a batch read shard by shard: ``parts`` are (positions, what the shard returned
+    for them). ``target`` (the batch's array) with every part's rows put in place when each part
+    was written whole; else a list of the ``n`` rows' values, for the caller to check and collate."""
+    if isinstance(target, np.ndarray) and all(isinstance(value, np.ndarray) for _, value in parts):
+        for positions, value in parts:
+            target[positions] = value
+        return target
+    rows: list[Any] = [None] * n
+    for positions, value in parts:
+        for k, position in enumerate(positions.tolist()):
+            rows[position] = value[k]
+    return rows
+
+
+def open(path: Any, cache: str = "os", fields: list[str] | None = None) -> PackedDataset | ShardedDataset:  # noqa: A001
+    """``ss.open``: a packed file (see ``files.packed.open``), or a list of packed files read as one
+    dataset in list order (a ``ShardedDataset``: the shards must hold the same fields)."""
+    if isinstance(path, (list, tuple)):
+        return ShardedDataset(list(path), cache=cache, fields=fields)
+    return PackedDataset(path, cache=cache, fields=fields)
