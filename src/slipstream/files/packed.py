@@ -31,7 +31,7 @@ from .field_image import ImageColumn
 from .identity import FileIdentity, check_ends, identity
 from .mapped import mapfields
 
-__all__ = ["PackedDataset", "open"]
+__all__ = ["PackedDataset", "checked_indices", "open"]
 
 # what decoding damaged bytes raises (columns raise ValueError; the others are a safety net): every
 # one becomes a CorruptFileError naming the file, sample, page and field
@@ -225,13 +225,7 @@ class PackedDataset:
     def locate_many(self, indices: Any) -> tuple[np.ndarray, np.ndarray]:
         """(samples, pages): ``indices`` as non-negative sample numbers (intp) and the page of each;
         ``TypeError`` / ``IndexError`` (naming the file) for indices that are not in range."""
-        idx = np.asarray(indices)
-        if idx.dtype.kind not in "iu" or idx.ndim != 1:
-            raise TypeError(f"indices must be a 1-d sequence of integers, got {idx.dtype} of shape {idx.shape}")
-        idx = np.where(idx < 0, idx + self._n, idx).astype(np.intp, copy=False)
-        if len(idx) and (idx.min() < 0 or idx.max() >= self._n):
-            bad = int(np.asarray(indices)[np.argmax((idx < 0) | (idx >= self._n))])
-            raise IndexError(f"{self.path}: sample index {bad} is out of range for {self._n} samples")
+        idx = checked_indices(indices, self._n, f"{self.path}: ", "")
         return idx, np.searchsorted(self._starts_array, idx, side="right") - 1
 
     def getobs_batch_into(self, buffer: Any, indices: Any, fields: Any = None) -> dict[str, Any]:
@@ -361,6 +355,20 @@ class PackedDataset:
                 "over it): this process would read other data than that one; open the new file with ss.open "
                 "(a new loader), or keep the old one in place until the run ends",
             )
+
+
+def checked_indices(indices: Any, n: int, before: str, after: str) -> np.ndarray:
+    """``indices`` (a 1-d integer sequence, negative ones counting from the end) as non-negative
+    intp sample numbers below ``n``; else ``TypeError`` / ``IndexError``, the message between
+    ``before`` and ``after`` (what names the data)."""
+    idx = np.asarray(indices)
+    if idx.dtype.kind not in "iu" or idx.ndim != 1:
+        raise TypeError(f"indices must be a 1-d sequence of integers, got {idx.dtype} of shape {idx.shape}")
+    idx = np.where(idx < 0, idx + n, idx).astype(np.intp, copy=False)
+    if len(idx) and (idx.min() < 0 or idx.max() >= n):
+        bad = int(np.asarray(indices)[np.argmax((idx < 0) | (idx >= n))])
+        raise IndexError(f"{before}sample index {bad} is out of range for {n} samples{after}")
+    return idx
 
 
 def open(path: str | os.PathLike, cache: str = "os", fields: list[str] | None = None) -> PackedDataset:  # noqa: A001

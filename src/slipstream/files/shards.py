@@ -21,7 +21,7 @@ import numpy as np
 from ..core.errors import ShardMismatchError
 from ..core.spec import Spec
 from .mapped import mapfields
-from .packed import PackedDataset
+from .packed import PackedDataset, checked_indices
 
 __all__ = ["ShardedDataset", "open"]
 
@@ -82,13 +82,7 @@ class ShardedDataset:
 
     def locate_many(self, indices: Any) -> tuple[np.ndarray, np.ndarray]:
         """(samples, pages) as ``PackedDataset.locate_many``, in dataset numbers."""
-        idx = np.asarray(indices)
-        if idx.dtype.kind not in "iu" or idx.ndim != 1:
-            raise TypeError(f"indices must be a 1-d sequence of integers, got {idx.dtype} of shape {idx.shape}")
-        idx = np.where(idx < 0, idx + self._n, idx).astype(np.intp, copy=False)
-        if len(idx) and (idx.min() < 0 or idx.max() >= self._n):
-            bad = int(np.asarray(indices)[np.argmax((idx < 0) | (idx >= self._n))])
-            raise IndexError(f"sample index {bad} is out of range for {self._n} samples in {len(self.shards)} shards")
+        idx = checked_indices(indices, self._n, "", f" in {len(self.shards)} shards")
         return idx, np.searchsorted(self._page_starts, idx, side="right") - 1
 
     # -- reading -----------------------------------------------------------------------------
