@@ -414,7 +414,8 @@ def test_the_place_binding_refuses_a_program_it_cannot_trust(bad):
     if bad[0] == 1:
         program[0, 2:4] = 8
     n = 2
-    u = np.zeros((n, 23))
+    rows, keys, columns, counters = ss.core.draws.Draws(0, 0, np.arange(n)).counters(((0, 22), (1, 1)))
     with pytest.raises(ValueError, match="place: an op of the program"):
-        _roijpeg.place(np.full((n, 3), 16, np.int32), u, program, np.ones(n, np.uint8), False, np.empty(n, np.int32),
-                       np.empty((n, 4), np.int64), np.empty((n, 4), np.float32), np.empty(n, np.uint8), np.empty((n, 2), np.int64), np.empty(n, np.uint8))
+        _roijpeg.place(np.full((n, 3), 16, np.int32), rows, keys, columns, counters, program, np.ones(n, np.uint8), False,
+                       np.empty(n, np.int32), np.empty((n, 4), np.int64), np.empty((n, 4), np.float32), np.empty(n, np.uint8),
+                       np.empty((n, 2), np.int64), np.empty(n, np.uint8))

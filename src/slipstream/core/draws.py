@@ -55,7 +55,8 @@ def _layout(streams: tuple[tuple[int, int], ...]) -> tuple[np.ndarray, np.ndarra
     layout = _layouts.get(streams)
     if layout is None:
         columns = np.repeat(np.arange(len(streams)), [count for _, count in streams])
-        counters = np.concatenate([np.arange(1, count + 1, dtype=np.uint64) for _, count in streams]) * np.uint64(_DRAW)
+        counts = [np.arange(1, count + 1, dtype=np.uint64) for _, count in streams]
+        counters = (np.concatenate(counts) if counts else np.zeros(0, np.uint64)) * np.uint64(_DRAW)
         layout = _layouts[streams] = (columns, counters[None, :])
     return layout
 
@@ -100,6 +101,16 @@ class Draws:
         z = _mix_array(h.take(columns, axis=1) + counters)  # (take: C order, as csrc/place reads it)
         z >>= np.uint64(11)
         return z.astype(np.float64) * _UNIT
+
+    def counters(self, streams: tuple[tuple[int, int], ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """What compiled code needs to compute ``block(streams)`` itself, row by row: the samples'
+        counters (uint64 ``index + 1``), each stream's key (uint64), and per column its stream's
+        position (int64) and draw counter (uint64, times the draw constant). Column ``c`` of sample
+        ``i`` is ``mix(mix(rows[i] * GOLDEN + keys[columns[c]]) + counters[c]) >> 11``, times 2**-53
+        (``mix`` SplitMix64's finalizer, uint64 arithmetic wrapping)."""
+        keys = np.array([_chain(self._key, stream) for stream, _ in streams], np.uint64)
+        columns, counters = _layout(streams)
+        return self._rows, keys, columns.astype(np.int64), np.ascontiguousarray(counters[0])
 
     def indices(self) -> list[int]:
         """The samples' indices (as given)."""

@@ -252,63 +252,86 @@ done:
 }
 
 PyDoc_STRVAR(place_doc,
-"place(shapes, u, program, jpeg, exact, factor, region, edges, flip, out_hw, valid)\n"
+"place(shapes, rows, keys, columns, counters, program, jpeg, exact, factor, region,\n"
+"      edges, flip, out_hw, valid)\n"
 "\n"
 "Private: images/tasks.py's windows and placements of a task's n samples\n"
-"(csrc/place.h): int32 (n, 3) stored shapes, float64 (n, k) uniforms, float64\n"
-"(ops, SS_OP_WORDS) program, uint8 jpeg flags; writes int32 factors, int64\n"
-"(n, 4) regions, float32 (n, 4) edges, uint8 flips, int64 (n, 2) output\n"
-"sizes and uint8 valid flags.");
+"(csrc/place.h): int32 (n, 3) stored shapes; the draws' inputs (core/draws.py's\n"
+"Draws.counters: uint64 rows (n), uint64 stream keys, int64 and uint64 per\n"
+"column); float64 (ops, SS_OP_WORDS) program; uint8 jpeg flags; writes int32\n"
+"factors, int64 (n, 4) regions, float32 (n, 4) edges, uint8 flips, int64 (n, 2)\n"
+"output sizes and uint8 valid flags.");
 
 static PyObject *
 place(PyObject *self, PyObject *args)
 {
-    Py_buffer shapes = {0}, u = {0}, program = {0}, jpeg = {0}, factor = {0}, region = {0}, edges = {0};
-    Py_buffer flip = {0}, out_hw = {0}, valid = {0};
-    Py_ssize_t n, ucols, nops, i;
+    Py_buffer shapes = {0}, rows = {0}, keys = {0}, columns = {0}, counters = {0}, program = {0}, jpeg = {0};
+    Py_buffer factor = {0}, region = {0}, edges = {0}, flip = {0}, out_hw = {0}, valid = {0};
+    Py_ssize_t n, ucols, nkeys, nops, i;
     int exact, ok = 0;
+    double *u = NULL;
 
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*pw*w*w*w*w*w*", &shapes, &u, &program, &jpeg, &exact, &factor, &region,
-                          &edges, &flip, &out_hw, &valid))
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*pw*w*w*w*w*w*", &shapes, &rows, &keys, &columns, &counters, &program, &jpeg,
+                          &exact, &factor, &region, &edges, &flip, &out_hw, &valid))
         return NULL;
     n = jpeg.len;
     nops = program.len / (Py_ssize_t)(SS_OP_WORDS * sizeof(double));
-    ucols = n ? u.len / (n * (Py_ssize_t)sizeof(double)) : 0;
-    if (task_buffer(&shapes, n, 4, 3, "shapes") || task_buffer(&u, n, 8, ucols, "u") ||
+    ucols = columns.len / (Py_ssize_t)sizeof(int64_t);
+    nkeys = keys.len / (Py_ssize_t)sizeof(uint64_t);
+    if (task_buffer(&shapes, n, 4, 3, "shapes") || task_buffer(&rows, n, 8, 1, "rows") || task_buffer(&keys, nkeys, 8, 1, "keys") ||
+        task_buffer(&columns, ucols, 8, 1, "columns") || task_buffer(&counters, ucols, 8, 1, "counters") ||
         task_buffer(&program, nops, 8, SS_OP_WORDS, "program") || task_buffer(&factor, n, 4, 1, "factor") ||
         task_buffer(&region, n, 8, 4, "region") || task_buffer(&edges, n, 4, 4, "edges") ||
         task_buffer(&flip, n, 1, 1, "flip") || task_buffer(&out_hw, n, 8, 2, "out_hw") || task_buffer(&valid, n, 1, 1, "valid"))
         goto done;
+    for (i = 0; i < ucols; i++) {
+        int64_t c = ((const int64_t *)columns.buf)[i];
+        if (c < 0 || c >= nkeys) {
+            PyErr_SetString(PyExc_ValueError, "place: a column's stream has no key");
+            goto done;
+        }
+    }
     for (i = 0; i < nops && n > 0; i++) {  /* the ops are known, their sizes sane, their draws inside u */
         const double *a = (const double *)program.buf + i * SS_OP_WORDS;
         int kind = a[0] == SS_RRC ? SS_RRC : a[0] == SS_RESIZE ? SS_RESIZE : a[0] == SS_CENTER ? SS_CENTER : a[0] == SS_FLIP ? SS_FLIP : 0;
         int draws = kind == SS_RRC ? 22 : kind == SS_FLIP ? 1 : 0, k;
         int sizes = kind == SS_RRC ? 2 : kind == SS_FLIP ? 0 : 3;  /* a[2..]: sizes, 0 where unused */
-        int ok = kind != 0 && a[1] >= 0 && a[1] == floor(a[1]) && a[1] + draws <= (double)ucols;
+        int good = kind != 0 && a[1] >= 0 && a[1] == floor(a[1]) && a[1] + draws <= (double)ucols;
         for (k = 2; k < 2 + sizes; k++)
-            ok = ok && a[k] >= 0 && a[k] <= 2147483647.0 && a[k] == floor(a[k]);
+            good = good && a[k] >= 0 && a[k] <= 2147483647.0 && a[k] == floor(a[k]);
         if (kind == SS_RRC)
-            ok = ok && a[2] >= 1 && a[3] >= 1 && a[8] >= 0 && a[8] <= 64 && a[8] == floor(a[8]);
-        if (!ok) {
+            good = good && a[2] >= 1 && a[3] >= 1 && a[8] >= 0 && a[8] <= 64 && a[8] == floor(a[8]);
+        if (!good) {
             PyErr_SetString(PyExc_ValueError, "place: an op of the program is not a known op with sane sizes and draws inside u");
             goto done;
         }
     }
+    u = (double *)PyMem_RawMalloc(sizeof(double) * (size_t)(ucols > 0 ? ucols : 1));
+    if (u == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
     Py_BEGIN_ALLOW_THREADS
     for (i = 0; i < n; i++) {
         const int32_t *shape = (const int32_t *)shapes.buf + 3 * i;
+        ss_draws(((const uint64_t *)rows.buf)[i], (const uint64_t *)keys.buf, (const int64_t *)columns.buf,
+                 (const uint64_t *)counters.buf, (int)ucols, u);
         ((uint8_t *)valid.buf)[i] = (uint8_t)(shape[0] >= 1 && shape[1] >= 1 &&
-            ss_place(shape[0], shape[1], (const double *)u.buf + i * ucols, (const double *)program.buf, (int)nops,
-                     ((const uint8_t *)jpeg.buf)[i], exact, (int32_t *)factor.buf + i, (int64_t *)region.buf + 4 * i,
-                     (float *)edges.buf + 4 * i, (uint8_t *)flip.buf + i, (int64_t *)out_hw.buf + 2 * i));
+            ss_place(shape[0], shape[1], u, (const double *)program.buf, (int)nops, ((const uint8_t *)jpeg.buf)[i], exact,
+                     (int32_t *)factor.buf + i, (int64_t *)region.buf + 4 * i, (float *)edges.buf + 4 * i,
+                     (uint8_t *)flip.buf + i, (int64_t *)out_hw.buf + 2 * i));
     }
     Py_END_ALLOW_THREADS
     ok = 1;
 
 done:
+    PyMem_RawFree(u);
     PyBuffer_Release(&shapes);
-    PyBuffer_Release(&u);
+    PyBuffer_Release(&rows);
+    PyBuffer_Release(&keys);
+    PyBuffer_Release(&columns);
+    PyBuffer_Release(&counters);
     PyBuffer_Release(&program);
     PyBuffer_Release(&jpeg);
     PyBuffer_Release(&factor);

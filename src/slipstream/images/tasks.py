@@ -3,9 +3,9 @@
 ``run_task(pipeline, table, draws, target, one)`` fills ``target`` (n rows, C-contiguous) with the
 pipeline's output for the n encoded images of ``table`` (an ``ImageTable``: codec, address, size,
 stored shape and decode mark of each). The Python part is a fixed number of NumPy operations per
-task, whatever n: the counter-based ``draws`` for the chunk, then the geometry's windows and where
-they lie in the decoded pixels, computed in C for the built-in ops (``csrc/place.c``, the same bits
-as ``Pipeline.windows`` and ``placement.place``, which place any other op's). Then one call into the
+task, whatever n; the counter-based draws, the geometry's windows and where they lie in the decoded
+pixels are computed in C for the built-in ops (``csrc/place.c``, the same bits as ``Draws.block``,
+``Pipeline.windows`` and ``placement.place``, which place any other op's). Then one call into the
 compiled ``_roijpeg`` extension (``csrc/task.c``) decodes each JPEG around its window at a reduced
 DCT scale (or reads raw pixels in place), resamples, mirrors, lays out and normalizes it into its
 row, with the GIL released for the whole chunk.
@@ -131,12 +131,12 @@ def _place(pipeline: Pipeline, heights: np.ndarray, widths: np.ndarray, shapes: 
     program = _program(pipeline)
     if program is not None:
         ops_, streams = program
-        u = draws.block(streams) if streams else np.zeros((n, 1))
+        rows, keys, columns, counters = draws.counters(streams)  # the draws themselves are made in C
         placed.factor, placed.region = np.empty(n, np.int32), np.empty((n, 4), np.int64)
         placed.edges, placed.flip = np.empty((n, 4), np.float32), np.empty(n, np.uint8)
         placed.out_hw, placed.valid = np.empty((n, 2), np.int64), np.empty(n, np.uint8)
-        region_decoder().place(shapes, u, ops_, jpeg.astype(np.uint8), pipeline.decode.exact, placed.factor, placed.region,
-                               placed.edges, placed.flip, placed.out_hw, placed.valid)
+        region_decoder().place(shapes, rows, keys, columns, counters, ops_, jpeg.view(np.uint8), pipeline.decode.exact,
+                               placed.factor, placed.region, placed.edges, placed.flip, placed.out_hw, placed.valid)
         placed.valid = placed.valid.view(bool)
         return placed
     try:

@@ -171,3 +171,22 @@ ss_place(int height, int width, const double *u, const double *program, int nops
            edges[0] >= 0 && edges[2] >= 0 && edges[1] <= (double)dec_h && edges[3] <= (double)dec_w &&
            edges[1] > edges[0] && edges[3] > edges[2] && r1 > r0 && c1 > c0 && w.out_h >= 1 && w.out_w >= 1;
 }
+
+/* core/draws.py's SplitMix64 finalizer */
+static uint64_t
+mix(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return z ^ (z >> 31);
+}
+
+void
+ss_draws(uint64_t row, const uint64_t *keys, const int64_t *columns, const uint64_t *counters, int ncols, double *u)
+{
+    int c;
+    for (c = 0; c < ncols; c++) {
+        uint64_t h = mix(row * UINT64_C(0x9E3779B97F4A7C15) + keys[columns[c]]);
+        u[c] = (double)(mix(h + counters[c]) >> 11) * 0x1p-53;
+    }
+}

@@ -30,4 +30,8 @@ enum { SS_RRC = 1, SS_RESIZE = 2, SS_CENTER = 3, SS_FLIP = 4 };
 int ss_place(int height, int width, const double *u, const double *program, int nops, int jpeg, int exact,
              int32_t *factor, int64_t region[4], float edges[4], uint8_t *flip, int64_t out_hw[2]);
 
+/* Sample `row`'s uniforms (csrc mirror of core/draws.py's Draws.block): column c is
+   mix(mix(row * GOLDEN + keys[columns[c]]) + counters[c]) >> 11, times 2**-53. */
+void ss_draws(uint64_t row, const uint64_t *keys, const int64_t *columns, const uint64_t *counters, int ncols, double *u);
+
 #endif
