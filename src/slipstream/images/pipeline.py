@@ -197,6 +197,7 @@ class Pipeline:
         # it, so ops that draw nothing (ToRGB, Normalize, Resize...) can come and go without changing them
         self.streams = list(np.cumsum([0] + [getattr(op, "draws", 0) > 0 for op in ops[:-1]]).tolist()) if ops else []
         self.geometry = [(self.streams[k], op) for k, op in enumerate(head) if isinstance(op, Geometry)]  # (stream, op)
+        self.draw_streams = tuple((stream, op.draws) for stream, op in self.geometry if op.draws)  # what ``windows`` draws
         decodes = [op for op in head if isinstance(op, Decode)]
         if len(decodes) > 1:
             raise ValueError("a pipeline takes at most one Decode, before its custom ops")
@@ -218,8 +219,7 @@ class Pipeline:
         ``draws`` (each op that draws from its own stream, see ``streams``). Raises
         ``ops.WindowError`` naming the position of a sample an op cannot apply to."""
         windows = Windows(heights, widths)
-        drawn = [(stream, op.draws) for stream, op in self.geometry if op.draws]
-        u = draws.block(tuple(drawn)) if drawn else np.empty((len(windows), 0))
+        u = draws.block(self.draw_streams) if self.draw_streams else np.empty((len(windows), 0))
         column = 0
         for _, op in self.geometry:
             op.place(windows, u[:, column : column + op.draws])

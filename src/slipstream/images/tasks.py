@@ -20,6 +20,7 @@ and for pipelines with custom ops every sample goes through ``one``: the same ba
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -28,7 +29,7 @@ import numpy as np
 
 from ..core import stages
 from ..core.draws import Draws
-from ..ops import CenterCrop, Op, RandomHorizontalFlip, RandomResizedCrop, Resize, WindowError
+from ..ops import CenterCrop, Normalize, Op, RandomHorizontalFlip, RandomResizedCrop, Resize, WindowError
 from .codecs import CODECS
 from .pipeline import REGION, WHOLE, Pipeline, region_decoder
 from .placement import place
@@ -60,11 +61,22 @@ def _lut(pipeline: Pipeline, channels: int, dtype: np.dtype) -> np.ndarray:
     """The normalized value of each uint8 value per channel, as the output dtype (float16 as its
     bits): what the resamplers compute, ``float32(v) * scale[c] + offset[c]`` cast to the dtype."""
     if dtype == np.uint8 or pipeline.normalize is None:
-        return np.empty(0, np.uint8)
-    scale, offset = pipeline.normalize.coefficients(channels)
+        return _NO_TABLE
+    return _table(pipeline.normalize.mean, pipeline.normalize.std, channels, dtype.name)
+
+
+_NO_TABLE = np.empty(0, np.uint8)
+
+
+@functools.lru_cache(maxsize=64)
+def _table(mean: tuple[float, ...], std: tuple[float, ...], channels: int, dtype: str) -> np.ndarray:
+    """``_lut`` for these settings, made once (a task reuses it read-only)."""
+    scale, offset = Normalize(mean, std, dtype).coefficients(channels)
     table = np.arange(256, dtype=np.float32)[None, :] * scale[:, None] + offset[:, None]
     with np.errstate(over="ignore"):
-        return np.ascontiguousarray(table if dtype == np.float32 else table.astype(np.float16).view(np.uint16))
+        table = np.ascontiguousarray(table if dtype == "float32" else table.astype(np.float16).view(np.uint16))
+    table.flags.writeable = False
+    return table
 
 
 _OP_WORDS = 12  # csrc/place.h's SS_OP_WORDS
@@ -84,9 +96,9 @@ def _program(pipeline: Pipeline) -> tuple[np.ndarray, tuple[tuple[int, int], ...
     key = tuple((stream, _settings(op)) for stream, op in pipeline.geometry)
     if key in _programs:
         return _programs[key]
-    rows, streams, column = [], [], 0
+    rows, column = [], 0
     program: Any = None
-    for stream, op in pipeline.geometry:
+    for _, op in pipeline.geometry:
         row = [0.0] * _OP_WORDS
         row[1] = column
         if type(op) is RandomResizedCrop:
@@ -106,11 +118,9 @@ def _program(pipeline: Pipeline) -> tuple[np.ndarray, tuple[tuple[int, int], ...
         else:
             break
         rows.append(row)
-        if op.draws:
-            streams.append((stream, op.draws))
-            column += op.draws
+        column += op.draws
     else:
-        program = (np.array(rows, np.float64).reshape(len(rows), _OP_WORDS), tuple(streams))
+        program = (np.array(rows, np.float64).reshape(len(rows), _OP_WORDS), pipeline.draw_streams)
     if len(_programs) > 256:  # (settings that keep changing: a schedule)
         _programs.clear()
     _programs[key] = program
