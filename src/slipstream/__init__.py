@@ -16,8 +16,10 @@ from .core.errors import (
     CorruptFileError,
     FormatVersionError,
     MissingFieldError,
+    MissingShardError,
     NotAPackedFileError,
     PackedFileError,
+    RemoteReadError,
     ShardMismatchError,
     SharedMemoryError,
     TruncatedFileError,
@@ -28,10 +30,11 @@ from .core.views import batchview, joinobs, mapobs, obsview, shuffleobs, splitob
 from .core.workerinfo import WorkerInfo, worker_info
 from .files.mapped import mapfields
 from .files.packed import PackedDataset
-from .files.shards import ShardedDataset, open
+from .files.shards import ShardedDataset
 from .files.writer import write
 from .loading.loader import DataLoader
 from .loading.parallel import loadparallel
+from .remote.open import open
 from .workers.sharedlist import SharedList
 
 __version__ = "0.1.0"
@@ -42,9 +45,11 @@ __all__ = [
     "DataLoader",
     "FormatVersionError",
     "MissingFieldError",
+    "MissingShardError",
     "NotAPackedFileError",
     "PackedDataset",
     "PackedFileError",
+    "RemoteReadError",
     "ShardMismatchError",
     "ShardedDataset",
     "SharedList",

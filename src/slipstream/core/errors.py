@@ -9,7 +9,12 @@ itself, with its type, message, notes and attributes.
     │   ├── TruncatedFileError(OSError)      the file ends early (an interrupted copy or download)
     │   ├── CorruptFileError(ValueError)     structure or contents that cannot be right
     │   │   └── ChecksumError                a page's bytes differ from what was written (names the page and samples)
-    │   └── MissingFieldError(ValueError)    a field asked for is not in the file (names the fields it has)
+    │   ├── MissingFieldError(ValueError)    a field asked for is not in the file (names the fields it has)
+    │   ├── ShardMismatchError(ValueError)   the shards of one dataset do not hold the same fields, or a shard
+    │   │                                    differs from what the dataset's index says of it
+    │   ├── MissingShardError(FileNotFoundError)  a shard (or a sharded dataset's index) is not where it should be
+    │   └── RemoteReadError(OSError)         a range of a remote object could not be read within the retry budget
+    │                                        (``url``, ``start``, ``stop``, ``attempts``; the last cause chained)
     └── Cancelled                            raised inside a reader between samples once the iterator that
                                              wanted the batch is closed; never reaches the user
     RuntimeError
@@ -45,8 +50,10 @@ __all__ = [
     "DataLoaderTimeoutError",
     "FormatVersionError",
     "MissingFieldError",
+    "MissingShardError",
     "NotAPackedFileError",
     "PackedFileError",
+    "RemoteReadError",
     "ShardMismatchError",
     "SharedMemoryError",
     "TruncatedFileError",
@@ -114,11 +121,24 @@ class MissingFieldError(PackedFileError, ValueError):
     """A requested field is not in the file."""
 
 
-# -- worker processes --------------------------------------------------------------------------
-
-
 class ShardMismatchError(PackedFileError, ValueError):
-    """The shards given to ``ss.open([...])`` do not hold the same fields."""
+    """The shards of one dataset do not hold the same fields, or a shard is not what the index says."""
+
+
+class MissingShardError(PackedFileError, FileNotFoundError):
+    """A shard file or object (or a sharded dataset's index) is missing."""
+
+
+class RemoteReadError(PackedFileError, OSError):
+    """Bytes ``start``..``stop`` of the remote object ``url`` could not be read: a permanent error,
+    or transient ones (timeouts, resets, 5xx, throttling, damaged transfers) past the retry budget."""
+
+    def __init__(self, url: object, message: str, start: int = 0, stop: int = 0, attempts: int = 0):
+        super().__init__(url, message)
+        self.url, self.start, self.stop, self.attempts = str(url), start, stop, attempts
+
+
+# -- worker processes --------------------------------------------------------------------------
 
 
 class WorkerError(RuntimeError):

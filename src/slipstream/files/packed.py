@@ -28,8 +28,9 @@ from .field import Column, Field, ScalarColumn, field_from_spec
 from .field import pyarrow_module as _pa
 from .field_array import FixedColumn
 from .field_image import ImageColumn
-from .identity import FileIdentity, check_ends, identity
+from .local import LocalFile
 from .mapped import mapfields
+from .pagememory import PageMemory
 
 __all__ = ["PackedDataset", "checked_indices", "open"]
 
@@ -42,29 +43,19 @@ _FLAT_MAX_ROW_BYTES = 256  # fields this small per sample are gathered from one 
 class PackedDataset:
     """A packed file as a container of dict samples (see ``ss.open``)."""
 
-    def __init__(self, path: str | os.PathLike, cache: str = "os", fields: list[str] | None = None):
-        pa = _pa()
-        import pyarrow.ipc  # noqa: F401
-
-        if cache not in ("os", "ram"):
-            raise ValueError(f"cache must be 'os' (memory-mapped, shared through the page cache) or 'ram', got {cache!r}")
-        self.path = Path(path)
+    def __init__(self, path: str | os.PathLike, cache: str = "os", fields: list[str] | None = None, *, source: Any = None):
+        """``source``: where the pages come from (a page source, see ``files.local``); a local file
+        at ``path`` read with ``cache`` when None."""
+        self._source = LocalFile(path, cache) if source is None else source
+        self.path = self._source.name
         self.cache = cache
-        check_ends(self.path)
-        self._file = FileIdentity(self.path) if cache == "os" else None
-        self._identity = self._file.seen if self._file is not None else identity(self.path)
+        self._identity = self._source.identity
+        schema = self._source.schema
         try:
-            source = pa.memory_map(str(self.path)) if cache == "os" else pa.py_buffer(self.path.read_bytes())
-            self._reader = pa.ipc.open_file(source)
-        except (pa.ArrowException, OSError) as exc:  # Arrow reports some damage as a bare OSError
-            if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError)):
-                raise
-            raise CorruptFileError(self.path, f"Arrow cannot read the file's structure: {exc}") from None
-        try:
-            column_names = list(self._reader.schema.names)
+            column_names = list(schema.names)
         except ValueError as exc:  # a damaged name that is not UTF-8
             raise CorruptFileError(self.path, f"the column names cannot be read: {exc}") from None
-        raw_meta = meta = (self._reader.schema.metadata or {}).get(_format.META_KEY)
+        raw_meta = meta = (schema.metadata or {}).get(_format.META_KEY)
         if meta is None:
             raise NotAPackedFileError(self.path, "an Arrow file, but not one slipstream wrote (no 'slipstream' schema metadata)")
         try:
@@ -86,38 +77,28 @@ class PackedDataset:
             stored = [n for n in column_names if n in all_fields]
             raise MissingFieldError(self.path, f"no field {missing[0]!r} in the file; it has {stored}")
         for name, field in all_fields.items():
-            index = self._reader.schema.get_field_index(name)
-            if index < 0 or self._reader.schema.field(index).type != field.arrow_type():
-                found = "no such column" if index < 0 else f"column type {self._reader.schema.field(index).type}"
+            index = schema.get_field_index(name)
+            if index < 0 or schema.field(index).type != field.arrow_type():
+                found = "no such column" if index < 0 else f"column type {schema.field(index).type}"
                 raise CorruptFileError(self.path, f"field {name!r} should be stored as {field.arrow_type()} but the file has {found}")
         self.fields: dict[str, Field] = {n: all_fields[n] for n in names}
         self._schema_crc = _format.metadata_checksum(raw_meta)
-        self._columns_index = [self._reader.schema.get_field_index(n) for n in names]
+        self._columns_index = [schema.get_field_index(n) for n in names]
         starts, checks = [], []
         total = 0
-        try:
-            for p in range(self._reader.num_record_batches):
-                batch, page_meta = self._reader.get_batch_with_custom_metadata(p)
-                page_meta = page_meta or {}
-                first = int(page_meta.get(_format.PAGE_FIRST, -1))
-                if first != total or int(page_meta.get(_format.PAGE_ROWS, -1)) != batch.num_rows:
-                    raise CorruptFileError(self.path, f"page {p} says it holds samples from {first} but {total} were expected")
-                if p == 0 and int(page_meta.get(_format.PAGE_SCHEMA_CRC, -1)) != self._schema_crc:
-                    raise CorruptFileError(self.path, "the schema metadata does not match the checksum its pages were written with")
-                starts.append(total)
-                checks.append(int(page_meta.get(_format.PAGE_CRC, -1)))
-                total += batch.num_rows
-        except (pa.ArrowException, OSError) as exc:
-            raise CorruptFileError(self.path, f"page structure is damaged: {exc}") from None
-        except (ValueError, TypeError) as exc:
-            if isinstance(exc, CorruptFileError):
-                raise
-            raise CorruptFileError(self.path, f"page metadata is damaged: {exc}") from None
+        for p, (first, rows, check, schema_check) in enumerate(self._source.page_table()):
+            if first != total or rows < 0:
+                raise CorruptFileError(self.path, f"page {p} says it holds samples from {first} but {total} were expected")
+            if p == 0 and schema_check != self._schema_crc:
+                raise CorruptFileError(self.path, "the schema metadata does not match the checksum its pages were written with")
+            starts.append(total)
+            checks.append(check)
+            total += rows
         self._starts = starts
         self._checks = checks
         self._n = total
         self._starts_array = np.asarray(starts, dtype=np.int64)
-        self._pages: list[dict[str, Column] | None] = [None] * len(starts)
+        self._pages = PageMemory(len(starts), self._source.keep)
         self._flats: dict[str, np.ndarray | None] = {}
 
     # -- container protocol ------------------------------------------------------------------
@@ -141,24 +122,23 @@ class PackedDataset:
     def page(self, p: int) -> dict[str, Column]:
         """Page ``p``'s columns, one per field read (``Column.get(row)`` decodes a row), mapped on first
         use and kept; ``CorruptFileError`` when the page cannot be mapped."""
-        columns = self._pages[p]
+        columns = self._pages.get(p)
         if columns is None:
-            if self._file is not None:  # (reads of a loaded page are checked by their callers, once each)
-                self._file.check()
+            self._source.check()  # (reads of a loaded page are checked by their callers, once each)
+            batch = self._source.batch(p)  # a remote source raises its own errors (RemoteReadError...)
             try:
-                batch = self._reader.get_batch(p)
                 batch.validate()  # buffer sizes against lengths (cheap; offsets are checked by the columns)
                 columns = {n: self.fields[n].column(batch.column(k)) for n, k in zip(self.fields, self._columns_index)}
             except Exception as exc:  # noqa: BLE001 - any failure to map a page is damage
                 raise CorruptFileError(self.path, f"page {p} cannot be read: {exc}") from exc
-            self._pages[p] = columns
+            self._pages.put(p, columns)
         return columns
 
     def _locate(self, index: Any, check: bool = True) -> tuple[dict[str, Column], int, int]:
         if isinstance(index, (bool, np.bool_)) or not isinstance(index, (int, np.integer)):
             raise TypeError(f"sample index must be an integer, got {type(index).__name__}")
-        if check and self._file is not None:
-            self._file.check()
+        if check:
+            self._source.check()
         i = int(index)
         if i < 0:
             i += self._n
@@ -236,8 +216,7 @@ class PackedDataset:
         collate. Small fixed-size fields are gathered with one ``take`` per field; larger ones are
         copied (or decoded) row by row into place. ``fields`` limits the read to those fields.
         """
-        if self._file is not None:
-            self._file.check()
+        self._source.check()
         idx, pages = self.locate_many(indices)
         rows = (idx - self._starts_array[pages]).tolist()
         pages = pages.tolist()
@@ -296,6 +275,9 @@ class PackedDataset:
         """All of a small fixed-size field's values as one array (built on first use), else None."""
         if name in self._flats:
             return self._flats[name]
+        if not self._source.local:  # every page of a remote file: not for a label column
+            self._flats[name] = None
+            return None
         columns = [self.page(p)[name] for p in range(self.num_pages)]
         flat = None
         if columns and all(isinstance(c, (ScalarColumn, FixedColumn)) for c in columns):
@@ -324,8 +306,8 @@ class PackedDataset:
         for p, (start, expected) in enumerate(zip(self._starts, self._checks)):
             stop = self._starts[p + 1] if p + 1 < len(self._starts) else self._n
             try:
-                actual = _format.page_checksum(self._reader.get_batch(p))
-            except (pa.ArrowException, OSError) as exc:
+                actual = _format.page_checksum(self._source.batch(p))
+            except (pa.ArrowException, CorruptFileError) as exc:
                 raise ChecksumError(self.path, f"page {p} (samples {start}..{stop - 1}) cannot be read: {exc}", p, range(start, stop)) from None
             if actual != expected:
                 raise ChecksumError(
@@ -337,16 +319,31 @@ class PackedDataset:
 
     @property
     def identity(self) -> tuple[int, int, int]:
-        """(inode, size, mtime in ns) of the file as opened: a file with another is other data."""
+        """(inode, size, mtime in ns) of the file as opened: a file with another is other data
+        (for a remote object, its source's identity)."""
         return self._identity
 
-    def __getstate__(self) -> dict[str, Any]:  # reopened by path: pages are never pickled
-        return {"path": str(self.path), "cache": self.cache, "fields": list(self.fields), "identity": self._identity}
+    def prefetch(self, indices: Any) -> None:
+        """A hint that samples ``indices`` will be read soon: a remote file starts fetching their
+        pages in the background (bounded); a local file has nothing to do. Never raises for
+        indices out of range (they are ignored); a fetch that fails fails again when read."""
+        if self._source.local:
+            return
+        idx = np.asarray(indices, dtype=np.int64).ravel()
+        idx = idx[(idx >= 0) & (idx < self._n)]
+        pages = np.unique(np.searchsorted(self._starts_array, idx, side="right") - 1)
+        self._source.prefetch([p for p in pages.tolist() if self._pages.get(p) is None])
+
+    def __getstate__(self) -> dict[str, Any]:  # reopened by path (or from its remote source): pages are never pickled
+        state = {"path": str(self.path), "cache": self.cache, "fields": list(self.fields), "identity": self._identity}
+        if not isinstance(self._source, LocalFile):
+            state["source"] = self._source
+        return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         """Reopen by path (a spawned worker process), refusing a file that is not the one pickled:
         one renamed over it since would be other data than the parent's reader serves."""
-        self.__init__(state["path"], state["cache"], state["fields"])  # type: ignore[misc]
+        self.__init__(state["path"], state["cache"], state["fields"], source=state.get("source"))  # type: ignore[misc]
         pickled = state.get("identity")
         if pickled is not None and tuple(pickled) != tuple(self._identity):
             raise CorruptFileError(

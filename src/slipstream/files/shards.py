@@ -23,16 +23,17 @@ from ..core.spec import Spec
 from .mapped import mapfields
 from .packed import PackedDataset, checked_indices
 
-__all__ = ["ShardedDataset", "open"]
+__all__ = ["ShardedDataset", "scatter_rows"]
 
 
 class ShardedDataset:
     """Packed files ``paths`` as one container of dict samples (see the module doc)."""
 
-    def __init__(self, paths: list[str | os.PathLike], cache: str = "os", fields: list[str] | None = None):
-        if not paths:
+    def __init__(self, paths: list[str | os.PathLike], cache: str = "os", fields: list[str] | None = None, *, shards: list[PackedDataset] | None = None):
+        """``shards``: the datasets themselves, already open (remote ones); else ``paths`` are opened."""
+        if not paths and not shards:
             raise ValueError("ss.open([...]) needs at least one packed file")
-        self.shards = [PackedDataset(path, cache=cache, fields=fields) for path in paths]
+        self.shards = list(shards) if shards else [PackedDataset(path, cache=cache, fields=fields) for path in paths]
         self.cache = cache
         first = self.shards[0]
         for shard in self.shards[1:]:
@@ -136,6 +137,14 @@ class ShardedDataset:
         """``ds.map(image=[ops...])``, as for one packed file."""
         return mapfields(self, **pipelines)
 
+    def prefetch(self, indices: Any) -> None:
+        """A hint that samples ``indices`` will be read soon (see ``PackedDataset.prefetch``)."""
+        idx = np.asarray(indices, dtype=np.int64).ravel()
+        idx = idx[(idx >= 0) & (idx < self._n)]
+        shard_of = np.searchsorted(self._sample_starts, idx, side="right") - 1
+        for s in np.unique(shard_of).tolist():
+            self.shards[s].prefetch(idx[shard_of == s] - self._sample_starts[s])
+
     def __repr__(self) -> str:
         return f"ss.open([...{len(self.shards)} shards]): {self._n} samples in {self.num_pages} pages, fields {list(self.fields)}"
 
@@ -159,10 +168,3 @@ def scatter_rows(target: Any, n: int, parts: list[tuple[np.ndarray, Any]]) -> An
             rows[position] = value[k]
     return rows
 
-
-def open(path: Any, cache: str = "os", fields: list[str] | None = None) -> PackedDataset | ShardedDataset:  # noqa: A001
-    """``ss.open``: a packed file (see ``files.packed.open``), or a list of packed files read as one
-    dataset in list order (a ``ShardedDataset``: the shards must hold the same fields)."""
-    if isinstance(path, (list, tuple)):
-        return ShardedDataset(list(path), cache=cache, fields=fields)
-    return PackedDataset(path, cache=cache, fields=fields)

@@ -29,8 +29,10 @@ from .. import fields as F
 from ..core.containers import getobs, numobs
 from ..core.optional import require
 from ..loading.parallel import loadparallel
+from ..core.sizes import parse_size
+from . import folder as _folder
 from . import format as _format
-from .field import Field
+from .field import Field, field_from_spec
 from .field import pyarrow_module as _pa
 
 __all__ = ["write"]
@@ -160,6 +162,8 @@ def write(
     progress: bool | None = None,
     page_size: int = 8 << 20,
     metadata: Mapping[str, Any] | None = None,
+    shard_size: int | str | None = None,
+    append: bool = False,
 ) -> Path:
     """Pack ``data`` (a container or an iterable of dict samples) into the file ``path``.
 
@@ -182,7 +186,15 @@ def write(
     path = Path(path)
     if page_size < 1:
         raise ValueError(f"page_size must be >= 1 byte, got {page_size}")
-    if path.is_dir():  # os.replace would refuse it only after every sample was encoded
+    existing = None
+    if shard_size is not None:
+        shard_size = parse_size(shard_size, "shard_size")
+        existing = _folder.check_target(path, append)
+        if existing is not None:
+            fields, page_size, metadata = _appended(existing, fields, metadata, path)
+    elif append:
+        raise ValueError("append=True adds shards to a sharded dataset: pass shard_size= too")
+    elif path.is_dir():  # os.replace would refuse it only after every sample was encoded
         raise IsADirectoryError(f"{path}: is a folder; ss.write writes a file (such as {path / 'data.arrow'})")
     if not path.parent.is_dir():
         raise FileNotFoundError(f"{path}: the folder {path.parent} does not exist; create it first")
@@ -207,22 +219,45 @@ def write(
 
     workers = min(8, os.cpu_count() or 1) if workers is None else workers
     show = sys.stderr.isatty() if progress is None else bool(progress)
-    partial = _temporary(path)
+    if existing is not None:  # appended shards carry the dataset's schema itself, byte for byte
+        if existing["schema"].remove_metadata() != schema.remove_metadata():
+            raise ValueError(f"{path}: the data's columns {schema.remove_metadata()} differ from the dataset's {existing['schema'].remove_metadata()}")
+        schema = existing["schema"]
+    partial = _temporary(path) if shard_size is None else None
     bar = None
     try:
         if show:
             tqdm = require("tqdm", extra="files", purpose="progress bars need tqdm").tqdm
             bar = tqdm(total=total, unit="samples", desc=f"packing {path.name}", file=sys.stderr)
         rows = loadparallel(chunks, encode, workers=workers, prefetch=workers + 1)
-        _write_pages(partial, schema, fields, rows, page_size, chunking, bar)
+        pages = _paged(fields, rows, page_size, chunking, bar)
+        if partial is None:  # a sharded dataset: each shard and the index are committed as they are done
+            return _folder.write_shards(
+                path, schema, pages, shard_size, existing, lambda part, stop: write_pages(part, schema, fields, pages, stop), _temporary, _commit
+            )
+        write_pages(partial, schema, fields, pages)
         _commit(partial, path)
     except BaseException:
-        partial.unlink(missing_ok=True)  # this writer's own file only: a racing writer's is untouched
+        if partial is not None:
+            partial.unlink(missing_ok=True)  # this writer's own file only: a racing writer's is untouched
         raise
     finally:
         if bar is not None:
             bar.close()
     return path
+
+
+def _appended(existing: dict[str, Any], fields: Mapping[str, Field] | None, metadata: Mapping[str, Any] | None, path: Path) -> tuple[Any, int, Any]:
+    """(fields, page size, metadata) of a sharded dataset appended to: its own; ``ValueError`` when
+    the caller asks for other fields or metadata."""
+    meta = json.loads(existing["schema"].metadata[_format.META_KEY])
+    stored = {name: field_from_spec(spec) for name, spec in meta["fields"].items()}
+    if fields is not None and (list(fields) != list(stored) or any(fields[n].spec() != stored[n].spec() for n in stored)):
+        raise ValueError(f"{path}: append=True must write the dataset's fields {stored}, got {dict(fields)}")
+    user = _format.user_metadata(meta)
+    if metadata is not None and _checked_metadata(metadata) != user:
+        raise ValueError(f"{path}: append=True keeps the dataset's metadata {user!r}; got other metadata {dict(metadata)!r}")
+    return stored, int(meta["page_size"]), user or None
 
 
 def _checked_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -265,31 +300,42 @@ def _settled_fields(fields: Mapping[str, Field] | None, first: Any, where: Calla
     return settled
 
 
-def _write_pages(
-    partial: Path, schema: Any, fields: dict[str, Field], chunks: Iterator[list[tuple[Any, ...]]], page_size: int, chunking: _Chunking, bar: Any
-) -> None:
-    """Write the encoded rows of ``chunks`` to ``partial`` in pages of about ``page_size`` bytes."""
+def _paged(fields: dict[str, Field], chunks: Iterator[list[tuple[Any, ...]]], page_size: int, chunking: _Chunking, bar: Any) -> Iterator[list[tuple[Any, ...]]]:
+    """The encoded rows of ``chunks`` gathered into pages of about ``page_size`` bytes."""
+    names = list(fields)
+    page: list[tuple[Any, ...]] = []
+    size = 0
+    for rows in chunks:
+        chunk_bytes = 0
+        for row in rows:
+            page.append(row)
+            row_bytes = sum(fields[n].nbytes(v) for n, v in zip(names, row))
+            chunk_bytes += row_bytes
+            size += row_bytes
+            if size >= page_size:
+                yield page
+                page, size = [], 0
+        chunking.observe(len(rows), chunk_bytes)
+        if bar is not None:
+            bar.update(len(rows))
+    if page:
+        yield page
+
+
+def write_pages(partial: Path, schema: Any, fields: dict[str, Field], pages: Iterator[list[tuple[Any, ...]]], stop: Callable[[int], bool] = lambda nbytes: False) -> bool:
+    """Write ``pages`` of encoded rows to ``partial`` (samples numbered from 0) until ``stop(bytes
+    written so far)`` says the file is full after a page; True when ``pages`` ran out (a last page
+    may still follow, without samples, when it ran out exactly as the file filled: False then)."""
     pa = _pa()
     names = list(fields)
     schema_crc = _format.metadata_checksum(schema.metadata[_format.META_KEY])
     with pa.OSFile(str(partial), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
-        page: list[tuple[Any, ...]] = []
-        size, first_row = 0, 0
-        for rows in chunks:
-            chunk_bytes = 0
-            for row in rows:
-                page.append(row)
-                row_bytes = sum(fields[n].nbytes(v) for n, v in zip(names, row))
-                chunk_bytes += row_bytes
-                size += row_bytes
-                if size >= page_size:
-                    first_row = _flush(writer, schema, fields, names, page, first_row, schema_crc)
-                    page, size = [], 0
-            chunking.observe(len(rows), chunk_bytes)
-            if bar is not None:
-                bar.update(len(rows))
-        if page:
-            _flush(writer, schema, fields, names, page, first_row, schema_crc)
+        first_row = 0
+        for page in pages:
+            first_row = _flush(writer, schema, fields, names, page, first_row, schema_crc)
+            if stop(sink.tell()):
+                return False
+    return True
 
 
 def _umask() -> int:

@@ -1,0 +1,211 @@
+"""A sharded dataset's folder: shard files and the index that says what they hold.
+
+``ss.write(path, data, shard_size=...)`` makes ``path`` a folder of packed files
+(``shard-00000.arrow``, ``shard-00001.arrow``...), each a complete packed file of about
+``shard_size`` bytes (whole pages), then writes ``index.json`` last: the Arrow schema (with the
+fields and the writer's metadata), and for each shard its file name, size in bytes, sample count
+and every page's byte range, row count and checksum. A reader of a remote copy needs nothing
+else to fetch any page with one ranged read and check it before use.
+
+Contract: every shard and the index are written under temporary names and renamed into place
+(``writer``'s commit), the index last, so an interrupted write leaves either the previous index
+(and the shards it names, untouched) or the new one; a folder without ``index.json`` is not a
+dataset (``MissingShardError``). ``append=True`` adds shards numbered after the last and rewrites
+the index to name them all; the data must have the same fields, and the dataset's page size and
+metadata are kept. Writing into a folder that holds anything but a sharded dataset to append to
+is refused before any sample is encoded.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import CorruptFileError, MissingShardError, ShardMismatchError
+from . import format as _format
+from .field import pyarrow_module as _pa
+from .layout import TAIL, footer_length, header_metadata, page_blocks
+from .local import page_meta
+
+__all__ = ["INDEX", "check_target", "describe", "local_shards", "make_index", "parse_index", "read_local_index", "write_shards"]
+
+INDEX = "index.json"
+FORMAT = "slipstream.shards"
+VERSION = 1
+SHARD = "shard-{:05d}.arrow"
+
+ReadMany = Callable[[list[tuple[int, int]]], list[bytes]]  # byte ranges [start, stop) -> their bytes
+
+
+def describe(name: str, size: int, read_many: ReadMany) -> tuple[dict[str, Any], bytes]:
+    """(index entry, serialized Arrow schema) of the packed file ``name`` of ``size`` bytes, read
+    through ``read_many``: its tail and footer, then each page's header (one batch of reads).
+    ``CorruptFileError`` naming ``name`` when the structure cannot be right."""
+    try:
+        if size < 2 * TAIL:
+            raise ValueError(f"{size} bytes is too short for a packed file")
+        (tail,) = read_many([(size - TAIL, size)])
+        length = footer_length(tail)
+        if length > size - TAIL - 8:
+            raise ValueError(f"the footer length {length} does not fit in {size} bytes")
+        (footer,) = read_many([(size - TAIL - length, size - TAIL)])
+        blocks = page_blocks(footer)
+        head_stop = blocks[0][0] if blocks else size - TAIL - length
+        parts = read_many([(0, head_stop)] + [(offset, offset + header) for offset, _, header in blocks])
+        head, headers = parts[0], parts[1:]
+        if head[: len(_format.MAGIC)] != _format.MAGIC:
+            raise ValueError("it does not start as an Arrow IPC file")
+        pages, schema_crc = [], -1
+        for k, ((offset, page_length, header), raw) in enumerate(zip(blocks, headers)):
+            if offset + page_length > size:
+                raise ValueError(f"page {k} runs past the end of the file")
+            first, rows, crc, page_schema_crc = page_meta(header_metadata(raw))
+            schema_crc = page_schema_crc if k == 0 else schema_crc
+            pages.append([offset, page_length, header, rows, crc])
+    except ValueError as exc:
+        if isinstance(exc, CorruptFileError):
+            raise
+        raise CorruptFileError(name, f"the file's structure cannot be read: {exc}") from None
+    entry = {"file": name, "bytes": size, "samples": sum(page[3] for page in pages), "schema_crc32": schema_crc, "pages": pages}
+    return entry, _schema_message(head[8:], name)
+
+
+def _schema_message(raw: bytes, name: str) -> bytes:
+    """The schema message at the start of a file (after the magic), re-serialized as Arrow would."""
+    pa = _pa()
+    import pyarrow.ipc  # noqa: F401
+
+    try:
+        return pa.ipc.read_schema(pa.py_buffer(raw)).serialize().to_pybytes()
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise CorruptFileError(name, f"the file's schema cannot be read: {exc}") from None
+
+
+def _read_local(path: Path) -> ReadMany:
+    def read_many(ranges: list[tuple[int, int]]) -> list[bytes]:
+        with open(path, "rb") as handle:
+            out = []
+            for start, stop in ranges:
+                handle.seek(start)
+                out.append(handle.read(stop - start))
+            return out
+
+    return read_many
+
+
+def make_index(entries: list[dict[str, Any]], schema: bytes) -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "samples": sum(entry["samples"] for entry in entries),
+        "schema": base64.b64encode(schema).decode("ascii"),
+        "shards": entries,
+    }
+
+
+def parse_index(raw: bytes, where: str) -> dict[str, Any]:
+    """A sharded dataset's index from its bytes, checked for shape (``CorruptFileError`` naming
+    ``where``); ``"schema"`` decoded to the Arrow schema."""
+    pa = _pa()
+    import pyarrow.ipc  # noqa: F401
+
+    try:
+        index = json.loads(raw)
+        if not isinstance(index, dict) or index.get("format") != FORMAT:
+            raise ValueError(f"it names format {index.get('format') if isinstance(index, dict) else None!r}, not {FORMAT!r}")
+        if not isinstance(index.get("version"), int) or index["version"] > VERSION:
+            raise ValueError(f"index version {index.get('version')} is newer than this slipstream reads ({VERSION}): upgrade slipstream")
+        schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(index["schema"])))
+        for entry in index["shards"]:
+            if not isinstance(entry["file"], str) or "/" in entry["file"] or entry["file"].startswith("."):
+                raise ValueError(f"shard name {entry['file']!r} is not a plain file name")
+            if sum(int(page[3]) for page in entry["pages"]) != int(entry["samples"]) or any(len(page) != 5 for page in entry["pages"]):
+                raise ValueError(f"shard {entry['file']!r}: its pages do not add up to its {entry['samples']} samples")
+    except (ValueError, KeyError, TypeError, pa.ArrowException) as exc:
+        raise CorruptFileError(where, f"not a valid sharded-dataset index: {exc}") from None
+    index["schema"] = schema
+    return index
+
+
+def read_local_index(folder: Path) -> dict[str, Any]:
+    """The index of the sharded dataset in ``folder`` (``MissingShardError`` when there is none)."""
+    path = folder / INDEX
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise MissingShardError(
+            folder, f"a folder without {INDEX}: not a sharded dataset written by ss.write(..., shard_size=...) (or its write did not finish)"
+        ) from None
+    return parse_index(raw, str(path))
+
+
+def check_target(folder: Path, append: bool) -> dict[str, Any] | None:
+    """Before encoding: the existing index when appending (``folder`` must hold a dataset), else
+    None (``folder`` must be new or empty)."""
+    if append:
+        return read_local_index(folder)
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise FileExistsError(
+            f"{folder}: exists and is not an empty folder; ss.write(..., shard_size=...) writes a new sharded dataset "
+            "there (append=True adds shards to one; remove it to rewrite)"
+        )
+    return None
+
+
+def write_shards(
+    folder: Path, schema: Any, pages: Iterator[Any], shard_size: int, existing: dict[str, Any] | None,
+    write_file: Callable[[Path, Callable[[int], bool]], bool], temporary: Callable[[Path], Path], commit: Callable[[Path, Path], None],
+) -> Path:  # fmt: skip
+    """Write the shards (``write_file(partial, stop)`` writes pages to one file until ``stop(bytes)``),
+    then the index naming the existing shards (when appending) and the new ones."""
+    folder.mkdir(parents=True, exist_ok=True)
+    entries = list(existing["shards"]) if existing is not None else []
+    number = 1 + max((int(e["file"][6:11]) for e in entries if e["file"].startswith("shard-")), default=-1)
+    done = False
+    while not done:
+        name = SHARD.format(number)
+        final = folder / name
+        partial = temporary(final)
+        try:
+            done = write_file(partial, lambda nbytes: nbytes >= shard_size)
+            entry, _ = describe(name, partial.stat().st_size, _read_local(partial))
+            if entry["samples"] == 0 and (entries or number > 0):
+                partial.unlink()  # the pages ran out exactly as the last shard filled
+                break
+            commit(partial, final)
+        except BaseException:
+            partial.unlink(missing_ok=True)
+            raise
+        entries.append(entry)
+        number += 1
+    index = make_index(entries, schema.serialize().to_pybytes())
+    index_path = folder / INDEX
+    partial = temporary(index_path)
+    try:
+        partial.write_text(json.dumps(index, separators=(",", ":")))
+        commit(partial, index_path)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    return folder
+
+
+def local_shards(folder: Path) -> tuple[dict[str, Any], list[Path]]:
+    """The index of ``folder`` and its shards' paths, each checked to exist with the size the index
+    says (``MissingShardError`` / ``ShardMismatchError`` naming the shard)."""
+    index = read_local_index(folder)
+    paths = []
+    for entry in index["shards"]:
+        path = folder / entry["file"]
+        try:
+            size = os.stat(path).st_size
+        except FileNotFoundError:
+            raise MissingShardError(path, f"listed in {folder / INDEX} but missing") from None
+        if size != entry["bytes"]:
+            raise ShardMismatchError(path, f"is {size} bytes but the index says {entry['bytes']}: it changed since the index was written")
+        paths.append(path)
+    return index, paths

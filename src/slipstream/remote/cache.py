@@ -1,0 +1,115 @@
+"""A local disk cache of remote pages, bounded in bytes, shared by every process on a node.
+
+``PageCache(folder, limit)``: ``get(key, length)`` returns a cached page's bytes (None when absent
+or not ``length`` bytes long), and marks it as just used; ``put(key, data)`` stores one, evicting
+the least recently used pages first, and returns whether it was stored; ``usage()`` is the bytes
+held. Keys are hex names (the reader makes them from the object, range and checksum, so a page of
+changed data has another key).
+
+How it stays correct with many processes and crashes:
+
+* An entry appears only by ``os.replace`` of a fully written temporary file, under the cache's
+  lock: a reader sees a whole page or none, and a killed writer leaves only a temporary file,
+  which the next ``put`` removes (every temporary file present while the lock is held is an
+  orphan, since writes happen under it).
+* The lock is ``flock`` on ``<folder>/.lock``: the kernel releases it when its holder exits or
+  is killed, so no crash leaves it held. It is held only to evict and write one page.
+* Eviction removes the entries with the oldest modification time (``get`` touches an entry when it
+  is read) until the new page fits. A page a process is reading has already been read into that
+  process's memory: evicting its file never changes what any reader holds, so no page in use is
+  lost, and the limit holds on disk at all times. A page larger than the whole limit is not stored
+  (``put`` returns False and the caller serves it from memory), so a limit below a page (or below
+  a shard) is allowed and never waits.
+* A restart (or another loader) finds every page already there: the cache is its folder.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+from pathlib import Path
+
+__all__ = ["PageCache"]
+
+_SUFFIX = ".page"
+_TEMPORARY = ".tmp"
+
+
+class PageCache:
+    """Pages on disk under ``folder``, at most ``limit`` bytes of them (see the module doc)."""
+
+    def __init__(self, folder: str | os.PathLike, limit: int):
+        self.folder = Path(folder)
+        self.limit = int(limit)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._lock_path = self.folder / ".lock"
+        self._threads = threading.Lock()  # one put at a time in this process (flock is per open file)
+
+    def _path(self, key: str) -> Path:
+        return self.folder / (key + _SUFFIX)
+
+    def get(self, key: str, length: int) -> bytes | None:
+        """The page ``key`` if cached and ``length`` bytes long (marked as just used), else None."""
+        path = self._path(key)
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read(length + 1)
+        except FileNotFoundError:
+            return None
+        if len(data) != length:
+            return None
+        try:
+            os.utime(path)
+        except FileNotFoundError:  # evicted since it was read: what was read is still the page
+            pass
+        return data
+
+    def has(self, key: str) -> bool:
+        """Whether page ``key`` is cached now (it may be evicted the moment after)."""
+        return self._path(key).exists()
+
+    def put(self, key: str, data: bytes) -> bool:
+        """Store page ``key``; False when it cannot fit under the limit even with every other page evicted."""
+        if len(data) > self.limit:
+            return False
+        with self._threads, open(self._lock_path, "a+b") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when closed, or when this process dies
+            entries = self._entries(orphans=True)
+            used = sum(size for _, size, _ in entries)
+            for path, size, _ in sorted(entries, key=lambda entry: entry[2]):  # oldest first
+                if used + len(data) <= self.limit:
+                    break
+                path.unlink(missing_ok=True)
+                used -= size
+            if used + len(data) > self.limit:  # (other processes' pages appeared meanwhile: none left to evict)
+                return False
+            temporary = self.folder / f"{key}.{os.getpid()}{_TEMPORARY}"
+            try:
+                with open(temporary, "wb") as handle:
+                    handle.write(data)
+                os.replace(temporary, self._path(key))
+            except BaseException:
+                temporary.unlink(missing_ok=True)
+                raise
+        return True
+
+    def _entries(self, orphans: bool = False) -> list[tuple[Path, int, int]]:
+        """(path, size, last use in ns) of every page; with ``orphans`` (only while the lock is
+        held) temporary files are removed."""
+        out = []
+        with os.scandir(self.folder) as found:
+            for entry in found:
+                try:
+                    if orphans and entry.name.endswith(_TEMPORARY):
+                        os.unlink(entry.path)
+                    elif entry.name.endswith(_SUFFIX):
+                        st = entry.stat()
+                        out.append((Path(entry.path), st.st_size, st.st_mtime_ns))
+                except FileNotFoundError:
+                    continue
+        return out
+
+    def usage(self) -> int:
+        """Bytes of cached pages now."""
+        return sum(size for _, size, _ in self._entries())

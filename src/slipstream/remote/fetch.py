@@ -1,0 +1,207 @@
+"""Fetching checked byte ranges of remote objects: from memory, the disk cache, or the store.
+
+``Fetcher(store, cache, budget, readahead, keep)`` is shared by every shard of one opened dataset.
+``fetch(url, start, stop, crc, check)`` returns the bytes of that range, checked by
+``check(data) == crc`` before anything uses them, from (in order) the pages this process fetched
+and could not cache, the disk cache (checked again: a cache file is never trusted blindly), a
+download this process already has in flight (joined, not repeated), or a new download through
+``remote.retry`` (short bodies and checksum mismatches count as transient failures; the same
+wrong bytes twice mean the object itself is not what was indexed, a ``ChecksumError``).
+``prefetch(ranges)`` starts downloads of ranges not cached, at most ``readahead`` at a time in
+background threads, into the cache; it never raises (a failed prefetch is fetched again, and
+fails with its error, when the range is read).
+
+Processes on one node share the cache; two of them may download the same page at once (the
+second rename wins, with the same bytes): a cost in bandwidth, never in correctness. Fork- and
+pickle-safe: threads, in-flight downloads and memory are per process, made again in a child.
+``stats()`` counts this process's requests, bytes downloaded, cache hits and misses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from ..core.errors import ChecksumError
+from .cache import PageCache
+from .retry import retrying
+from .store import Store
+
+__all__ = ["Fetcher", "range_key"]
+
+Check = Callable[[bytes], int]  # the checksum of a page's bytes as the index records it
+
+
+def range_key(url: str, start: int, stop: int, crc: int) -> str:
+    """The cache key of bytes ``start``..``stop`` of ``url`` whose checksum is ``crc``."""
+    return hashlib.sha256(f"{url}\0{start}\0{stop}\0{crc}".encode()).hexdigest()[:40]
+
+
+class _ShortRead(OSError):
+    """Fewer bytes came than the range holds (a cut transfer): transient."""
+
+
+class _BadChecksum(OSError):
+    """The bytes that came fail their checksum (a damaged transfer): transient, once."""
+
+
+class Fetcher:
+    """Checked ranges of remote objects (see the module doc)."""
+
+    def __init__(self, store: Store, cache: PageCache, budget: float = 120.0, readahead: int = 8, keep: int = 16):
+        self.store, self.cache, self.budget, self.readahead, self.keep = store, cache, float(budget), int(readahead), int(keep)
+        self._fresh_process()
+
+    def _fresh_process(self) -> None:
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+        self._inflight: dict[str, Future] = {}
+        self._memory: OrderedDict[str, bytes] = OrderedDict()  # fetched pages the cache could not take
+        self._pool: ThreadPoolExecutor | None = None
+        self._stats = {"requests": 0, "bytes": 0, "hits": 0, "misses": 0, "retries": 0, "uncached": 0}
+
+    def _here(self) -> None:
+        if self._pid != os.getpid():  # a forked child: the parent's threads and locks are not ours
+            self._fresh_process()
+
+    # -- reading -----------------------------------------------------------------------------
+    def fetch(self, url: str, start: int, stop: int, crc: int, check: Check) -> bytes:
+        self._here()
+        key = range_key(url, start, stop, crc)
+        with self._lock:
+            data = self._memory.get(key)
+            future = self._inflight.get(key)
+        if data is not None:
+            self._count("hits")
+            return data
+        if future is None:
+            data = self._cached(key, stop - start, crc, check)
+            if data is not None:
+                self._count("hits")
+                return data
+            future = self._start(key, url, start, stop, crc, check, wait=True)
+        return future.result()
+
+    def prefetch(self, ranges: list[tuple[str, int, int, int, Check]]) -> None:
+        self._here()
+        for url, start, stop, crc, check in ranges:
+            key = range_key(url, start, stop, crc)
+            with self._lock:
+                known = key in self._memory or key in self._inflight
+            if not known and not self.cache.has(key):
+                self._start(key, url, start, stop, crc, check, wait=False)
+
+    def _cached(self, key: str, length: int, crc: int, check: Check) -> bytes | None:
+        data = self.cache.get(key, length)
+        if data is not None and check(data) != crc:
+            return None  # damaged on disk: fetched again (and the good copy replaces it)
+        return data
+
+    def _start(self, key: str, url: str, start: int, stop: int, crc: int, check: Check, wait: bool) -> Future:
+        """The download of ``key`` (joined if one is in flight): run here when the caller waits for
+        it, else in the pool."""
+        with self._lock:
+            future = self._inflight.get(key)
+            if future is not None:
+                return future
+            future = self._inflight[key] = Future()
+            if not wait and self._pool is None:
+                self._pool = ThreadPoolExecutor(max(1, self.readahead), thread_name_prefix="slipstream-fetch")
+        if wait:
+            self._download(future, key, url, start, stop, crc, check)
+        else:
+            assert self._pool is not None
+            self._pool.submit(self._download, future, key, url, start, stop, crc, check)
+        return future
+
+    def _download(self, future: Future, key: str, url: str, start: int, stop: int, crc: int, check: Check) -> None:
+        try:
+            self._count("misses")
+            data = self._downloaded(url, start, stop, crc, check)
+            if not self.cache.put(key, data):
+                self._count("uncached")
+                with self._lock:
+                    self._memory[key] = data
+                    while len(self._memory) > self.keep:
+                        self._memory.popitem(last=False)
+            future.set_result(data)
+        except BaseException as exc:  # noqa: BLE001 - the reader gets it from the future
+            future.set_exception(exc)
+        finally:
+            with self._lock:
+                self._inflight.pop(key, None)
+
+    def _downloaded(self, url: str, start: int, stop: int, crc: int, check: Check) -> bytes:
+        bad: set[int] = set()
+
+        def attempt() -> bytes:
+            self._count("requests")
+            data = self.store.read(url, start, stop)
+            self._count("bytes", len(data))
+            if len(data) != stop - start:
+                self._count("retries")
+                raise _ShortRead(f"{len(data)} bytes came of the {stop - start} asked for")
+            got = check(data)
+            if got != crc:
+                digest = zlib.crc32(data)
+                if digest in bad:  # the same wrong bytes again: that is what the object holds
+                    error = ChecksumError(
+                        url, f"bytes {start}..{stop} fail their checksum (indexed {crc}, computed {got}) on every read: the object "
+                        "changed since the index was written, or was damaged at the source", -1, range(0),
+                    )  # fmt: skip
+                    error.permanent = True  # type: ignore[attr-defined]
+                    raise error
+                bad.add(digest)
+                self._count("retries")
+                raise _BadChecksum(f"the bytes that came fail their checksum (indexed {crc}, computed {got})")
+            return data
+
+        return retrying(attempt, url, start, stop, self.budget)
+
+    def read_ranges(self, url: str, ranges: list[tuple[int, int]]) -> list[bytes]:
+        """Uncached, unchecked reads of ``ranges`` of ``url`` (a file's structure), concurrently, retried."""
+        self._here()
+
+        def one(span: tuple[int, int]) -> bytes:
+            def attempt() -> bytes:
+                self._count("requests")
+                data = self.store.read(url, *span)
+                if len(data) != span[1] - span[0]:
+                    raise _ShortRead(f"{len(data)} bytes came of the {span[1] - span[0]} asked for")
+                self._count("bytes", len(data))
+                return data
+
+            return retrying(attempt, url, span[0], span[1], self.budget)
+
+        if len(ranges) <= 1:
+            return [one(span) for span in ranges]
+        with ThreadPoolExecutor(max(1, min(self.readahead, len(ranges)))) as pool:
+            return list(pool.map(one, ranges))
+
+    # -- counters ----------------------------------------------------------------------------
+    def _count(self, name: str, n: int = 1) -> None:
+        with self._lock:
+            self._stats[name] += n
+
+    def stats(self) -> dict[str, Any]:
+        """This process's counts: requests sent, bytes downloaded, page hits (memory or disk) and
+        misses, retried transfers, pages the cache could not take; ``hit_rate``; ``cache_bytes``."""
+        self._here()
+        with self._lock:
+            out: dict[str, Any] = dict(self._stats)
+        looked = out["hits"] + out["misses"]
+        out["hit_rate"] = out["hits"] / looked if looked else None
+        out["cache_bytes"] = self.cache.usage()
+        return out
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"store": self.store, "cache": (str(self.cache.folder), self.cache.limit), "budget": self.budget, "readahead": self.readahead, "keep": self.keep}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["store"], PageCache(*state["cache"]), state["budget"], state["readahead"], state["keep"])  # type: ignore[misc]

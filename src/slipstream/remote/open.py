@@ -1,0 +1,118 @@
+"""``ss.open``: one opener for a packed file, a list of them, a sharded folder, local or remote.
+
+* ``ss.open("train.arrow")``: one local packed file (``PackedDataset``, memory-mapped).
+* ``ss.open("train/")``: a sharded dataset's folder (``ss.write(..., shard_size=...)``), checked
+  against its ``index.json`` (each shard present, with the size the index says).
+* ``ss.open(["a.arrow", "s3://b/c.arrow", ...])``: packed files written separately, as one
+  ``ShardedDataset`` in list order.
+* ``ss.open("s3://bucket/train/")`` (``gs://``, ``az://``, ``https://``, any fsspec URL, or
+  ``filesystem=`` a pyarrow or fsspec filesystem): a sharded dataset in object storage, read from its
+  index; a URL without an ``index.json`` under it is read as one packed file, its layout read from
+  its footer and page headers (a few ranged reads per file; a folder with an index needs none).
+  Pages come through a local cache: ``cache_dir`` (default ``$SLIPSTREAM_CACHE_DIR`` or
+  ``~/.cache/slipstream``), at most ``cache_limit`` bytes on disk (a number or a string such as
+  ``"20GB"``; default 20 GB or half the free space there, whichever is less), shared safely by
+  every process and loader on the node (``remote.cache``). ``timeout`` is one request's limit in
+  seconds, ``retry_budget`` the time one range may take with its retries (``remote.retry``),
+  ``readahead`` the downloads in flight at once for pages the loader will read next, ``keep`` the
+  pages each process keeps decoded in memory.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import MissingShardError, ShardMismatchError
+from ..core.sizes import parse_size
+from ..files.field import pyarrow_module
+from ..files.folder import INDEX, describe, local_shards, parse_index
+from ..files.packed import PackedDataset
+from ..files.shards import ShardedDataset
+from .cache import PageCache
+from .fetch import Fetcher
+from .pages import RemotePages
+from .retry import retrying
+from .store import Store, is_url, join
+
+__all__ = ["default_cache_dir", "open"]
+
+_DEFAULT_LIMIT = 20 * 10**9
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("SLIPSTREAM_CACHE_DIR") or Path.home() / ".cache" / "slipstream")
+
+
+def open(  # noqa: A001
+    path: Any,
+    cache: str = "os",
+    fields: list[str] | None = None,
+    *,
+    cache_dir: str | os.PathLike | None = None,
+    cache_limit: int | str | None = None,
+    filesystem: Any = None,
+    storage_options: dict[str, Any] | None = None,
+    timeout: float = 30.0,
+    retry_budget: float = 120.0,
+    readahead: int = 8,
+    keep: int = 32,
+) -> PackedDataset | ShardedDataset:
+    """Open packed data as a container of dict samples (see the module doc). ``cache="os"``
+    memory-maps local files, ``"ram"`` reads them into memory; ``fields`` reads only those fields.
+    Errors name the file, shard or object (``slipstream.core.errors``)."""
+    paths = list(path) if isinstance(path, (list, tuple)) else None
+    remote = filesystem is not None or any(is_url(p) for p in (paths if paths is not None else [path]))
+    if not remote:
+        if paths is not None:
+            return ShardedDataset(paths, cache=cache, fields=fields)
+        if Path(path).is_dir():
+            index, shard_paths = local_shards(Path(path))
+            return _checked(ShardedDataset(shard_paths, cache=cache, fields=fields), index, str(path))
+        return PackedDataset(path, cache=cache, fields=fields)
+    folder = default_cache_dir() if cache_dir is None else Path(cache_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    limit = parse_size(cache_limit, "cache_limit") if cache_limit is not None else min(_DEFAULT_LIMIT, shutil.disk_usage(folder).free // 2)
+    fetcher = Fetcher(Store(filesystem, storage_options, timeout), PageCache(folder / "pages", limit), retry_budget, readahead, keep)
+    if paths is not None:
+        shards = [_remote_file(fetcher, str(p), fields, keep) if is_url(p) else PackedDataset(p, cache=cache, fields=fields) for p in paths]
+        return ShardedDataset([], fields=fields, shards=shards)
+    url = str(path)
+    try:
+        raw = retrying(lambda: fetcher.store.read_all(join(url, INDEX)), join(url, INDEX), 0, 0, retry_budget)
+    except (FileNotFoundError, NotADirectoryError):
+        return _remote_file(fetcher, url.rstrip("/"), fields, keep)
+    index = parse_index(raw, join(url, INDEX))
+    shards = [
+        PackedDataset(join(url, e["file"]), fields=fields, source=RemotePages(fetcher, join(url, e["file"]), e, index["schema"], keep))
+        for e in index["shards"]
+    ]
+    return ShardedDataset([], fields=fields, shards=shards)
+
+
+def _remote_file(fetcher: Fetcher, url: str, fields: list[str] | None, keep: int) -> PackedDataset:
+    """One remote packed file with no index: its layout read from its footer and page headers."""
+    try:
+        size = retrying(lambda: fetcher.store.size(url), url, 0, 0, fetcher.budget)
+    except FileNotFoundError:
+        raise MissingShardError(url, "no such object (and no index.json under it): expected a packed file or a sharded dataset's folder") from None
+    entry, schema_bytes = describe(url, size, lambda ranges: fetcher.read_ranges(url, ranges))
+    schema = parse_index_schema(schema_bytes)
+    return PackedDataset(url, fields=fields, source=RemotePages(fetcher, url, entry, schema, keep))
+
+
+def parse_index_schema(raw: bytes) -> Any:
+    pa = pyarrow_module()
+    import pyarrow.ipc  # noqa: F401
+
+    return pa.ipc.read_schema(pa.py_buffer(raw))
+
+
+def _checked(dataset: ShardedDataset, index: dict[str, Any], where: str) -> ShardedDataset:
+    """A local folder's shards against the sample counts its index says."""
+    for shard, entry in zip(dataset.shards, index["shards"]):
+        if len(shard) != int(entry["samples"]):
+            raise ShardMismatchError(shard.path, f"holds {len(shard)} samples but {where}/{INDEX} says {entry['samples']}: it changed since the index was written")
+    return dataset

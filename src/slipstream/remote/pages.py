@@ -1,0 +1,102 @@
+"""A packed file in object storage as a page source for ``PackedDataset`` (see ``files.local``).
+
+``RemotePages(fetcher, url, entry, schema)`` serves the shard ``url`` described by ``entry`` (its
+index entry: size, samples, and every page's byte range, rows and checksum; from a sharded
+dataset's ``index.json``, or from ``describe`` reading the object's footer and page headers).
+``batch(p)`` fetches page ``p``'s bytes through the fetcher (memory, disk cache, or one ranged
+GET), checked against the page's checksum before it is parsed. The first read checks the object's
+size against the entry: an object of another size changed since it was indexed
+(``ShardMismatchError``); a missing one is a ``MissingShardError`` naming it.
+"""
+
+from __future__ import annotations
+
+import threading
+import zlib
+from typing import Any
+
+from ..core.errors import MissingShardError, ShardMismatchError
+from ..files.field import pyarrow_module as _pa
+from ..files.local import PageMeta
+from .fetch import Fetcher
+from .retry import retrying
+
+__all__ = ["RemotePages"]
+
+
+class RemotePages:
+    """One remote packed file's pages (see the module doc)."""
+
+    local = False
+
+    def __init__(self, fetcher: Fetcher, url: str, entry: dict[str, Any], schema: Any, keep: int = 32):
+        self.fetcher, self.name, self.entry, self.schema, self.keep = fetcher, url, entry, schema, keep
+        self.identity = (url, int(entry["bytes"]))
+        self._sized = False
+        self._lock = threading.Lock()
+
+    def page_table(self) -> list[PageMeta]:
+        table, first = [], 0
+        for k, (_, _, _, rows, crc) in enumerate(self.entry["pages"]):
+            table.append((first, int(rows), int(crc), int(self.entry["schema_crc32"]) if k == 0 else -1))
+            first += int(rows)
+        return table
+
+    def _range(self, p: int) -> tuple[int, int, int]:
+        offset, length, _, _, crc = self.entry["pages"][p]
+        return int(offset), int(offset) + int(length), int(crc)
+
+    def batch(self, p: int) -> Any:
+        """Page ``p`` as a record batch, its bytes checked."""
+        self._check_size()
+        start, stop, crc = self._range(p)
+        data = self.fetcher.fetch(self.name, start, stop, crc, self.checksum)
+        return self.parse(data)
+
+    def parse(self, data: bytes) -> Any:
+        pa = _pa()
+        import pyarrow.ipc  # noqa: F401
+
+        return pa.ipc.read_record_batch(pa.ipc.read_message(pa.py_buffer(data)), self.schema)
+
+    def checksum(self, data: bytes) -> int:
+        """The format's page checksum of a page's bytes (-1 when they do not even parse)."""
+        pa = _pa()
+        try:
+            return zlib.crc32(self.parse(data).serialize())
+        except (pa.ArrowException, OSError, ValueError):
+            return -1
+
+    def _check_size(self) -> None:
+        if self._sized:
+            return
+        with self._lock:
+            if self._sized:
+                return
+            try:
+                size = retrying(lambda: self.fetcher.store.size(self.name), self.name, 0, 0, self.fetcher.budget)
+            except FileNotFoundError:
+                raise MissingShardError(self.name, "the shard is missing from the store (deleted or moved since the dataset was indexed)") from None
+            if size != int(self.entry["bytes"]):
+                raise ShardMismatchError(
+                    self.name, f"is {size} bytes but was {self.entry['bytes']} when indexed: it changed since; re-index or rewrite the dataset"
+                )
+            self._sized = True
+
+    def check(self) -> None:
+        """Nothing to watch: each page's bytes are checked as they arrive."""
+
+    def prefetch(self, pages: list[int]) -> None:
+        if not pages:
+            return
+        try:
+            self._check_size()
+        except Exception:  # noqa: BLE001 - a hint never raises: the read will
+            return
+        self.fetcher.prefetch([(self.name, *self._range(p), self.checksum) for p in pages])
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"fetcher": self.fetcher, "url": self.name, "entry": self.entry, "schema": self.schema, "keep": self.keep}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["fetcher"], state["url"], state["entry"], state["schema"], state["keep"])  # type: ignore[misc]

@@ -1,0 +1,129 @@
+"""Object storage behind one small face: the size of an object, a byte range of it, a whole small one.
+
+``Store(filesystem=None, storage_options=None, timeout=30)`` picks the client for each URL:
+
+* a URL (``s3://``, ``gs://``, ``az://``/``abfs://``, ``https://``, any scheme fsspec knows) is
+  opened with fsspec (``s3fs``, ``gcsfs``, ``adlfs``, its own HTTP), whose clients read
+  credentials and endpoints the usual way: for S3, ``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``,
+  ``AWS_SECRET_ACCESS_KEY``, ``AWS_DEFAULT_REGION``, ``~/.aws/config``; ``storage_options`` are
+  passed to the filesystem. For S3 made here, the client's own retries are turned down to one
+  attempt and requests time out after ``timeout`` seconds, so ``remote.retry`` governs retries
+  within its time budget;
+* ``filesystem=`` takes a ready fsspec filesystem or a ``pyarrow.fs.FileSystem`` as it is (its own
+  retries and timeouts apply too).
+
+A store is picklable and fork-safe: the filesystem is rebuilt in a new process (from the URL and
+options, or by pickling the one given), never shared across a fork. Errors are the client's:
+``FileNotFoundError`` for a missing object, ``PermissionError`` for refused credentials, other
+``OSError``\\ s and client errors for the rest (``remote.retry`` tells which to retry).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import threading
+from typing import Any
+
+from ..core.optional import require
+
+__all__ = ["Store", "is_url", "join"]
+
+
+def is_url(path: Any) -> bool:
+    """Whether ``path`` names an object in a store (``scheme://...``) rather than a local path."""
+    return isinstance(path, str) and "://" in path and not path.startswith("file://")
+
+
+def join(url: str, name: str) -> str:
+    return url.rstrip("/") + "/" + name
+
+
+class Store:
+    """Reads objects by URL (see the module doc)."""
+
+    def __init__(self, filesystem: Any = None, storage_options: dict[str, Any] | None = None, timeout: float = 30.0):
+        self._given = filesystem
+        self.storage_options = dict(storage_options or {})
+        self.timeout = float(timeout)
+        self._fs: dict[str, Any] = {}  # protocol -> filesystem, in the process that made them
+        self._pid = self._given_pid = os.getpid()
+        self._lock = threading.Lock()
+
+    # -- the filesystem, per process ------------------------------------------------------------
+    def _filesystem(self, url: str) -> tuple[Any, str]:
+        """(filesystem, path within it) for ``url``."""
+        if self._pid != os.getpid():  # a forked child: nothing of the parent's client is usable here
+            self._fs, self._pid, self._lock = {}, os.getpid(), threading.Lock()
+        protocol = url.split("://", 1)[0]
+        with self._lock:
+            fs = self._fs.get(protocol)
+            if fs is None:
+                fs = self._fs[protocol] = self._make(protocol)
+        if _is_pyarrow(fs):
+            return fs, url.split("://", 1)[1]
+        return fs, fs._strip_protocol(url)
+
+    def _make(self, protocol: str) -> Any:
+        if self._given is not None:  # a copy in a forked child (its connections belong to the parent)
+            return self._given if self._given_pid == os.getpid() else pickle.loads(pickle.dumps(self._given))
+        fsspec = require("fsspec", extra="remote", purpose=f"reading {protocol}:// URLs needs fsspec")
+        options = dict(self.storage_options)
+        if protocol in ("s3", "s3a"):
+            require("s3fs", extra="remote", purpose="reading s3:// URLs needs s3fs")
+            config = dict(options.pop("config_kwargs", {}) or {})
+            config.setdefault("retries", {"total_max_attempts": 1})
+            config.setdefault("connect_timeout", self.timeout)
+            config.setdefault("read_timeout", self.timeout)
+            fs = fsspec.filesystem(protocol, skip_instance_cache=True, config_kwargs=config, **options)
+            fs.retries = 1  # one attempt per call: remote.retry retries, within its budget
+            return fs
+        return fsspec.filesystem(protocol, skip_instance_cache=True, **options)
+
+    # -- reads -------------------------------------------------------------------------------
+    def size(self, url: str) -> int:
+        fs, path = self._filesystem(url)
+        if _is_pyarrow(fs):
+            info = fs.get_file_info(path)
+            if info.type.name == "NotFound":
+                raise FileNotFoundError(url)
+            return int(info.size)
+        return int(fs.size(path))
+
+    def read(self, url: str, start: int, stop: int) -> bytes:
+        """Bytes ``start``..``stop`` of ``url`` (one ranged GET); may return fewer when cut short."""
+        fs, path = self._filesystem(url)
+        if _is_pyarrow(fs):
+            with fs.open_input_file(path) as handle:
+                return handle.read_at(stop - start, start).to_pybytes()
+        return bytes(fs.cat_file(path, start=start, end=stop))
+
+    def read_all(self, url: str) -> bytes:
+        fs, path = self._filesystem(url)
+        if _is_pyarrow(fs):
+            with fs.open_input_stream(path) as handle:
+                return handle.read()
+        return bytes(fs.cat_file(path))
+
+    def list(self, url: str) -> list[str]:
+        """The URLs of the objects directly under ``url`` (a folder), sorted."""
+        fs, path = self._filesystem(url)
+        protocol = url.split("://", 1)[0]
+        if _is_pyarrow(fs):
+            from pyarrow.fs import FileSelector
+
+            names = [info.path for info in fs.get_file_info(FileSelector(path)) if info.type.name == "File"]
+        else:
+            names = [name for name in fs.ls(path, detail=False)]
+        return sorted(f"{protocol}://{name.split('://', 1)[-1]}" for name in names)
+
+    # -- pickling: options travel, connections do not --------------------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        return {"filesystem": self._given, "storage_options": self.storage_options, "timeout": self.timeout}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["filesystem"], state["storage_options"], state["timeout"])  # type: ignore[misc]
+
+
+def _is_pyarrow(fs: Any) -> bool:
+    return type(fs).__module__.startswith("pyarrow")
