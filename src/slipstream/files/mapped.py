@@ -235,6 +235,14 @@ def _compile(pipelines: dict[str, Any]) -> dict[str, Pipeline]:
 class _MappedPacked(MappedFields):
     """A mapped packed file, which also reads a chunk of a batch at once (see the module doc)."""
 
+    @property
+    def remote(self) -> bool:
+        return bool(self.data.remote)
+
+    def prefetch(self, indices: Any) -> None:
+        """The packed file's read-ahead hint (its pages, for samples ``indices``)."""
+        self.data.prefetch(indices)
+
     def __getstate__(self) -> dict[str, Any]:  # per-process views and indexes are rebuilt on use
         state = super().__getstate__()
         state.pop("_tasks", None)

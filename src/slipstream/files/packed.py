@@ -323,6 +323,11 @@ class PackedDataset:
         (for a remote object, its source's identity)."""
         return self._identity
 
+    @property
+    def remote(self) -> bool:
+        """Whether the pages come from object storage (fetched, cached, kept in memory a while)."""
+        return not self._source.local
+
     def prefetch(self, indices: Any) -> None:
         """A hint that samples ``indices`` will be read soon: a remote file starts fetching their
         pages in the background (bounded); a local file has nothing to do. Never raises for

@@ -137,6 +137,11 @@ class ShardedDataset:
         """``ds.map(image=[ops...])``, as for one packed file."""
         return mapfields(self, **pipelines)
 
+    @property
+    def remote(self) -> bool:
+        """Whether any shard's pages come from object storage."""
+        return any(shard.remote for shard in self.shards)
+
     def prefetch(self, indices: Any) -> None:
         """A hint that samples ``indices`` will be read soon (see ``PackedDataset.prefetch``)."""
         idx = np.asarray(indices, dtype=np.int64).ravel()

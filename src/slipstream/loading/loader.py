@@ -22,6 +22,7 @@ from .epochs import EpochOrder
 from .options import check_options, unknown_arguments
 from .plan import COLLATE, INTO, SAMPLES, BatchPlan, chunk_size
 from .progress import Position, Progress, load_state, state_dict, todo
+from .readahead import hint_of, read_ahead
 from .readers import BatchInfo, make_reader
 from .stats import EpochStats, clock
 
@@ -183,7 +184,8 @@ class DataLoader:
             self._next, self._progress = Position(start.epoch + 1), progress
             stop = threading.Event()  # readers see it between samples once the iterator is closed
             stats = self._stats = EpochStats(start.epoch)
-            plans = (self._plan(indices, BatchInfo(seed, start.epoch, k, stop), stats) for k, indices in todo(batches, progress))
+            ahead = read_ahead(todo(batches, progress), hint_of(self.data), 2 * (self.prefetch + max(1, self.workers)))
+            plans = (self._plan(indices, BatchInfo(seed, start.epoch, k, stop), stats) for k, indices in ahead)
             reading = Reading(self._reader, self._buffers, self.collate, seed)
             executor = self._backend.run(plans, reading, start.epoch, keep_going)
             self._busy = getattr(executor, "busy_meter", None)
