@@ -1,0 +1,37 @@
+"""core.sizes: byte sizes written as people write them."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from slipstream.core.sizes import parse_size
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("1GB", 10**9), ("20 gb", 20 * 10**9), ("512MiB", 512 * 2**20), ("1.5kB", 1500), ("7", 7), ("3b", 3), ("2TiB", 2 * 2**40)],
+)
+def test_units(text, expected):
+    assert parse_size(text) == expected
+
+
+@given(st.integers(0, 2**62))
+def test_integers_are_bytes(n):
+    assert parse_size(n) == parse_size(str(n)) == n
+
+
+@pytest.mark.parametrize("bad", ["", "GB", "1 parsec", "-1GB", "1e9"])
+def test_what_is_not_a_size_names_the_setting(bad):
+    with pytest.raises(ValueError, match="cache_limit must be"):
+        parse_size(bad, "cache_limit")
+
+
+def test_wrong_types_and_negative_numbers():
+    with pytest.raises(TypeError, match="shard_size"):
+        parse_size(1.5, "shard_size")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        parse_size(True)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=">= 0"):
+        parse_size(-1)
