@@ -139,3 +139,13 @@ def test_any_shard_and_page_size_keeps_every_sample_in_order(tmp_path_factory, n
     ds = ss.open(folder)
     assert len(ds) == n and [ds[i]["label"] for i in range(n)] == list(range(n))
     assert all(len(s) for s in ds.shards) or n == 0
+
+
+def test_inspect_reads_a_sharded_folder(tmp_path):
+    from helpers import run_python
+
+    folder = ss.write(tmp_path / "ds", _samples(30), _FIELDS, progress=False, page_size=3_000, shard_size=10_000)
+    n = len(ss.open(folder).shards)
+    out = run_python(f"import sys; from slipstream.cli.main import main; sys.exit(main(['inspect', {str(folder)!r}, '--validate']))")
+    assert out.returncode == 0, out.stderr
+    assert f"({n} shards)" in out.stdout and "samples   30" in out.stdout and "checksums ok" in out.stdout

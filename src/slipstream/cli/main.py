@@ -13,7 +13,8 @@ from .. import __version__
 from ..convert.sources import convert
 from ..core.errors import PackedFileError
 from ..files.field import pyarrow_module
-from ..files.packed import open as open_packed
+from ..files.shards import ShardedDataset
+from ..remote.open import open as open_any
 from ..loading.backends import BACKENDS
 from .bench import PIPELINES
 from .bench import run as run_bench
@@ -196,18 +197,16 @@ def _settings(field: Any) -> str:
 
 def _inspect(file: str, validate: bool, pa: Any) -> int:
     try:
-        ds = open_packed(file)
-        reader = pa.ipc.open_file(pa.memory_map(str(ds.path)))
+        ds = open_any(file)
+        shards = ds.shards if isinstance(ds, ShardedDataset) else [ds]
         names = list(ds.fields)
-        index = [reader.schema.get_field_index(n) for n in names]
         stored = dict.fromkeys(names, 0)
         images = {n: {"codes": [], "heights": [], "widths": []} for n, f in ds.fields.items() if f.kind == "image"}
-        for p in range(ds.num_pages):
-            batch = reader.get_batch(p)
-            for name, k in zip(names, index):
-                stored[name] += batch.column(k).nbytes
-            if images:
-                columns = ds.page(p)
+        for shard in shards:
+            for name, nbytes in shard.stored_bytes().items():
+                stored[name] += nbytes
+            for p in range(shard.num_pages) if images else ():
+                columns = shard.page(p)
                 for name, acc in images.items():
                     column = columns[name]
                     acc["codes"].append(np.asarray(column.codes))
@@ -219,11 +218,11 @@ def _inspect(file: str, validate: bool, pa: Any) -> int:
         return _fail("inspect", exc)
 
     n = len(ds)
-    size = ds.path.stat().st_size
+    size = sum(shard.file_size for shard in shards)
     per = (lambda b: _human(b / n)) if n else (lambda b: "-")
-    meta = ds.format_metadata
+    meta = shards[0].format_metadata
     out = [
-        f"file      {ds.path}",
+        f"file      {file}" + (f" ({len(shards)} shards)" if isinstance(ds, ShardedDataset) else ""),
         f"format    {meta.get('format')} version {meta.get('version')}, pages of about {_human(meta.get('page_size', 0))}",
         f"samples   {n}",
         f"pages     {ds.num_pages}",

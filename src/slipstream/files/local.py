@@ -1,7 +1,7 @@
 """A packed file on local disk as a *page source*: what ``PackedDataset`` reads pages from.
 
 A page source (this one, or ``remote.pages.RemotePages`` for an object in a store) offers:
-``name`` (what errors name), ``schema`` (the Arrow schema), ``page_table()`` (each page's
+``name`` (what errors name), ``size`` (bytes), ``schema`` (the Arrow schema), ``page_table()`` (each page's
 custom metadata: first sample, rows, checksum, schema checksum), ``batch(p)`` (page ``p`` as an
 Arrow record batch), ``check()`` (raise when the bytes under the reader changed), ``identity``,
 ``keep`` (how many pages a dataset keeps decoded: None for all), ``local`` (whether whole-column
@@ -45,6 +45,7 @@ class LocalFile:
         check_ends(self.path)
         self._file = FileIdentity(self.path) if cache == "os" else None
         self.identity = self._file.seen if self._file is not None else identity(self.path)
+        self.size = self.identity[1]
         try:
             source = pa.memory_map(str(self.path)) if cache == "os" else pa.py_buffer(self.path.read_bytes())
             self._reader = pa.ipc.open_file(source)

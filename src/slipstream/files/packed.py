@@ -324,6 +324,21 @@ class PackedDataset:
         return self._identity
 
     @property
+    def file_size(self) -> int:
+        """The file's (or object's) size in bytes."""
+        return int(self._source.size)
+
+    def stored_bytes(self) -> dict[str, int]:
+        """Bytes each field read takes in the file, over every page (reads every page: for a remote
+        file, downloads it)."""
+        out = dict.fromkeys(self.fields, 0)
+        for p in range(self.num_pages):
+            batch = self._source.batch(p)
+            for name, k in zip(self.fields, self._columns_index):
+                out[name] += batch.column(k).nbytes
+        return out
+
+    @property
     def remote(self) -> bool:
         """Whether the pages come from object storage (fetched, cached, kept in memory a while)."""
         return not self._source.local

@@ -32,6 +32,7 @@ class RemotePages:
     def __init__(self, fetcher: Fetcher, url: str, entry: dict[str, Any], schema: Any, keep: int = 32):
         self.fetcher, self.name, self.entry, self.schema, self.keep = fetcher, url, entry, schema, keep
         self.identity = (url, int(entry["bytes"]))
+        self.size = int(entry["bytes"])
         self._sized = False
         self._lock = threading.Lock()
 
