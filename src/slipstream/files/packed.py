@@ -343,6 +343,12 @@ class PackedDataset:
         """Whether the pages come from object storage (fetched, cached, kept in memory a while)."""
         return not self._source.local
 
+    def remote_stats(self) -> dict[str, Any] | None:
+        """A remote file's fetch counters in this process (requests, bytes, hits, misses, retries,
+        pages the cache could not take, hit rate, cache bytes on disk; shared by the files opened
+        together); None for a local file."""
+        return None if self._source.local else self._source.fetcher.stats()
+
     def prefetch(self, indices: Any) -> None:
         """A hint that samples ``indices`` will be read soon: a remote file starts fetching their
         pages in the background (bounded); a local file has nothing to do. Never raises for

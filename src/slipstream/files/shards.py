@@ -142,6 +142,10 @@ class ShardedDataset:
         """Whether any shard's pages come from object storage."""
         return any(shard.remote for shard in self.shards)
 
+    def remote_stats(self) -> dict[str, Any] | None:
+        """The fetch counters of the first remote shard (shards opened together share them); None when all are local."""
+        return next((shard.remote_stats() for shard in self.shards if shard.remote), None)
+
     def prefetch(self, indices: Any) -> None:
         """A hint that samples ``indices`` will be read soon (see ``PackedDataset.prefetch``)."""
         idx = np.asarray(indices, dtype=np.int64).ravel()
