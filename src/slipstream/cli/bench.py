@@ -18,7 +18,7 @@ from typing import Any
 from .. import ops
 from ..core.cpus import usable_cores
 from ..core.views import obsview
-from ..files.packed import open as open_packed
+from ..remote.open import open as open_any
 from ..images.kernels import numba_status
 from ..images.pipeline import region_decoder_status
 from ..loading.backends import BACKENDS
@@ -34,7 +34,7 @@ PIPELINES = {
 
 
 def _dataset(path: str, pipeline: str, samples: int | None) -> Any:
-    packed = open_packed(path)
+    packed = open_any(path)
     images = [name for name, field in packed.fields.items() if field.kind == "image"]
     data = packed.map(**{name: PIPELINES[pipeline]() for name in images}) if images and pipeline != "decode" else packed
     if samples is not None and samples < len(packed):

@@ -27,11 +27,12 @@ from typing import Any
 
 from ..core.errors import CorruptFileError, MissingShardError, ShardMismatchError
 from . import format as _format
+from .field import Field, field_from_spec
 from .field import pyarrow_module as _pa
 from .layout import TAIL, footer_length, header_metadata, page_blocks
 from .local import page_meta
 
-__all__ = ["INDEX", "check_target", "describe", "local_shards", "make_index", "parse_index", "read_local_index", "write_shards"]
+__all__ = ["INDEX", "appended", "check_target", "describe", "local_shards", "make_index", "parse_index", "read_local_index", "write_shards"]
 
 INDEX = "index.json"
 FORMAT = "slipstream.shards"
@@ -209,3 +210,16 @@ def local_shards(folder: Path) -> tuple[dict[str, Any], list[Path]]:
             raise ShardMismatchError(path, f"is {size} bytes but the index says {entry['bytes']}: it changed since the index was written")
         paths.append(path)
     return index, paths
+
+
+def appended(existing: dict[str, Any], fields: Any, metadata: dict[str, Any] | None, path: Path) -> tuple[dict[str, Field], int, Any]:
+    """(fields, page size, metadata) to append to the dataset whose index is ``existing``: its own;
+    ``ValueError`` when the caller asks for other fields or other ``metadata`` (already checked JSON)."""
+    meta = json.loads(existing["schema"].metadata[_format.META_KEY])
+    stored = {name: field_from_spec(spec) for name, spec in meta["fields"].items()}
+    if fields is not None and (list(fields) != list(stored) or any(fields[n].spec() != stored[n].spec() for n in stored)):
+        raise ValueError(f"{path}: append=True must write the dataset's fields {stored}, got {dict(fields)}")
+    user = _format.user_metadata(meta)
+    if metadata is not None and metadata != user:
+        raise ValueError(f"{path}: append=True keeps the dataset's metadata {user!r}; got other metadata {metadata!r}")
+    return stored, int(meta["page_size"]), user or None

@@ -32,7 +32,7 @@ from .local import LocalFile
 from .mapped import mapfields
 from .pagememory import PageMemory
 
-__all__ = ["PackedDataset", "checked_indices", "open"]
+__all__ = ["PackedDataset", "checked_indices"]
 
 # what decoding damaged bytes raises (columns raise ValueError; the others are a safety net): every
 # one becomes a CorruptFileError naming the file, sample, page and field
@@ -393,16 +393,3 @@ def checked_indices(indices: Any, n: int, before: str, after: str) -> np.ndarray
         raise IndexError(f"{before}sample index {bad} is out of range for {n} samples{after}")
     return idx
 
-
-def open(path: str | os.PathLike, cache: str = "os", fields: list[str] | None = None) -> PackedDataset:  # noqa: A001
-    """Open a packed file written by ``ss.write`` as a container of dict samples.
-
-    ``cache="os"`` memory-maps the file: pages are shared between processes through the OS page
-    cache and read on demand. ``cache="ram"`` reads the whole file into this process's memory.
-    ``fields`` reads only those fields. Bad files raise the errors of ``slipstream.core.errors``
-    (``NotAPackedFileError``, ``FormatVersionError``, ``TruncatedFileError``, ``CorruptFileError``,
-    ``MissingFieldError``), each naming the path. A memory-mapped file must not be changed in place
-    while open (replace it by renaming a new one over it; see the module docstring): a change is
-    reported as ``CorruptFileError`` at the next read, or kills a read in progress with SIGBUS.
-    """
-    return PackedDataset(path, cache=cache, fields=fields)

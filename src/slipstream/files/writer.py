@@ -32,7 +32,7 @@ from ..loading.parallel import loadparallel
 from ..core.sizes import parse_size
 from . import folder as _folder
 from . import format as _format
-from .field import Field, field_from_spec
+from .field import Field
 from .field import pyarrow_module as _pa
 
 __all__ = ["write"]
@@ -191,7 +191,7 @@ def write(
         shard_size = parse_size(shard_size, "shard_size")
         existing = _folder.check_target(path, append)
         if existing is not None:
-            fields, page_size, metadata = _appended(existing, fields, metadata, path)
+            fields, page_size, metadata = _folder.appended(existing, fields, _checked_metadata(metadata) if metadata is not None else None, path)
     elif append:
         raise ValueError("append=True adds shards to a sharded dataset: pass shard_size= too")
     elif path.is_dir():  # os.replace would refuse it only after every sample was encoded
@@ -245,19 +245,6 @@ def write(
         if bar is not None:
             bar.close()
     return path
-
-
-def _appended(existing: dict[str, Any], fields: Mapping[str, Field] | None, metadata: Mapping[str, Any] | None, path: Path) -> tuple[Any, int, Any]:
-    """(fields, page size, metadata) of a sharded dataset appended to: its own; ``ValueError`` when
-    the caller asks for other fields or metadata."""
-    meta = json.loads(existing["schema"].metadata[_format.META_KEY])
-    stored = {name: field_from_spec(spec) for name, spec in meta["fields"].items()}
-    if fields is not None and (list(fields) != list(stored) or any(fields[n].spec() != stored[n].spec() for n in stored)):
-        raise ValueError(f"{path}: append=True must write the dataset's fields {stored}, got {dict(fields)}")
-    user = _format.user_metadata(meta)
-    if metadata is not None and _checked_metadata(metadata) != user:
-        raise ValueError(f"{path}: append=True keeps the dataset's metadata {user!r}; got other metadata {dict(metadata)!r}")
-    return stored, int(meta["page_size"]), user or None
 
 
 def _checked_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
