@@ -7,9 +7,10 @@ still holds its columns (its buffers live as long as they are referenced).
 
 from __future__ import annotations
 
-import threading
 from collections import OrderedDict
 from typing import Any
+
+from ..core.processlock import ProcessLock
 
 __all__ = ["PageMemory"]
 
@@ -21,7 +22,7 @@ class PageMemory:
         self.keep = keep
         self._all: list[Any] | None = [None] * num_pages if keep is None else None
         self._recent: OrderedDict[int, Any] = OrderedDict()
-        self._lock = threading.Lock()
+        self._lock = ProcessLock()  # (a forked worker inherits the memory; never a held lock)
 
     def get(self, p: int) -> Any:
         if self._all is not None:

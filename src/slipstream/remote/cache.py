@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import fcntl
 import os
-import threading
 from pathlib import Path
+
+from ..core.processlock import ProcessLock
 
 __all__ = ["PageCache"]
 
@@ -44,7 +45,7 @@ class PageCache:
         self.limit = int(limit)
         self.folder.mkdir(parents=True, exist_ok=True)
         self._lock_path = self.folder / ".lock"
-        self._threads = threading.Lock()  # one put at a time in this process (flock is per open file)
+        self._threads = ProcessLock()  # one put at a time in this process (flock is per open file)
 
     def _path(self, key: str) -> Path:
         return self.folder / (key + _SUFFIX)

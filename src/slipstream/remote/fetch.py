@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import queue
 import threading
 import zlib
 from collections import OrderedDict
@@ -43,6 +44,36 @@ def range_key(url: str, start: int, stop: int, crc: int) -> str:
     return hashlib.sha256(f"{url}\0{start}\0{stop}\0{crc}".encode()).hexdigest()[:40]
 
 
+class _DaemonPool:
+    """Up to ``threads`` daemon threads running submitted calls, started as calls come and gone after
+    ``idle`` seconds without one: read-ahead that never holds up the interpreter's exit (a download
+    retrying within its budget is abandoned; the cache takes only complete pages)."""
+
+    def __init__(self, threads: int, idle: float = 10.0):
+        self._calls: queue.SimpleQueue = queue.SimpleQueue()
+        self._most, self._idle, self._alive = threads, idle, 0
+        self._lock = threading.Lock()
+
+    def submit(self, call: Callable[..., Any], *args: Any) -> None:
+        with self._lock:
+            self._calls.put((call, args))
+            if self._alive < self._most:
+                self._alive += 1
+                threading.Thread(target=self._run, name="slipstream-fetch", daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            try:
+                call, args = self._calls.get(timeout=self._idle)
+            except queue.Empty:
+                with self._lock:  # (a submit puts under this lock: it either sees this thread gone or is seen here)
+                    if self._calls.empty():
+                        self._alive -= 1
+                        return
+                continue
+            call(*args)  # (the call reports its own errors, through its future)
+
+
 class _ShortRead(OSError):
     """Fewer bytes came than the range holds (a cut transfer): transient."""
 
@@ -63,7 +94,7 @@ class Fetcher:
         self._lock = threading.Lock()
         self._inflight: dict[str, Future] = {}
         self._memory: OrderedDict[str, bytes] = OrderedDict()  # fetched pages the cache could not take
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: _DaemonPool | None = None
         self._stats = {"requests": 0, "bytes": 0, "hits": 0, "misses": 0, "retries": 0, "uncached": 0}
 
     def _here(self) -> None:
@@ -112,7 +143,7 @@ class Fetcher:
                 return future
             future = self._inflight[key] = Future()
             if not wait and self._pool is None:
-                self._pool = ThreadPoolExecutor(max(1, self.readahead), thread_name_prefix="slipstream-fetch")
+                self._pool = _DaemonPool(max(1, self.readahead))
         if wait:
             self._download(future, key, url, start, stop, crc, check)
         else:

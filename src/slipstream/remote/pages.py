@@ -11,11 +11,11 @@ size against the entry: an object of another size changed since it was indexed
 
 from __future__ import annotations
 
-import threading
 import zlib
 from typing import Any
 
 from ..core.errors import MissingShardError, ShardMismatchError
+from ..core.processlock import ProcessLock
 from ..files.field import pyarrow_module as _pa
 from ..files.local import PageMeta
 from .fetch import Fetcher
@@ -34,7 +34,7 @@ class RemotePages:
         self.identity = (url, int(entry["bytes"]))
         self.size = int(entry["bytes"])
         self._sized = False
-        self._lock = threading.Lock()
+        self._lock = ProcessLock()
 
     def page_table(self) -> list[PageMeta]:
         table, first = [], 0
