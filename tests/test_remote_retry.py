@@ -1,0 +1,239 @@
+"""remote.retry: ``retrying`` retries transient failures with full-jitter backoff within a time
+budget, raises permanent ones at once as themselves, and names the range when the budget runs out.
+
+The module's ``time`` and ``random`` are replaced by a fake clock (``sleep`` advances it and records
+the wait) and a recorder of ``uniform``'s bounds, so these tests neither sleep nor depend on chance;
+one test runs on the real clock with a small budget.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import types
+from typing import Any
+
+import pytest
+
+from slipstream.core.errors import ChecksumError, MissingShardError, RemoteReadError
+from slipstream.remote import retry as retry_module
+from slipstream.remote.retry import PERMANENT, retrying
+
+URL = "s3://bucket/data/shard-00000.arrow"
+
+
+class Clock:
+    """A fake ``time`` for the retry module: ``monotonic`` reads it, ``sleep`` records the wait and advances it."""
+
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+        self.waits: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        assert seconds >= 0
+        self.waits.append(seconds)
+        self.now += seconds
+
+
+class Jitter:
+    """A fake ``random``: records each ``uniform(a, b)`` and answers ``a + fraction * (b - a)``."""
+
+    def __init__(self, fraction: float = 1.0) -> None:
+        self.fraction = fraction
+        self.bounds: list[tuple[float, float]] = []
+
+    def uniform(self, a: float, b: float) -> float:
+        self.bounds.append((a, b))
+        return a + self.fraction * (b - a)
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    fake = Clock()
+    monkeypatch.setattr(retry_module, "time", types.SimpleNamespace(monotonic=fake.monotonic, sleep=fake.sleep))
+    return fake
+
+
+@pytest.fixture
+def jitter(monkeypatch: pytest.MonkeyPatch) -> Jitter:
+    fake = Jitter()
+    monkeypatch.setattr(retry_module, "random", fake)
+    return fake
+
+
+def failing(errors: list[BaseException], result: Any = "ok", clock: Clock | None = None, takes: float = 0.0) -> Any:
+    """An attempt that raises ``errors`` in turn (each call taking ``takes`` seconds on ``clock``), then returns ``result``."""
+    calls: list[int] = []
+
+    def attempt() -> Any:
+        calls.append(1)
+        if clock is not None:
+            clock.now += takes
+        if len(calls) <= len(errors):
+            raise errors[len(calls) - 1]
+        return result
+
+    attempt.calls = calls  # type: ignore[attr-defined]
+    return attempt
+
+
+def test_returns_the_result_after_transient_failures(clock: Clock, jitter: Jitter) -> None:
+    errors = [
+        ConnectionResetError("reset"),
+        TimeoutError("timed out"),
+        OSError("503 SlowDown"),
+        RuntimeError("botocore: throttled"),
+    ]
+    attempt = failing(errors, result=b"page")
+    assert retrying(attempt, URL, 0, 100, budget=60.0, base=0.05, cap=2.0) == b"page"
+    assert len(attempt.calls) == 5
+    # one wait before each retry, the full-jitter bound doubling from base * 2
+    assert jitter.bounds == [(0, 0.1), (0, 0.2), (0, 0.4), (0, 0.8)]
+    assert clock.waits == pytest.approx([0.1, 0.2, 0.4, 0.8])
+
+
+def test_no_wait_when_the_first_attempt_succeeds(clock: Clock, jitter: Jitter) -> None:
+    assert retrying(lambda: 42, URL, 0, 10, budget=0.0) == 42
+    assert clock.waits == [] and jitter.bounds == []
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        FileNotFoundError("no such key"),
+        PermissionError("access denied"),
+        NotADirectoryError("not a folder"),
+        IsADirectoryError("a folder"),
+        ValueError("bad url"),
+        TypeError("bad argument"),
+        ImportError("no s3fs"),
+        NotImplementedError("no ranged reads"),
+        AttributeError("misconfigured client"),
+        MissingShardError(URL, "gone"),  # subclasses of the permanent kinds are permanent too
+    ],
+    ids=lambda e: type(e).__name__,
+)
+def test_permanent_errors_are_raised_at_once_as_themselves(clock: Clock, jitter: Jitter, error: BaseException) -> None:
+    assert isinstance(error, PERMANENT)
+    attempt = failing([error, error])
+    with pytest.raises(type(error)) as caught:
+        retrying(attempt, URL, 0, 100, budget=60.0)
+    assert caught.value is error
+    assert len(attempt.calls) == 1 and clock.waits == [] and jitter.bounds == []
+
+
+def test_a_checksum_error_is_permanent(clock: Clock, jitter: Jitter) -> None:
+    error = ChecksumError(URL, "the object changed", -1, range(0))
+    attempt = failing([error])
+    with pytest.raises(ChecksumError) as caught:
+        retrying(attempt, URL, 0, 100, budget=60.0)
+    assert caught.value is error and len(attempt.calls) == 1 and clock.waits == []
+
+
+def test_an_error_marked_permanent_is_raised_at_once(clock: Clock, jitter: Jitter) -> None:
+    marked = ConnectionError("the object changed")
+    marked.permanent = True  # type: ignore[attr-defined]
+    attempt = failing([marked])
+    with pytest.raises(ConnectionError) as caught:
+        retrying(attempt, URL, 0, 100, budget=60.0)
+    assert caught.value is marked and len(attempt.calls) == 1 and clock.waits == []
+
+
+def test_an_error_marked_not_permanent_is_retried(clock: Clock, jitter: Jitter) -> None:
+    unmarked = ConnectionError("flaky")
+    unmarked.permanent = False  # type: ignore[attr-defined]
+    attempt = failing([unmarked])
+    assert retrying(attempt, URL, 0, 100, budget=60.0) == "ok"
+    assert len(attempt.calls) == 2 and len(clock.waits) == 1
+
+
+def test_base_exceptions_are_not_retried(clock: Clock, jitter: Jitter) -> None:
+    attempt = failing([KeyboardInterrupt()])
+    with pytest.raises(KeyboardInterrupt):
+        retrying(attempt, URL, 0, 100, budget=60.0)
+    assert len(attempt.calls) == 1 and clock.waits == []
+
+
+def test_an_exhausted_budget_raises_remote_read_error_naming_the_range(clock: Clock, jitter: Jitter) -> None:
+    errors = [ConnectionResetError(f"reset {k}") for k in range(100)]
+    attempt = failing(errors, clock=clock, takes=0.1)  # every attempt takes 0.1 s
+    began = clock.now
+    with pytest.raises(RemoteReadError) as caught:
+        retrying(attempt, URL, 4096, 8192, budget=1.0, base=0.05, cap=0.3)
+    error = caught.value
+    calls = len(attempt.calls)
+    assert (error.url, error.start, error.stop, error.attempts) == (URL, 4096, 8192, calls)
+    assert error.__cause__ is errors[calls - 1]  # the last failure, chained
+    assert isinstance(error, OSError)
+    text = str(error)
+    assert URL in text and "bytes 4096..8192" in text and f"in {calls} attempts" in text and "budget is 1 s" in text
+    assert f"ConnectionResetError: reset {calls - 1}" in text
+    # waits of (at most) 0.1, 0.2, 0.3, 0.3, ... between attempts of 0.1 s; no wait would have crossed the deadline
+    assert clock.waits == pytest.approx([0.1, 0.2, 0.3][: len(clock.waits)] + [0.3] * max(0, len(clock.waits) - 3))
+    assert len(clock.waits) == calls - 1
+    elapsed = clock.now - began
+    assert elapsed <= 1.0 + 0.1  # the budget plus one attempt's own time
+    assert elapsed + 0.3 >= 1.0  # it stopped because the next wait would not fit, not early
+    assert calls == 4  # 0.1 + 0.1 + 0.1 + 0.2 + 0.1 + 0.3 + 0.1 = 1.0 s; a 0.3 s wait would end at 1.3 s
+
+
+def test_no_sleep_ever_crosses_the_deadline(clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(retry_module, "random", random.Random(7))  # real jitter, reproducible
+    for budget in (0.0, 0.05, 0.5, 3.0, 10.0):
+        clock.waits.clear()
+        began = clock.now
+        attempt = failing([TimeoutError("slow")] * 1000, clock=clock, takes=0.01)
+        with pytest.raises(RemoteReadError) as caught:
+            retrying(attempt, URL, 0, 10, budget=budget, base=0.05, cap=1.0)
+        assert caught.value.attempts == len(attempt.calls) == len(clock.waits) + 1
+        elapsed = clock.now - began
+        assert elapsed <= budget + 0.01 + 1e-9, budget
+        assert not clock.waits or elapsed - 0.01 < budget  # the last wait ended before the deadline
+
+
+def test_a_zero_budget_allows_one_attempt(clock: Clock, jitter: Jitter) -> None:
+    attempt = failing([ConnectionError("refused")])
+    with pytest.raises(RemoteReadError) as caught:
+        retrying(attempt, URL, 0, 0, budget=0.0)
+    assert caught.value.attempts == 1 and len(attempt.calls) == 1 and clock.waits == []
+    assert "its size could not be read in 1 attempts" in str(caught.value)  # stop=0: the object's size
+
+
+def test_waits_are_full_jitter_and_capped(clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
+    bounds: list[tuple[float, float]] = []
+    rng = random.Random(2024)
+
+    def uniform(a: float, b: float) -> float:
+        bounds.append((a, b))
+        return rng.uniform(a, b)
+
+    monkeypatch.setattr(retry_module, "random", types.SimpleNamespace(uniform=uniform))
+    attempt = failing([OSError("503")] * 40)
+    assert retrying(attempt, URL, 0, 10, budget=1e9, base=0.05, cap=2.0) == "ok"
+    caps = [min(2.0, 0.05 * 2**k) for k in range(1, 41)]
+    assert bounds == [(0, c) for c in caps]
+    assert all(0 <= w <= c for w, c in zip(clock.waits, caps, strict=True))
+    assert max(clock.waits) <= 2.0
+    # jittered: from 0 up to the bound, not a fixed fraction of it
+    late = [w / 2.0 for w in clock.waits[10:]]  # the capped ones
+    assert len(set(clock.waits)) == len(clock.waits)
+    assert min(late) < 0.25 and max(late) > 0.75
+
+
+def test_real_clock_elapsed_time_stays_within_the_budget() -> None:
+    calls = []
+
+    def attempt() -> None:
+        calls.append(time.monotonic())
+        raise ConnectionResetError("reset")
+
+    began = time.monotonic()
+    with pytest.raises(RemoteReadError) as caught:
+        retrying(attempt, URL, 0, 10, budget=0.3, base=0.01, cap=0.05)
+    elapsed = time.monotonic() - began
+    assert elapsed < 0.3 + 0.1  # the budget plus a margin for the scheduler
+    assert caught.value.attempts == len(calls) > 1
+    assert isinstance(caught.value.__cause__, ConnectionResetError)
