@@ -4,7 +4,7 @@
   what was last put for the key, or None).
 * The cap under load: three processes putting into one folder with a small limit. The bound, from the code:
   ``put`` evicts until ``used + len(page) <= limit`` *before* writing the page's temporary file, all under
-  the folder's flock, so pages plus the one temporary file in flight never exceed ``limit`` itself (not
+  the folder's lock (lockf), so pages plus the one temporary file in flight never exceed ``limit`` itself (not
   ``limit + a page``); a writer killed mid-write leaves a temporary file it had made room for, removed by the
   next put. Measured two ways, both must stay <= limit: by each writer at its peak (with the lock held, its
   temporary file complete, just before the rename), and by the parent from outside (a look counts only when
@@ -92,7 +92,7 @@ def stable_usage(folder: Path) -> tuple[int, int] | None:
 def locked_usage(folder: Path) -> tuple[int, int]:
     """(bytes, temporary files) in the folder, looked at with the cache's lock held (no put in progress)."""
     with open(folder / ".lock", "a+b") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        fcntl.lockf(lock, fcntl.LOCK_EX)
         got = _scan(folder)
     assert got is not None
     return sum(size for _, size, _ in got.values()), sum(name.endswith(".tmp") for name in got)
@@ -297,13 +297,6 @@ def test_property_the_limit_holds_and_gets_return_the_last_put_or_none(limit: in
             assert cache.get(key, len(data)) in (None, data)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cache.py put(): a process forked while another thread of its parent is inside put() inherits that "
-    "thread's open <folder>/.lock file, whose open file description holds the flock (LOCK_EX). The child never "
-    "closes it, so the flock stays held for the child's whole life: the child's own put() blocks in flock for good, "
-    "and every other process's put() waits until the child exits (ProcessLock fixed only the in-process lock)",
-)
 def test_a_forked_child_can_put_while_its_parent_was_mid_put(tmp_path: Path, children: list[Child]) -> None:
     child = Child(FORK_DURING_PUT, tmp_path / "c")
     children.append(child)
@@ -424,9 +417,9 @@ import slipstream.remote.cache as cache_module
 from slipstream.remote.cache import PageCache
 
 folder, how = sys.argv[1], sys.argv[2]
-if how == "flock":  # take the cache's lock as put() does, and hold it
+if how == "lock":  # take the cache's lock as put() does, and hold it
     lock = open(folder + "/.lock", "a+b")
-    fcntl.flock(lock, fcntl.LOCK_EX)
+    fcntl.lockf(lock, fcntl.LOCK_EX)
     print("locked", flush=True)
 else:  # a put that stops half way through writing its page, the lock held
     real_open = open
@@ -499,10 +492,10 @@ print(json.dumps({"child_put": child, "parent_put_while_child_lives": parent}), 
 
 def _assert_lock_held(folder: Path) -> None:
     with open(folder / ".lock", "a+b") as lock, pytest.raises(BlockingIOError):
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.lockf(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
-@pytest.mark.parametrize("how", ["flock", "put"])
+@pytest.mark.parametrize("how", ["lock", "put"])
 def test_a_killed_lock_holder_does_not_keep_the_lock(tmp_path: Path, children: list[Child], how: str) -> None:
     folder = tmp_path / "c"
     cache = PageCache(folder, 1 << 20)
@@ -520,7 +513,7 @@ def test_a_killed_lock_holder_does_not_keep_the_lock(tmp_path: Path, children: l
         assert said == "locked"
     child.kill()
     assert child.proc.returncode == -signal.SIGKILL
-    assert put_within(cache, "after", b"a" * 10) is True  # the kernel released the dead holder's flock
+    assert put_within(cache, "after", b"a" * 10) is True  # the kernel released the dead holder's lock
     assert files(folder) == {"before.page": 10, "after.page": 10}  # the half-written page went with that put
     assert cache.get("victim", 100_000) is None and cache.get("before", 10) == b"b" * 10
 

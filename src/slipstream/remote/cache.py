@@ -12,8 +12,10 @@ How it stays correct with many processes and crashes:
   lock: a reader sees a whole page or none, and a killed writer leaves only a temporary file,
   which the next ``put`` removes (every temporary file present while the lock is held is an
   orphan, since writes happen under it).
-* The lock is ``flock`` on ``<folder>/.lock``: the kernel releases it when its holder exits or
-  is killed, so no crash leaves it held. It is held only to evict and write one page.
+* The lock is a POSIX record lock (``lockf``) on ``<folder>/.lock``: the kernel releases it when
+  its holder exits or is killed, so no crash leaves it held, and a process forked while one of its
+  parent's threads holds it does not inherit it (an ``flock`` would stay held by the child's copy
+  of the descriptor for the child's whole life). It is held only to evict and write one page.
 * Eviction removes the entries with the oldest modification time (``get`` touches an entry when it
   is read) until the new page fits. A page a process is reading has already been read into that
   process's memory: evicting its file never changes what any reader holds, so no page in use is
@@ -45,7 +47,7 @@ class PageCache:
         self.limit = int(limit)
         self.folder.mkdir(parents=True, exist_ok=True)
         self._lock_path = self.folder / ".lock"
-        self._threads = ProcessLock()  # one put at a time in this process (flock is per open file)
+        self._threads = ProcessLock()  # one put at a time in this process (the file lock is per process)
 
     def _path(self, key: str) -> Path:
         return self.folder / (key + _SUFFIX)
@@ -75,7 +77,7 @@ class PageCache:
         if len(data) > self.limit:
             return False
         with self._threads, open(self._lock_path, "a+b") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # released when closed, or when this process dies
+            fcntl.lockf(lock, fcntl.LOCK_EX)  # released when closed, or when this process dies; never inherited by a fork
             entries = self._entries(orphans=True)
             used = sum(size for _, size, _ in entries)
             for path, size, _ in sorted(entries, key=lambda entry: entry[2]):  # oldest first
