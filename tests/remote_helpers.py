@@ -64,11 +64,8 @@ def epoch(ds: Any, mapped: bool = True, backend: str = "thread", workers: int = 
 
 
 def fetcher_stats(ds: Any) -> dict[str, Any]:
-    """The remote reader's counters in this process (requests, bytes, hits, misses, retries...).
-
-    There is no public accessor: this is the one place that reaches into a shard's page source."""
-    shard = ds.shards[0] if hasattr(ds, "shards") else ds
-    return shard._source.fetcher.stats()
+    """The remote reader's counters in this process (``ds.remote_stats()``)."""
+    return ds.remote_stats()
 
 
 def proxy_control(endpoint: str, name: str, body: dict[str, Any] | None = None) -> Any:

@@ -37,6 +37,7 @@ from .store import Store
 __all__ = ["Fetcher", "range_key"]
 
 Check = Callable[[bytes], int]  # the checksum of a page's bytes as the index records it
+Before = Callable[[], None] | None  # run before a download (a check of the object)
 
 
 def range_key(url: str, start: int, stop: int, crc: int) -> str:
@@ -93,40 +94,55 @@ class Fetcher:
         self._pid = os.getpid()
         self._lock = threading.Lock()
         self._inflight: dict[str, Future] = {}
-        self._memory: OrderedDict[str, bytes] = OrderedDict()  # fetched pages the cache could not take
+        self._queued = 0  # read-ahead downloads waiting for a thread
+        self._memory: OrderedDict[str, bytes] = OrderedDict()  # the most recent downloads, checked
         self._pool: _DaemonPool | None = None
-        self._stats = {"requests": 0, "bytes": 0, "hits": 0, "misses": 0, "retries": 0, "uncached": 0}
+        self._stats = dict.fromkeys(("reads", "hits", "joined", "misses", "downloads", "requests", "bytes", "retries", "uncached", "dropped_hints"), 0)
 
     def _here(self) -> None:
         if self._pid != os.getpid():  # a forked child: the parent's threads and locks are not ours
             self._fresh_process()
 
     # -- reading -----------------------------------------------------------------------------
-    def fetch(self, url: str, start: int, stop: int, crc: int, check: Check) -> bytes:
+    def fetch(self, url: str, start: int, stop: int, crc: int, check: Check, before: Before = None) -> bytes:
+        """The checked bytes of the range (see the module doc); ``before()`` runs before a download
+        (a check of the object, e.g. its size, that only matters when bytes are fetched)."""
         self._here()
         key = range_key(url, start, stop, crc)
+        self._count("reads")
         with self._lock:
             data = self._memory.get(key)
             future = self._inflight.get(key)
+            if future is not None and future.cancel():  # a read-ahead still queued: this read fetches it now
+                self._inflight.pop(key)
+                self._queued -= 1
+                future = None
         if data is not None:
             self._count("hits")
             return data
-        if future is None:
-            data = self._cached(key, stop - start, crc, check)
-            if data is not None:
-                self._count("hits")
-                return data
-            future = self._start(key, url, start, stop, crc, check, wait=True)
-        return future.result()
+        if future is not None:
+            self._count("joined")  # a read-ahead download under way: wait for it rather than repeat it
+            return future.result()
+        data = self._cached(key, stop - start, crc, check)
+        if data is not None:
+            self._count("hits")
+            return data
+        self._count("misses")
+        return self._start(key, url, start, stop, crc, check, before, wait=True).result()
 
-    def prefetch(self, ranges: list[tuple[str, int, int, int, Check]]) -> None:
+    def prefetch(self, ranges: list[tuple[str, int, int, int, Check, Before]]) -> None:
+        """Start downloading ``ranges`` not cached nor under way, at most ``4 * readahead`` queued
+        (hints past that are dropped: those pages are fetched when read)."""
         self._here()
-        for url, start, stop, crc, check in ranges:
+        for url, start, stop, crc, check, before in ranges:
             key = range_key(url, start, stop, crc)
             with self._lock:
                 known = key in self._memory or key in self._inflight
-            if not known and not self.cache.has(key):
-                self._start(key, url, start, stop, crc, check, wait=False)
+                full = self._queued >= 4 * self.readahead
+            if full:
+                self._count("dropped_hints")
+            elif not known and not self.cache.has(key):
+                self._start(key, url, start, stop, crc, check, before, wait=False)
 
     def _cached(self, key: str, length: int, crc: int, check: Check) -> bytes | None:
         data = self.cache.get(key, length)
@@ -134,39 +150,53 @@ class Fetcher:
             return None  # damaged on disk: fetched again (and the good copy replaces it)
         return data
 
-    def _start(self, key: str, url: str, start: int, stop: int, crc: int, check: Check, wait: bool) -> Future:
+    def _start(self, key: str, url: str, start: int, stop: int, crc: int, check: Check, before: Before, wait: bool) -> Future:
         """The download of ``key`` (joined if one is in flight): run here when the caller waits for
-        it, else in the pool."""
+        it, else queued for the read-ahead threads."""
         with self._lock:
             future = self._inflight.get(key)
             if future is not None:
                 return future
             future = self._inflight[key] = Future()
-            if not wait and self._pool is None:
-                self._pool = _DaemonPool(max(1, self.readahead))
+            if wait:
+                future.set_running_or_notify_cancel()  # (under the lock: no read may cancel it now)
+            else:
+                self._queued += 1
+                if self._pool is None:
+                    self._pool = _DaemonPool(max(1, self.readahead))
         if wait:
-            self._download(future, key, url, start, stop, crc, check)
+            self._download(future, key, url, start, stop, crc, check, before)
         else:
             assert self._pool is not None
-            self._pool.submit(self._download, future, key, url, start, stop, crc, check)
+            self._pool.submit(self._queued_download, future, key, url, start, stop, crc, check, before)
         return future
 
-    def _download(self, future: Future, key: str, url: str, start: int, stop: int, crc: int, check: Check) -> None:
+    def _queued_download(self, future: Future, *args: Any) -> None:
+        with self._lock:
+            if not future.set_running_or_notify_cancel():  # a read took it over (and is fetching it)
+                return
+            self._queued -= 1
+        self._download(future, *args)
+
+    def _download(self, future: Future, key: str, url: str, start: int, stop: int, crc: int, check: Check, before: Before) -> None:
         try:
-            self._count("misses")
+            self._count("downloads")
+            if before is not None:
+                before()
             data = self._downloaded(url, start, stop, crc, check)
             if not self.cache.put(key, data):
                 self._count("uncached")
-                with self._lock:
-                    self._memory[key] = data
-                    while len(self._memory) > self.keep:
-                        self._memory.popitem(last=False)
+            with self._lock:  # kept a while: the read this was fetched for is usually near
+                self._memory[key] = data
+                while len(self._memory) > self.keep:
+                    self._memory.popitem(last=False)
             future.set_result(data)
         except BaseException as exc:  # noqa: BLE001 - the reader gets it from the future
             future.set_exception(exc)
         finally:
             with self._lock:
-                self._inflight.pop(key, None)
+                if self._inflight.get(key) is future:
+                    self._inflight.pop(key)
 
     def _downloaded(self, url: str, start: int, stop: int, crc: int, check: Check) -> bytes:
         bad: set[int] = set()
@@ -176,24 +206,22 @@ class Fetcher:
             data = self.store.read(url, start, stop)
             self._count("bytes", len(data))
             if len(data) != stop - start:
-                self._count("retries")
                 raise _ShortRead(f"{len(data)} bytes came of the {stop - start} asked for")
             got = check(data)
             if got != crc:
                 digest = zlib.crc32(data)
                 if digest in bad:  # the same wrong bytes again: that is what the object holds
                     error = ChecksumError(
-                        url, f"bytes {start}..{stop} fail their checksum (indexed {crc}, computed {got}) on every read: the object "
-                        "changed since the index was written, or was damaged at the source", -1, range(0),
+                        url, f"bytes {start}..{stop} fail their checksum (indexed {crc}, computed {got}), the same wrong bytes "
+                        "twice: the object changed since the index was written, or was damaged at the source", -1, range(0),
                     )  # fmt: skip
                     error.permanent = True  # type: ignore[attr-defined]
                     raise error
                 bad.add(digest)
-                self._count("retries")
                 raise _BadChecksum(f"the bytes that came fail their checksum (indexed {crc}, computed {got})")
             return data
 
-        return retrying(attempt, url, start, stop, self.budget)
+        return retrying(attempt, url, start, stop, self.budget, on_retry=lambda: self._count("retries"))
 
     def read_ranges(self, url: str, ranges: list[tuple[int, int]]) -> list[bytes]:
         """Uncached, unchecked reads of ``ranges`` of ``url`` (a file's structure), concurrently, retried."""
@@ -221,13 +249,15 @@ class Fetcher:
             self._stats[name] += n
 
     def stats(self) -> dict[str, Any]:
-        """This process's counts: requests sent, bytes downloaded, page hits (memory or disk) and
-        misses, retried transfers, pages the cache could not take; ``hit_rate``; ``cache_bytes``."""
+        """This process's counts. Reads: ``reads`` (pages asked for), ``hits`` (served from memory or
+        the disk cache), ``joined`` (waited for a read-ahead download under way), ``misses`` (had to
+        download); ``hit_rate`` = hits / reads. Downloads: ``downloads`` (read-ahead ones too),
+        ``requests`` (GETs sent, each retry one more), ``retries``, ``bytes``, ``uncached`` (pages
+        the cache could not take), ``dropped_hints``; ``cache_bytes`` on disk now."""
         self._here()
         with self._lock:
             out: dict[str, Any] = dict(self._stats)
-        looked = out["hits"] + out["misses"]
-        out["hit_rate"] = out["hits"] / looked if looked else None
+        out["hit_rate"] = out["hits"] / out["reads"] if out["reads"] else None
         out["cache_bytes"] = self.cache.usage()
         return out
 

@@ -4,9 +4,11 @@
 index entry: size, samples, and every page's byte range, rows and checksum; from a sharded
 dataset's ``index.json``, or from ``describe`` reading the object's footer and page headers).
 ``batch(p)`` fetches page ``p``'s bytes through the fetcher (memory, disk cache, or one ranged
-GET), checked against the page's checksum before it is parsed. The first read checks the object's
-size against the entry: an object of another size changed since it was indexed
-(``ShardMismatchError``); a missing one is a ``MissingShardError`` naming it.
+GET), checked against the page's checksum before it is parsed. The first download (not a read
+served from the cache) checks the object's size against the entry, in the downloading thread: an
+object of another size changed since it was indexed (``ShardMismatchError``); a missing one is a
+``MissingShardError`` naming it. Pages whose bytes fail their checksum the same way twice raise
+``ChecksumError`` naming the page and its samples.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import zlib
 from typing import Any
 
-from ..core.errors import MissingShardError, ShardMismatchError
+from ..core.errors import ChecksumError, MissingShardError, ShardMismatchError
 from ..core.processlock import ProcessLock
 from ..files.field import pyarrow_module as _pa
 from ..files.local import PageMeta
@@ -49,9 +51,13 @@ class RemotePages:
 
     def batch(self, p: int) -> Any:
         """Page ``p`` as a record batch, its bytes checked."""
-        self._check_size()
         start, stop, crc = self._range(p)
-        data = self.fetcher.fetch(self.name, start, stop, crc, self.checksum)
+        try:
+            data = self.fetcher.fetch(self.name, start, stop, crc, self.checksum, self._check_size)
+        except ChecksumError as exc:  # located: which page, which samples
+            first = sum(int(page[3]) for page in self.entry["pages"][:p])
+            samples = range(first, first + int(self.entry["pages"][p][3]))
+            raise ChecksumError(self.name, f"page {p} (samples {first}..{samples.stop - 1}): {exc.args[0].split(': ', 1)[-1]}", p, samples) from exc
         return self.parse(data)
 
     def parse(self, data: bytes) -> Any:
@@ -88,13 +94,8 @@ class RemotePages:
         """Nothing to watch: each page's bytes are checked as they arrive."""
 
     def prefetch(self, pages: list[int]) -> None:
-        if not pages:
-            return
-        try:
-            self._check_size()
-        except Exception:  # noqa: BLE001 - a hint never raises: the read will
-            return
-        self.fetcher.prefetch([(self.name, *self._range(p), self.checksum) for p in pages])
+        """Start fetching ``pages`` (the object's size is checked first, in the download's thread)."""
+        self.fetcher.prefetch([(self.name, *self._range(p), self.checksum, self._check_size) for p in pages])
 
     def __getstate__(self) -> dict[str, Any]:
         return {"fetcher": self.fetcher, "url": self.name, "entry": self.entry, "schema": self.schema, "keep": self.keep}

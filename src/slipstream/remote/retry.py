@@ -29,8 +29,10 @@ PERMANENT = (
 )  # fmt: skip
 
 
-def retrying(attempt: Callable[[], T], url: str, start: int, stop: int, budget: float, base: float = 0.05, cap: float = 2.0) -> T:
-    """``attempt()``'s result, retried as the module doc says."""
+def retrying(
+    attempt: Callable[[], T], url: str, start: int, stop: int, budget: float, base: float = 0.05, cap: float = 2.0, on_retry: Callable[[], None] | None = None,
+) -> T:  # fmt: skip
+    """``attempt()``'s result, retried as the module doc says (``on_retry()`` before each retry)."""
     began = time.monotonic()
     deadline = began + budget
     k = 0
@@ -53,4 +55,6 @@ def retrying(attempt: Callable[[], T], url: str, start: int, stop: int, budget: 
                     stop,
                     k,
                 ) from exc
+            if on_retry is not None:
+                on_retry()
             time.sleep(wait)  # backoff before the next attempt (a pause for the server, not a synchronization)

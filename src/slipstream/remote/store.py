@@ -75,10 +75,14 @@ class Store:
             config.setdefault("retries", {"total_max_attempts": 1})
             config.setdefault("connect_timeout", self.timeout)
             config.setdefault("read_timeout", self.timeout)
-            fs = fsspec.filesystem(protocol, skip_instance_cache=True, config_kwargs=config, **options)
-            fs.retries = 1  # one attempt per call: remote.retry retries, within its budget
-            return fs
-        return fsspec.filesystem(protocol, skip_instance_cache=True, **options)
+            options["config_kwargs"] = config
+        key = (os.getpid(), protocol, repr(sorted(options.items())), tuple(os.environ.get(name) for name in _ENVIRONMENT))
+        fs = _CLIENTS.get(key)
+        if fs is None:  # (made once per process for the same options and credentials: a client costs ~0.3 s)
+            fs = _CLIENTS[key] = fsspec.filesystem(protocol, skip_instance_cache=True, **options)
+            if protocol in ("s3", "s3a"):
+                fs.retries = 1  # one attempt per call: remote.retry retries, within its budget
+        return fs
 
     # -- reads -------------------------------------------------------------------------------
     def size(self, url: str) -> int:
@@ -123,6 +127,15 @@ class Store:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["filesystem"], state["storage_options"], state["timeout"])  # type: ignore[misc]
+
+
+# what the clients read from the environment: a change makes another client (fsspec's own instance
+# cache keys on arguments only, so it would keep using a client made for other credentials or endpoints)
+_ENVIRONMENT = (
+    "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION",
+    "AWS_REGION", "AWS_PROFILE", "GOOGLE_APPLICATION_CREDENTIALS", "AZURE_STORAGE_ACCOUNT_NAME", "AZURE_STORAGE_CONNECTION_STRING",
+)  # fmt: skip
+_CLIENTS: dict[tuple, Any] = {}
 
 
 def _is_pyarrow(fs: Any) -> bool:
