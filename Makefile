@@ -50,6 +50,7 @@ bench: $(VENV)/.bench
 	$(PY) benchmarks/bench_loader.py
 	$(PY) benchmarks/bench_packed.py
 	$(PY) benchmarks/bench_images.py
+	$(PY) benchmarks/bench_remote.py
 
 clean:
 	rm -rf $(VENV)

@@ -29,11 +29,11 @@ client, the index's GET, and the first page, which the loader reads to learn the
 takes one whole epoch from ``iter()``: img/s and "1st batch ms" count from there; "img/s after 1st"
 leaves the first batch out (the steady rate). Traffic, from the proxy's counters over the epoch (every
 request the client sent, the shards' size checks included): requests/s and MB/s; "GETs" are the
-ranged page reads the fetcher sent, "hit rate" the fetcher's (``ds.remote_stats()``): page lookups
-served from memory or the disk cache over all lookups, downloads included. In a cold epoch each page
-is one download and then one read, so 0.50 means every read found its page already downloaded (a read
-that joins a download still in flight counts as neither). "client CPU" is this process's CPU time (all
-its threads) per image over the epoch; "S3 CPU" that of the server and proxy children.
+ranged page reads the fetcher sent, "hit rate" the fetcher's (``ds.remote_stats()``): the page reads
+served at once from memory or the disk cache (read ahead, in a cold epoch) over all page reads; the
+rest either waited for a read-ahead download under way or downloaded the page themselves. "client
+CPU" is this process's CPU time (all its threads) per image over the epoch; "S3 CPU" that of the
+server and proxy children.
 
 Measuring: one warm-up epoch per run (the warm run's fills its cache), then ``--repeats`` rounds in
 rotating order (local, cold, warm, ...) to spread the machine's noise; figures are medians over

@@ -77,6 +77,13 @@ class ScalarColumn(Column):
     def batch_node(self, row: int) -> Any:
         return ArrayLeaf((), self.values.dtype)  # what default_collate makes of the Python values
 
+    def rows_into(self, target: np.ndarray, positions: list[int], rows: list[int]) -> bool:
+        """``target[positions] = values[rows]`` (one gather); False when ``target`` is not a 1-d array of the dtype."""
+        if target.dtype != self.values.dtype or target.ndim != 1:
+            return False
+        target[positions] = self.values[rows]
+        return True
+
 
 class Field:
     """Base class. Subclasses set ``kind`` (the registry name) and ``version``."""

@@ -258,8 +258,10 @@ class PackedDataset:
         return target if values is None else values
 
     def _fixed_rows_into(self, name: str, target: np.ndarray, pages: list[int], rows: list[int]) -> bool:
-        """Large fixed-shape arrays: plain row copies, page by page (no per-sample dispatch)."""
-        if not isinstance(self.page(pages[0])[name] if pages else None, FixedColumn):
+        """Fixed-shape arrays (and, for a remote file, whose values are not gathered over every page,
+        scalars): plain row copies, page by page (no per-sample dispatch)."""
+        kinds = (FixedColumn,) if self._source.local else (FixedColumn, ScalarColumn)
+        if not isinstance(self.page(pages[0])[name] if pages else None, kinds):
             return False
         by_page: dict[int, tuple[list[int], list[int]]] = {}
         for j, (p, r) in enumerate(zip(pages, rows)):
