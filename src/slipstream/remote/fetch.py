@@ -1,20 +1,22 @@
 """Fetching checked byte ranges of remote objects: from memory, the disk cache, or the store.
 
 ``Fetcher(store, cache, budget, readahead, keep)`` is shared by every shard of one opened dataset.
-``fetch(url, start, stop, crc, check)`` returns the bytes of that range, checked by
-``check(data) == crc`` before anything uses them, from (in order) the pages this process fetched
-and could not cache, the disk cache (checked again: a cache file is never trusted blindly), a
-download this process already has in flight (joined, not repeated), or a new download through
-``remote.retry`` (short bodies and checksum mismatches count as transient failures; the same
-wrong bytes twice mean the object itself is not what was indexed, a ``ChecksumError``).
-``prefetch(ranges)`` starts downloads of ranges not cached, at most ``readahead`` at a time in
-background threads, into the cache; it never raises (a failed prefetch is fetched again, and
-fails with its error, when the range is read).
+``fetch(url, start, stop, crc, check, before)`` returns the bytes of that range, checked by
+``check(data) == crc`` before anything uses them, from (in order) the ``keep`` most recent
+downloads of this process, a read-ahead download under way (joined, not repeated; one still queued
+is taken over and fetched at once, so a read never waits behind other read-ahead), the disk cache
+(checked again: a cache file is never trusted blindly), or a new download through ``remote.retry``
+(``before()`` first: the object's size check; short bodies and checksum mismatches count as
+transient failures; the same wrong bytes twice mean the object itself is not what was indexed, a
+``ChecksumError``). ``prefetch(ranges)`` queues downloads of ranges not cached nor under way (at
+most ``4 * readahead`` queued; more hints are dropped), run ``readahead`` at a time on daemon
+threads into the cache; it never raises (a failed read-ahead is fetched again, and fails with its
+error, when the range is read).
 
 Processes on one node share the cache; two of them may download the same page at once (the
 second rename wins, with the same bytes): a cost in bandwidth, never in correctness. Fork- and
 pickle-safe: threads, in-flight downloads and memory are per process, made again in a child.
-``stats()`` counts this process's requests, bytes downloaded, cache hits and misses.
+``stats()`` counts this process's reads, hits, downloads, requests, retries and bytes.
 """
 
 from __future__ import annotations
