@@ -55,13 +55,13 @@ class Store:
         """(filesystem, path within it) for ``url``."""
         if self._pid != os.getpid():  # a forked child: nothing of the parent's client is usable here
             self._fs, self._pid, self._lock = {}, os.getpid(), threading.Lock()
-        protocol = url.split("://", 1)[0]
+        protocol = url.split("://", 1)[0] if "://" in url else ""  # (a plain path, for a filesystem given)
         with self._lock:
             fs = self._fs.get(protocol)
             if fs is None:
                 fs = self._fs[protocol] = self._make(protocol)
         if _is_pyarrow(fs):
-            return fs, url.split("://", 1)[1]
+            return fs, url.split("://", 1)[-1]
         return fs, fs._strip_protocol(url)
 
     def _make(self, protocol: str) -> Any:
@@ -99,7 +99,8 @@ class Store:
         fs, path = self._filesystem(url)
         if _is_pyarrow(fs):
             with fs.open_input_file(path) as handle:
-                return handle.read_at(stop - start, start).to_pybytes()
+                data = handle.read_at(stop - start, start)
+                return data if isinstance(data, bytes) else data.to_pybytes()
         return bytes(fs.cat_file(path, start=start, end=stop))
 
     def read_all(self, url: str) -> bytes:
@@ -108,18 +109,6 @@ class Store:
             with fs.open_input_stream(path) as handle:
                 return handle.read()
         return bytes(fs.cat_file(path))
-
-    def list(self, url: str) -> list[str]:
-        """The URLs of the objects directly under ``url`` (a folder), sorted."""
-        fs, path = self._filesystem(url)
-        protocol = url.split("://", 1)[0]
-        if _is_pyarrow(fs):
-            from pyarrow.fs import FileSelector
-
-            names = [info.path for info in fs.get_file_info(FileSelector(path)) if info.type.name == "File"]
-        else:
-            names = [name for name in fs.ls(path, detail=False)]
-        return sorted(f"{protocol}://{name.split('://', 1)[-1]}" for name in names)
 
     # -- pickling: options travel, connections do not --------------------------------------------
     def __getstate__(self) -> dict[str, Any]:
