@@ -1,4 +1,4 @@
-"""Test ordering: the JAX tests run last.
+"""Test ordering (the JAX tests run last) and the S3 tests' proxy fixtures.
 
 Importing JAX starts its thread pools, and forking a process that runs threads can deadlock the
 child (a lock held by a thread that does not exist there). The process-backend tests fork, so
@@ -7,6 +7,32 @@ they must run before anything in this interpreter has imported JAX.
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+import s3local  # noqa: E402 - tools/, for the remote tests (stdlib only here; moto runs in its child)
+
 
 def pytest_collection_modifyitems(session, config, items):
     items.sort(key=lambda item: item.nodeid.startswith("tests/test_jax.py") or "test_jax.py::" in item.nodeid)
+
+
+# A test module that defines a ``server`` fixture (an ``s3local.S3Server``) gets these: one
+# fault-injecting proxy in front of it per module, and ``proxy``, the same with its faults cleared
+# after each test.
+@pytest.fixture(scope="module")
+def proxy_module(server: Any) -> Iterator[s3local.ProxyHandle]:
+    with s3local.start_proxy(server.endpoint) as proxy:
+        yield proxy
+
+
+@pytest.fixture
+def proxy(proxy_module: s3local.ProxyHandle) -> Iterator[s3local.ProxyHandle]:
+    """The module's proxy, its faults cleared after the test."""
+    yield proxy_module
+    proxy_module.set_faults(None)

@@ -94,19 +94,6 @@ def server() -> Iterator[s3local.S3Server]:
 
 
 @pytest.fixture(scope="module")
-def proxy_module(server: s3local.S3Server) -> Iterator[s3local.ProxyHandle]:
-    with s3local.start_proxy(server.endpoint) as proxy:
-        yield proxy
-
-
-@pytest.fixture
-def proxy(proxy_module: s3local.ProxyHandle) -> Iterator[s3local.ProxyHandle]:
-    """The module's proxy, its faults cleared after the test."""
-    yield proxy_module
-    proxy_module.set_faults(None)
-
-
-@pytest.fixture(scope="module")
 def data(server: s3local.S3Server, tmp_path_factory: pytest.TempPathFactory) -> Data:
     root = tmp_path_factory.mktemp("remote-data")
     every = samples()

@@ -409,19 +409,12 @@ def test_the_limit_holds_under_concurrent_puts_from_three_processes(tmp_path: Pa
     )
 
 
-# ------------------------------------------------------------------------------------ lock and kills
-
-LOCKER = r"""
-import fcntl, sys, threading
+# a child's stall: from then on a page's temporary file gets half its bytes, then the writer stops (until killed)
+_STALL_WRITES = r"""
+import threading
 import slipstream.remote.cache as cache_module
-from slipstream.remote.cache import PageCache
 
-folder, how = sys.argv[1], sys.argv[2]
-if how == "lock":  # take the cache's lock as put() does, and hold it
-    lock = open(folder + "/.lock", "a+b")
-    fcntl.lockf(lock, fcntl.LOCK_EX)
-    print("locked", flush=True)
-else:  # a put that stops half way through writing its page, the lock held
+def stall_writes():
     real_open = open
 
     class Stalled:
@@ -437,11 +430,23 @@ else:  # a put that stops half way through writing its page, the lock held
             print("stalled " + self.path, flush=True)
             threading.Event().wait()
 
-    def stalling_open(path, mode="r", *args, **kwargs):
-        f = real_open(path, mode, *args, **kwargs)
-        return Stalled(f, str(path)) if str(path).endswith(".tmp") else f
+    cache_module.open = lambda path, mode="r", *a, **k: Stalled(real_open(path, mode, *a, **k), str(path)) if str(path).endswith(".tmp") else real_open(path, mode, *a, **k)
+"""
 
-    cache_module.open = stalling_open
+
+# ------------------------------------------------------------------------------------ lock and kills
+
+LOCKER = _STALL_WRITES + r"""
+import fcntl, sys, threading
+from slipstream.remote.cache import PageCache
+
+folder, how = sys.argv[1], sys.argv[2]
+if how == "lock":  # take the cache's lock as put() does, and hold it
+    lock = open(folder + "/.lock", "a+b")
+    fcntl.lockf(lock, fcntl.LOCK_EX)
+    print("locked", flush=True)
+else:  # a put that stops half way through writing its page, the lock held
+    stall_writes()
     PageCache(folder, 1 << 20).put("victim", b"v" * 100_000)
 threading.Event().wait()
 """
@@ -530,6 +535,7 @@ _SAMPLE_DIGEST = "import hashlib\nfrom typing import Any\nimport numpy as np\n" 
 
 READER = (
     _SAMPLE_DIGEST
+    + _STALL_WRITES
     + r"""
 import json, sys, threading
 import slipstream as ss
@@ -541,24 +547,6 @@ indices = list(range(len(ds)))
 if order == "backward":
     indices.reverse()
 
-def stall_writes():
-    # from now on a page's temporary file gets half its bytes, then the writer stops (until killed)
-    real_open = open
-
-    class Stalled:
-        def __init__(self, f, path):
-            self.f, self.path = f, path
-        def __enter__(self):
-            return self
-        def __exit__(self, *exc):
-            self.f.close()
-        def write(self, data):
-            self.f.write(data[: len(data) // 2])
-            self.f.flush()
-            print("stalled " + self.path, flush=True)
-            threading.Event().wait()
-
-    cache_module.open = lambda path, mode="r", *a, **k: Stalled(real_open(path, mode, *a, **k), str(path)) if str(path).endswith(".tmp") else real_open(path, mode, *a, **k)
 
 print("ready", flush=True)
 if wait:

@@ -43,19 +43,6 @@ def server() -> Iterator[s3local.S3Server]:
 
 
 @pytest.fixture(scope="module")
-def proxy_module(server: s3local.S3Server) -> Iterator[s3local.ProxyHandle]:
-    with s3local.start_proxy(server.endpoint) as proxy:
-        yield proxy
-
-
-@pytest.fixture
-def proxy(proxy_module: s3local.ProxyHandle) -> Iterator[s3local.ProxyHandle]:
-    """The module's proxy, its faults cleared after the test."""
-    yield proxy_module
-    proxy_module.set_faults(None)
-
-
-@pytest.fixture(scope="module")
 def via_proxy(proxy_module: s3local.ProxyHandle) -> Any:
     """A boto3 client that talks through the proxy and never retries."""
     return s3local.client(proxy_module, **NO_RETRIES)
