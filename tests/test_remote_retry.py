@@ -197,9 +197,9 @@ def test_no_sleep_ever_crosses_the_deadline(clock: Clock, monkeypatch: pytest.Mo
 def test_a_zero_budget_allows_one_attempt(clock: Clock, jitter: Jitter) -> None:
     attempt = failing([ConnectionError("refused")])
     with pytest.raises(RemoteReadError) as caught:
-        retrying(attempt, URL, 0, 0, budget=0.0)
+        retrying(attempt, URL, 0, 0, budget=0.0, what="its size")
     assert caught.value.attempts == 1 and len(attempt.calls) == 1 and clock.waits == []
-    assert "its size could not be read in 1 attempts" in str(caught.value)  # stop=0: the object's size
+    assert "its size could not be read in 1 attempts" in str(caught.value)  # what= names what was read
 
 
 def test_waits_are_full_jitter_and_capped(clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -237,3 +237,25 @@ def test_real_clock_elapsed_time_stays_within_the_budget() -> None:
     assert elapsed < 0.3 + 0.1  # the budget plus a margin for the scheduler
     assert caught.value.attempts == len(calls) > 1
     assert isinstance(caught.value.__cause__, ConnectionResetError)
+
+
+def test_an_attempt_that_never_answers_is_abandoned_within_the_budget() -> None:
+    """A server that accepts and never answers (or trickles): each attempt is bounded by
+    ``attempt_timeout`` and by what is left of the budget, so the read fails within the budget."""
+    import threading
+    import time as real_time
+
+    never = threading.Event()
+    calls = []
+
+    def hangs() -> bytes:
+        calls.append(1)
+        never.wait(30)
+        return b""
+
+    began = real_time.monotonic()
+    with pytest.raises(RemoteReadError, match="TimeoutError") as caught:
+        retrying(hangs, URL, 0, 10, budget=0.6, attempt_timeout=0.25)
+    elapsed = real_time.monotonic() - began
+    never.set()
+    assert 0.5 <= elapsed < 1.5 and caught.value.attempts == len(calls) >= 2

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from helpers import assert_same
@@ -54,3 +56,51 @@ def test_an_fsspec_filesystem_given_and_a_missing_object(tmp_path):
     _same(remote, ss.open(folder))
     with pytest.raises(ss.MissingShardError, match="no such object"):
         ss.open(str(tmp_path / "nothing.arrow"), filesystem=local_fs, cache_dir=tmp_path / "cache")
+
+
+def _upload(memory, folder, prefix, index=None):
+    for path in sorted(folder.iterdir()):
+        body = path.read_bytes() if path.name != "index.json" or index is None else json.dumps(index).encode()
+        memory.pipe_file(f"/{prefix}/{path.name}", body)
+    return f"memory://{prefix}/"
+
+
+def test_an_index_that_does_not_match_its_objects_is_named_not_read_wrong(tmp_path):
+    folder = _folder(tmp_path)
+    memory = fsspec.filesystem("memory")
+    index = json.loads((folder / "index.json").read_text())
+    pages = index["shards"][0]["pages"]
+    assert len(pages) >= 2
+    pages[0][3] -= 1  # a row moved from page 0 to page 1: counts and checksums still add up
+    pages[1][3] += 1
+    remote = ss.open(_upload(memory, folder, "rows", index), cache_dir=tmp_path / "c1")
+    with pytest.raises(ss.CorruptFileError, match="page 0 holds .* samples but its index entry says"):
+        remote[0]
+    for damage, match in [
+        (lambda ix: ix["shards"][0]["pages"][-1].__setitem__(0, 10**12), "does not lie in order inside"),
+        (lambda ix: ix["shards"][0].pop("bytes"), "must be integers"),
+        (lambda ix: ix["shards"][0].__setitem__("file", "../../etc/passwd"), "not a plain file name"),
+        (lambda ix: ix.__setitem__("shards", []), "lists no shards"),
+    ]:
+        bad = json.loads((folder / "index.json").read_text())
+        damage(bad)
+        with pytest.raises(ss.CorruptFileError, match=match):
+            ss.open(_upload(memory, folder, f"bad{abs(hash(match))}", bad), cache_dir=tmp_path / "c2")
+
+
+def test_a_remote_file_whose_footer_points_outside_it_fails_at_once(tmp_path):
+    from slipstream.files import layout
+
+    folder = _folder(tmp_path)
+    raw = bytearray((folder / "shard-00000.arrow").read_bytes())
+    footer_len = layout.footer_length(bytes(raw[-layout.TAIL :]))
+    footer = bytes(raw[-layout.TAIL - footer_len : -layout.TAIL])
+    first_offset = layout.page_blocks(footer)[0][0]
+    at = bytes(raw).rindex(first_offset.to_bytes(8, "little"), len(raw) - layout.TAIL - footer_len)
+    raw[at : at + 8] = (len(raw) * 3).to_bytes(8, "little")  # the first page's offset, past the end
+    memory = fsspec.filesystem("memory")
+    memory.pipe_file("/damaged/one.arrow", bytes(raw))
+    with pytest.raises(ss.CorruptFileError, match="lies outside the file"):
+        ss.open("memory://damaged/one.arrow", cache_dir=tmp_path / "c", retry_budget=30)
+    with pytest.raises(ss.MissingShardError, match="no index.json here"):
+        ss.open("memory://damaged/", cache_dir=tmp_path / "c")

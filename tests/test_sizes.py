@@ -29,8 +29,11 @@ def test_what_is_not_a_size_names_the_setting(bad):
 
 
 def test_wrong_types_and_negative_numbers():
+    assert parse_size(20e9) == 20 * 10**9
+    with pytest.raises(ValueError, match="shard_size must be a whole number"):
+        parse_size(1.5, "shard_size")
     with pytest.raises(TypeError, match="shard_size"):
-        parse_size(1.5, "shard_size")  # type: ignore[arg-type]
+        parse_size([1], "shard_size")  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         parse_size(True)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=">= 0"):

@@ -56,14 +56,17 @@ def describe(name: str, size: int, read_many: ReadMany) -> tuple[dict[str, Any],
         (footer,) = read_many([(size - TAIL - length, size - TAIL)])
         blocks = page_blocks(footer)
         head_stop = blocks[0][0] if blocks else size - TAIL - length
+        for k, (offset, page_length, _) in enumerate(blocks):  # (checked before anything is read from them)
+            if offset + page_length > size - TAIL - length or offset < head_stop:
+                raise ValueError(f"page {k} (bytes {offset}..{offset + page_length}) lies outside the file's {size} bytes of pages")
+        if not 8 <= head_stop <= size - TAIL - length:
+            raise ValueError(f"the schema's {head_stop} bytes do not fit in the file")
         parts = read_many([(0, head_stop)] + [(offset, offset + header) for offset, _, header in blocks])
         head, headers = parts[0], parts[1:]
         if head[: len(_format.MAGIC)] != _format.MAGIC:
             raise ValueError("it does not start as an Arrow IPC file")
         pages, schema_crc = [], -1
         for k, ((offset, page_length, header), raw) in enumerate(zip(blocks, headers)):
-            if offset + page_length > size:
-                raise ValueError(f"page {k} runs past the end of the file")
             first, rows, crc, page_schema_crc = page_meta(header_metadata(raw))
             schema_crc = page_schema_crc if k == 0 else schema_crc
             pages.append([offset, page_length, header, rows, crc])
@@ -121,15 +124,37 @@ def parse_index(raw: bytes, where: str) -> dict[str, Any]:
         if not isinstance(index.get("version"), int) or index["version"] > VERSION:
             raise ValueError(f"index version {index.get('version')} is newer than this slipstream reads ({VERSION}): upgrade slipstream")
         schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(index["schema"])))
+        if not isinstance(index["shards"], list) or not index["shards"]:
+            raise ValueError("it lists no shards")
         for entry in index["shards"]:
-            if not isinstance(entry["file"], str) or "/" in entry["file"] or entry["file"].startswith("."):
-                raise ValueError(f"shard name {entry['file']!r} is not a plain file name")
-            if sum(int(page[3]) for page in entry["pages"]) != int(entry["samples"]) or any(len(page) != 5 for page in entry["pages"]):
-                raise ValueError(f"shard {entry['file']!r}: its pages do not add up to its {entry['samples']} samples")
+            _check_entry(entry)
     except (ValueError, KeyError, TypeError, pa.ArrowException) as exc:
         raise CorruptFileError(where, f"not a valid sharded-dataset index: {exc}") from None
     index["schema"] = schema
     return index
+
+
+def _check_entry(entry: Any) -> None:
+    """``ValueError`` unless ``entry`` is a well-formed shard entry: a plain file name, non-negative
+    integers, pages in order inside the file, adding up to its samples."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("file"), str):
+        raise ValueError(f"a shard entry is not a dict with a file name: {entry!r:.200}")
+    name = entry["file"]
+    if not name or "/" in name or "\\" in name or name.startswith("."):
+        raise ValueError(f"shard name {name!r} is not a plain file name")
+    numbers = [entry.get("bytes"), entry.get("samples"), entry.get("schema_crc32")]
+    pages = entry.get("pages")
+    if not isinstance(pages, list) or any(not isinstance(page, list) or len(page) != 5 for page in pages):
+        raise ValueError(f"shard {name!r}: pages must be lists of [offset, length, header length, rows, checksum]")
+    if any(type(v) is not int or v < -1 for v in numbers + [v for page in pages for v in page]):
+        raise ValueError(f"shard {name!r}: its sizes, counts and checksums must be integers")
+    end = 0
+    for k, (offset, length, header, rows, _) in enumerate(pages):
+        if offset < end or not 0 < header <= length or offset + length > entry["bytes"] or rows < 0:
+            raise ValueError(f"shard {name!r}: page {k} (bytes {offset}..{offset + length}) does not lie in order inside its {entry['bytes']} bytes")
+        end = offset + length
+    if sum(page[3] for page in pages) != entry["samples"]:
+        raise ValueError(f"shard {name!r}: its pages do not add up to its {entry['samples']} samples")
 
 
 def read_local_index(folder: Path) -> dict[str, Any]:

@@ -4,7 +4,7 @@ A page source (this one, or ``remote.pages.RemotePages`` for an object in a stor
 ``name`` (what errors name), ``size`` (bytes), ``schema`` (the Arrow schema), ``page_table()`` (each page's
 custom metadata: first sample, rows, checksum, schema checksum), ``batch(p)`` (page ``p`` as an
 Arrow record batch), ``check()`` (raise when the bytes under the reader changed), ``identity``,
-``keep`` (how many pages a dataset keeps decoded: None for all), ``local`` (whether whole-column
+``recent`` (the bound on pages kept decoded, a ``pagememory.RecentPages``: None to keep all), ``local`` (whether whole-column
 gathers over every page are cheap) and ``prefetch(pages)`` (a hint; nothing to do here).
 
 ``LocalFile(path, cache)`` memory-maps the file (``cache="os"``) or reads it into memory
@@ -31,7 +31,7 @@ PageMeta = tuple[int, int, int, int]  # (first sample, rows, checksum, schema ch
 class LocalFile:
     """A local packed file's pages (see the module doc)."""
 
-    keep = None
+    recent = None
     local = True
 
     def __init__(self, path: str | os.PathLike, cache: str = "os"):

@@ -98,7 +98,7 @@ class PackedDataset:
         self._checks = checks
         self._n = total
         self._starts_array = np.asarray(starts, dtype=np.int64)
-        self._pages = PageMemory(len(starts), self._source.keep)
+        self._pages = PageMemory(len(starts), self._source.recent)
         self._flats: dict[str, np.ndarray | None] = {}
 
     # -- container protocol ------------------------------------------------------------------
@@ -360,7 +360,7 @@ class PackedDataset:
         idx = np.asarray(indices, dtype=np.int64).ravel()
         idx = idx[(idx >= 0) & (idx < self._n)]
         pages = np.unique(np.searchsorted(self._starts_array, idx, side="right") - 1)
-        self._source.prefetch([p for p in pages.tolist() if self._pages.get(p) is None])
+        self._source.prefetch([p for p in pages.tolist() if not self._pages.has(p)])
 
     def __getstate__(self) -> dict[str, Any]:  # reopened by path (or from its remote source): pages are never pickled
         state = {"path": str(self.path), "cache": self.cache, "fields": list(self.fields), "identity": self._identity}

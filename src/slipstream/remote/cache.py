@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import secrets
 from pathlib import Path
 
 from ..core.processlock import ProcessLock
@@ -47,7 +48,7 @@ class PageCache:
         self.limit = int(limit)
         self.folder.mkdir(parents=True, exist_ok=True)
         self._lock_path = self.folder / ".lock"
-        self._threads = ProcessLock()  # one put at a time in this process (the file lock is per process)
+        self._threads = _folder_lock(self.folder)  # one put at a time per folder in this process (see _folder_lock)
 
     def _path(self, key: str) -> Path:
         return self.folder / (key + _SUFFIX)
@@ -73,7 +74,8 @@ class PageCache:
         return self._path(key).exists()
 
     def put(self, key: str, data: bytes) -> bool:
-        """Store page ``key``; False when it cannot fit under the limit even with every other page evicted."""
+        """Store page ``key``; False when it cannot fit under the limit even with every other page
+        evicted, or cannot be written (a full or read-only disk: the caller serves it from memory)."""
         if len(data) > self.limit:
             return False
         with self._threads, open(self._lock_path, "a+b") as lock:
@@ -87,11 +89,14 @@ class PageCache:
                 used -= size
             if used + len(data) > self.limit:  # (other processes' pages appeared meanwhile: none left to evict)
                 return False
-            temporary = self.folder / f"{key}.{os.getpid()}{_TEMPORARY}"
+            temporary = self.folder / f"{key}.{os.getpid()}.{secrets.token_hex(4)}{_TEMPORARY}"
             try:
                 with open(temporary, "wb") as handle:
                     handle.write(data)
                 os.replace(temporary, self._path(key))
+            except OSError:
+                temporary.unlink(missing_ok=True)
+                return False
             except BaseException:
                 temporary.unlink(missing_ok=True)
                 raise
@@ -116,3 +121,16 @@ class PageCache:
     def usage(self) -> int:
         """Bytes of cached pages now."""
         return sum(size for _, size, _ in self._entries())
+
+
+_FOLDER_LOCKS: dict[str, ProcessLock] = {}
+_FOLDER_LOCKS_LOCK = ProcessLock()
+
+
+def _folder_lock(folder: Path) -> ProcessLock:
+    """The one thread lock of this process for the cache in ``folder``, whichever ``PageCache`` uses
+    it: the file lock belongs to the process, not to a handle (two caches on one folder, in two
+    threads, would both hold it at once, and closing either handle would release it for both)."""
+    key = os.path.realpath(folder)
+    with _FOLDER_LOCKS_LOCK:
+        return _FOLDER_LOCKS.setdefault(key, ProcessLock())

@@ -7,7 +7,7 @@ downloads of this process, a read-ahead download under way (joined, not repeated
 is taken over and fetched at once, so a read never waits behind other read-ahead), the disk cache
 (checked again: a cache file is never trusted blindly), or a new download through ``remote.retry``
 (``before()`` first: the object's size check; short bodies and checksum mismatches count as
-transient failures; the same wrong bytes twice mean the object itself is not what was indexed, a
+transient failures; the same wrong bytes three times mean the object itself is not what was indexed, a
 ``ChecksumError``). ``prefetch(ranges)`` queues downloads of ranges not cached nor under way (at
 most ``4 * readahead`` queued; more hints are dropped), run ``readahead`` at a time on daemon
 threads into the cache; it never raises (a failed read-ahead is fetched again, and fails with its
@@ -28,7 +28,7 @@ import threading
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from typing import Any
 
 from ..core.errors import ChecksumError
@@ -124,7 +124,10 @@ class Fetcher:
             return data
         if future is not None:
             self._count("joined")  # a read-ahead download under way: wait for it rather than repeat it
-            return future.result()
+            try:
+                return future.result()
+            except CancelledError:  # another read took it over before it started: ask again
+                return self.fetch(url, start, stop, crc, check, before)
         data = self._cached(key, stop - start, crc, check)
         if data is not None:
             self._count("hits")
@@ -157,8 +160,10 @@ class Fetcher:
         it, else queued for the read-ahead threads."""
         with self._lock:
             future = self._inflight.get(key)
-            if future is not None:
+            if future is not None and not (wait and future.cancel()):  # (a read takes over a queued read-ahead)
                 return future
+            if future is not None:
+                self._queued -= 1
             future = self._inflight[key] = Future()
             if wait:
                 future.set_running_or_notify_cancel()  # (under the lock: no read may cancel it now)
@@ -201,7 +206,7 @@ class Fetcher:
                     self._inflight.pop(key)
 
     def _downloaded(self, url: str, start: int, stop: int, crc: int, check: Check) -> bytes:
-        bad: set[int] = set()
+        bad: dict[int, int] = {}  # wrong bytes seen (their crc32) -> how often
 
         def attempt() -> bytes:
             self._count("requests")
@@ -212,18 +217,18 @@ class Fetcher:
             got = check(data)
             if got != crc:
                 digest = zlib.crc32(data)
-                if digest in bad:  # the same wrong bytes again: that is what the object holds
+                bad[digest] = bad.get(digest, 0) + 1
+                if bad[digest] >= 3:  # the same wrong bytes a third time: that is what the object holds
                     error = ChecksumError(
                         url, f"bytes {start}..{stop} fail their checksum (indexed {crc}, computed {got}), the same wrong bytes "
-                        "twice: the object changed since the index was written, or was damaged at the source", -1, range(0),
+                        "three times: the object changed since the index was written, or was damaged at the source", -1, range(0),
                     )  # fmt: skip
                     error.permanent = True  # type: ignore[attr-defined]
                     raise error
-                bad.add(digest)
                 raise _BadChecksum(f"the bytes that came fail their checksum (indexed {crc}, computed {got})")
             return data
 
-        return retrying(attempt, url, start, stop, self.budget, on_retry=lambda: self._count("retries"))
+        return retrying(attempt, url, start, stop, self.budget, on_retry=lambda: self._count("retries"), attempt_timeout=getattr(self.store, "timeout", None))
 
     def read_ranges(self, url: str, ranges: list[tuple[int, int]]) -> list[bytes]:
         """Uncached, unchecked reads of ``ranges`` of ``url`` (a file's structure), concurrently, retried."""
@@ -238,7 +243,7 @@ class Fetcher:
                 self._count("bytes", len(data))
                 return data
 
-            return retrying(attempt, url, span[0], span[1], self.budget)
+            return retrying(attempt, url, span[0], span[1], self.budget, attempt_timeout=getattr(self.store, "timeout", None))
 
         if len(ranges) <= 1:
             return [one(span) for span in ranges]

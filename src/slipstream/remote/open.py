@@ -15,7 +15,7 @@
   every process and loader on the node (``remote.cache``). ``timeout`` is one request's limit in
   seconds, ``retry_budget`` the time one range may take with its retries (``remote.retry``),
   ``readahead`` the downloads in flight at once for pages the loader will read next, ``keep`` the
-  pages each process keeps decoded in memory.
+  pages each process keeps decoded in memory (over all the shards opened together).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from ..core.sizes import parse_size
 from ..files.field import pyarrow_module
 from ..files.folder import INDEX, describe, local_shards, parse_index
 from ..files.packed import PackedDataset
+from ..files.pagememory import RecentPages
 from ..files.shards import ShardedDataset
 from .cache import PageCache
 from .fetch import Fetcher
@@ -76,31 +77,34 @@ def open(  # noqa: A001
     folder.mkdir(parents=True, exist_ok=True)
     limit = parse_size(cache_limit, "cache_limit") if cache_limit is not None else min(_DEFAULT_LIMIT, shutil.disk_usage(folder).free // 2)
     fetcher = Fetcher(Store(filesystem, storage_options, timeout), PageCache(folder / "pages", limit), retry_budget, readahead, keep)
+    recent = RecentPages(keep)  # the decoded pages each process keeps, over all the shards
     if paths is not None:
-        shards = [_remote_file(fetcher, str(p), fields, keep) if is_url(p) else PackedDataset(p, cache=cache, fields=fields) for p in paths]
+        shards = [_remote_file(fetcher, str(p), fields, recent) if is_url(p) else PackedDataset(p, cache=cache, fields=fields) for p in paths]
         return ShardedDataset([], fields=fields, shards=shards)
     url = str(path)
     try:
-        raw = retrying(lambda: fetcher.store.read_all(join(url, INDEX)), join(url, INDEX), 0, 0, retry_budget)
+        raw = retrying(lambda: fetcher.store.read_all(join(url, INDEX)), join(url, INDEX), 0, 0, retry_budget, attempt_timeout=timeout, what="the index")
     except (FileNotFoundError, NotADirectoryError):
-        return _remote_file(fetcher, url.rstrip("/"), fields, keep)
+        if url.endswith("/"):
+            raise MissingShardError(url, f"no {INDEX} here: not a sharded dataset written by ss.write(..., shard_size=...) (or its upload is not complete)") from None
+        return _remote_file(fetcher, url, fields, recent)
     index = parse_index(raw, join(url, INDEX))
     shards = [
-        PackedDataset(join(url, e["file"]), fields=fields, source=RemotePages(fetcher, join(url, e["file"]), e, index["schema"], keep))
+        PackedDataset(join(url, e["file"]), fields=fields, source=RemotePages(fetcher, join(url, e["file"]), e, index["schema"], recent))
         for e in index["shards"]
     ]
     return ShardedDataset([], fields=fields, shards=shards)
 
 
-def _remote_file(fetcher: Fetcher, url: str, fields: list[str] | None, keep: int) -> PackedDataset:
+def _remote_file(fetcher: Fetcher, url: str, fields: list[str] | None, recent: RecentPages) -> PackedDataset:
     """One remote packed file with no index: its layout read from its footer and page headers."""
     try:
-        size = retrying(lambda: fetcher.store.size(url), url, 0, 0, fetcher.budget)
+        size = retrying(lambda: fetcher.store.size(url), url, 0, 0, fetcher.budget, attempt_timeout=fetcher.store.timeout, what="its size")
     except FileNotFoundError:
         raise MissingShardError(url, "no such object (and no index.json under it): expected a packed file or a sharded dataset's folder") from None
     entry, schema_bytes = describe(url, size, lambda ranges: fetcher.read_ranges(url, ranges))
     schema = parse_index_schema(schema_bytes)
-    return PackedDataset(url, fields=fields, source=RemotePages(fetcher, url, entry, schema, keep))
+    return PackedDataset(url, fields=fields, source=RemotePages(fetcher, url, entry, schema, recent))
 
 
 def parse_index_schema(raw: bytes) -> Any:

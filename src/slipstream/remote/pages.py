@@ -7,7 +7,7 @@ dataset's ``index.json``, or from ``describe`` reading the object's footer and p
 GET), checked against the page's checksum before it is parsed. The first download (not a read
 served from the cache) checks the object's size against the entry, in the downloading thread: an
 object of another size changed since it was indexed (``ShardMismatchError``); a missing one is a
-``MissingShardError`` naming it. Pages whose bytes fail their checksum the same way twice raise
+``MissingShardError`` naming it. Pages whose bytes fail their checksum the same way three times raise
 ``ChecksumError`` naming the page and its samples.
 """
 
@@ -16,10 +16,11 @@ from __future__ import annotations
 import zlib
 from typing import Any
 
-from ..core.errors import ChecksumError, MissingShardError, ShardMismatchError
+from ..core.errors import ChecksumError, CorruptFileError, MissingShardError, ShardMismatchError
 from ..core.processlock import ProcessLock
 from ..files.field import pyarrow_module as _pa
 from ..files.local import PageMeta
+from ..files.pagememory import RecentPages
 from .fetch import Fetcher
 from .retry import retrying
 
@@ -31,8 +32,8 @@ class RemotePages:
 
     local = False
 
-    def __init__(self, fetcher: Fetcher, url: str, entry: dict[str, Any], schema: Any, keep: int = 32):
-        self.fetcher, self.name, self.entry, self.schema, self.keep = fetcher, url, entry, schema, keep
+    def __init__(self, fetcher: Fetcher, url: str, entry: dict[str, Any], schema: Any, recent: RecentPages):
+        self.fetcher, self.name, self.entry, self.schema, self.recent = fetcher, url, entry, schema, recent
         self.identity = (url, int(entry["bytes"]))
         self.size = int(entry["bytes"])
         self._sized = False
@@ -58,7 +59,10 @@ class RemotePages:
             first = sum(int(page[3]) for page in self.entry["pages"][:p])
             samples = range(first, first + int(self.entry["pages"][p][3]))
             raise ChecksumError(self.name, f"page {p} (samples {first}..{samples.stop - 1}): {exc.args[0].split(': ', 1)[-1]}", p, samples) from exc
-        return self.parse(data)
+        batch = self.parse(data)
+        if batch.num_rows != int(self.entry["pages"][p][3]):
+            raise CorruptFileError(self.name, f"page {p} holds {batch.num_rows} samples but its index entry says {self.entry['pages'][p][3]}")
+        return batch
 
     def parse(self, data: bytes) -> Any:
         pa = _pa()
@@ -81,7 +85,10 @@ class RemotePages:
             if self._sized:
                 return
             try:
-                size = retrying(lambda: self.fetcher.store.size(self.name), self.name, 0, 0, self.fetcher.budget)
+                size = retrying(
+                    lambda: self.fetcher.store.size(self.name), self.name, 0, 0, self.fetcher.budget,
+                    attempt_timeout=self.fetcher.store.timeout, what="its size",
+                )  # fmt: skip
             except FileNotFoundError:
                 raise MissingShardError(self.name, "the shard is missing from the store (deleted or moved since the dataset was indexed)") from None
             if size != int(self.entry["bytes"]):
@@ -98,7 +105,7 @@ class RemotePages:
         self.fetcher.prefetch([(self.name, *self._range(p), self.checksum, self._check_size) for p in pages])
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"fetcher": self.fetcher, "url": self.name, "entry": self.entry, "schema": self.schema, "keep": self.keep}
+        return {"fetcher": self.fetcher, "url": self.name, "entry": self.entry, "schema": self.schema, "recent": self.recent}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["fetcher"], state["url"], state["entry"], state["schema"], state["keep"])  # type: ignore[misc]
+        self.__init__(state["fetcher"], state["url"], state["entry"], state["schema"], state["recent"])  # type: ignore[misc]

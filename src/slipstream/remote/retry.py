@@ -15,9 +15,10 @@ range, the number of attempts and the time spent, with the last failure chained 
 from __future__ import annotations
 
 import random
+import threading
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ..core.errors import RemoteReadError
 
@@ -30,16 +31,23 @@ PERMANENT = (
 
 
 def retrying(
-    attempt: Callable[[], T], url: str, start: int, stop: int, budget: float, base: float = 0.05, cap: float = 2.0, on_retry: Callable[[], None] | None = None,
+    attempt: Callable[[], T], url: str, start: int, stop: int, budget: float, base: float = 0.05, cap: float = 2.0,
+    on_retry: Callable[[], None] | None = None, attempt_timeout: float | None = None, what: str | None = None,
 ) -> T:  # fmt: skip
-    """``attempt()``'s result, retried as the module doc says (``on_retry()`` before each retry)."""
+    """``attempt()``'s result, retried as the module doc says (``on_retry()`` before each retry).
+    With ``attempt_timeout``, an attempt that has not returned after that long (or after what is
+    left of the budget) is abandoned as a ``TimeoutError``: a server that accepts a request and
+    never answers, or trickles its answer, cannot hold a read past the budget whatever the client's
+    own timeouts. ``what`` names what was read in the error (default: the byte range)."""
     began = time.monotonic()
     deadline = began + budget
     k = 0
     while True:
         k += 1
         try:
-            return attempt()
+            if attempt_timeout is None:
+                return attempt()
+            return _bounded(attempt, max(0.0, min(attempt_timeout, deadline - time.monotonic())))
         except PERMANENT:
             raise
         except Exception as exc:  # noqa: BLE001 - anything else may pass: retry it within the budget
@@ -49,7 +57,7 @@ def retrying(
             if time.monotonic() + wait >= deadline:
                 raise RemoteReadError(
                     url,
-                    f"{f'bytes {start}..{stop}' if stop else 'its size'} could not be read in {k} attempts over {time.monotonic() - began:.1f} s "
+                    f"{what or f'bytes {start}..{stop}'} could not be read in {k} attempts over {time.monotonic() - began:.1f} s "
                     f"(the retry budget is {budget:g} s); the last failure: {type(exc).__name__}: {exc}",
                     start,
                     stop,
@@ -58,3 +66,26 @@ def retrying(
             if on_retry is not None:
                 on_retry()
             time.sleep(wait)  # backoff before the next attempt (a pause for the server, not a synchronization)
+
+
+def _bounded(attempt: Callable[[], T], seconds: float) -> T:
+    """``attempt()`` run on a daemon thread, waited for at most ``seconds``; ``TimeoutError`` after
+    that (the thread is abandoned: the client's own timeout ends it later, and what it returns is
+    dropped)."""
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            box["value"] = attempt()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            box["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="slipstream-request", daemon=True).start()
+    if not done.wait(seconds):  # (a time limit on the request, not a synchronization)
+        raise TimeoutError(f"no complete answer within {seconds:.1f} s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
