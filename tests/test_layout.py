@@ -41,8 +41,7 @@ def test_an_empty_file_has_no_pages(tmp_path):
     assert layout.page_blocks(_footer(path.read_bytes())) == []
 
 
-def test_what_is_not_a_footer_is_a_value_error(tmp_path):
-    raw = _file(tmp_path)
+def test_what_is_not_a_footer_is_a_value_error():
     with pytest.raises(ValueError, match="no Arrow footer"):
         layout.footer_length(b"0123456789")
     with pytest.raises(ValueError, match="not positive"):
