@@ -228,7 +228,10 @@ class Fetcher:
                 raise _BadChecksum(f"the bytes that came fail their checksum (indexed {crc}, computed {got})")
             return data
 
-        return retrying(attempt, url, start, stop, self.budget, on_retry=lambda: self._count("retries"), attempt_timeout=getattr(self.store, "timeout", None))
+        return retrying(
+            attempt, url, start, stop, self.budget, on_retry=lambda: self._count("retries"), attempt_timeout=getattr(self.store, "timeout", None),
+            prepare=self._connect(url),
+        )  # fmt: skip
 
     def read_ranges(self, url: str, ranges: list[tuple[int, int]]) -> list[bytes]:
         """Uncached, unchecked reads of ``ranges`` of ``url`` (a file's structure), concurrently, retried."""
@@ -243,12 +246,17 @@ class Fetcher:
                 self._count("bytes", len(data))
                 return data
 
-            return retrying(attempt, url, span[0], span[1], self.budget, attempt_timeout=getattr(self.store, "timeout", None))
+            return retrying(attempt, url, span[0], span[1], self.budget, attempt_timeout=getattr(self.store, "timeout", None), prepare=self._connect(url))
 
         if len(ranges) <= 1:
             return [one(span) for span in ranges]
         with ThreadPoolExecutor(max(1, min(self.readahead, len(ranges)))) as pool:
             return list(pool.map(one, ranges))
+
+    def _connect(self, url: str) -> Callable[[], object] | None:
+        """What makes the store's client for ``url`` before a request is timed (None for a store without)."""
+        connect = getattr(self.store, "connect", None)
+        return None if connect is None else (lambda: connect(url))
 
     # -- counters ----------------------------------------------------------------------------
     def _count(self, name: str, n: int = 1) -> None:

@@ -87,7 +87,7 @@ class RemotePages:
             try:
                 size = retrying(
                     lambda: self.fetcher.store.size(self.name), self.name, 0, 0, self.fetcher.budget,
-                    attempt_timeout=self.fetcher.store.timeout, what="its size",
+                    attempt_timeout=self.fetcher.store.timeout, what="its size", prepare=lambda: self.fetcher.store.connect(self.name),
                 )  # fmt: skip
             except FileNotFoundError:
                 raise MissingShardError(self.name, "the shard is missing from the store (deleted or moved since the dataset was indexed)") from None

@@ -33,12 +33,16 @@ PERMANENT = (
 def retrying(
     attempt: Callable[[], T], url: str, start: int, stop: int, budget: float, base: float = 0.05, cap: float = 2.0,
     on_retry: Callable[[], None] | None = None, attempt_timeout: float | None = None, what: str | None = None,
+    prepare: Callable[[], object] | None = None,
 ) -> T:  # fmt: skip
     """``attempt()``'s result, retried as the module doc says (``on_retry()`` before each retry).
     With ``attempt_timeout``, an attempt that has not returned after that long (or after what is
     left of the budget) is abandoned as a ``TimeoutError``: a server that accepts a request and
     never answers, or trickles its answer, cannot hold a read past the budget whatever the client's
-    own timeouts. ``what`` names what was read in the error (default: the byte range)."""
+    own timeouts. ``what`` names what was read in the error (default: the byte range).
+    ``prepare()`` runs first, outside the budget and unretried (making the client)."""
+    if prepare is not None:
+        prepare()  # (outside the budget: making a client is not a request)
     began = time.monotonic()
     deadline = began + budget
     k = 0

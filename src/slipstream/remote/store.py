@@ -82,9 +82,15 @@ class Store:
             fs = _CLIENTS[key] = fsspec.filesystem(protocol, skip_instance_cache=True, **options)
             if protocol in ("s3", "s3a"):
                 fs.retries = 1  # one attempt per call: remote.retry retries, within its budget
+                fs.connect()  # the botocore client now (its service model loads, no request), not in the first request
         return fs
 
     # -- reads -------------------------------------------------------------------------------
+    def connect(self, url: str) -> None:
+        """Make the client for ``url`` now (imports, credentials, a session): work that is not a
+        request, kept out of the requests' time limits."""
+        self._filesystem(url)
+
     def size(self, url: str) -> int:
         fs, path = self._filesystem(url)
         if _is_pyarrow(fs):
