@@ -17,9 +17,11 @@ How it stays correct with many processes and crashes:
   parent's threads holds it does not inherit it (an ``flock`` would stay held by the child's copy
   of the descriptor for the child's whole life). It is held only to evict and write one page.
 * Eviction removes the entries with the oldest modification time (``get`` touches an entry when it
-  is read) until the new page fits. A page a process is reading has already been read into that
-  process's memory: evicting its file never changes what any reader holds, so no page in use is
-  lost, and the limit holds on disk at all times. A page larger than the whole limit is not stored
+  is read) until the new page fits. A reader holds a page through a memory map of its file (or its
+  own copy, fresh from a download): evicting the file never changes what any reader holds, so no
+  page in use is lost, and the files in the folder stay within the limit at all times (a page
+  evicted while mapped keeps its blocks until the reader drops it: at most the pages each process
+  keeps decoded). A page larger than the whole limit is not stored
   (``put`` returns False and the caller serves it from memory), so a limit below a page (or below
   a shard) is allowed and never waits.
 * A restart (or another loader) finds every page already there: the cache is its folder.
@@ -28,6 +30,7 @@ How it stays correct with many processes and crashes:
 from __future__ import annotations
 
 import fcntl
+import mmap
 import os
 import secrets
 from pathlib import Path
@@ -53,19 +56,21 @@ class PageCache:
     def _path(self, key: str) -> Path:
         return self.folder / (key + _SUFFIX)
 
-    def get(self, key: str, length: int) -> bytes | None:
-        """The page ``key`` if cached and ``length`` bytes long (marked as just used), else None."""
+    def get(self, key: str, length: int) -> memoryview | None:
+        """The page ``key`` if cached and ``length`` bytes long (marked as just used), else None: a
+        read-only view of the file's memory map (no copy; the page stays readable through it even
+        if evicted meanwhile, its disk blocks held until the view is dropped)."""
         path = self._path(key)
         try:
             with open(path, "rb") as handle:
-                data = handle.read(length + 1)
+                if os.fstat(handle.fileno()).st_size != length:
+                    return None
+                data = memoryview(mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if length else b"")
         except FileNotFoundError:
-            return None
-        if len(data) != length:
             return None
         try:
             os.utime(path)
-        except FileNotFoundError:  # evicted since it was read: what was read is still the page
+        except FileNotFoundError:  # evicted since it was mapped: the mapping is still the page
             pass
         return data
 

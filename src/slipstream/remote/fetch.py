@@ -106,9 +106,10 @@ class Fetcher:
             self._fresh_process()
 
     # -- reading -----------------------------------------------------------------------------
-    def fetch(self, url: str, start: int, stop: int, crc: int, check: Check, before: Before = None) -> bytes:
-        """The checked bytes of the range (see the module doc); ``before()`` runs before a download
-        (a check of the object, e.g. its size, that only matters when bytes are fetched)."""
+    def fetch(self, url: str, start: int, stop: int, crc: int, check: Check, before: Before = None) -> Any:
+        """The checked bytes of the range (bytes, or a view of the cached file; see the module doc);
+        ``before()`` runs before a download (a check of the object, e.g. its size, that only
+        matters when bytes are fetched)."""
         self._here()
         key = range_key(url, start, stop, crc)
         self._count("reads")
@@ -149,7 +150,7 @@ class Fetcher:
             elif not known and not self.cache.has(key):
                 self._start(key, url, start, stop, crc, check, before, wait=False)
 
-    def _cached(self, key: str, length: int, crc: int, check: Check) -> bytes | None:
+    def _cached(self, key: str, length: int, crc: int, check: Check) -> Any:
         data = self.cache.get(key, length)
         if data is not None and check(data) != crc:
             return None  # damaged on disk: fetched again (and the good copy replaces it)
