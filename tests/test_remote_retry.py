@@ -125,21 +125,19 @@ def test_permanent_errors_are_raised_at_once_as_themselves(clock: Clock, jitter:
     assert len(attempt.calls) == 1 and clock.waits == [] and jitter.bounds == []
 
 
-def test_a_checksum_error_is_permanent(clock: Clock, jitter: Jitter) -> None:
-    error = ChecksumError(URL, "the object changed", -1, range(0))
+def _marked_permanent() -> Exception:
+    error = ConnectionError("the object changed")
+    error.permanent = True  # type: ignore[attr-defined]
+    return error
+
+
+@pytest.mark.parametrize("make", [lambda: ChecksumError(URL, "the object changed", -1, range(0)), _marked_permanent], ids=["checksum", "marked"])
+def test_a_checksum_error_or_one_marked_permanent_is_raised_at_once(clock: Clock, jitter: Jitter, make: Any) -> None:
+    error = make()
     attempt = failing([error])
-    with pytest.raises(ChecksumError) as caught:
+    with pytest.raises(type(error)) as caught:
         retrying(attempt, URL, 0, 100, budget=60.0)
     assert caught.value is error and len(attempt.calls) == 1 and clock.waits == []
-
-
-def test_an_error_marked_permanent_is_raised_at_once(clock: Clock, jitter: Jitter) -> None:
-    marked = ConnectionError("the object changed")
-    marked.permanent = True  # type: ignore[attr-defined]
-    attempt = failing([marked])
-    with pytest.raises(ConnectionError) as caught:
-        retrying(attempt, URL, 0, 100, budget=60.0)
-    assert caught.value is marked and len(attempt.calls) == 1 and clock.waits == []
 
 
 def test_an_error_marked_not_permanent_is_retried(clock: Clock, jitter: Jitter) -> None:
