@@ -254,6 +254,17 @@ class Fetcher:
         with ThreadPoolExecutor(max(1, min(self.readahead, len(ranges)))) as pool:
             return list(pool.map(one, ranges))
 
+    def size(self, url: str) -> int:
+        """The object's size (a HEAD), retried within the budget."""
+        return self._retried(lambda: self.store.size(url), url, "its size")
+
+    def read_whole(self, url: str) -> bytes:
+        """A whole small object (an index), retried within the budget."""
+        return self._retried(lambda: self.store.read_all(url), url, "the object")
+
+    def _retried(self, call: Callable[[], Any], url: str, what: str) -> Any:
+        return retrying(call, url, 0, 0, self.budget, attempt_timeout=getattr(self.store, "timeout", None), what=what, prepare=self._connect(url))
+
     def _connect(self, url: str) -> Callable[[], object] | None:
         """What makes the store's client for ``url`` before a request is timed (None for a store without)."""
         connect = getattr(self.store, "connect", None)

@@ -35,7 +35,6 @@ from ..files.shards import ShardedDataset
 from .cache import PageCache
 from .fetch import Fetcher
 from .pages import RemotePages
-from .retry import retrying
 from .store import Store, is_url, join
 
 __all__ = ["default_cache_dir", "open"]
@@ -83,10 +82,7 @@ def open(  # noqa: A001
         return ShardedDataset([], fields=fields, shards=shards)
     url = str(path)
     try:
-        raw = retrying(
-            lambda: fetcher.store.read_all(join(url, INDEX)), join(url, INDEX), 0, 0, retry_budget, attempt_timeout=timeout, what="the index",
-            prepare=lambda: fetcher.store.connect(url),
-        )  # fmt: skip
+        raw = fetcher.read_whole(join(url, INDEX))
     except (FileNotFoundError, NotADirectoryError):
         if url.endswith("/"):
             raise MissingShardError(url, f"no {INDEX} here: not a sharded dataset written by ss.write(..., shard_size=...) (or its upload is not complete)") from None
@@ -102,10 +98,7 @@ def open(  # noqa: A001
 def _remote_file(fetcher: Fetcher, url: str, fields: list[str] | None, recent: RecentPages) -> PackedDataset:
     """One remote packed file with no index: its layout read from its footer and page headers."""
     try:
-        size = retrying(
-            lambda: fetcher.store.size(url), url, 0, 0, fetcher.budget, attempt_timeout=fetcher.store.timeout, what="its size",
-            prepare=lambda: fetcher.store.connect(url),
-        )  # fmt: skip
+        size = fetcher.size(url)
     except FileNotFoundError:
         raise MissingShardError(url, "no such object (and no index.json under it): expected a packed file or a sharded dataset's folder") from None
     entry, schema_bytes = describe(url, size, lambda ranges: fetcher.read_ranges(url, ranges))

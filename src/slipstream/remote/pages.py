@@ -22,7 +22,6 @@ from ..files.field import pyarrow_module as _pa
 from ..files.local import PageMeta
 from ..files.pagememory import RecentPages
 from .fetch import Fetcher
-from .retry import retrying
 
 __all__ = ["RemotePages"]
 
@@ -85,10 +84,7 @@ class RemotePages:
             if self._sized:
                 return
             try:
-                size = retrying(
-                    lambda: self.fetcher.store.size(self.name), self.name, 0, 0, self.fetcher.budget,
-                    attempt_timeout=self.fetcher.store.timeout, what="its size", prepare=lambda: self.fetcher.store.connect(self.name),
-                )  # fmt: skip
+                size = self.fetcher.size(self.name)
             except FileNotFoundError:
                 raise MissingShardError(self.name, "the shard is missing from the store (deleted or moved since the dataset was indexed)") from None
             if size != int(self.entry["bytes"]):
