@@ -1,11 +1,12 @@
 """A packed file on local disk as a *page source*: what ``PackedDataset`` reads pages from.
 
 A page source (this one, or ``remote.pages.RemotePages`` for an object in a store) offers:
-``name`` (what errors name), ``size`` (bytes), ``schema`` (the Arrow schema), ``page_table()`` (each page's
-custom metadata: first sample, rows, checksum, schema checksum), ``batch(p)`` (page ``p`` as an
-Arrow record batch), ``check()`` (raise when the bytes under the reader changed), ``identity``,
-``recent`` (the bound on pages kept decoded, a ``pagememory.RecentPages``: None to keep all), ``local`` (whether whole-column
-gathers over every page are cheap) and ``prefetch(pages)`` (a hint; nothing to do here).
+``name`` (what errors name), ``size`` (bytes), ``schema`` (the Arrow schema), ``page_table()``
+(each page's custom metadata: first sample, rows, checksum, schema checksum), ``batch(p)`` (page
+``p`` as an Arrow record batch), ``check()`` (raise when the bytes under the reader changed),
+``identity``, ``recent`` (the bound on pages kept decoded, a ``pagememory.RecentPages``; None to
+keep them all), ``local`` (whether whole-column gathers over every page are cheap) and
+``prefetch(pages)`` (a hint; nothing to do here).
 
 ``LocalFile(path, cache)`` memory-maps the file (``cache="os"``) or reads it into memory
 (``"ram"``), checking its ends first (``identity.check_ends``) and reporting Arrow's complaints as
