@@ -395,3 +395,20 @@ def test_image_folders_convert_to_rgb_by_default_so_grayscale_files_batch(tree: 
     if channels == {3}:
         pipeline = ds.map(image=[ss.ops.RandomResizedCrop(16), ss.ops.ToCHW()])
         assert [b["image"].shape for b in ss.DataLoader(pipeline, 4, workers=2)] == [(4, 3, 16, 16), (4, 3, 16, 16)]
+
+
+def test_shard_size_writes_a_sharded_folder_of_the_same_samples(tree: Path, tmp_path: Path, capsys):
+    single, folder = tmp_path / "one.ss", tmp_path / "shards"
+    assert _convert(tree, single) == 0
+    capsys.readouterr()
+    assert _convert(tree, folder, "--shard-size", "1k", "--page-size", "1k") == 0
+    said = capsys.readouterr().out
+    ds, one = ss.open(folder), ss.open(single)
+    assert f"in {len(ds.shards)} shards" in said
+    assert isinstance(ds, ss.ShardedDataset) and len(ds.shards) > 1 and (folder / "index.json").exists()
+    assert [ds[i]["path"] for i in range(len(ds))] == [one[i]["path"] for i in range(len(one))]
+    assert ds.metadata == one.metadata and ds.metadata["class_names"] == {"label": ["cat", "dog"]}
+    # an existing non-empty folder is refused before anything is encoded (never deleted, even with --force)
+    assert _convert(tree, folder, "--shard-size", "1M", "--force") == 2
+    assert "exists and is not an empty folder" in capsys.readouterr().err
+    assert len(ss.open(folder)) == len(one)

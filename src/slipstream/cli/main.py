@@ -91,6 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     convert.add_argument("--workers", type=_positive, default=None, metavar="N", help="encoding threads (default: CPU count, at most 8)")
     convert.add_argument("--page-size", type=_size, default=8 << 20, metavar="BYTES", help="bytes per page (default 8MiB; K, M, G suffixes)")
+    convert.add_argument(
+        "--shard-size", type=_size, default=None, metavar="BYTES", help="write OUT as a folder of shards of about this size, plus index.json (for object storage)"
+    )
     convert.add_argument("--no-progress", action="store_true", help="no progress bar (default: one when stderr is a terminal)")
     convert.add_argument("--force", action="store_true", help="replace OUT if it exists (checked before any encoding)")
 
@@ -171,11 +174,14 @@ def _convert(args: argparse.Namespace, pa: Any) -> int:
             progress=False if args.no_progress else None,
             page_size=args.page_size,
             force=args.force,
+            shard_size=args.shard_size,
         )
     except (ValueError, TypeError, OSError, ImportError, pa.ArrowException) as exc:
         return _fail("convert", exc)
     fields = ", ".join(f"{name} ({field.kind})" for name, field in source.fields.items())
-    print(f"{path}: {len(source)} samples from the {source.kind} {source.path}; fields {fields}; {_human(path.stat().st_size)}")
+    size = sum(f.stat().st_size for f in path.iterdir()) if path.is_dir() else path.stat().st_size
+    shards = f" in {len([f for f in path.iterdir() if f.suffix == '.arrow'])} shards" if path.is_dir() else ""
+    print(f"{path}: {len(source)} samples from the {source.kind} {source.path}; fields {fields}; {_human(size)}{shards}")
     return 0
 
 

@@ -90,6 +90,7 @@ def convert(
     page_size: int = 8 << 20,
     force: bool = False,
     metadata: dict[str, Any] | None = None,
+    shard_size: int | str | None = None,
 ) -> tuple[Path, Source]:
     """Convert ``src`` into the packed file ``out``; the image settings apply to every image field.
     Returns the written path and the source.
@@ -106,16 +107,31 @@ def convert(
     ``ClassLabel`` names) as ``metadata["class_names"] = {field: [names]}``, updated with
     ``metadata`` (your own JSON dict); read them back as ``ss.open(out).metadata``. An error while
     encoding names the sample's file when the source has one.
+
+    ``shard_size`` (bytes or a string such as ``"1GB"``) writes ``out`` as a sharded folder
+    (``ss.write(..., shard_size=...)``); it must not exist yet, or be an empty folder (``force``
+    never deletes a folder).
     """
-    out = _check_target(Path(src), Path(out), force)
+    out = _check_target(Path(src), Path(out), force) if shard_size is None else _check_folder_target(Path(src), Path(out))
     if channels not in ("auto", None, 1, 3) or isinstance(channels, bool):
         raise ValueError(f"channels must be 'auto', None, 1 or 3, got {channels!r}")
     typed = None if channels == "auto" else channels
     image = F.Image(codec=codec, quality=quality, max_side=max_side, min_side=min_side, policy=policy, channels=typed)
     source = open_source(src, image, folder_channels=3 if channels == "auto" else typed)
     stored = {**source.metadata, **(metadata or {})}
-    path = write(out, source.data, source.fields, workers=workers, progress=progress, page_size=page_size, metadata=stored)
+    path = write(out, source.data, source.fields, workers=workers, progress=progress, page_size=page_size, metadata=stored, shard_size=shard_size)
     return path, source
+
+
+def _check_folder_target(src: Path, out: Path) -> Path:
+    """``out`` when a sharded folder may be written there (new, or an empty folder), else why not."""
+    if src.exists() and out.exists() and (out.resolve() == src.resolve() or src.resolve() in out.resolve().parents):
+        raise ConvertError(f"{out}: the output would be inside or over the source")
+    if not out.parent.is_dir():
+        raise FileNotFoundError(f"{out}: the output's folder {out.parent} does not exist; create it first")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise FileExistsError(f"{out}: exists and is not an empty folder; a sharded output needs a new or empty folder (remove it to rewrite)")
+    return out
 
 
 def _check_target(src: Path, out: Path, force: bool) -> Path:
