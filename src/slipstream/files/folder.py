@@ -31,8 +31,9 @@ from .field import Field, field_from_spec
 from .field import pyarrow_module as _pa
 from .layout import TAIL, footer_length, header_metadata, page_blocks
 from .local import page_meta
+from .shards import ShardedDataset
 
-__all__ = ["INDEX", "appended", "check_target", "describe", "local_shards", "make_index", "parse_index", "read_local_index", "write_shards"]
+__all__ = ["INDEX", "appended", "check_target", "describe", "make_index", "open_folder", "parse_index", "read_local_index", "write_shards"]
 
 INDEX = "index.json"
 FORMAT = "slipstream.shards"
@@ -42,8 +43,8 @@ SHARD = "shard-{:05d}.arrow"
 ReadMany = Callable[[list[tuple[int, int]]], list[bytes]]  # byte ranges [start, stop) -> their bytes
 
 
-def describe(name: str, size: int, read_many: ReadMany) -> tuple[dict[str, Any], bytes]:
-    """(index entry, serialized Arrow schema) of the packed file ``name`` of ``size`` bytes, read
+def describe(name: str, size: int, read_many: ReadMany) -> tuple[dict[str, Any], Any]:
+    """(index entry, Arrow schema) of the packed file ``name`` of ``size`` bytes, read
     through ``read_many``: its tail and footer, then each page's header (one batch of reads).
     ``CorruptFileError`` naming ``name`` when the structure cannot be right."""
     try:
@@ -75,16 +76,16 @@ def describe(name: str, size: int, read_many: ReadMany) -> tuple[dict[str, Any],
             raise
         raise CorruptFileError(name, f"the file's structure cannot be read: {exc}") from None
     entry = {"file": name, "bytes": size, "samples": sum(page[3] for page in pages), "schema_crc32": schema_crc, "pages": pages}
-    return entry, _schema_message(head[8:], name)
+    return entry, _schema(head[8:], name)
 
 
-def _schema_message(raw: bytes, name: str) -> bytes:
-    """The schema message at the start of a file (after the magic), re-serialized as Arrow would."""
+def _schema(raw: bytes, name: str) -> Any:
+    """The schema message at the start of a file (after the magic)."""
     pa = _pa()
     import pyarrow.ipc  # noqa: F401
 
     try:
-        return pa.ipc.read_schema(pa.py_buffer(raw)).serialize().to_pybytes()
+        return pa.ipc.read_schema(pa.py_buffer(raw))
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise CorruptFileError(name, f"the file's schema cannot be read: {exc}") from None
 
@@ -220,9 +221,9 @@ def write_shards(
     return folder
 
 
-def local_shards(folder: Path) -> tuple[dict[str, Any], list[Path]]:
-    """The index of ``folder`` and its shards' paths, each checked to exist with the size the index
-    says (``MissingShardError`` / ``ShardMismatchError`` naming the shard)."""
+def open_folder(folder: Path, cache: str = "os", fields: list[str] | None = None) -> ShardedDataset:
+    """The sharded dataset in ``folder``, each shard checked against its index entry: present
+    (``MissingShardError``), of the size and sample count the index says (``ShardMismatchError``)."""
     index = read_local_index(folder)
     paths = []
     for entry in index["shards"]:
@@ -234,7 +235,11 @@ def local_shards(folder: Path) -> tuple[dict[str, Any], list[Path]]:
         if size != entry["bytes"]:
             raise ShardMismatchError(path, f"is {size} bytes but the index says {entry['bytes']}: it changed since the index was written")
         paths.append(path)
-    return index, paths
+    dataset = ShardedDataset(paths, cache=cache, fields=fields)
+    for shard, entry in zip(dataset.shards, index["shards"]):
+        if len(shard) != entry["samples"]:
+            raise ShardMismatchError(shard.path, f"holds {len(shard)} samples but {folder / INDEX} says {entry['samples']}: it changed since the index was written")
+    return dataset
 
 
 def appended(existing: dict[str, Any], fields: Any, metadata: dict[str, Any] | None, path: Path) -> tuple[dict[str, Field], int, Any]:

@@ -206,7 +206,8 @@ class Fetcher:
                 if self._inflight.get(key) is future:
                     self._inflight.pop(key)
 
-    def _downloaded(self, url: str, start: int, stop: int, crc: int, check: Check) -> bytes:
+    def _downloaded(self, url: str, start: int, stop: int, crc: int = 0, check: Check | None = None) -> bytes:
+        """Bytes ``start``..``stop`` of ``url`` whole (and, with ``check``, checked), retried."""
         bad: dict[int, int] = {}  # wrong bytes seen (their crc32) -> how often
 
         def attempt() -> bytes:
@@ -215,6 +216,8 @@ class Fetcher:
             self._count("bytes", len(data))
             if len(data) != stop - start:
                 raise _ShortRead(f"{len(data)} bytes came of the {stop - start} asked for")
+            if check is None:
+                return data
             got = check(data)
             if got != crc:
                 digest = zlib.crc32(data)
@@ -229,30 +232,16 @@ class Fetcher:
                 raise _BadChecksum(f"the bytes that came fail their checksum (indexed {crc}, computed {got})")
             return data
 
-        return retrying(
-            attempt, url, start, stop, self.budget, on_retry=lambda: self._count("retries"), attempt_timeout=getattr(self.store, "timeout", None),
-            prepare=self._connect(url),
-        )  # fmt: skip
+        return self._retried(attempt, url, f"bytes {start}..{stop}", start, stop)
 
     def read_ranges(self, url: str, ranges: list[tuple[int, int]]) -> list[bytes]:
         """Uncached, unchecked reads of ``ranges`` of ``url`` (a file's structure), concurrently, retried."""
         self._here()
 
-        def one(span: tuple[int, int]) -> bytes:
-            def attempt() -> bytes:
-                self._count("requests")
-                data = self.store.read(url, *span)
-                if len(data) != span[1] - span[0]:
-                    raise _ShortRead(f"{len(data)} bytes came of the {span[1] - span[0]} asked for")
-                self._count("bytes", len(data))
-                return data
-
-            return retrying(attempt, url, span[0], span[1], self.budget, attempt_timeout=getattr(self.store, "timeout", None), prepare=self._connect(url))
-
         if len(ranges) <= 1:
-            return [one(span) for span in ranges]
+            return [self._downloaded(url, *span) for span in ranges]
         with ThreadPoolExecutor(max(1, min(self.readahead, len(ranges)))) as pool:
-            return list(pool.map(one, ranges))
+            return list(pool.map(lambda span: self._downloaded(url, *span), ranges))
 
     def size(self, url: str) -> int:
         """The object's size (a HEAD), retried within the budget."""
@@ -262,13 +251,14 @@ class Fetcher:
         """A whole small object (an index), retried within the budget."""
         return self._retried(lambda: self.store.read_all(url), url, "the object")
 
-    def _retried(self, call: Callable[[], Any], url: str, what: str) -> Any:
-        return retrying(call, url, 0, 0, self.budget, attempt_timeout=getattr(self.store, "timeout", None), what=what, prepare=self._connect(url))
-
-    def _connect(self, url: str) -> Callable[[], object] | None:
-        """What makes the store's client for ``url`` before a request is timed (None for a store without)."""
+    def _retried(self, call: Callable[[], Any], url: str, what: str, start: int = 0, stop: int = 0) -> Any:
+        """``call()`` through ``retrying`` with this fetcher's budget, request timeout and counters;
+        the store's client is made first, outside the budget."""
         connect = getattr(self.store, "connect", None)
-        return None if connect is None else (lambda: connect(url))
+        return retrying(
+            call, url, start, stop, self.budget, on_retry=lambda: self._count("retries"), attempt_timeout=getattr(self.store, "timeout", None),
+            what=what, prepare=None if connect is None else (lambda: connect(url)),
+        )  # fmt: skip
 
     # -- counters ----------------------------------------------------------------------------
     def _count(self, name: str, n: int = 1) -> None:

@@ -25,10 +25,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import MissingShardError, ShardMismatchError
+from ..core.errors import MissingShardError
 from ..core.sizes import parse_size
-from ..files.field import pyarrow_module
-from ..files.folder import INDEX, describe, local_shards, parse_index
+from ..files.folder import INDEX, describe, open_folder, parse_index
 from ..files.packed import PackedDataset
 from ..files.pagememory import RecentPages
 from ..files.shards import ShardedDataset
@@ -69,8 +68,7 @@ def open(  # noqa: A001
         if paths is not None:
             return ShardedDataset(paths, cache=cache, fields=fields)
         if Path(path).is_dir():
-            index, shard_paths = local_shards(Path(path))
-            return _checked(ShardedDataset(shard_paths, cache=cache, fields=fields), index, str(path))
+            return open_folder(Path(path), cache=cache, fields=fields)
         return PackedDataset(path, cache=cache, fields=fields)
     folder = default_cache_dir() if cache_dir is None else Path(cache_dir)
     folder.mkdir(parents=True, exist_ok=True)
@@ -101,21 +99,5 @@ def _remote_file(fetcher: Fetcher, url: str, fields: list[str] | None, recent: R
         size = fetcher.size(url)
     except FileNotFoundError:
         raise MissingShardError(url, "no such object (and no index.json under it): expected a packed file or a sharded dataset's folder") from None
-    entry, schema_bytes = describe(url, size, lambda ranges: fetcher.read_ranges(url, ranges))
-    schema = parse_index_schema(schema_bytes)
+    entry, schema = describe(url, size, lambda ranges: fetcher.read_ranges(url, ranges))
     return PackedDataset(url, fields=fields, source=RemotePages(fetcher, url, entry, schema, recent))
-
-
-def parse_index_schema(raw: bytes) -> Any:
-    pa = pyarrow_module()
-    import pyarrow.ipc  # noqa: F401
-
-    return pa.ipc.read_schema(pa.py_buffer(raw))
-
-
-def _checked(dataset: ShardedDataset, index: dict[str, Any], where: str) -> ShardedDataset:
-    """A local folder's shards against the sample counts its index says."""
-    for shard, entry in zip(dataset.shards, index["shards"]):
-        if len(shard) != int(entry["samples"]):
-            raise ShardMismatchError(shard.path, f"holds {len(shard)} samples but {where}/{INDEX} says {entry['samples']}: it changed since the index was written")
-    return dataset

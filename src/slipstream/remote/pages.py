@@ -13,11 +13,11 @@ object of another size changed since it was indexed (``ShardMismatchError``); a 
 
 from __future__ import annotations
 
-import zlib
 from typing import Any
 
 from ..core.errors import ChecksumError, CorruptFileError, MissingShardError, ShardMismatchError
 from ..core.processlock import ProcessLock
+from ..files import format as _format
 from ..files.field import pyarrow_module as _pa
 from ..files.local import PageMeta
 from ..files.pagememory import RecentPages
@@ -73,7 +73,7 @@ class RemotePages:
         """The format's page checksum of a page's bytes (-1 when they do not even parse)."""
         pa = _pa()
         try:
-            return zlib.crc32(self.parse(data).serialize())
+            return _format.page_checksum(self.parse(data))
         except (pa.ArrowException, OSError, ValueError):
             return -1
 
