@@ -257,3 +257,12 @@ def test_an_attempt_that_never_answers_is_abandoned_within_the_budget() -> None:
     elapsed = real_time.monotonic() - began
     never.set()
     assert 0.5 <= elapsed < 1.5 and caught.value.attempts == len(calls) >= 2
+
+
+def test_prepare_runs_once_outside_the_budget() -> None:
+    """Making the client (imports, a session) is not a request: it may take longer than the budget."""
+    import time as real_time
+
+    made = []
+    result = retrying(lambda: "ok", URL, 0, 10, budget=0.05, attempt_timeout=0.05, prepare=lambda: (made.append(1), real_time.sleep(0.2)))
+    assert result == "ok" and made == [1]

@@ -104,3 +104,14 @@ def test_a_remote_file_whose_footer_points_outside_it_fails_at_once(tmp_path):
         ss.open("memory://damaged/one.arrow", cache_dir=tmp_path / "c", retry_budget=30)
     with pytest.raises(ss.MissingShardError, match="no index.json here"):
         ss.open("memory://damaged/", cache_dir=tmp_path / "c")
+
+
+def test_keep_bounds_the_decoded_pages_of_a_process_over_all_shards(tmp_path):
+    folder = _folder(tmp_path)
+    memory = fsspec.filesystem("memory")
+    remote = ss.open(_upload(memory, folder, "keep"), cache_dir=tmp_path / "c", keep=2)
+    assert len(remote.shards) > 2
+    for i in range(len(remote)):
+        remote[i]
+    held = sum(shard._pages.has(p) for shard in remote.shards for p in range(shard.num_pages))
+    assert held == 2  # not 2 per shard
