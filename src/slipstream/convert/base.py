@@ -13,7 +13,7 @@ __all__ = ["SUPPORTED", "ConvertError", "Source"]
 
 SUPPORTED = (
     "a folder of class sub-folders of images (root/<class>/<image files>), a .npy or .npz file, "
-    "a .parquet file, or a Hugging Face dataset saved with save_to_disk "
+    "a .parquet file (or a folder of them), or a Hugging Face dataset saved with save_to_disk "
     "(a folder with dataset_info.json or state.json and data-*.arrow files)"
 )
 

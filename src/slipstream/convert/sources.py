@@ -12,7 +12,9 @@
   1-d arrays become ``F.Int`` / ``F.Float`` / ``F.Bool`` (``F.Text`` / ``F.Bytes`` for string
   dtypes). Arrays are memory-mapped (``.npz`` members too, when stored uncompressed);
 * a ``.parquet`` file, read batch by batch (memory stays bounded): one field per column, by its
-  Arrow type (integer, floating, bool, string, binary or image bytes, list/struct as JSON);
+  Arrow type (integer, floating, bool, string, binary or image bytes, list/struct as JSON); a
+  folder of ``.parquet`` files (and no sub-folders) is one dataset of their rows, the files in
+  sorted name order, all with the same columns;
 * a Hugging Face dataset saved with ``save_to_disk`` (a folder with ``dataset_info.json`` and/or
   ``state.json`` and ``data-*.arrow`` Arrow IPC stream files), read with pyarrow alone: the
   ``features`` choose the fields (``Image`` -> ``F.Image``, ``ClassLabel`` -> ``F.Int`` with its
@@ -60,6 +62,9 @@ def open_source(src: str | os.PathLike, image: F.Image | None = None, folder_cha
         if (path / "dataset_info.json").is_file() or (path / "state.json").is_file() or any(path.glob("data-*.arrow")):
             return huggingface_source(path, image)
         has_subfolders = any(e.is_dir() and not e.name.startswith(".") for e in os.scandir(path))
+        parquets = sorted(f for f in path.iterdir() if f.suffix.lower() in (".parquet", ".pq") and f.is_file() and not f.name.startswith("."))
+        if parquets and not has_subfolders:
+            return parquet_source(path, image, parquets)
         if not has_subfolders:
             raise ConvertError(f"{path}: a folder with no class sub-folders and no Hugging Face dataset files; can convert {SUPPORTED}")
         folder_image = copy.deepcopy(image)

@@ -86,24 +86,36 @@ def _is_nested(typ: Any) -> bool:
     return any(check is not None and check(typ) for check in checks)
 
 
-def _image_struct_values(where: Path, name: str, base: Path) -> Callable[[Any, int], Any]:
-    """Values of a Hugging Face image struct {bytes, path}: the bytes, else the file at ``path``."""
+class _ImageStructValues:
+    """Values of a Hugging Face image struct {bytes, path}: the bytes, else the file at ``path``
+    (relative paths under ``base``). A class, not a closure, so a source pickles for worker processes."""
 
-    def values(array: Any, first_row: int) -> list[Any]:
+    def __init__(self, where: Path, name: str, base: Path):
+        self.where, self.name, self.base = where, name, base
+
+    def __call__(self, array: Any, first_row: int) -> list[Any]:
         out = []
         for k, (data, file) in enumerate(zip(array.field("bytes").to_pylist(), array.field("path").to_pylist())):
             if data is None:
                 candidate = Path(file) if file else None
                 if candidate is not None and not candidate.is_absolute():
-                    candidate = base / candidate
+                    candidate = self.base / candidate
                 if candidate is None or not candidate.is_file():
                     hint = f" (its image has no bytes, and its path {file!r} is not a file)" if file else ""
-                    raise _null_error(where, name, first_row + k, hint)
+                    raise _null_error(self.where, self.name, first_row + k, hint)
                 data = candidate.read_bytes()
             out.append(data)
         return out
 
-    return values
+
+class _ArrayValues:
+    """Values of a Hugging Face ArrayND column: one NumPy array of ``dtype`` per row."""
+
+    def __init__(self, dtype: np.dtype):
+        self.dtype = dtype
+
+    def __call__(self, array: Any, first_row: int) -> list[np.ndarray]:
+        return [np.asarray(v, dtype=self.dtype) for v in array.to_pylist()]
 
 
 def _arrow_column(where: Path, name: str, typ: Any, first: Callable[[], Any], image: F.Image) -> _Column:
@@ -124,7 +136,7 @@ def _arrow_column(where: Path, name: str, typ: Any, first: Callable[[], Any], im
             return _Column(name, copy.deepcopy(image), _list_values)
         return _Column(name, F.Bytes(), _list_values)
     if _is_image_struct(value_type):
-        return _Column(name, copy.deepcopy(image), _image_struct_values(where, name, where.parent if where.is_file() else where))
+        return _Column(name, copy.deepcopy(image), _ImageStructValues(where, name, where.parent if where.is_file() else where))
     if _is_nested(value_type):
         return _Column(name, F.JSON(), _list_values)
     raise ConvertError(
@@ -145,7 +157,7 @@ def _hf_column(where: Path, name: str, feature: Any, typ: Any, first: Callable[[
             raise ConvertError(f"{where}: column {name!r} is an Image feature stored as {typ}, expected a struct of bytes and path")
         if _is_binary(typ):
             return _Column(name, copy.deepcopy(image), _list_values)
-        return _Column(name, copy.deepcopy(image), _image_struct_values(where, name, where if where.is_dir() else where.parent))
+        return _Column(name, copy.deepcopy(image), _ImageStructValues(where, name, where if where.is_dir() else where.parent))
     if kind == "ClassLabel":
         names = feature.get("names")
         valid = isinstance(names, list) and all(isinstance(n, str) for n in names)
@@ -157,7 +169,7 @@ def _hf_column(where: Path, name: str, feature: Any, typ: Any, first: Callable[[
             raise ConvertError(f"{where}: column {name!r}: the {kind} feature has shape {shape!r}")
         fixed = all(isinstance(s, int) and s >= 0 for s in shape)
         array_field = F.Array(dtype=dtype, shape=shape) if fixed else F.Array(dtype=dtype, ndim=len(shape))
-        return _Column(name, array_field, lambda array, first_row: [np.asarray(v, dtype=dtype) for v in array.to_pylist()])
+        return _Column(name, array_field, _ArrayValues(dtype))
     if kind in _HF_UNSUPPORTED:
         raise ConvertError(
             f"{where}: column {name!r} is a Hugging Face {kind} feature, which slipstream does not convert: drop the column first"
@@ -165,28 +177,73 @@ def _hf_column(where: Path, name: str, feature: Any, typ: Any, first: Callable[[
     return _arrow_column(where, name, typ, first, image)
 
 
-class _TableRows:
-    """A sized iterable (not a container, so ``ss.write`` streams it) of dict samples from record batches."""
+class _ParquetGroup:
+    """One row group of a Parquet file: ``rows`` rows, read as record batches of ``names``."""
 
-    def __init__(self, where: Path, batches: Callable[[], Iterator[Any]], total: int, columns: list[_Column]):
-        self.where, self.batches, self.total, self.columns = where, batches, total, columns
+    def __init__(self, path: Path, group: int, rows: int, names: list[str], batch_size: int):
+        self.path, self.group, self.rows, self.names, self.batch_size = path, group, rows, names, batch_size
+
+    def batches(self) -> Iterator[Any]:
+        import pyarrow.parquet as pq
+
+        return pq.ParquetFile(self.path, memory_map=True).iter_batches(batch_size=self.batch_size, row_groups=[self.group], columns=self.names)
+
+
+class _ArrowFile:
+    """One Arrow IPC stream (or file) of a saved Hugging Face dataset, ``rows`` rows, memory-mapped."""
+
+    def __init__(self, path: Path, rows: int):
+        self.path, self.rows = path, rows
+
+    def batches(self) -> Iterator[Any]:
+        return _arrow_batches(self.path)
+
+
+class _TableRows:
+    """A table's rows as dict samples: a sized iterable (``ss.write`` without an engine streams it)
+    and a file set (``read_rows(start, stop)`` reads the parts, row groups or files, that hold
+    those rows and no others, so ``ss.write``'s engines split it into shards). Plain attributes and
+    classes only: it pickles small, for worker processes."""
+
+    def __init__(self, where: Path, parts: list[Any], columns: list[_Column]):
+        self.where, self.parts, self.columns = where, parts, columns
+        self.total = sum(part.rows for part in parts)
 
     def __len__(self) -> int:
         return self.total
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        first_row = 0
-        for batch in self.batches():
-            values = []
-            for column in self.columns:
-                array = batch.column(column.name)
-                if array.null_count:
-                    raise _null_error(self.where, column.name, first_row + _first_null(array))
-                values.append(column.values(array, first_row))
-            names = [column.name for column in self.columns]
-            for k in range(batch.num_rows):
-                yield {name: v[k] for name, v in zip(names, values)}
-            first_row += batch.num_rows
+        return self.read_rows(0, self.total)
+
+    def read_rows(self, start: int, stop: int) -> Iterator[dict[str, Any]]:
+        """The samples ``start`` .. ``stop - 1`` in order, reading only the parts that hold them."""
+        if not 0 <= start <= stop <= self.total:
+            raise IndexError(f"rows {start}..{stop} are not within the table's {self.total} rows")
+        offset = 0
+        for part in self.parts:
+            if offset >= stop:
+                break
+            if offset + part.rows > start:
+                row = offset
+                for batch in part.batches():
+                    lo, hi = max(start, row), min(stop, row + batch.num_rows)
+                    if lo < hi:
+                        yield from self._samples(batch.slice(lo - row, hi - lo), lo)
+                    row += batch.num_rows
+                    if row >= stop:
+                        break
+            offset += part.rows
+
+    def _samples(self, batch: Any, first_row: int) -> Iterator[dict[str, Any]]:
+        values = []
+        for column in self.columns:
+            array = batch.column(column.name)
+            if array.null_count:
+                raise _null_error(self.where, column.name, first_row + _first_null(array))
+            values.append(column.values(array, first_row))
+        names = [column.name for column in self.columns]
+        for k in range(batch.num_rows):
+            yield {name: v[k] for name, v in zip(names, values)}
 
 
 def _hf_features(metadata: dict[bytes, bytes] | None) -> dict[str, Any]:
@@ -220,41 +277,56 @@ def _source(kind: str, where: Path, rows: _TableRows, columns: list[_Column]) ->
     return Source(kind, where, rows, {c.name: c.field for c in columns}, metadata=metadata)
 
 
-def parquet_source(path: Path, image: F.Image) -> Source:
+def parquet_source(path: Path, image: F.Image, files: list[Path] | None = None) -> Source:
+    """The rows of the Parquet file ``path``, or of ``files`` in their order (a set of files with
+    one schema, ``path`` their folder), read row group by row group."""
     pa = _pa()
     import pyarrow.parquet as pq
 
-    try:
-        parquet = pq.ParquetFile(path, memory_map=True)
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise ConvertError(f"{path}: cannot read as Parquet: {exc}") from None
+    files = [path] if files is None else list(files)
+    if not files:
+        raise ConvertError(f"{path}: no .parquet files")
+    opened = []
+    for file in files:
+        try:
+            opened.append(pq.ParquetFile(file, memory_map=True))
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise ConvertError(f"{file}: cannot read as Parquet: {exc}") from None
+    parquet = opened[0]
     schema = parquet.schema_arrow
-    total = parquet.metadata.num_rows
+    for file, other in zip(files[1:], opened[1:]):
+        if not other.schema_arrow.remove_metadata().equals(schema.remove_metadata()):
+            raise ConvertError(f"{file}: its columns {other.schema_arrow.remove_metadata()} differ from {files[0].name}'s {schema.remove_metadata()}")
 
     def first(name: str) -> Any:
         batch = next(parquet.iter_batches(batch_size=16, columns=[name]), None)
         return batch.column(0) if batch is not None else pa.array([], type=schema.field(name).type)
 
     columns = _table_columns(path, schema, _hf_features(schema.metadata), first, image)
-    _parquet_nulls(path, parquet, [c.name for c in columns])
+    names = [c.name for c in columns]
+    first_row = 0
+    for file, handle in zip(files, opened):
+        _parquet_nulls(file, handle, names, first_row)
+        first_row += handle.metadata.num_rows
     row_bytes = 1
     if parquet.metadata.num_row_groups:
         group = parquet.metadata.row_group(0)
         row_bytes = max(1, group.total_byte_size // max(1, group.num_rows))
     batch_size = int(min(65536, max(16, _ROWS_PER_BATCH_BYTES // row_bytes)))
-    names = [c.name for c in columns]
+    parts = [
+        _ParquetGroup(file, g, handle.metadata.row_group(g).num_rows, names, batch_size)
+        for file, handle in zip(files, opened)
+        for g in range(handle.metadata.num_row_groups)
+    ]
+    kind = "Parquet file" if len(files) == 1 and files[0] == path else f"set of {len(files)} Parquet files"
+    return _source(kind, path, _TableRows(path, parts, columns), columns)
 
-    def batches() -> Iterator[Any]:
-        return pq.ParquetFile(path, memory_map=True).iter_batches(batch_size=batch_size, columns=names)
 
-    return _source("Parquet file", path, _TableRows(path, batches, total, columns), columns)
-
-
-def _parquet_nulls(path: Path, parquet: Any, names: list[str]) -> None:
-    """Fail before writing when the column statistics show a null in a flat column (the rows are checked again as they stream)."""
+def _parquet_nulls(path: Path, parquet: Any, names: list[str], first_row: int = 0) -> None:
+    """Fail before writing when the column statistics show a null in a flat column (the rows are
+    checked again as they stream); the file's rows are numbered from ``first_row``."""
     meta = parquet.metadata
     leaves = {meta.schema.column(j).path: j for j in range(meta.num_columns)}
-    first_row = 0
     for g in range(meta.num_row_groups):
         group = meta.row_group(g)
         for name in names:
@@ -333,7 +405,9 @@ def huggingface_source(folder: Path, image: F.Image) -> Source:
     # One pass over the memory-mapped batches (cheap: nothing is decoded) counts the rows and finds nulls up front.
     total = 0
     first_batch = None
+    rows: dict[Path, int] = {}
     for file in files:
+        rows[file] = total
         for batch in _arrow_batches(file):
             if first_batch is None and batch.num_rows:
                 first_batch = batch
@@ -342,14 +416,11 @@ def huggingface_source(folder: Path, image: F.Image) -> Source:
                 if column.null_count and not _PANDAS_INDEX.fullmatch(name):
                     raise _null_error(folder, name, total + _first_null(column))
             total += batch.num_rows
+        rows[file] = total - rows[file]
 
     def first(name: str) -> Any:
         return first_batch.column(name) if first_batch is not None else pa.array([], type=schema.field(name).type)
 
     columns = _table_columns(folder, schema, features, first, image)
 
-    def batches() -> Iterator[Any]:
-        for file in files:
-            yield from _arrow_batches(file)
-
-    return _source("Hugging Face dataset", folder, _TableRows(folder, batches, total, columns), columns)
+    return _source("Hugging Face dataset", folder, _TableRows(folder, [_ArrowFile(file, rows[file]) for file in files], columns), columns)
