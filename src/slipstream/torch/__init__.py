@@ -115,9 +115,11 @@ require(
 
 from ..core.errors import DataLoaderTimeoutError  # (after the check that torch is there)
 from ._dataloader import DataLoader
+from ._accelerate import AccelerateBypassWarning, prepare  # also: accelerate's bypass check on DataLoader
 
 # the public classes are ``slipstream.torch``'s, wherever they are defined
 DataLoader.__module__ = __name__
 DataLoaderTimeoutError.__module__ = __name__
+AccelerateBypassWarning.__module__ = __name__
 
-__all__ = ["DataLoader", "DataLoaderTimeoutError"]
+__all__ = ["AccelerateBypassWarning", "DataLoader", "DataLoaderTimeoutError", "prepare"]

@@ -1,0 +1,141 @@
+"""Hugging Face ``accelerate``: keep a ``slipstream.torch.DataLoader`` when an ``Accelerator`` prepares it.
+
+``Accelerator.prepare`` replaces every ``torch.utils.data.DataLoader`` it is given by its own
+``DataLoaderShard``, rebuilt from the loader's attributes: the dataset is then read by torch's
+machinery and slipstream is silently out of the loop. Two things here stop that:
+
+* ``prepare(accelerator, loader)``: the loader, checked for this process (sharded, on the
+  accelerator's device), registered with the accelerator and returned as it is.
+* the bypass warning: before rebuilding a loader, ``Accelerator.prepare_data_loader`` asks it
+  ``getattr(loader, "_is_accelerate_prepared", False)`` (accelerate's own "already prepared?"
+  check). slipstream's loader answers that question itself: ``True`` once ``prepare`` has taken it
+  (accelerate then hands it back unchanged), otherwise ``False`` with an ``AccelerateBypassWarning``.
+  The attribute is read only there, once per ``prepare``; nothing on the loading path pays for it.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import torch.utils.data as _tud
+
+from ._dataloader import DataLoader
+from ._device import _check_device
+
+_TAKEN = "_slipstream_accelerate_prepared"  # instance flag: prepare() took this loader
+
+
+class AccelerateBypassWarning(UserWarning):
+    """``accelerate`` is about to replace a ``slipstream.torch.DataLoader`` with its own loader."""
+
+
+_BYPASS = (
+    "accelerate is replacing this slipstream.torch.DataLoader with its own DataLoaderShard, which reads the "
+    "dataset through torch's DataLoader: slipstream will not load these batches. Use "
+    "loader = slipstream.torch.prepare(accelerator, loader) instead of accelerator.prepare(loader) "
+    "(see slipstream.torch.prepare for sharding and device placement)."
+)
+
+
+def _answer_prepared(loader: DataLoader) -> bool:
+    """``loader._is_accelerate_prepared``: True once ``prepare`` took the loader; otherwise False,
+    with the bypass warning (accelerate reads it just before replacing the loader)."""
+    if loader.__dict__.get(_TAKEN, False):
+        return True
+    warnings.warn(_BYPASS, AccelerateBypassWarning, stacklevel=2)
+    return False
+
+
+def _mark_prepared(loader: DataLoader, value: bool) -> None:
+    """accelerate sets ``_is_accelerate_prepared = True`` on what it returns from ``prepare``."""
+    loader.__dict__[_TAKEN] = bool(value)
+
+
+# accelerate's question is answered by the class, so every slipstream loader answers it
+DataLoader._is_accelerate_prepared = property(_answer_prepared, _mark_prepared)  # type: ignore[attr-defined]
+
+
+def _index_sampler(loader: DataLoader) -> Any:
+    """What draws the loader's indices: the sampler inside torch's own ``BatchSampler``, or the
+    batch sampler given, or the sampler (``batch_size=None``)."""
+    batches = loader.batch_sampler
+    if batches is None:
+        return loader.sampler
+    return batches.sampler if type(batches) is _tud.BatchSampler else batches
+
+
+def _check_shard(loader: DataLoader, processes: int, index: int) -> None:
+    """A map-style loader in a run of several processes must read this process's share only."""
+    if processes <= 1 or isinstance(loader.dataset, _tud.IterableDataset):
+        return  # an IterableDataset shards itself (it is given no sampler)
+    sampler = _index_sampler(loader)
+    if isinstance(sampler, _tud.DistributedSampler):
+        if (sampler.num_replicas, sampler.rank) != (processes, index):
+            raise ValueError(
+                f"the loader's DistributedSampler is for rank {sampler.rank} of {sampler.num_replicas}, but this is "
+                f"process {index} of {processes} (accelerator.process_index / accelerator.num_processes)"
+            )
+    elif isinstance(sampler, (_tud.RandomSampler, _tud.SequentialSampler)):
+        raise ValueError(
+            f"this run has {processes} processes, but the loader reads the whole dataset in every one of them: "
+            "give it sampler=torch.utils.data.DistributedSampler(dataset, num_replicas=accelerator.num_processes, "
+            "rank=accelerator.process_index, shuffle=..., seed=...) and call loader.sampler.set_epoch(epoch) "
+            "before each epoch"
+        )
+
+
+def _check_placement(loader: DataLoader, accelerator: Any) -> None:
+    """With device placement on, batches must arrive on ``accelerator.device`` (the loader moves them)."""
+    if not getattr(accelerator, "device_placement", True):
+        return
+    want = _check_device(accelerator.device)  # as the loader reads its device= (None: the CPU)
+    if loader.device != want:
+        raise ValueError(
+            f"accelerate places batches on {accelerator.device}, but this loader hands them out on "
+            f"{loader.device or 'the CPU'}: build it with device=accelerator.device (slipstream copies each batch "
+            "there one batch ahead), or Accelerator(device_placement=False) to move batches yourself"
+        )
+
+
+def prepare(accelerator: Any, loader: DataLoader) -> DataLoader:
+    """Give ``loader`` to ``accelerator`` and get the same loader back, still loaded by slipstream.
+
+    Use it instead of ``accelerator.prepare(loader)``, which would replace the loader by
+    accelerate's own. It checks that ``loader`` suits this process, registers it with the
+    accelerator and returns it unchanged (``prepare(...) is loader``):
+
+    * sharding: with ``accelerator.num_processes > 1`` a map-style loader must read this process's
+      share, through ``sampler=DistributedSampler(dataset, num_replicas=accelerator.num_processes,
+      rank=accelerator.process_index, ...)`` (or a sampler or batch sampler of your own, which is
+      trusted); a loader over the whole dataset, or a ``DistributedSampler`` for another rank,
+      raises ``ValueError``. An ``IterableDataset`` must shard itself; it is not checked.
+    * device: with the accelerator's device placement on (its default), the loader must have been
+      built with ``device=accelerator.device`` (``ValueError`` otherwise; the CPU needs nothing).
+    * registration: ``accelerator.prepare(loader)`` hands the loader back unchanged from now on (no
+      warning), and, when the loader has ``state_dict``/``load_state_dict``,
+      ``accelerator.save_state``/``load_state`` save and restore its position with the rest.
+
+    Not provided, unlike accelerate's loader: ``set_epoch`` on the sampler (call
+    ``loader.sampler.set_epoch(epoch)`` yourself), the end-of-epoch signal that
+    ``accelerator.accumulate`` and ``gather_for_metrics`` read (gradients sync every
+    ``gradient_accumulation_steps`` batches across epoch ends; metrics are not de-duplicated).
+    ``accelerate.skip_first_batches`` also replaces the loader: resume with ``load_state_dict``.
+    """
+    if not isinstance(loader, DataLoader):
+        raise TypeError(
+            f"slipstream.torch.prepare takes a slipstream.torch.DataLoader, got {type(loader).__name__}; "
+            "give other loaders to accelerator.prepare"
+        )
+    _check_shard(loader, int(accelerator.num_processes), int(accelerator.process_index))
+    _check_placement(loader, accelerator)
+    _mark_prepared(loader, True)
+    if callable(getattr(loader, "state_dict", None)) and callable(getattr(loader, "load_state_dict", None)):
+        loader.use_stateful_dataloader = True  # accelerate's save_state/load_state include it
+    prepared = accelerator.prepare_data_loader(loader)
+    if prepared is not loader:  # accelerate stopped honouring its own "already prepared" check
+        raise RuntimeError(
+            "accelerate replaced the slipstream loader although it was marked as prepared; this version of "
+            "accelerate is not supported by slipstream.torch.prepare"
+        )
+    return loader
