@@ -78,7 +78,7 @@ def _check_shard(loader: DataLoader, processes: int, index: int) -> None:
             )
     elif isinstance(sampler, (_tud.RandomSampler, _tud.SequentialSampler)):
         raise ValueError(
-            f"this run has {processes} processes, but the loader reads the whole dataset in every one of them: "
+            f"this is process {index} of {processes}, but the loader reads the whole dataset (as every other process): "
             "give it sampler=torch.utils.data.DistributedSampler(dataset, num_replicas=accelerator.num_processes, "
             "rank=accelerator.process_index, shuffle=..., seed=...) and call loader.sampler.set_epoch(epoch) "
             "before each epoch"
