@@ -7,6 +7,7 @@ length does not divide, ``drop_last=True`` drops the tail of the order (at most
 ``world_size - 1`` observations) and ``drop_last=False`` pads it by repeating the order from its
 start, the only way an observation is loaded twice in one epoch. Each share is then cut into
 batches, the last one short unless ``drop_last``. Every rank gets the same number of batches.
+``core.deals`` does the dealing (also of the rest of an epoch, for elastic resume).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import math
 
 import numpy as np
 
-__all__ = ["num_batches", "permutation", "quasi_random", "shard", "shard_batches", "split_batches"]
+__all__ = ["num_batches", "permutation", "quasi_random"]
 
 _ORDER_TAG = 1  # keeps the order's random stream apart from the samples' (see _rng.seed_rng)
 
@@ -49,31 +50,5 @@ def quasi_random(page_starts: np.ndarray, n: int, seed: int, epoch: int, window:
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.intp)
 
 
-def shard(order: np.ndarray, rank: int, world_size: int, drop_last: bool) -> np.ndarray:
-    """Rank ``rank``'s share of ``order`` (equal shares, padded or dropped as the module explains)."""
-    if world_size == 1:
-        return order
-    n = len(order)
-    total = (n // world_size) * world_size if drop_last else math.ceil(n / world_size) * world_size
-    if total != n:
-        order = np.resize(order, total)  # truncates, or repeats the order cyclically
-    return order[rank::world_size]
-
-
-def shard_batches(batches: list, rank: int, world_size: int) -> list:
-    """Rank ``rank``'s share of a list of batches (padding by repeating batches from the start)."""
-    if world_size == 1 or not batches:
-        return batches
-    total = math.ceil(len(batches) / world_size) * world_size
-    padded = [batches[k % len(batches)] for k in range(total)]
-    return padded[rank::world_size]
-
-
 def num_batches(m: int, batch_size: int, drop_last: bool) -> int:
     return m // batch_size if drop_last else math.ceil(m / batch_size)
-
-
-def split_batches(order: np.ndarray, batch_size: int, drop_last: bool) -> list[np.ndarray]:
-    """Consecutive batches of ``order`` (views, no copies)."""
-    count = num_batches(len(order), batch_size, drop_last)
-    return [order[k * batch_size : (k + 1) * batch_size] for k in range(count)]

@@ -8,6 +8,11 @@ An *epoch order* is any object with
   batches are read as they are loaded;
 * ``num_batches(n) -> int``, the exact number of batches per epoch (``TypeError`` when unknown).
 
+The built-in ones deal an epoch's global order to the ranks (``core.deals``) and can deal the rest
+of a partly consumed epoch (elastic resume, ``loading.resume``): they add ``kind`` (their name in a
+state), ``units(n)`` (the global order's length), ``per_batch`` and ``drop_last``, and take a
+``deal`` as a fourth argument of ``batches``.
+
 The loader builds one from its arguments (``order=``, ``shuffle``, ``sampler``, ``batch_sampler``,
 ``rank``/``world_size``), or takes one given as ``order=`` (an adapter's order: torch's sampler
 drawn as torch draws it). Indices from samplers and user orders are checked once per epoch
@@ -23,7 +28,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from ..core.orders import num_batches, permutation, quasi_random, shard, shard_batches, split_batches
+from ..core.deals import FRESH, Deal, deal_positions
+from ..core.orders import num_batches, permutation, quasi_random
 
 __all__ = [
     "BatchSamplerOrder",
@@ -71,13 +77,22 @@ def _set_epoch(source: Any, epoch: int) -> None:
 
 
 class _Sharded:
-    """An order of samples cut into this rank's batches (see ``core.orders``)."""
+    """An epoch's global order of samples dealt to the ranks, cut into this rank's batches (see
+    ``core.orders``); ``deal``: the rest of a partly consumed epoch (``core.deals``: elastic resume)."""
+
+    per_batch: int  # units of the global order per batch
+    kind: str  # the order's name in a state_dict
+    streamed = False
 
     def __init__(self, batch_size: int, drop_last: bool, rank: int, world_size: int):
         self.batch_size, self.drop_last, self.rank, self.world_size = batch_size, drop_last, rank, world_size
+        self.per_batch = batch_size
 
-    def split(self, order: np.ndarray) -> list[np.ndarray]:
-        return split_batches(shard(order, self.rank, self.world_size, self.drop_last), self.batch_size, self.drop_last)
+    def split(self, order: np.ndarray, deal: Deal = FRESH) -> list[np.ndarray]:
+        if deal.fresh and self.world_size == 1:
+            positions = deal_positions(len(order), deal, 0, 1, self.batch_size, self.drop_last)
+            return [order[p[0] : p[0] + len(p)] for p in positions]  # views: consecutive positions
+        return [order[p] for p in deal_positions(len(order), deal, self.rank, self.world_size, self.batch_size, self.drop_last)]
 
     def count(self, n: int) -> int:
         share = n // self.world_size if self.drop_last else math.ceil(n / self.world_size)
@@ -92,14 +107,18 @@ class IndexOrder(_Sharded):
         super().__init__(batch_size, drop_last, rank, world_size)
         self.kind, self.data = kind, data
 
-    def batches(self, epoch: int, n: int, seed: int) -> list[np.ndarray]:
+    def units(self, n: int) -> int:
+        """The length of the epoch's global order of a container of ``n`` observations."""
+        return n
+
+    def batches(self, epoch: int, n: int, seed: int, deal: Deal = FRESH) -> list[np.ndarray]:
         if self.kind == "random":
             order = permutation(n, seed, epoch)
         elif self.kind == "quasi_random":
             order = check_indices(quasi_random(self.data.page_starts(), n, seed, epoch), n, "page_starts()")
         else:
             order = np.arange(n, dtype=np.intp)
-        return self.split(order)
+        return self.split(order, deal)
 
     def num_batches(self, n: int) -> int:
         return self.count(n)
@@ -109,16 +128,21 @@ class SamplerOrder(_Sharded):
     """A user's sampler (an iterable of indices, re-iterated each epoch, ``set_epoch`` called when
     it has one): drawn whole when it has ``__len__``, else read as the batches are loaded."""
 
+    kind = "sampler"
+
     def __init__(self, sampler: Iterable[Any], batch_size: int, drop_last: bool, rank: int, world_size: int):
         super().__init__(batch_size, drop_last, rank, world_size)
         self.sampler = sampler
         self.streamed = not hasattr(sampler, "__len__")
 
-    def batches(self, epoch: int, n: int, seed: int) -> Batches:
+    def units(self, n: int) -> int:
+        return len(self.sampler)  # type: ignore[arg-type]
+
+    def batches(self, epoch: int, n: int, seed: int, deal: Deal = FRESH) -> Batches:
         _set_epoch(self.sampler, epoch)
         if self.streamed:
             return _chunked(iter(self.sampler), n, self.batch_size, self.drop_last)
-        return self.split(as_indices(self.sampler, n, "sampler"))
+        return self.split(as_indices(self.sampler, n, "sampler"), deal)
 
     def num_batches(self, n: int) -> int:
         if self.streamed:
@@ -139,15 +163,22 @@ class BatchSamplerOrder:
     """A user's batch sampler (an iterable of index lists, re-iterated each epoch): its batches,
     this rank's share of them; read as they are loaded when it has no ``__len__``."""
 
+    kind = "batch_sampler"
+    per_batch, drop_last = 1, False  # its global order is one of batches, dealt one by one, padded
+
     def __init__(self, batch_sampler: Iterable[Iterable[Any]], rank: int, world_size: int, source: str = "batch_sampler"):
         self.batch_sampler, self.rank, self.world_size, self.source = batch_sampler, rank, world_size, source
         self.streamed = not hasattr(batch_sampler, "__len__")
 
-    def batches(self, epoch: int, n: int, seed: int) -> Batches:
+    def units(self, n: int) -> int:
+        return len(self.batch_sampler)  # type: ignore[arg-type]
+
+    def batches(self, epoch: int, n: int, seed: int, deal: Deal = FRESH) -> Batches:
         _set_epoch(self.batch_sampler, epoch)
         if self.streamed:
             return (as_indices(b, n, self.source) for b in self.batch_sampler)
-        return shard_batches([as_indices(b, n, self.source) for b in self.batch_sampler], self.rank, self.world_size)
+        batches = [as_indices(b, n, self.source) for b in self.batch_sampler]
+        return [batches[p[0]] for p in deal_positions(len(batches), deal, self.rank, self.world_size, 1, False)]
 
     def num_batches(self, n: int) -> int:
         if self.streamed:
@@ -158,6 +189,8 @@ class BatchSamplerOrder:
 class UserOrder:
     """An epoch order given as ``order=``: its batches, checked like a batch sampler's (errors name
     the order's ``source`` attribute when it has one, else "order")."""
+
+    kind = "custom"  # not elastic (no ``units``): the order object decides this rank's batches itself
 
     def __init__(self, order: EpochOrder):
         self.order = order

@@ -21,9 +21,10 @@ from .buffers import Buffers, Unshaped
 from .epochs import EpochOrder
 from .options import check_options, unknown_arguments
 from .plan import COLLATE, INTO, SAMPLES, BatchPlan, chunk_size
-from .progress import Position, Progress, load_state, state_dict, todo
+from .progress import Position, Progress, state_dict, todo
 from .readahead import hint_of, read_ahead
 from .readers import BatchInfo, make_reader
+from .resume import Batching, resume
 from .stats import EpochStats, clock
 
 __all__ = ["DataLoader", "LoaderIterator"]
@@ -179,8 +180,13 @@ class DataLoader:
         with self._lock:
             self._n = numobs(self.data)  # a container may grow or shrink between epochs (a replay buffer)
             start, seed = self._next, self.seed
-            batches = self._order.batches(start.epoch, self._n, seed)  # first: a sampler that fails changes nothing
-            progress = Progress(start.epoch, start.batch, start.done, len(batches) if isinstance(batches, list) else None)
+            # first: a sampler that fails changes nothing
+            if start.deal.fresh:
+                batches = self._order.batches(start.epoch, self._n, seed)
+            else:  # the rest of an epoch begun with other batching (``loading.resume``)
+                batches = self._order.batches(start.epoch, self._n, seed, start.deal)
+            total = len(batches) if isinstance(batches, list) else None
+            progress = Progress(start.epoch, start.batch, start.done, total, start.deal)
             self._next, self._progress = Position(start.epoch + 1), progress
             stop = threading.Event()  # readers see it between samples once the iterator is closed
             stats = self._stats = EpochStats(start.epoch)
@@ -249,8 +255,8 @@ class DataLoader:
         self.close()
 
     # -- state -----------------------------------------------------------------------------
-    def _identity(self) -> dict[str, int]:
-        return {"num_observations": self._n, "world_size": self.world_size, "rank": self.rank, "batch_size": self.batch_size}
+    def _batching(self) -> Batching:
+        return Batching(self._n, self.world_size, self.rank, self.batch_size, self.drop_last, self._order)
 
     def state_dict(self) -> dict[str, Any]:
         """Where the run stands: a small JSON-serializable dict (see ``load_state_dict``).
@@ -258,19 +264,27 @@ class DataLoader:
         ``epoch`` and ``batch`` say how far the most recent iterator got (even after leaving the
         loop early): batches ``0..batch-1`` of that epoch were handed out. With
         ``in_order=False`` a few later batches may have overtaken the rest; ``done_ahead`` lists
-        them (at most ``prefetch``), so they are not loaded twice.
+        them (at most ``prefetch``), so they are not loaded twice. ``seed``; the batching the
+        epoch was dealt with (``num_observations``, ``world_size``, ``rank``, ``batch_size``,
+        ``drop_last``, ``order``); ``deal``: the part of the epoch's global order consumed before
+        it was dealt (nothing, unless it was resumed with other batching); ``version``.
         """
         progress = self._progress
         position = self._next if progress is None else Position.after(progress)
-        return state_dict(position, self.seed, self._identity())
+        return state_dict(position, self.seed, self._batching().identity())
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any] | list[dict[str, Any]]) -> None:
         """Continue from ``state``: the next ``iter()`` yields the rest of that epoch, then the epochs after it.
 
-        The loader must be built over the same data with the same batching and sharding; any
-        difference the state can detect raises ``ValueError``.
+        With the same batching (``world_size``, ``batch_size``, ``drop_last``) a rank's own state
+        continues it exactly. Elastic resume: with other batching, or on another rank, the state of
+        any one rank of the old job (they move in lockstep) has the rest of the epoch dealt afresh
+        to this loader's ranks, equal batch counts each, nothing lost and nothing repeated beyond
+        the new deal's padding; the following epochs are a fresh run's. With ``in_order=False``,
+        or ranks that stopped at different steps, pass all old ranks' states as a list. The data
+        (its length) and the order must be the same; ``loading.resume`` says which orders can move.
         """
-        self.seed, self._next = load_state(state, self._identity())
+        self.seed, self._next = resume(state, self._batching())
         self._progress = None
 
     def __repr__(self) -> str:

@@ -1,0 +1,155 @@
+"""Resume: where a loader starts from a saved state, on the same ranks or on others (elastic).
+
+A state (``progress.state_dict``) says which epoch a rank was in, how many of its batches it had
+handed out (``batch``, plus ``done_ahead`` with ``in_order=False``), how the epoch had been dealt
+(``deal``) and the batching it was dealt with (``world_size``, ``rank``, ``batch_size``,
+``drop_last``). Loading it into a loader with the same batching continues that rank exactly.
+
+Elastic resume: a loader with another ``world_size`` (or ``batch_size``, ``drop_last``, or another
+rank) takes the state of any one old rank: ranks of one job move in lockstep (every rank hands out
+its k-th batch before any rank its (k+1)-th... as far as a checkpoint can tell: they save the same
+step), so one rank's count describes them all. What every old rank handed out is worked out from
+the deal (``core.deals.consumed_after``); the rest of the epoch's global order is dealt afresh to
+the new ranks (equal batch counts, padded or dropped as a fresh epoch is), and later epochs are
+those of a fresh run with the new batching. Lockstep does not hold with ``in_order=False`` (each
+rank's overtaking batches are its own) or when ranks stopped at different steps: then pass the
+states of all old ranks, as a list, and the union of what they handed out is taken.
+
+Which orders can move: the built-in ones ("sequential", "random", "quasi_random") and a sized
+sampler that gives the same global order for an epoch in both jobs (seeded by the epoch, not
+sharded by rank: the loader shards it), and a sized batch sampler (its batches are dealt whole).
+An order object (``order=``) or a sampler without ``__len__`` resumes only with the same batching.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.checks import check_int
+from ..core.deals import FRESH, Deal, consumed_after
+from .progress import STATE_VERSION, Position
+
+__all__ = ["Batching", "resume"]
+
+_EVERY = 1 << 62  # "all its batches": a rank whose state is already at the next epoch
+
+
+@dataclass(frozen=True)
+class Batching:
+    """What a loader deals an epoch with; ``order`` is the loader's epoch order (``loading.epochs``)."""
+
+    num_observations: int
+    world_size: int
+    rank: int
+    batch_size: int
+    drop_last: bool
+    order: Any
+
+    def identity(self) -> dict[str, Any]:
+        """The fields a state records of it."""
+        return {
+            "num_observations": self.num_observations, "world_size": self.world_size, "rank": self.rank,
+            "batch_size": self.batch_size, "drop_last": self.drop_last, "order": self.order.kind,
+        }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Saved:
+    seed: int
+    epoch: int
+    batch: int
+    done: frozenset[int]
+    deal: Deal
+    world_size: int
+    rank: int
+    batch_size: int
+    drop_last: bool
+
+    def position(self) -> Position:
+        return Position(self.epoch, self.batch, self.done, self.deal)
+
+
+def resume(state: Mapping[str, Any] | Sequence[Mapping[str, Any]], here: Batching) -> tuple[int, Position]:
+    """The seed and the position a loader dealt as ``here`` starts from, given one saved state or
+    the states of all ranks of the old job; ``ValueError``/``TypeError`` saying what does not fit."""
+    states = [state] if isinstance(state, Mapping) else list(state) if isinstance(state, Sequence) else None
+    if not states or not all(isinstance(s, Mapping) for s in states):
+        raise TypeError(f"state must be a dict from state_dict() (or a list of them, one per rank), got {type(state).__name__}")
+    saved = [_parse(s, here) for s in states]
+    first = saved[0]
+    for other in saved[1:]:
+        for key in ("seed", "world_size", "batch_size", "drop_last", "deal"):
+            if getattr(other, key) != getattr(first, key) and not (key == "deal" and other.epoch != first.epoch):
+                raise ValueError(f"the states disagree on {key}: they must be saved by the ranks of one job at one step")
+    if len(saved) > 1 and sorted(s.rank for s in saved) != list(range(first.world_size)):
+        ranks = sorted(s.rank for s in saved)
+        raise ValueError(f"a list of states needs one per rank of the old job (ranks 0..{first.world_size - 1}), got ranks {ranks}")
+    same = (first.world_size, first.batch_size, first.drop_last) == (here.world_size, here.batch_size, here.drop_last)
+    if len(saved) == 1 and same and (first.rank == here.rank or not first.done):
+        return first.seed, first.position()
+    if len(saved) > 1 and same:
+        return first.seed, next(s for s in saved if s.rank == here.rank).position()
+    return first.seed, _redealt(saved, here)
+
+
+def _redealt(saved: list[_Saved], here: Batching) -> Position:
+    """The rest of the old ranks' epoch, as one deal for ``here``'s ranks."""
+    order = here.order
+    if not hasattr(order, "units") or order.streamed:
+        raise ValueError(
+            f"this state was saved with world_size={saved[0].world_size}, rank={saved[0].rank}, batch_size="
+            f"{saved[0].batch_size}, drop_last={saved[0].drop_last}; this loader has world_size={here.world_size}, "
+            f"rank={here.rank}, batch_size={here.batch_size}, drop_last={here.drop_last}: only the built-in orders and "
+            "sized samplers can resume with other batching (an order object or a sampler without __len__ decides its "
+            "own batches)"
+        )
+    epoch = min(s.epoch for s in saved)
+    if any(s.epoch > epoch and (s.epoch > epoch + 1 or s.batch or s.done) for s in saved):
+        raise ValueError("the states are more than one epoch apart: they must be saved by the ranks of one job at one step")
+    if all(s.epoch > epoch for s in saved):
+        return Position(epoch + 1)
+    current = [s for s in saved if s.epoch == epoch]
+    handed: int | dict[int, tuple[int, frozenset[int]]]
+    if len(saved) == 1:
+        if saved[0].done:
+            raise ValueError(
+                f"this state of rank {saved[0].rank} lists batches that overtook the rest (in_order=False), which differ "
+                "from rank to rank: to resume on other ranks or batching, pass the states of all ranks as a list"
+            )
+        handed = saved[0].batch
+    else:
+        handed = {s.rank: (s.batch, s.done) if s.epoch == epoch else (_EVERY, frozenset()) for s in saved}
+    old = current[0]
+    per_batch = 1 if order.kind == "batch_sampler" else old.batch_size
+    units = order.units(here.num_observations)
+    deal = consumed_after(units, old.deal, old.world_size, per_batch, old.drop_last, handed)
+    if deal.consumed >= units:
+        return Position(epoch + 1)
+    return Position(epoch, 0, frozenset(), deal)
+
+
+def _parse(state: Mapping[str, Any], here: Batching) -> _Saved:
+    missing = {"version", "seed", "epoch", "batch"} - state.keys()
+    if missing:
+        raise ValueError(f"state lacks {sorted(missing)}: expected the dict that state_dict() returned")
+    version = state["version"]
+    if version not in (1, STATE_VERSION):
+        raise ValueError(f"state version {version} is not supported (expected {STATE_VERSION} or 1)")
+    mine = here.identity()
+    for key in ("num_observations", "order"):
+        if key in state and state[key] != mine[key]:
+            raise ValueError(f"state was saved with {key}={state[key]!r} but this loader has {key}={mine[key]!r}")
+    batch = check_int("state['batch']", state["batch"], 0)
+    return _Saved(
+        seed=check_int("state['seed']", state["seed"], 0),
+        epoch=check_int("state['epoch']", state["epoch"], 0),
+        batch=batch,
+        done=frozenset(check_int("state['done_ahead'][k]", k, batch + 1) for k in state.get("done_ahead", [])),
+        deal=Deal.from_state(state["deal"]) if "deal" in state else FRESH,
+        world_size=check_int("state['world_size']", state.get("world_size", here.world_size), 1),
+        rank=check_int("state['rank']", state.get("rank", here.rank), 0),
+        batch_size=check_int("state['batch_size']", state.get("batch_size", here.batch_size), 1),
+        drop_last=bool(state.get("drop_last", here.drop_last)),
+    )
