@@ -191,3 +191,162 @@ def test_accelerator_save_state_and_load_state_resume_the_loader(tmp_path):
     assert sorted(seen + rest) == list(range(N))
     assert seen + rest != whole  # epoch 1's own permutation, continued
     assert data.read_by_slipstream()
+
+
+# -- Lightning ------------------------------------------------------------------------------------
+def lightning_module(pl: Any, make_loader: Any) -> Any:
+    """A one-weight model whose ``train_dataloader`` is ``make_loader()``; it records the samples it trains on."""
+
+    class Tiny(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.weight = torch.nn.Linear(1, 1)
+            self.seen: list[int] = []
+
+        def train_dataloader(self) -> Any:
+            return make_loader()
+
+        def training_step(self, batch: dict[str, Any], index: int) -> Any:
+            self.seen += [int(v) for v in batch["x"]]
+            return self.weight(batch["x"].float().unsqueeze(-1)).pow(2).mean()
+
+        def configure_optimizers(self) -> Any:
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    return Tiny()
+
+
+def lightning_trainer(pl: Any, **kwargs: Any) -> Any:
+    kwargs.setdefault("enable_checkpointing", False)
+    return pl.Trainer(
+        accelerator="cpu", devices=1, logger=False, enable_progress_bar=False, enable_model_summary=False, **kwargs
+    )
+
+
+def test_lightning_trains_on_the_slipstream_loader():
+    pl = pytest.importorskip("pytorch_lightning")
+    data = Recorded()
+    model = lightning_module(pl, lambda: loader(data, shuffle=True, seed=5))
+    trainer = lightning_trainer(pl, max_epochs=2)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*(num_workers|bottleneck).*")
+        trainer.fit(model)
+    assert isinstance(trainer.train_dataloader, sst.DataLoader)
+    first, second = model.seen[:N], model.seen[N:]
+    assert sorted(first) == sorted(second) == list(range(N)) and first != second  # two epochs, two permutations
+    assert data.read_by_slipstream()
+
+
+def test_lightning_distributed_sampler_keeps_the_slipstream_loader():
+    """With use_distributed_sampler (several processes), Lightning rebuilds the loader from the
+    arguments it captured while ``train_dataloader()`` ran, with a DistributedSampler of the rank's:
+    done here for two ranks with Lightning's own functions (private ones: if they move, this test
+    says so)."""
+    pytest.importorskip("pytorch_lightning")
+    from lightning_fabric.utilities.data import _replace_dunder_methods
+    from pytorch_lightning.trainer.states import RunningStage
+    from pytorch_lightning.utilities.data import _update_dataloader
+
+    data = Recorded()
+    with _replace_dunder_methods(torch.utils.data.DataLoader, "dataset"):  # as Lightning calls train_dataloader()
+        ours = loader(data, shuffle=True, seed=5, batch_size=4)
+    halves = []
+    for rank in range(2):
+        sampler = DistributedSampler(data, num_replicas=2, rank=rank, shuffle=True, seed=0)
+        rebuilt = _update_dataloader(ours, sampler, mode=RunningStage.TRAINING)
+        assert isinstance(rebuilt, sst.DataLoader)
+        assert (rebuilt.backend, rebuilt.seed, rebuilt.num_workers, rebuilt.batch_size) == ("thread", 5, 1, 4)
+        assert rebuilt.sampler is sampler
+        sampler.set_epoch(2)  # Lightning sets the epoch on a DistributedSampler each epoch
+        halves.append(samples(rebuilt))
+    assert sorted(halves[0] + halves[1]) == list(range(N)) and len(halves[0]) == N // 2
+    assert data.read_by_slipstream()
+
+
+@NEEDS_STATE
+def test_lightning_resumes_mid_epoch_from_a_checkpoint(tmp_path):
+    """A checkpoint saved after 3 of the epoch's 10 steps; the run resumed from it trains on exactly
+    the epoch's other samples (Lightning saves and restores the loader's state_dict)."""
+    pl = pytest.importorskip("pytorch_lightning")
+    from pytorch_lightning.callbacks import ModelCheckpoint
+
+    def make() -> sst.DataLoader:
+        return loader(Recorded(), shuffle=True, seed=11)
+
+    whole = samples(make())  # epoch 0 of seed 11: slipstream's permutation, the same in every run
+    first = lightning_module(pl, make)
+    saving = ModelCheckpoint(dirpath=tmp_path, every_n_train_steps=3, save_top_k=-1)
+    lightning_trainer(pl, max_steps=3, enable_checkpointing=True, callbacks=[saving]).fit(first)
+    (checkpoint,) = tmp_path.glob("*step=3*.ckpt")
+    second = lightning_module(pl, make)
+    lightning_trainer(pl, max_epochs=1).fit(second, ckpt_path=str(checkpoint))
+    assert first.seen == whole[: 3 * BATCH]
+    assert second.seen == whole[3 * BATCH :]
+
+
+# -- transformers' Trainer ------------------------------------------------------------------------
+class TinyModel(torch.nn.Module):
+    """What the Trainer needs: a forward taking the batch's keys and returning the loss."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Linear(1, 1)
+        self.seen: list[int] = []
+
+    def forward(self, x: Any) -> dict[str, Any]:
+        self.seen += [int(v) for v in x]
+        return {"loss": self.weight(x.float().unsqueeze(-1)).pow(2).mean()}
+
+
+def train_with(tmp_path: Any, dataloader: Any, steps: int) -> tuple[Any, TinyModel]:
+    """A transformers Trainer whose ``get_train_dataloader`` is ``dataloader(trainer)``, trained ``steps`` steps."""
+    transformers = pytest.importorskip("transformers")
+
+    class Overridden(transformers.Trainer):
+        def get_train_dataloader(self) -> Any:
+            return dataloader(self)
+
+    arguments = transformers.TrainingArguments(
+        output_dir=str(tmp_path),
+        use_cpu=True,
+        max_steps=steps,
+        per_device_train_batch_size=BATCH,
+        report_to=[],
+        save_strategy="no",
+        logging_strategy="no",
+        disable_tqdm=True,
+    )
+    model = TinyModel()
+    trainer = Overridden(model=model, args=arguments, train_dataset=Recorded())
+    trainer.train()
+    return trainer, model
+
+
+def test_trainer_trains_on_the_slipstream_loader(tmp_path):
+    data = Recorded()
+
+    def slipstream_loader(trainer: Any) -> Any:
+        ours = loader(data, shuffle=True, seed=trainer.args.seed, device=trainer.accelerator.device)
+        return sst.prepare(trainer.accelerator, ours)
+
+    caught = no_bypass()
+    try:
+        trainer, model = train_with(tmp_path, slipstream_loader, steps=4)
+    finally:
+        caught.__exit__(None, None, None)
+    assert isinstance(trainer.callback_handler.train_dataloader, sst.DataLoader)
+    assert len(model.seen) == 4 * BATCH and len(set(model.seen)) == 4 * BATCH
+    assert data.read_by_slipstream()
+
+
+def test_trainer_preparing_the_loader_itself_warns(tmp_path):
+    data = Recorded()
+
+    def prepared_by_accelerate(trainer: Any) -> Any:
+        return trainer.accelerator.prepare(sst.DataLoader(data, batch_size=BATCH))
+
+    with pytest.warns(sst.AccelerateBypassWarning):
+        trainer, model = train_with(tmp_path, prepared_by_accelerate, steps=2)
+    assert not isinstance(trainer.callback_handler.train_dataloader, sst.DataLoader)
+    assert model.seen == list(range(2 * BATCH))
+    assert data.threads == {"MainThread"}
