@@ -19,7 +19,7 @@ _FIELDS = {"label": F.Int(), "x": F.Array("float32", (16,)), "t": F.Text()}
 
 def _folder(tmp_path):
     samples = [{"label": k, "x": np.full(16, k, np.float32), "t": f"s{k}"} for k in range(40)]
-    return ss.write(tmp_path / "ds", samples, _FIELDS, progress=False, page_size=600, shard_size=2_000)
+    return ss.write(tmp_path / "ds", samples, _FIELDS, progress=False, page_size=600, shard_size=3_000)
 
 
 def _same(remote, local):

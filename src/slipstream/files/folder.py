@@ -33,7 +33,21 @@ from .layout import TAIL, footer_length, header_metadata, page_blocks
 from .local import page_meta
 from .shards import ShardedDataset
 
-__all__ = ["INDEX", "appended", "check_target", "describe", "make_index", "open_folder", "parse_index", "read_local_index", "write_shards"]
+__all__ = [
+    "INDEX",
+    "SHARD",
+    "appended",
+    "check_target",
+    "describe",
+    "first_number",
+    "make_index",
+    "open_folder",
+    "parse_index",
+    "read_local",
+    "read_local_index",
+    "write_index",
+    "write_shards",
+]
 
 INDEX = "index.json"
 FORMAT = "slipstream.shards"
@@ -90,7 +104,8 @@ def _schema(raw: bytes, name: str) -> Any:
         raise CorruptFileError(name, f"the file's schema cannot be read: {exc}") from None
 
 
-def _read_local(path: Path) -> ReadMany:
+def read_local(path: Path) -> ReadMany:
+    """``read_many`` over the local file ``path``."""
     def read_many(ranges: list[tuple[int, int]]) -> list[bytes]:
         with open(path, "rb") as handle:
             out = []
@@ -191,7 +206,7 @@ def write_shards(
     then the index naming the existing shards (when appending) and the new ones."""
     folder.mkdir(parents=True, exist_ok=True)
     entries = list(existing["shards"]) if existing is not None else []
-    number = 1 + max((int(e["file"][6:11]) for e in entries if e["file"].startswith("shard-")), default=-1)
+    number = first_number(existing)
     done = False
     while not done:
         name = SHARD.format(number)
@@ -199,7 +214,7 @@ def write_shards(
         partial = temporary(final)
         try:
             done = write_file(partial, lambda nbytes: nbytes >= shard_size)
-            entry, _ = describe(name, partial.stat().st_size, _read_local(partial))
+            entry, _ = describe(name, partial.stat().st_size, read_local(partial))
             if entry["samples"] == 0 and (entries or number > 0):
                 partial.unlink()  # the pages ran out exactly as the last shard filled
                 break
@@ -209,6 +224,21 @@ def write_shards(
             raise
         entries.append(entry)
         number += 1
+    write_index(folder, entries, schema, temporary, commit)
+    return folder
+
+
+def first_number(existing: dict[str, Any] | None) -> int:
+    """The number of the first new shard: after the last of an ``existing`` index, else 0."""
+    entries = existing["shards"] if existing is not None else []
+    return 1 + max((int(e["file"][6:11]) for e in entries if e["file"].startswith("shard-")), default=-1)
+
+
+def write_index(
+    folder: Path, entries: list[dict[str, Any]], schema: Any, temporary: Callable[[Path], Path], commit: Callable[[Path, Path], None]
+) -> Path:
+    """Write ``folder``'s index naming ``entries`` in order (under a temporary name, then renamed
+    into place, as the shards are); returns its path. The same entries and schema give the same bytes."""
     index = make_index(entries, schema.serialize().to_pybytes())
     index_path = folder / INDEX
     partial = temporary(index_path)
@@ -218,7 +248,7 @@ def write_shards(
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
-    return folder
+    return index_path
 
 
 def open_folder(folder: Path, cache: str = "os", fields: list[str] | None = None) -> ShardedDataset:

@@ -14,6 +14,7 @@ input and settings give a byte-identical file.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
@@ -34,6 +35,8 @@ from . import folder as _folder
 from . import format as _format
 from .field import Field
 from .field import pyarrow_module as _pa
+from .shardwrite import is_splittable
+from ..engines import check_engine
 
 __all__ = ["write"]
 
@@ -164,6 +167,8 @@ def write(
     metadata: Mapping[str, Any] | None = None,
     shard_size: int | str | None = None,
     append: bool = False,
+    engine: str | None = None,
+    ray_address: str | None = None,
 ) -> Path:
     """Pack ``data`` (a container or an iterable of dict samples) into the file ``path``.
 
@@ -177,6 +182,17 @@ def write(
     The file appears at ``path`` only once complete (see the module docstring); an iterable's
     samples are stored as they were when yielded. An error names the sample, and where it came
     from when the container says (``data.sample_origin(index)``, e.g. ``ss.imagefolder``'s files).
+
+    ``shard_size`` makes ``path`` a folder of shards and their ``index.json`` (``files.folder``).
+    A container, or a file set (``len`` and ``read_rows(start, stop)``: ``slipstream convert``'s
+    Parquet and Hugging Face sources), is split into shards up front by one deterministic rule
+    (``files.plan``: equal runs of samples, sized from an encoded probe of up to 64 samples), and
+    each shard is written by one job; an iterable is streamed, its shards cut as bytes fill them.
+    ``engine`` chooses where the jobs run: None, here (``workers`` encoding threads); "processes",
+    ``workers`` local processes (default: every usable core); "ray", one Ray task per shard (at
+    most ``workers`` in flight), on the cluster at ``ray_address`` or the one Ray finds, else a
+    local Ray started for this write (``engines.raytasks``). Every engine writes the same bytes
+    as the others for the same data and settings; only containers and file sets can use one.
     """
     origin = getattr(data, "sample_origin", None)
     origin = origin if callable(origin) else None
@@ -199,6 +215,11 @@ def write(
     if not path.parent.is_dir():
         raise FileNotFoundError(f"{path}: the folder {path.parent} does not exist; create it first")
     user_metadata = _checked_metadata(metadata)
+    if _planned(data, shard_size, check_engine(engine), ray_address):
+        return _write_planned(
+            path, data, fields, page_size=page_size, user_metadata=user_metadata, shard_size=shard_size, existing=existing,
+            engine=engine, workers=workers, progress=progress, ray_address=ray_address, where=_describe(origin),
+        )  # fmt: skip
     chunking = _Chunking()
     make_chunks, total, first = _chunks(data, chunking)
     where = _describe(origin)
@@ -245,6 +266,60 @@ def write(
         if bar is not None:
             bar.close()
     return path
+
+
+def _planned(data: Any, shard_size: int | None, engine: str | None, ray_address: str | None) -> bool:
+    """Whether a write is planned (split up front, ``files.planned``); ``ValueError`` / ``TypeError``
+    for an engine that cannot run this write."""
+    if ray_address is not None and engine != "ray":
+        raise ValueError(f"ray_address= is for engine='ray', got engine={engine!r}")
+    if shard_size is None:
+        if engine is not None:
+            raise ValueError(f"engine={engine!r} writes a sharded folder, one job per shard: pass shard_size= too")
+        return False
+    if is_splittable(data):
+        return True
+    if engine is not None:
+        raise TypeError(
+            f"engine={engine!r} splits the data into shards up front, so it needs a container (len(data) and data[i]) or a file set "
+            f"(len(data) and data.read_rows(start, stop), as slipstream convert's Parquet and Hugging Face sources); got "
+            f"{type(data).__name__}, which can only be streamed: use engine=None"
+        )
+    return False
+
+
+def _write_planned(
+    path: Path, data: Any, fields: Mapping[str, Field] | None, *, page_size: int, user_metadata: dict[str, Any], shard_size: int,
+    existing: dict[str, Any] | None, engine: str | None, workers: int | None, progress: bool | None, ray_address: str | None,
+    where: Callable[[int, str], str],
+) -> Path:  # fmt: skip
+    """``write`` of a container or file set into a sharded folder, by ``files.planned``."""
+    from .planned import first_sample, write_planned
+
+    fields = _settled_fields(fields, first_sample(data), where)
+    names = list(fields)
+    schema = _pa().schema([(name, fields[name].arrow_type()) for name in names])
+    schema = schema.with_metadata(_format.schema_metadata({n: fields[n].spec() for n in names}, page_size, user_metadata))
+    if existing is not None:  # appended shards carry the dataset's schema itself, byte for byte
+        if existing["schema"].remove_metadata() != schema.remove_metadata():
+            raise ValueError(f"{path}: the data's columns {schema.remove_metadata()} differ from the dataset's {existing['schema'].remove_metadata()}")
+        schema = existing["schema"]
+    if engine is None and workers is None:
+        workers = min(8, os.cpu_count() or 1)
+    show = sys.stderr.isatty() if progress is None else bool(progress)
+    bar = None
+    try:
+        if show:
+            tqdm = require("tqdm", extra="files", purpose="progress bars need tqdm").tqdm
+            how = f" ({engine})" if engine is not None else ""
+            bar = tqdm(total=numobs(data), unit="samples", desc=f"packing {path.name}{how}", file=sys.stderr)
+        return write_planned(
+            path, data, fields, schema, page_size=page_size, shard_size=shard_size, existing=existing, engine=engine, workers=workers,
+            progress=bar, ray_address=ray_address, temporary=_temporary, commit=_commit, where=where,
+        )  # fmt: skip
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def _checked_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -309,14 +384,16 @@ def _paged(fields: dict[str, Field], chunks: Iterator[list[tuple[Any, ...]]], pa
         yield page
 
 
-def write_pages(partial: Path, schema: Any, fields: dict[str, Field], pages: Iterator[list[tuple[Any, ...]]], stop: Callable[[int], bool] = lambda nbytes: False) -> bool:
-    """Write ``pages`` of encoded rows to ``partial`` (samples numbered from 0) until ``stop(bytes
-    written so far)`` says the file is full after a page; True when ``pages`` ran out (a last page
-    may still follow, without samples, when it ran out exactly as the file filled: False then)."""
+def write_pages(partial: Path | Any, schema: Any, fields: dict[str, Field], pages: Iterator[list[tuple[Any, ...]]], stop: Callable[[int], bool] = lambda nbytes: False) -> bool:
+    """Write ``pages`` of encoded rows to ``partial`` (a path, or a pyarrow output stream such as
+    ``pa.BufferOutputStream()``; samples numbered from 0) until ``stop(bytes written so far)`` says
+    the file is full after a page; True when ``pages`` ran out (a last page may still follow,
+    without samples, when it ran out exactly as the file filled: False then)."""
     pa = _pa()
     names = list(fields)
     schema_crc = _format.metadata_checksum(schema.metadata[_format.META_KEY])
-    with pa.OSFile(str(partial), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
+    opened = pa.OSFile(str(partial), "wb") if isinstance(partial, (str, os.PathLike)) else contextlib.nullcontext(partial)
+    with opened as sink, pa.ipc.new_file(sink, schema) as writer:
         first_row = 0
         for page in pages:
             first_row = _flush(writer, schema, fields, names, page, first_row, schema_crc)
@@ -339,10 +416,12 @@ def _umask() -> int:
     return mask
 
 
-def _temporary(path: Path) -> Path:
+def _temporary(path: Path, tag: str = "") -> Path:
     """A new, empty file with a name no other writer uses, in ``path``'s folder (so the final rename
-    stays on one file system), with the permissions a plain ``open(path, "w")`` would give."""
-    handle, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
+    stays on one file system), with the permissions a plain ``open(path, "w")`` would give:
+    ``.<name>.<tag>.<random>.partial`` (``.<name>.<random>.partial`` without a tag)."""
+    prefix = f".{path.name}.{tag}." if tag else f".{path.name}."
+    handle, name = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=".partial")
     try:
         os.fchmod(handle, 0o666 & ~_umask())
     finally:
