@@ -94,6 +94,16 @@ def main(argv: list[str] | None = None) -> int:
     convert.add_argument(
         "--shard-size", type=_size, default=None, metavar="BYTES", help="write OUT as a folder of shards of about this size, plus index.json (for object storage)"
     )
+    engines = convert.add_mutually_exclusive_group()
+    engines.add_argument(
+        "--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+        help="with --shard-size: one Ray task per shard, on the cluster at ADDRESS (default: the one Ray finds, else a local Ray); "
+        "OUT must be on a file system every node sees",
+    )  # fmt: skip
+    engines.add_argument(
+        "--processes", nargs="?", type=_positive, const=0, default=None, metavar="N",
+        help="with --shard-size: write the shards in N local processes (default N: every usable core)",
+    )  # fmt: skip
     convert.add_argument("--no-progress", action="store_true", help="no progress bar (default: one when stderr is a terminal)")
     convert.add_argument("--force", action="store_true", help="replace OUT if it exists (checked before any encoding)")
 
@@ -142,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _fail(command: str, exc: BaseException) -> int:
-    message = " ".join(str(exc).split()) or type(exc).__name__  # one line
+    notes = " ".join(f"({note})" for note in getattr(exc, "__notes__", ()) if not note.startswith("(in a Ray task"))
+    message = " ".join(f"{exc} {notes}".split()) or type(exc).__name__  # one line, with where it happened (the notes)
     print(f"slipstream {command}: {message}", file=sys.stderr)
     return 2
 
@@ -159,8 +170,23 @@ def _channels(text: str) -> int | str | None:
     return {"auto": "auto", "keep": None}[text] if text in ("auto", "keep") else int(text)
 
 
+def _engine(args: argparse.Namespace) -> tuple[str | None, int | None, str | None]:
+    """(engine, workers, ray address) from ``--ray`` / ``--processes`` / ``--workers``; ``ValueError`` for what cannot go together."""
+    if args.ray is None and args.processes is None:
+        return None, args.workers, None
+    flag = "--ray" if args.ray is not None else "--processes"
+    if args.shard_size is None:
+        raise ValueError(f"{flag} writes one shard per task: give --shard-size too (such as --shard-size 1G)")
+    if args.workers is not None:
+        raise ValueError(f"--workers sets encoding threads in this process; with {flag} leave it out (--processes N sets the processes)")
+    if args.ray is not None:
+        return "ray", None, args.ray or None
+    return "processes", args.processes or None, None
+
+
 def _convert(args: argparse.Namespace, pa: Any) -> int:
     try:
+        engine, workers, address = _engine(args)
         path, source = convert(
             args.src,
             args.out,
@@ -170,13 +196,15 @@ def _convert(args: argparse.Namespace, pa: Any) -> int:
             max_side=args.max_side,
             min_side=args.min_side,
             policy=args.policy,
-            workers=args.workers,
+            workers=workers,
             progress=False if args.no_progress else None,
             page_size=args.page_size,
             force=args.force,
             shard_size=args.shard_size,
+            engine=engine,
+            ray_address=address,
         )
-    except (ValueError, TypeError, OSError, ImportError, pa.ArrowException) as exc:
+    except (ValueError, TypeError, OSError, ImportError, RuntimeError, pa.ArrowException) as exc:
         return _fail("convert", exc)
     fields = ", ".join(f"{name} ({field.kind})" for name, field in source.fields.items())
     size = sum(f.stat().st_size for f in path.iterdir()) if path.is_dir() else path.stat().st_size

@@ -96,6 +96,8 @@ def convert(
     force: bool = False,
     metadata: dict[str, Any] | None = None,
     shard_size: int | str | None = None,
+    engine: str | None = None,
+    ray_address: str | None = None,
 ) -> tuple[Path, Source]:
     """Convert ``src`` into the packed file ``out``; the image settings apply to every image field.
     Returns the written path and the source.
@@ -115,7 +117,10 @@ def convert(
 
     ``shard_size`` (bytes or a string such as ``"1GB"``) writes ``out`` as a sharded folder
     (``ss.write(..., shard_size=...)``); it must not exist yet, or be an empty folder (``force``
-    never deletes a folder).
+    never deletes a folder). ``engine`` ("processes" or "ray", with ``shard_size``) writes the
+    shards in local processes or Ray tasks, ``workers`` then being the processes (tasks in
+    flight); ``ray_address`` names a Ray cluster (see ``ss.write``). The shards are the same,
+    byte for byte, whatever the engine.
     """
     out = _check_target(Path(src), Path(out), force) if shard_size is None else _check_folder_target(Path(src), Path(out))
     if channels not in ("auto", None, 1, 3) or isinstance(channels, bool):
@@ -124,7 +129,10 @@ def convert(
     image = F.Image(codec=codec, quality=quality, max_side=max_side, min_side=min_side, policy=policy, channels=typed)
     source = open_source(src, image, folder_channels=3 if channels == "auto" else typed)
     stored = {**source.metadata, **(metadata or {})}
-    path = write(out, source.data, source.fields, workers=workers, progress=progress, page_size=page_size, metadata=stored, shard_size=shard_size)
+    path = write(
+        out, source.data, source.fields, workers=workers, progress=progress, page_size=page_size, metadata=stored, shard_size=shard_size,
+        engine=engine, ray_address=ray_address,
+    )  # fmt: skip
     return path, source
 
 
