@@ -83,16 +83,25 @@ class Deal:
 FRESH = Deal()
 
 
-def deal_positions(n: int, deal: Deal, rank: int, world_size: int, per_batch: int, drop_last: bool) -> list[np.ndarray]:
-    """Rank ``rank``'s batches of the rest of an order of ``n`` units: positions into the order."""
+def _dealt(n: int, deal: Deal, world_size: int, drop_last: bool) -> np.ndarray:
+    """The rest of the order, cut or padded to a multiple of ``world_size``: rank ``r`` takes
+    every ``world_size``-th position from ``r``."""
     rest = deal.rest(n)
     r = len(rest)
     total = (r // world_size) * world_size if drop_last else math.ceil(r / world_size) * world_size
     if total > r:  # pad by repeating the global order from its start (cyclically, if n < the padding)
-        rest = np.concatenate([rest, np.arange(total - r, dtype=np.intp) % n])
-    share = rest[rank:total:world_size]
-    count = len(share) // per_batch if drop_last else math.ceil(len(share) / per_batch)
-    return [share[k * per_batch : (k + 1) * per_batch] for k in range(count)]
+        return np.concatenate([rest, np.arange(total - r, dtype=np.intp) % n])
+    return rest[:total]
+
+
+def _count(share: int, per_batch: int, drop_last: bool) -> int:
+    return share // per_batch if drop_last else math.ceil(share / per_batch)
+
+
+def deal_positions(n: int, deal: Deal, rank: int, world_size: int, per_batch: int, drop_last: bool) -> list[np.ndarray]:
+    """Rank ``rank``'s batches of the rest of an order of ``n`` units: positions into the order."""
+    share = _dealt(n, deal, world_size, drop_last)[rank::world_size]
+    return [share[k * per_batch : (k + 1) * per_batch] for k in range(_count(len(share), per_batch, drop_last))]
 
 
 def consumed_after(
@@ -111,11 +120,18 @@ def consumed_after(
     consumed = np.zeros(n, dtype=bool)
     consumed[: deal.consumed] = True
     consumed[deal.extra] = True
-    for rank in range(world_size):
-        count, done = (handed_out, frozenset()) if isinstance(handed_out, int) else handed_out.get(rank, (0, frozenset()))
-        batches = deal_positions(n, deal, rank, world_size, per_batch, drop_last)
-        for k in [*range(min(count, len(batches))), *(k for k in done if k < len(batches))]:
-            consumed[batches[k]] = True
+    dealt = _dealt(n, deal, world_size, drop_last)
+    batches = _count(len(dealt) // world_size, per_batch, drop_last)
+    # the k-th position of a rank's share lies at k * world_size + rank of ``dealt``: its batch is k // per_batch
+    batch_of = np.arange(len(dealt)) // (world_size * per_batch)
+    if isinstance(handed_out, int):
+        consumed[dealt[batch_of < min(handed_out, batches)]] = True
+    else:
+        for rank in range(world_size):
+            count, done = handed_out.get(rank, (0, frozenset()))
+            mine = batch_of[rank::world_size]
+            taken = (mine < min(count, batches)) | (np.isin(mine, [k for k in done if k < batches]))
+            consumed[dealt[rank::world_size][taken]] = True
     free = np.flatnonzero(~consumed)
     prefix = int(free[0]) if len(free) else n
     return Deal(prefix, np.flatnonzero(consumed[prefix:]) + prefix)
