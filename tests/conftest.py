@@ -1,4 +1,4 @@
-"""Test ordering (the JAX tests run last) and the S3 tests' proxy fixtures.
+"""Test ordering (the JAX and Ray tests run last) and the S3 tests' proxy fixtures.
 
 Importing JAX starts its thread pools, and forking a process that runs threads can deadlock the
 child (a lock held by a thread that does not exist there). The process-backend tests fork, so
@@ -18,8 +18,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 import s3local  # noqa: E402 - tools/, for the remote tests (stdlib only here; moto runs in its child)
 
 
+def _last(item: Any) -> bool:
+    """JAX's tests, and Ray's (its driver keeps threads too), run after every test that forks."""
+    return any(item.nodeid.startswith(f"tests/{name}") or f"{name}::" in item.nodeid for name in ("test_jax.py", "test_ray.py"))
+
+
 def pytest_collection_modifyitems(session, config, items):
-    items.sort(key=lambda item: item.nodeid.startswith("tests/test_jax.py") or "test_jax.py::" in item.nodeid)
+    items.sort(key=_last)
 
 
 # A test module that defines a ``server`` fixture (an ``s3local.S3Server``) gets these: one

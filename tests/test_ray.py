@@ -1,0 +1,124 @@
+"""engines.raytasks: ``ss.write(..., engine="ray")`` writes the same shards and index as one process,
+with any number of tasks in flight; a killed task is retried and leaves nothing partial; an error
+in a task is raised here naming its shard and sample.
+
+One local Ray (2 CPUs, no dashboard) serves every test of this module, and is shut down after
+them, its processes checked gone. Skipped without Ray.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+ray = pytest.importorskip("ray")
+psutil = pytest.importorskip("psutil")
+
+import enginedata  # noqa: E402 - after the skip
+from enginedata import IMAGE_FIELDS, Dies, DiesOnce, Labels, Refuses, assert_reads_back, files_of, image_tree, parquet_set  # noqa: E402
+from helpers import run_python  # noqa: E402
+
+import slipstream as ss  # noqa: E402
+from slipstream.cli.main import main  # noqa: E402
+from slipstream.convert.sources import convert  # noqa: E402
+from slipstream.engines import raytasks  # noqa: E402
+from slipstream.files.plan import probe_runs  # noqa: E402
+
+pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray() -> Iterator[None]:
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    ray.cloudpickle.register_pickle_by_value(enginedata)  # Ray's workers cannot import tests/ modules: send them by value
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+        started = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
+        _, alive = psutil.wait_procs(started, timeout=30)
+        for process in alive:  # a leak fails the test run below, after being cleaned up
+            process.kill()
+        assert not alive, f"Ray left processes running: {[p.pid for p in alive]}"
+
+
+def _unprobed(n: int, near: int) -> int:
+    probed = {i for run in probe_runs(n) for i in run}
+    return next(i for i in range(near, n) if i not in probed)
+
+
+def test_an_image_folder_gives_the_same_bytes_on_ray_as_in_one_process_with_any_tasks_in_flight(tmp_path):
+    folder = ss.imagefolder(image_tree(tmp_path / "tree"))
+    settings = {"progress": False, "page_size": 3_000, "shard_size": "8kB"}
+    expected = files_of(ss.write(tmp_path / "one", folder, IMAGE_FIELDS, **settings))
+    assert len(expected) > 3
+    for workers in (None, 1):
+        out = ss.write(tmp_path / f"ray{workers}", folder, IMAGE_FIELDS, engine="ray", workers=workers, **settings)
+        assert files_of(out) == expected, f"{workers} in flight"
+    assert ray.is_initialized()  # the module's connection is used and left open
+    assert_reads_back(tmp_path / "rayNone", folder)
+
+
+def test_a_parquet_set_gives_the_same_bytes_on_ray_and_from_the_command_line(tmp_path, capsys):
+    source = parquet_set(tmp_path / "pq")
+    one, _ = convert(source, tmp_path / "one", shard_size="6KiB", page_size=2_000, progress=False)
+    expected = files_of(one)
+    assert len(expected) > 3
+    assert main(["convert", str(source), str(tmp_path / "cli"), "--shard-size", "6k", "--page-size", "2000", "--ray", "--no-progress"]) == 0, capsys.readouterr().err
+    assert files_of(tmp_path / "cli") == expected
+    import pyarrow.parquet as pq
+
+    ds, rows = ss.open(tmp_path / "cli"), [row for f in sorted(source.iterdir()) for row in pq.read_table(f).to_pylist()]
+    assert [ds[i]["id"] for i in range(len(ds))] == [r["id"] for r in rows] and [ds[i]["tags"] for i in range(len(ds))] == [r["tags"] for r in rows]
+
+
+def test_a_task_killed_mid_shard_is_retried_and_leaves_nothing_partial(tmp_path):
+    n = 300
+    marker = tmp_path / "killed-once"
+    settings = {"progress": False, "page_size": 500, "shard_size": "4kB"}
+    expected = files_of(ss.write(tmp_path / "one", Labels(n), Labels.fields, **settings))
+    kill = _unprobed(n, 150)
+    out = ss.write(tmp_path / "ray", DiesOnce(Labels(n), kill, marker), Labels.fields, engine="ray", **settings)
+    assert marker.exists()  # the first attempt did die, partway through its shard
+    assert files_of(out) == expected  # the retry's shard is whole, no temporary file is left
+
+
+def test_an_error_in_a_task_is_raised_as_itself_naming_its_shard_and_sample(tmp_path):
+    n = 300
+    bad = _unprobed(n, 150)
+    with pytest.raises(KeyError, match=f"no record {bad}") as info:
+        ss.write(tmp_path / "ds", Refuses(Labels(n), bad), Labels.fields, progress=False, shard_size="4kB", engine="ray")
+    notes = " | ".join(info.value.__notes__)
+    assert f"while reading sample {bad}" in notes and "while writing shard-000" in notes
+    assert isinstance(info.value.__cause__, ray.exceptions.RayTaskError)
+    names = os.listdir(tmp_path / "ds")
+    assert "index.json" not in names and not [name for name in names if name.startswith(".")]
+
+
+def test_a_task_that_dies_every_time_is_a_worker_error_naming_its_shard(tmp_path, monkeypatch):
+    monkeypatch.setattr(raytasks, "MAX_RETRIES", 0)
+    n = 300
+    with pytest.raises(ss.WorkerError, match=r"engine='ray': the task writing shard-\d{5}\.arrow \(samples \d+\.\.\d+\) failed after 0 retries"):
+        ss.write(tmp_path / "ds", Dies(Labels(n), _unprobed(n, 150)), Labels.fields, progress=False, shard_size="4kB", engine="ray")
+    names = os.listdir(tmp_path / "ds")
+    assert "index.json" not in names and not [name for name in names if name.startswith(".")]
+
+
+def test_without_a_connection_a_local_ray_is_started_for_the_write_and_shut_down_after(tmp_path: Any):
+    out = run_python(
+        f"""
+        import ray, slipstream as ss
+        from slipstream import fields as F
+        folder = ss.write({str(tmp_path / "ds")!r}, [{{"a": k}} for k in range(50)], {{"a": F.Int()}}, shard_size=200, engine="ray", progress=False)
+        assert not ray.is_initialized()
+        print(len(ss.open(folder)), len(ss.open(folder).shards))
+        """,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    count, shards = map(int, out.stdout.split())
+    assert count == 50 and shards > 1
