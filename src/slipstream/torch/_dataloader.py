@@ -11,6 +11,12 @@
 
 then pins and moves the batches (``_device``) and wraps them in one epoch's iterator
 (``_epoch``). The behaviour it promises is ``slipstream.torch``'s docstring.
+
+Checkpoints: each ``iter()`` keeps an ``EpochRecord`` (``_record``): the generators' states before
+its draws (``_rngstate``), how many batches went out; ``state_dict()`` writes it out (``_state``).
+``load_state_dict`` makes the next ``iter()`` draw again from the saved states (the same base seed
+and sampler indices) and skip the batches handed out: slipstream's loader skips them unread
+(map-style), an ``IterableDataset``'s stream is read again and they are dropped (``_Skipping``).
 """
 
 from __future__ import annotations
@@ -42,8 +48,11 @@ from ._datasets import (
 )
 from ._device import _NO_ACCELERATOR, _accelerator_available, _check_device, _pinned, _to_cuda, _to_device
 from ._epoch import _LoaderIter
-from ._iterable import _Fetcher, _IterablePayload, _round_robin, _seeded_pipe
+from ._iterable import _Fetcher, _IterablePayload, _round_robin, _seeded_pipe, _Skipping
 from ._mapepoch import _MapEpoch
+from ._record import EpochRecord, SamplerDraws
+from ._rngstate import generators, replayed, restart_from, states
+from ._state import Resume, build, read
 
 _BACKENDS = ("process", "thread")
 _T_co = TypeVar("_T_co", covariant=True)
@@ -175,31 +184,48 @@ class DataLoader(_tud.DataLoader[_T_co]):
         self._iter_pool: Any = None  # IterableDataset, persistent workers: the process pool
         self._iter_epoch = 0
         self._warned_pin = False
+        self._order: _SamplerOrder | None = None  # map-style without seed's permutation: the sampler order
+        self._draws = SamplerDraws()  # records (or, resumed, replays) the sampler's draws
+        self._record: EpochRecord | None = None  # the most recent iter()'s
+        self._resume: Resume | None = None  # a loaded state, for the next iter()
+        self._epochs = 0  # the number of the next iter()'s epoch
 
     # -- iteration ---------------------------------------------------------------------------
     def _get_iterator(self) -> Any:  # torch's hook, in case anything calls it
         return self.__iter__()
 
     def __iter__(self) -> _LoaderIter:  # type: ignore[override]
-        persistent = self.persistent_workers and self.num_workers > 0
-        fresh = not (persistent and self._base_seed is not None)  # torch makes a new iterator
-        pipe = isinstance(self.dataset, _tud.IterDataPipe)
-        shared_seed = _draw(self.generator) if pipe and fresh else None  # torch's DataPipe seed comes first
-        if fresh:  # drawn exactly as torch draws it, so later draws (the sampler's) match torch's
-            self._base_seed = _draw(self.generator)
-        base_seed = self._base_seed
-        if pipe and self.num_workers > 0:  # torch's _reset draws once more: unused at first, then the seed
-            again = _draw(self.generator)
-            shared_seed = again if not fresh else shared_seed
-        if self._dataset_kind == _tud.dataloader._DatasetKind.Iterable:
+        resume, self._resume = self._resume, None
+        draws = None if resume is None else resume.draws
+        gens = generators(self)
+        iterable = self._dataset_kind == _tud.dataloader._DatasetKind.Iterable
+        record = EpochRecord(self._epochs, counts_pulls=not iterable and not self._prefetches_ahead())
+        self._epochs += 1
+        if draws is None:
+            record.iter_states = states(gens)
+            base_seed, shared_seed = self._draw_seeds(record)
+            self._draws.replay = None
+        else:  # the interrupted epoch's draws again, from the states it drew from
+            record.skipped, record.iter_states = resume.batch, draws.iter  # type: ignore[union-attr]
+            if self.persistent_workers and draws.drew_base_seed:
+                self._base_seed = None
+            with replayed(gens, draws.iter):
+                base_seed, shared_seed = self._draw_seeds(record)
+            self._draws.replay = draws.sampler
+        record.draw_states = draws.sampler if draws is not None else states(gens)
+        previous, self._record = self._record, record
+        self._draws.generators, self._draws.record = gens, record
+        if iterable:
             if self.num_workers == 0:
-                dataset = _seeded_pipe(self.dataset, shared_seed, 1, 0) if pipe else self.dataset
+                dataset = _seeded_pipe(self.dataset, shared_seed, 1, 0) if shared_seed is not None else self.dataset
                 batch_size = self.batch_size if self._auto_collation else None
                 source: Iterator[Any] = _Fetcher(iter(dataset), batch_size, self.drop_last, self.collate_fn)
             else:
                 source = self._iterable_processes(base_seed, shared_seed)
+            if record.skipped:
+                source = _Skipping(source, record.skipped)
         else:
-            source = self._map(base_seed)
+            source = self._map(base_seed, record, previous, resume)
         if self.pin_memory:
             if _accelerator_available():
                 source = _pinned(source)
@@ -208,25 +234,57 @@ class DataLoader(_tud.DataLoader[_T_co]):
                 warnings.warn(_NO_ACCELERATOR, stacklevel=2)
         if self.device is not None:
             source = _to_cuda(source, self.device) if self.device.type == "cuda" else _to_device(source, self.device)
-        return _LoaderIter(self, source)
+        return _LoaderIter(self, source, record)
+
+    def _prefetches_ahead(self) -> bool:
+        """The CUDA prefetcher takes a batch from the epoch before the user has the previous one."""
+        return self.device is not None and self.device.type == "cuda"
+
+    def _draw_seeds(self, record: EpochRecord) -> tuple[int, int | None]:
+        """torch's draws at ``iter()``, in torch's order: an ``IterDataPipe``'s shared seed, the base
+        seed (once for persistent workers), the DataPipe's seed again with workers."""
+        persistent = self.persistent_workers and self.num_workers > 0
+        fresh = not (persistent and self._base_seed is not None)  # torch makes a new iterator
+        pipe = isinstance(self.dataset, _tud.IterDataPipe)
+        shared_seed = _draw(self.generator) if pipe and fresh else None  # torch's DataPipe seed comes first
+        if fresh:  # drawn exactly as torch draws it, so later draws (the sampler's) match torch's
+            self._base_seed = _draw(self.generator)
+        base_seed = self._base_seed
+        assert base_seed is not None
+        if pipe and self.num_workers > 0:  # torch's _reset draws once more: unused at first, then the seed
+            again = _draw(self.generator)
+            shared_seed = again if not fresh else shared_seed
+        record.drew_base_seed, record.base_seed = fresh, base_seed
+        return base_seed, shared_seed
 
     # map-style: slipstream's loader over torch's batches
-    def _map(self, base_seed: int) -> Iterator[Any]:
+    def _map(self, base_seed: int, record: EpochRecord, previous: EpochRecord | None, resume: Resume | None) -> Iterator[Any]:
         fresh = self._ss is None
         loader = self._map_loader(base_seed)
         if not fresh and self.num_workers > 0 and self.backend == "process" and not self.persistent_workers:
             # torch starts new workers each epoch: they see the dataset as it is now, seeded anew
             loader.restart_workers(loader.worker_init.reseeded(base_seed))
-        epoch = _MapEpoch(loader, lambda: self._map_start(loader), self.timeout)
-        if self.num_workers > 0:  # torch's worker iterator draws the sampler inside iter(), its
-            epoch.begin()  # single-process one at the first next()
+        if resume is not None:
+            if resume.core is not None:
+                loader.load_state_dict(resume.core)
+            if resume.core_behind and self._order is not None:  # move past the epoch left unfinished
+                self._order.skip_next = True
+                loader.__iter__().close()
+        elif previous is not None:  # slipstream's most recent epoch is still the one the user left?
+            record.core_behind = not previous.finished() if previous.begun else previous.core_behind
+        epoch = _MapEpoch(loader, lambda: self._map_start(loader, record), self.timeout, record)
+        if self.num_workers > 0 or self._order is None:  # torch's worker iterator draws the sampler inside
+            epoch.begin()  # iter(), its single-process one at the first next() (seed's permutation draws nothing)
         return epoch
 
-    def _map_start(self, loader: _SSLoader) -> Any:
+    def _map_start(self, loader: _SSLoader, record: EpochRecord) -> Any:
         """slipstream's iterator for this epoch: it draws the batches from torch's sampler (see
         ``_SamplerOrder``), reads nothing before the first batch (its samples shape the buffers:
         see ``_MapLoader``), and goes on past a batch that raises, as torch's does (``_MapEpoch``)."""
-        return loader.__iter__(keep_going=True)
+        iterator = loader.__iter__(keep_going=True)
+        if self._order is None:  # seed's permutation: as many batches as slipstream's loader makes
+            record.total = len(loader)
+        return iterator
 
     def _map_loader(self, base_seed: int) -> _SSLoader:
         if self._ss is None:
@@ -265,7 +323,8 @@ class DataLoader(_tud.DataLoader[_T_co]):
             kwargs.update(batch_size=self.batch_size or 1, shuffle=True, drop_last=self.drop_last)
         else:
             sampler = self.batch_sampler if self._auto_collation else self.sampler
-            kwargs.update(order=_SamplerOrder(sampler, batched=self._auto_collation))
+            self._order = _SamplerOrder(sampler, batched=self._auto_collation, draws=self._draws)
+            kwargs.update(order=self._order)
         if self.num_workers > 0:
             factor = self.prefetch_factor if self.prefetch_factor is not None else 2
             kwargs.update(
@@ -312,11 +371,45 @@ class DataLoader(_tud.DataLoader[_T_co]):
         self._iter_epoch += 1
         return _round_robin(self, pool, self._iter_epoch, base_seed, shared_seed, not persistent)
 
+    # -- checkpoints ---------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Where this loader stands, for a checkpoint: a JSON-serializable dict (it survives
+        ``torch.save``/``torch.load`` too) describing the most recent ``iter()``'s epoch, how many
+        of its batches were handed out (even after leaving the loop early), the states the epoch's
+        generators had before its draws, and slipstream's loader's own state.
+
+        Call it at any point: before the first epoch, mid-epoch, after an epoch. A new
+        ``DataLoader`` built with the same arguments that gets it through ``load_state_dict``
+        yields exactly the rest of that epoch, then the following epochs.
+        """
+        if self._resume is not None:  # loaded, not iterated since
+            return dict(self._resume.state)
+        iterable = self._dataset_kind == _tud.dataloader._DatasetKind.Iterable
+        return build(self, self._record, None if iterable else self._ss)
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Continue from ``state_dict`` (what ``state_dict()`` returned): the next ``iter()`` yields
+        the rest of that epoch, drawn again from the same generator states (the same base seed and
+        sampler indices) with the batches already handed out skipped, then the following epochs.
+
+        The loader's own generators (``generator=``, a sampler's ``generator``) are set to their
+        saved states now; torch's global generator is left as it is (see ``slipstream.torch``).
+        Raises TypeError if ``state_dict`` is not a dict, ValueError if it is not such a state or
+        was saved by a DataLoader built with a different dataset size, batching or sampling.
+        """
+        resume = read(self, state_dict)
+        self.close()  # workers seeded for another run: the next iter() starts them as the state says
+        restart_from(generators(self), resume.generators)
+        self._base_seed = resume.base_seed if self.persistent_workers and self.num_workers > 0 else None
+        self._epochs, self._record, self._resume = resume.epoch, None, resume
+
     # -- resources -----------------------------------------------------------------------------
     def close(self) -> None:
         """Stop this loader's worker processes now (a later ``iter()`` starts new ones). Idempotent."""
         loader, self._ss = self._ss, None
         if loader is not None:
+            if self._record is not None:  # state_dict() after close() still tells where slipstream's loader was
+                self._record.core_at_close = self._record.core_state(loader)
             loader.close()
         pool, self._iter_pool = self._iter_pool, None
         if pool is not None:

@@ -128,11 +128,21 @@ class _SamplerOrder:
 
     source = "batch_sampler"  # what index errors name
 
-    def __init__(self, sampler: Iterable[Any], batched: bool):
+    def __init__(self, sampler: Iterable[Any], batched: bool, draws: Callable[..., Any] | None = None):
         self.sampler, self.batched = sampler, batched
         self.sized = _sized(sampler)
+        self.draws = draws  # called around each draw: ``draws(draw, lazy)`` (the resumable state's record)
+        self.skip_next = False  # the next epoch is one a resumed loader moves past: empty, nothing drawn
 
     def batches(self, epoch: int, n: int, seed: int) -> list[list[int]] | Iterator[list[int]]:
+        if self.skip_next:
+            self.skip_next = False
+            return []
+        if self.draws is None:
+            return self._draw()
+        return self.draws(self._draw, not self.sized)
+
+    def _draw(self) -> list[list[int]] | Iterator[list[int]]:
         drawn = (list(b) for b in self.sampler) if self.batched else ([i] for i in self.sampler)
         return list(drawn) if self.sized else drawn
 

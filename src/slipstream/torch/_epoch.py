@@ -2,7 +2,8 @@
 
 It hands out the batches of its source (an iterator of finished batches), with ``len()`` as
 torch's iterator gives it, torch's warning when an ``IterableDataset`` yields more batches than
-its reported ``len()``, and ``close()`` (or ``with``) to stop the epoch's loading at once.
+its reported ``len()``, and ``close()`` (or ``with``) to stop the epoch's loading at once. It
+tells the epoch's ``EpochRecord`` each batch it hands out and its end (for ``state_dict()``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import torch.utils.data as _tud
 
 from ..core.closing import ClosingIterator
+from ._record import EpochRecord
 
 if TYPE_CHECKING:
     from ._dataloader import DataLoader
@@ -29,17 +31,20 @@ class _LoaderIter(ClosingIterator):
     """One epoch of a ``DataLoader``: ``next()``, ``len()`` (as torch's iterator) and ``close()``
     (also on ``with`` exit and when dropped: workers stay for the next epoch where they persist)."""
 
-    def __init__(self, loader: DataLoader, source: Iterator[Any]):
+    def __init__(self, loader: DataLoader, source: Iterator[Any], record: EpochRecord | None = None):
         super().__init__(_close_source, source)
         self._loader = loader
         self._source = source
-        self._yielded = 0
+        self._record = record
+        self._yielded = 0 if record is None else record.skipped  # a resumed epoch's count goes on
         self._iterable = loader._dataset_kind == _tud.dataloader._DatasetKind.Iterable
         self._len_called = loader._IterableDataset_len_called
 
     def _next(self) -> Any:
         batch = next(self._source)
         self._yielded += 1
+        if self._record is not None:
+            self._record.handed += 1
         if self._iterable and self._len_called is not None and self._yielded > self._len_called:
             message = (
                 f"Length of IterableDataset {self._loader.dataset} was reported to be {self._len_called}"
@@ -53,6 +58,10 @@ class _LoaderIter(ClosingIterator):
                 )
             warnings.warn(message, stacklevel=3)
         return batch
+
+    def _ended(self) -> None:
+        if self._record is not None:
+            self._record.ended = True
 
     def __len__(self) -> int:
         return len(self._loader._index_sampler)

@@ -10,6 +10,8 @@
   are pickled by reference into the workers.
 * ``_round_robin`` takes the workers' batches in torch's order and raises
   ``DataLoaderTimeoutError`` (also a ``RuntimeError``, as torch's) past ``timeout``.
+* ``_Skipping`` replays a resumed epoch: it drops the batches handed out before the checkpoint
+  (a ``_Fetcher`` reads their items without collating them) at the first ``next()``.
 """
 
 from __future__ import annotations
@@ -93,6 +95,49 @@ class _Fetcher:
         if not data or (self.drop_last and len(data) < self.batch_size):
             raise StopIteration
         return self.collate_fn(data)
+
+    def skip(self, batches: int) -> None:
+        """Read the items of the next ``batches`` batches without collating them (fewer if the
+        iterator ends first: then it has ended)."""
+        items = batches if self.batch_size is None else batches * self.batch_size
+        for _ in range(items):
+            if self.ended:
+                return
+            try:
+                next(self.iterator)
+            except StopIteration:
+                self.ended = True
+
+
+def _close(source: Any) -> None:
+    close = getattr(source, "close", None)
+    if close is not None:
+        close()
+
+
+class _Skipping:
+    """``source``'s batches but its first ``count``, dropped at the first ``next()`` (a resumed
+    epoch read again from its start: exact for a dataset that yields the same stream again). A
+    batch's error passes through without ending it, as ``source``'s own; ``close()`` closes it."""
+
+    def __init__(self, source: Iterator[Any], count: int):
+        self.source, self.count = source, count
+
+    def __iter__(self) -> _Skipping:
+        return self
+
+    def __next__(self) -> Any:
+        if self.count:
+            count, self.count = self.count, 0
+            if isinstance(self.source, _Fetcher):
+                self.source.skip(count)
+            else:
+                for _ in range(count):
+                    next(self.source)  # StopIteration: the stream ended sooner than before
+        return next(self.source)
+
+    def close(self) -> None:
+        _close(self.source)
 
 
 def _seeded_pipe(dataset: Any, shared_seed: int | None, num_workers: int, worker_id: int, shard: bool = True) -> Any:

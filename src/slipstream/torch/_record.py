@@ -1,0 +1,104 @@
+"""How far one epoch of a ``DataLoader`` got, and what it drew: the facts its ``state_dict()`` states.
+
+* ``EpochRecord``: plain data the loader holds for its most recent ``iter()``. The epoch's iterators
+  write to it (``_LoaderIter``: batches handed to the user, the end; ``_MapEpoch``: slipstream's
+  epoch started, batches taken from it) and never the other way round, so an iterator the user drops
+  is still collected (and its workers stopped).
+* ``SamplerDraws``: what the epoch order calls around its sampler's draw: it keeps the generators'
+  states from before the draw in the record, or, for a resumed epoch, makes the draw again from the
+  states the checkpoint kept. It holds no reference to the loader (the loader's slipstream loader
+  holds it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import torch
+
+from ._rngstate import replayed, restart_from, states
+
+_T = TypeVar("_T")
+
+
+@dataclass
+class EpochRecord:
+    """One epoch's progress and draws.
+
+    ``skipped`` batches were handed out before a checkpoint this epoch resumed from; ``handed`` is
+    what this iterator handed to the user; ``pulled`` (map-style) what it took from slipstream's
+    loader (a batch whose loading raised, where the epoch went on, included). ``core_states``
+    (``counts_pulls`` False, i.e. the CUDA prefetcher takes a batch ahead) holds slipstream's state
+    after each of the last few batches taken, by number taken.
+    """
+
+    epoch: int
+    counts_pulls: bool
+    skipped: int = 0
+    handed: int = 0
+    pulled: int = 0
+    ended: bool = False
+    begun: bool = False
+    total: int | None = None
+    core_behind: bool = False  # not begun, and slipstream's most recent epoch was left unfinished
+    core_states: dict[int, Any] = field(default_factory=dict)
+    core_at_close: Any = None  # slipstream's state when the loader was closed (its loader is gone)
+    iter_states: dict[str, torch.Tensor] = field(default_factory=dict)
+    draw_states: dict[str, torch.Tensor] = field(default_factory=dict)
+    drew_base_seed: bool = True
+    base_seed: int | None = None
+
+    def handed_out(self) -> int:
+        """Batches of this epoch the user has had (counting from the epoch's start)."""
+        return self.skipped + (self.pulled if self.counts_pulls else self.handed)
+
+    def finished(self) -> bool:
+        """Every batch of the epoch was handed out (its iterator ran out, or as many as it has)."""
+        return self.ended or (self.total is not None and self.handed_out() >= self.total)
+
+    def took(self, core: Any) -> None:
+        """One more batch taken from slipstream's loader ``core``."""
+        self.pulled += 1
+        if not self.counts_pulls:
+            self.core_states[self.pulled] = core.state_dict()
+            self.core_states.pop(self.pulled - 4, None)  # the prefetcher is one batch ahead
+
+    def core_state(self, core: Any) -> Any:
+        """slipstream's state at the batch the user has reached (``core``: slipstream's loader, None
+        once the DataLoader was closed)."""
+        if core is None:
+            return self.core_at_close
+        if self.begun and not self.counts_pulls:
+            return self.core_states[self.handed]
+        return core.state_dict()
+
+
+class SamplerDraws:
+    """Called around each epoch's sampler draw (``draw(lazy)``: the batches, drawn at once unless
+    ``lazy``). The loader sets ``record``, ``generators`` and, for a resumed epoch, ``replay``
+    before the epoch starts."""
+
+    def __init__(self) -> None:
+        self.record: EpochRecord | None = None
+        self.generators: dict[str, torch.Generator] = {}
+        self.replay: dict[str, torch.Tensor] | None = None
+
+    def __call__(self, draw: Callable[[], _T], lazy: bool) -> _T:
+        replay, self.replay = self.replay, None
+        before = replay if replay is not None else states(self.generators)
+        if replay is None:
+            drawn = draw()
+        elif lazy:  # drawn as the batches are loaded: the private generators restart from their states
+            restart_from(self.generators, replay)
+            drawn = draw()
+        else:
+            with replayed(self.generators, replay):
+                drawn = draw()
+        record = self.record
+        if record is not None:
+            record.draw_states = before
+            if isinstance(drawn, list):
+                record.total = len(drawn)
+        return drawn
