@@ -16,10 +16,17 @@ import numpy as np
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
 
+def _is_tensor(value: Any) -> bool:
+    torch = sys.modules.get("torch")  # (only loaded where a test uses torch)
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
 def snapshot(batch: Any) -> Any:
-    """A deep copy of a batch (arrays copied), safe to keep while the loader runs on."""
+    """A deep copy of a batch (arrays and torch tensors copied), safe to keep while the loader runs on."""
     if isinstance(batch, np.ndarray):
         return batch.copy()
+    if _is_tensor(batch):
+        return batch.detach().clone()
     if isinstance(batch, Mapping):
         return {k: snapshot(v) for k, v in batch.items()}
     if isinstance(batch, tuple) and hasattr(batch, "_fields"):
@@ -30,11 +37,14 @@ def snapshot(batch: Any) -> Any:
 
 
 def assert_same(a: Any, b: Any, where: str = "batch") -> None:
-    """Structure, types, shapes, dtypes and values equal."""
+    """Structure, types, shapes, dtypes and values equal (NumPy arrays and torch tensors compared whole)."""
     assert type(a) is type(b), f"{where}: {type(a).__name__} != {type(b).__name__}"
     if isinstance(a, np.ndarray):
         assert a.shape == b.shape and a.dtype == b.dtype, f"{where}: {a.shape}/{a.dtype} != {b.shape}/{b.dtype}"
         np.testing.assert_array_equal(a, b, err_msg=where)
+    elif _is_tensor(a):
+        assert a.shape == b.shape and a.dtype == b.dtype, f"{where}: {tuple(a.shape)}/{a.dtype} != {tuple(b.shape)}/{b.dtype}"
+        assert bool((a == b).all()), f"{where}: values differ\n{a}\n{b}"
     elif isinstance(a, Mapping):
         assert a.keys() == b.keys(), f"{where}: keys {list(a)} != {list(b)}"
         for k in a:
