@@ -102,6 +102,23 @@ What differs:
 
 ``close()`` (or ``with DataLoader(...) as loader:``) stops the worker processes at once; they are
 also stopped when the loader is garbage collected or the interpreter exits.
+
+Checkpoints (torchdata's ``StatefulDataLoader`` methods, which Lightning saves and restores):
+``loader.state_dict()`` at any point (before an epoch, mid-epoch, after leaving the loop, after an
+epoch) returns a JSON-serializable dict (it survives ``torch.save``/``torch.load`` too); a new
+``DataLoader`` built with the same arguments that gets it through ``load_state_dict(state)``
+yields exactly the rest of that epoch, then the following epochs. The state holds the epoch and
+the batches handed out, the states the epoch's generators had before its draws (torch's global
+one, ``generator``, a sampler's own ``.generator``; the resumed epoch draws again from them, so
+its base seed and sampler indices are the interrupted epoch's), the loader's private generators
+now, persistent workers' base seed, and slipstream's loader's state (map-style: the batches
+handed out are skipped unread). An ``IterableDataset``'s epoch is read again from its start and
+the batches handed out are dropped: exact for a dataset that yields the same stream again, at the
+cost of reading them. torch's global generator is the user's: the resumed draws leave it as it was
+(or advanced as in the interrupted run, if it is at the state they were drawn from), and the
+epochs after the resumed one draw from it as torch's do; ``seed=`` or ``generator=`` make every
+epoch reproducible. Loading into a loader built with another dataset size, batching or sampling
+raises ``ValueError``.
 """
 
 from ..core.optional import require

@@ -114,6 +114,8 @@ class DataLoader(_tud.DataLoader[_T_co]):
     Extra keyword-only arguments: ``backend`` (None/"process" or "thread"), ``device`` (None, "cpu"
     or a CUDA device to prefetch batches to), ``seed`` (None: torch's shuffling; an int:
     slipstream's permutation of ``(seed, epoch)``, and the seed of ``ss.sample_rng()``).
+
+    ``state_dict()``/``load_state_dict(state)`` checkpoint it and resume mid-epoch exactly.
     """
 
     def __init__(
