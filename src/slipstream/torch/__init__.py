@@ -131,8 +131,8 @@ require(
 )
 
 from ..core.errors import DataLoaderTimeoutError  # (after the check that torch is there)
+from ._accelerate import AccelerateBypassWarning, prepare
 from ._dataloader import DataLoader
-from ._accelerate import AccelerateBypassWarning, prepare  # also: accelerate's bypass check on DataLoader
 
 # the public classes are ``slipstream.torch``'s, wherever they are defined
 DataLoader.__module__ = __name__

@@ -15,45 +15,15 @@ machinery and slipstream is silently out of the loop. Two things here stop that:
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import torch.utils.data as _tud
 
+from ._bypass import AccelerateBypassWarning, mark_prepared
 from ._dataloader import DataLoader
 from ._device import _check_device
 
-_TAKEN = "_slipstream_accelerate_prepared"  # instance flag: prepare() took this loader
-
-
-class AccelerateBypassWarning(UserWarning):
-    """``accelerate`` is about to replace a ``slipstream.torch.DataLoader`` with its own loader."""
-
-
-_BYPASS = (
-    "accelerate is replacing this slipstream.torch.DataLoader with its own DataLoaderShard, which reads the "
-    "dataset through torch's DataLoader: slipstream will not load these batches. Use "
-    "loader = slipstream.torch.prepare(accelerator, loader) instead of accelerator.prepare(loader) "
-    "(see slipstream.torch.prepare for sharding and device placement)."
-)
-
-
-def _answer_prepared(loader: DataLoader) -> bool:
-    """``loader._is_accelerate_prepared``: True once ``prepare`` took the loader; otherwise False,
-    with the bypass warning (accelerate reads it just before replacing the loader)."""
-    if loader.__dict__.get(_TAKEN, False):
-        return True
-    warnings.warn(_BYPASS, AccelerateBypassWarning, stacklevel=2)
-    return False
-
-
-def _mark_prepared(loader: DataLoader, value: bool) -> None:
-    """accelerate sets ``_is_accelerate_prepared = True`` on what it returns from ``prepare``."""
-    loader.__dict__[_TAKEN] = bool(value)
-
-
-# accelerate's question is answered by the class, so every slipstream loader answers it
-DataLoader._is_accelerate_prepared = property(_answer_prepared, _mark_prepared)  # type: ignore[attr-defined]
+__all__ = ["AccelerateBypassWarning", "prepare"]
 
 
 def _index_sampler(loader: DataLoader) -> Any:
@@ -129,7 +99,7 @@ def prepare(accelerator: Any, loader: DataLoader) -> DataLoader:
         )
     _check_shard(loader, int(accelerator.num_processes), int(accelerator.process_index))
     _check_placement(loader, accelerator)
-    _mark_prepared(loader, True)
+    mark_prepared(loader, True)
     if callable(getattr(loader, "state_dict", None)) and callable(getattr(loader, "load_state_dict", None)):
         loader.use_stateful_dataloader = True  # accelerate's save_state/load_state include it
     prepared = accelerator.prepare_data_loader(loader)

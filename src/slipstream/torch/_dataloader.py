@@ -2,10 +2,10 @@
 
 ``__iter__`` draws torch's base seed, then builds the epoch's source of batches:
 
-* map-style datasets: slipstream's loader (``_make_map_loader``, made once and kept) over the
+* map-style datasets: slipstream's loader (``_maploader``, made once and kept) over the
   indices drawn from torch's sampler (or slipstream's own permutation with ``seed``), its
   default-collated batches turned into torch's by the collate plan (``_convert``) that the first
-  batch's samples decide (``_MapLoader``);
+  batch's samples decide;
 * ``IterableDataset``: ``_Fetcher`` in this thread, or worker processes taken round-robin
   (``_iterable``);
 
@@ -21,7 +21,6 @@ and sampler indices) and skip the batches handed out: slipstream's loader skips 
 
 from __future__ import annotations
 
-import threading
 import warnings
 import weakref
 from collections.abc import Callable, Iterable, Iterator
@@ -31,25 +30,15 @@ import numpy as np
 import torch
 import torch.utils.data as _tud
 
-from ..core.containers import is_group
 from ..loading.loader import DataLoader as _SSLoader
 from ..workers.pool import WorkerPool
-from ._convert import Convert, _keep, _plan
-from ._datasets import (
-    _BatchIntoDataset,
-    _CollateOne,
-    _Dataset,
-    _ManyDataset,
-    _MapWorkerInit,
-    _SamplerOrder,
-    _tokens,
-    _WholeCollate,
-    _WholeDataset,
-)
+from ._bypass import prepared_flag
+from ._datasets import _SamplerOrder
 from ._device import _NO_ACCELERATOR, _accelerator_available, _check_device, _pinned, _to_cuda, _to_device
 from ._epoch import _LoaderIter
 from ._iterable import _Fetcher, _IterablePayload, _round_robin, _seeded_pipe, _Skipping
 from ._mapepoch import _MapEpoch
+from ._maploader import make_map_loader
 from ._record import EpochRecord, SamplerDraws
 from ._rngstate import generators, replayed, restart_from, states
 from ._state import Resume, build, read
@@ -63,50 +52,6 @@ def _draw(generator: torch.Generator | None) -> int:
     return int(torch.empty((), dtype=torch.int64).random_(generator=generator).item())
 
 
-def _odd_array(dataset: Any) -> bool:
-    """An ndarray dataset whose rows the buffers cannot turn into torch's batches (strings, objects,
-    uint64 scalars): read sample by sample and collated by torch, as any dataset of such samples."""
-    if not isinstance(dataset, np.ndarray):
-        return False
-    return dataset.ndim == 0 or dataset.dtype.kind not in "biufc" or (len(dataset) > 0 and _plan(dataset[0]) is None)
-
-
-class _MapLoader(_SSLoader):
-    """slipstream's loader for a torch map-style dataset with the default collate. The first
-    batch's own samples (the first of them) decide how its default-collated batches become
-    torch's (``convert``), or that torch's ``default_collate`` collates them (samples the buffers
-    cannot reproduce): nothing is read before the epoch, so a dataset sees exactly torch's reads."""
-
-    def __init__(self, data: Any, torch_collate: Callable[[list[Any]], Any], **kwargs: Any):
-        super().__init__(data, **kwargs)
-        self.convert: Convert = _keep
-        self._torch_collate = torch_collate
-        self._collates = False  # True: the samples are collated by torch's default_collate
-        self._decided = threading.Lock(), False
-        if self.spec is not None and len(self.data):  # arrays: shaped from the data, not a batch
-            self._decide(self.data[0])
-
-    def _decide(self, sample: Any) -> None:
-        lock, done = self._decided
-        with lock:
-            if done:
-                return
-            plan = None if sample is None else _plan(sample)
-            if plan is None:
-                self._collates = True
-            else:
-                self.convert = plan
-            self._decided = lock, True
-
-    def shape_batch(self, unshaped: Any) -> Any:  # the core's hook for batches read before the buffers had a shape
-        samples = unshaped.samples
-        if samples:
-            self._decide(samples[0])
-        if self._collates:
-            return self._torch_collate(samples)
-        return super().shape_batch(unshaped)
-
-
 class DataLoader(_tud.DataLoader[_T_co]):
     """``torch.utils.data.DataLoader``'s interface and output, loaded by slipstream (see
     ``slipstream.torch``'s docstring for exactly what matches torch and what differs).
@@ -117,6 +62,9 @@ class DataLoader(_tud.DataLoader[_T_co]):
 
     ``state_dict()``/``load_state_dict(state)`` checkpoint it and resume mid-epoch exactly.
     """
+
+    # accelerate's "already prepared?" question: warns when accelerate is about to replace the loader (``_bypass``)
+    _is_accelerate_prepared = prepared_flag
 
     def __init__(
         self,
@@ -294,59 +242,8 @@ class DataLoader(_tud.DataLoader[_T_co]):
         return self._ss
 
     def _make_map_loader(self, base_seed: int) -> _SSLoader:
-        dataset = self.dataset
-        processes = self.num_workers > 0 and self.backend == "process"
-        many = bool(getattr(dataset, "__getitems__", None))
-        collate: Callable[[list[Any]], Any] | None
-        adapter: type[_Dataset] | None = None
-        if not self._auto_collation:  # batch_size=None: collate_fn(dataset[i]), no __getitems__
-            collate = _CollateOne(self.collate_fn)
-            adapter = _Dataset if (processes or many or is_group(dataset)) else None
-        elif self._user_collate:
-            collate = self.collate_fn
-            if many:
-                adapter, collate = _WholeDataset, _WholeCollate(self.collate_fn)
-        else:
-            collate = None  # the buffers, if the first batch's samples are ones they reproduce exactly
-        if adapter is None and (processes or is_group(dataset) or _odd_array(dataset)):
-            if hasattr(dataset, "getobs_batch_into") and not many:
-                adapter = _BatchIntoDataset
-            else:
-                adapter = _ManyDataset if many else _Dataset
-        token = next(_tokens)
-        data = dataset if adapter is None else adapter(dataset, token)
-        if self.seed is not None:
-            ss_seed = self.seed
-        else:  # reproducible under torch.manual_seed / a seeded generator, drawing nothing from them
-            source = self.generator if self.generator is not None else torch.default_generator
-            ss_seed = source.initial_seed() % 2**63
-        kwargs: dict[str, Any] = {"collate": collate, "seed": ss_seed, "in_order": self.in_order}
-        if self.seed is not None and self._shuffle:  # slipstream's own permutation of (seed, epoch)
-            kwargs.update(batch_size=self.batch_size or 1, shuffle=True, drop_last=self.drop_last)
-        else:
-            sampler = self.batch_sampler if self._auto_collation else self.sampler
-            self._order = _SamplerOrder(sampler, batched=self._auto_collation, draws=self._draws)
-            kwargs.update(order=self._order)
-        if self.num_workers > 0:
-            factor = self.prefetch_factor if self.prefetch_factor is not None else 2
-            kwargs.update(
-                # torch keeps prefetch_factor batches in flight per worker; slipstream's workers
-                # share each batch, so as many batches are started ahead as torch's workers hold
-                workers=self.num_workers,
-                prefetch=self.num_workers * factor,
-                backend=self.backend,
-                timeout=self.timeout or None,
-            )
-            if processes:
-                kwargs.update(
-                    worker_init=_MapWorkerInit(token, base_seed, self.num_workers, self.worker_init_fn),
-                    mp_context=self.multiprocessing_context,
-                )
-            elif self.worker_init_fn is not None:
-                kwargs.update(worker_init=self.worker_init_fn)
-        if collate is None:
-            return _MapLoader(data, self.collate_fn, **kwargs)
-        return _SSLoader(data, **kwargs)
+        loader, self._order = make_map_loader(self, base_seed)
+        return loader
 
     # IterableDataset, in worker processes, taken round-robin
     def _iterable_processes(self, base_seed: int, shared_seed: int | None) -> Iterator[Any]:

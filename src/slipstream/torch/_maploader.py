@@ -1,0 +1,136 @@
+"""slipstream's core loader for a torch map-style dataset: how the drop-in's arguments become it.
+
+The dataset is wrapped for process workers, groups and odd arrays (``_datasets``); the batches are
+default-collated into reused buffers when the first batch's samples allow it (``_MapLoader``),
+else collated by the user's or torch's function; the order is slipstream's permutation of
+``(seed, epoch)`` with ``seed=`` and shuffling, else torch's sampler drawn as torch draws it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..core.containers import is_group
+from ..loading.loader import DataLoader as _SSLoader
+from ._convert import Convert, _keep, _plan
+from ._datasets import (
+    _BatchIntoDataset,
+    _CollateOne,
+    _Dataset,
+    _ManyDataset,
+    _MapWorkerInit,
+    _SamplerOrder,
+    _tokens,
+    _WholeCollate,
+    _WholeDataset,
+)
+
+__all__ = ["make_map_loader"]
+
+
+def _odd_array(dataset: Any) -> bool:
+    """An ndarray dataset whose rows the buffers cannot turn into torch's batches (strings, objects,
+    uint64 scalars): read sample by sample and collated by torch, as any dataset of such samples."""
+    if not isinstance(dataset, np.ndarray):
+        return False
+    return dataset.ndim == 0 or dataset.dtype.kind not in "biufc" or (len(dataset) > 0 and _plan(dataset[0]) is None)
+
+
+class _MapLoader(_SSLoader):
+    """slipstream's loader for a torch map-style dataset with the default collate. The first
+    batch's own samples (the first of them) decide how its default-collated batches become
+    torch's (``convert``), or that torch's ``default_collate`` collates them (samples the buffers
+    cannot reproduce): nothing is read before the epoch, so a dataset sees exactly torch's reads."""
+
+    def __init__(self, data: Any, torch_collate: Callable[[list[Any]], Any], **kwargs: Any):
+        super().__init__(data, **kwargs)
+        self.convert: Convert = _keep
+        self._torch_collate = torch_collate
+        self._collates = False  # True: the samples are collated by torch's default_collate
+        self._decided = threading.Lock(), False
+        if self.spec is not None and len(self.data):  # arrays: shaped from the data, not a batch
+            self._decide(self.data[0])
+
+    def _decide(self, sample: Any) -> None:
+        lock, done = self._decided
+        with lock:
+            if done:
+                return
+            plan = None if sample is None else _plan(sample)
+            if plan is None:
+                self._collates = True
+            else:
+                self.convert = plan
+            self._decided = lock, True
+
+    def shape_batch(self, unshaped: Any) -> Any:  # the core's hook for batches read before the buffers had a shape
+        samples = unshaped.samples
+        if samples:
+            self._decide(samples[0])
+        if self._collates:
+            return self._torch_collate(samples)
+        return super().shape_batch(unshaped)
+
+
+def make_map_loader(dl: Any, base_seed: int) -> tuple[_SSLoader, _SamplerOrder | None]:
+    """The core loader for the drop-in ``dl`` (a ``slipstream.torch.DataLoader`` over a map-style
+    dataset) and the torch-sampler order it draws from (None with slipstream's own permutation)."""
+    order: _SamplerOrder | None = None
+    dataset = dl.dataset
+    processes = dl.num_workers > 0 and dl.backend == "process"
+    many = bool(getattr(dataset, "__getitems__", None))
+    collate: Callable[[list[Any]], Any] | None
+    adapter: type[_Dataset] | None = None
+    if not dl._auto_collation:  # batch_size=None: collate_fn(dataset[i]), no __getitems__
+        collate = _CollateOne(dl.collate_fn)
+        adapter = _Dataset if (processes or many or is_group(dataset)) else None
+    elif dl._user_collate:
+        collate = dl.collate_fn
+        if many:
+            adapter, collate = _WholeDataset, _WholeCollate(dl.collate_fn)
+    else:
+        collate = None  # the buffers, if the first batch's samples are ones they reproduce exactly
+    if adapter is None and (processes or is_group(dataset) or _odd_array(dataset)):
+        if hasattr(dataset, "getobs_batch_into") and not many:
+            adapter = _BatchIntoDataset
+        else:
+            adapter = _ManyDataset if many else _Dataset
+    token = next(_tokens)
+    data = dataset if adapter is None else adapter(dataset, token)
+    if dl.seed is not None:
+        ss_seed = dl.seed
+    else:  # reproducible under torch.manual_seed / a seeded generator, drawing nothing from them
+        source = dl.generator if dl.generator is not None else torch.default_generator
+        ss_seed = source.initial_seed() % 2**63
+    kwargs: dict[str, Any] = {"collate": collate, "seed": ss_seed, "in_order": dl.in_order}
+    if dl.seed is not None and dl._shuffle:  # slipstream's own permutation of (seed, epoch)
+        kwargs.update(batch_size=dl.batch_size or 1, shuffle=True, drop_last=dl.drop_last)
+    else:
+        sampler = dl.batch_sampler if dl._auto_collation else dl.sampler
+        order = _SamplerOrder(sampler, batched=dl._auto_collation, draws=dl._draws)
+        kwargs.update(order=order)
+    if dl.num_workers > 0:
+        factor = dl.prefetch_factor if dl.prefetch_factor is not None else 2
+        kwargs.update(
+            # torch keeps prefetch_factor batches in flight per worker; slipstream's workers
+            # share each batch, so as many batches are started ahead as torch's workers hold
+            workers=dl.num_workers,
+            prefetch=dl.num_workers * factor,
+            backend=dl.backend,
+            timeout=dl.timeout or None,
+        )
+        if processes:
+            kwargs.update(
+                worker_init=_MapWorkerInit(token, base_seed, dl.num_workers, dl.worker_init_fn),
+                mp_context=dl.multiprocessing_context,
+            )
+        elif dl.worker_init_fn is not None:
+            kwargs.update(worker_init=dl.worker_init_fn)
+    if collate is None:
+        return _MapLoader(data, dl.collate_fn, **kwargs), order
+    return _SSLoader(data, **kwargs), order
