@@ -342,3 +342,22 @@ def test_an_epoch_of_process_workers_goes_on_after_a_failed_batch_reading_each_s
     )
     assert out["got"] == ["ERR"] + [[2 * k, 2 * k + 1] for k in range(1, 20)]
     assert max(out["reads"]) == 1 and out["reads"][2:] == [1] * 38
+
+
+@pytest.mark.parametrize(
+    "workers", [{}, {"num_workers": 2, "backend": "thread"}, {"num_workers": 2, "persistent_workers": True}]
+)
+def test_close_between_epochs_goes_on_with_the_next_epochs_permutation(workers):
+    """close() stops the workers; the next iter() was epoch 0 again (the same permutation with seed=)."""
+
+    def epochs(close: bool) -> list:
+        loader = DataLoader(list(range(20)), batch_size=4, shuffle=True, seed=3, **workers)
+        out = []
+        for _ in range(3):
+            out.append([b.tolist() for b in loader])
+            if close:
+                loader.close()
+        return out
+
+    kept = epochs(close=False)
+    assert kept[0] != kept[1] and epochs(close=True) == kept

@@ -298,18 +298,17 @@ class DataLoader(_tud.DataLoader[_T_co]):
         """
         resume = read(self, state_dict)
         self.close()  # workers seeded for another run: the next iter() starts them as the state says
+        self._ss = None
         restart_from(generators(self), resume.generators)
         self._base_seed = resume.base_seed if self.persistent_workers and self.num_workers > 0 else None
         self._epochs, self._record, self._resume = resume.epoch, None, resume
 
     # -- resources -----------------------------------------------------------------------------
     def close(self) -> None:
-        """Stop this loader's worker processes now (a later ``iter()`` starts new ones). Idempotent."""
-        loader, self._ss = self._ss, None
-        if loader is not None:
-            if self._record is not None:  # state_dict() after close() still tells where slipstream's loader was
-                self._record.core_at_close = self._record.core_state(loader)
-            loader.close()
+        """Stop this loader's worker processes now (a later ``iter()`` starts new ones and goes on with
+        the next epoch). Idempotent."""
+        if self._ss is not None:
+            self._ss.close()
         pool, self._iter_pool = self._iter_pool, None
         if pool is not None:
             pool.close()

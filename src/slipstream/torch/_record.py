@@ -44,7 +44,6 @@ class EpochRecord:
     total: int | None = None
     core_behind: bool = False  # not begun, and slipstream's most recent epoch was left unfinished
     core_states: dict[int, Any] = field(default_factory=dict)
-    core_at_close: Any = None  # slipstream's state when the loader was closed (its loader is gone)
     iter_states: dict[str, torch.Tensor] = field(default_factory=dict)
     draw_states: dict[str, torch.Tensor] = field(default_factory=dict)
     drew_base_seed: bool = True
@@ -66,10 +65,7 @@ class EpochRecord:
             self.core_states.pop(self.pulled - 4, None)  # the prefetcher is one batch ahead
 
     def core_state(self, core: Any) -> Any:
-        """slipstream's state at the batch the user has reached (``core``: slipstream's loader, None
-        once the DataLoader was closed)."""
-        if core is None:
-            return self.core_at_close
+        """slipstream's state at the batch the user has reached (``core``: slipstream's loader)."""
         if self.begun and not self.counts_pulls:
             return self.core_states[self.handed]
         return core.state_dict()

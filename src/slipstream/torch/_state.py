@@ -114,8 +114,6 @@ def build(loader: Any, record: EpochRecord | None, core: Any) -> dict[str, Any]:
         return state
     if record.finished():
         state["epoch"] = record.epoch + 1
-        if core is None and not iterable:
-            state["loader"] = record.core_at_close
         return state
     state["epoch"], state["batch"] = record.epoch, record.handed_out()
     state["draws"] = {
