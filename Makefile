@@ -34,6 +34,18 @@ $(VENV)/.hf: $(VENV)/.test
 	$(PY) -m pip install -q 'datasets>=2.14'
 	touch $@
 
+# ss.write(..., engine="ray")'s tests (tests/test_ray.py skips without it)
+$(VENV)/.ray: $(VENV)/.test
+	@echo "== installing Ray for the engine='ray' tests"
+	$(PY) -m pip install -q 'ray>=2.9'
+	touch $@
+
+# the tested trainer recipes (tests/test_torch_integrations.py skips what is missing)
+$(VENV)/.trainers: $(VENV)/.torch
+	@echo "== installing accelerate, PyTorch Lightning and transformers for the trainer recipes' tests"
+	$(PY) -m pip install -q 'accelerate>=1.0' 'pytorch-lightning>=2.2' 'transformers>=4.46'
+	touch $@
+
 $(VENV)/.bench: $(VENV)/.torch
 	$(PY) -m pip install -q psutil scikit-image
 	touch $@
@@ -41,7 +53,7 @@ $(VENV)/.bench: $(VENV)/.torch
 demo: $(VENV)/.torch
 	$(PY) -m slipstream demo
 
-test: $(VENV)/.torch $(VENV)/.jax $(VENV)/.hf
+test: $(VENV)/.torch $(VENV)/.jax $(VENV)/.hf $(VENV)/.ray $(VENV)/.trainers
 	$(PY) -m pytest -q
 	# the fallbacks on their own: NumPy pixel kernels (no numba), whole-image JPEG decoding (no _roijpeg)
 	SLIPSTREAM_NO_NUMBA=1 SLIPSTREAM_NO_ROIJPEG=1 $(PY) -m pytest -q tests/test_kernels.py tests/test_mapfields.py tests/test_tasks.py
@@ -51,6 +63,8 @@ bench: $(VENV)/.bench
 	$(PY) benchmarks/bench_packed.py
 	$(PY) benchmarks/bench_images.py
 	$(PY) benchmarks/bench_remote.py
+	$(PY) benchmarks/bench_convert.py
+	$(PY) benchmarks/bench_elastic.py
 
 clean:
 	rm -rf $(VENV)

@@ -104,14 +104,17 @@ def test_ranks_out_of_step_count_each_their_own(n, world, per_batch, data):
     assert all(p in seen for p in rest.extra.tolist())
 
 
-def test_a_deal_goes_through_its_state_and_refuses_bad_ones():
-    deal = Deal(5, [9, 7])
-    assert Deal.from_state(deal.to_state()) == deal and deal.to_state() == {"consumed": 5, "extra": [7, 9]}
+def test_a_deal_goes_through_its_state_as_runs_and_refuses_bad_ones():
+    deal = Deal(5, [9, 7, 8, 12])
+    assert Deal.from_state(deal.to_state()) == deal and Deal(3).to_state() == {"consumed": 3, "extra": ""}
+    many = Deal(10, np.arange(10, 600_000, 2))  # every other position of a long window
+    assert Deal.from_state(many.to_state()) == many and len(many.to_state()["extra"]) < 600_000 / 8 * 4 / 3 + 4
     with pytest.raises(ValueError, match="beyond the consumed prefix"):
         Deal(5, [3])
     with pytest.raises(ValueError, match="integer 'consumed'"):
         Deal.from_state({"consumed": "5"})
-    with pytest.raises(ValueError, match="list of integer positions"):
-        Deal.from_state({"consumed": 1, "extra": [-1]})
+    for bad in ([7], "not base64!", 3):
+        with pytest.raises(ValueError, match="base64 text of a bitmap"):
+            Deal.from_state({"consumed": 1, "extra": bad})
     with pytest.raises(ValueError, match="the data changed"):
         Deal(20).rest(10)

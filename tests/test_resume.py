@@ -225,3 +225,64 @@ def test_a_version_1_state_still_loads():
     x = loader(20, 2, 0, 1, False, "random")
     x.load_state_dict({"version": 1, "seed": 3, "epoch": 0, "batch": 4, "num_observations": 20, "world_size": 1, "rank": 0, "batch_size": 2})
     assert len(list(x)) == 6
+
+
+def test_a_one_rank_out_of_order_state_moves_with_its_overtaking_batches():
+    """Review: a world_size=1 state with done_ahead was refused on other batching (it is every rank's)."""
+    old = loader(40, 4, 0, 1, False, "sequential")
+    state = {**old.state_dict(), "batch": 2, "done_ahead": [4]}  # batches 0, 1 and 4 were handed out
+    new = [loader(40, 4, r, 2, False, "sequential") for r in range(2)]
+    seen = set()
+    for x in new:
+        x.load_state_dict(state)
+        seen |= {i for batch in x for i in batch.tolist()}
+    assert seen == set(range(40)) - set(range(8)) - set(range(16, 20))
+
+
+def test_an_empty_epoch_resumed_elsewhere_keeps_its_number():
+    """Review: n=0 on other batching jumped an epoch (nothing left counted as all handed out)."""
+    state = {**loader(0, 2, 0, 1, False, "random").state_dict(), "epoch": 1}
+    x = loader(0, 3, 0, 2, False, "random")
+    x.load_state_dict(state)
+    assert x.state_dict()["epoch"] == 1 and iter(x).epoch == 1
+
+
+def test_bad_lists_and_fields_are_refused():
+    """Review: states that do not describe one job at one step were accepted."""
+    ranks = [loader(40, 4, r, 2, False, "random") for r in range(2)]
+    for x in ranks:
+        take(iter(x), 2)
+    a, b = (x.state_dict() for x in ranks)
+    target = loader(40, 4, 0, 3, False, "random")
+    cases = [
+        ([a], "one per rank"),  # a list is all ranks: one of two is not
+        ({**a, "rank": 7}, "not a rank of its world_size 2"),
+        ([{**a, "deal": {"consumed": 2, "extra": ""}}, b], "disagree on deal"),
+        ([{**a, "epoch": 5, "batch": 0}, b], "more than one epoch apart"),
+        ({**a, "deal": {"consumed": 10**6, "extra": ""}}, "the data changed"),
+    ]
+    for state, message in cases:
+        for into in (target, loader(40, 4, 0, 2, False, "random")):  # elastic and same batching alike
+            with pytest.raises(ValueError, match=message):
+                into.load_state_dict(state)
+    with pytest.raises(TypeError, match="drop_last"):
+        target.load_state_dict({**a, "drop_last": "no"})
+
+
+def test_overtaking_batches_past_the_end_do_not_break_len():
+    x = loader(20, 4, 0, 1, False, "sequential")
+    x.load_state_dict({**x.state_dict(), "batch": 1, "done_ahead": [3, 99]})
+    it = iter(x)
+    assert len(it) == 3 and [b.tolist()[0] for b in it] == [4, 8, 16]
+
+
+def test_a_shuffled_order_over_ranks_needs_a_seed():
+    with pytest.raises(ValueError, match="needs seed="):
+        ss.DataLoader(Paged(10), 2, shuffle=True, rank=0, world_size=2)
+    ss.DataLoader(Paged(10), 2, rank=0, world_size=2)  # sequential: the same on every rank anyway
+
+
+def test_a_state_counting_more_batches_than_the_epoch_has_is_refused():
+    x = loader(20, 4, 0, 1, False, "random")
+    with pytest.raises(ValueError, match="state\\['batch'\\] is 9, but rank 0's epoch 0 has 5 batches"):
+        x.load_state_dict({**x.state_dict(), "batch": 9})

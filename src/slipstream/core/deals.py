@@ -19,13 +19,14 @@ exactly the batches the old ranks had left (``tests/test_deals.py`` checks both 
 
 from __future__ import annotations
 
+import base64
 import math
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-__all__ = ["FRESH", "Deal", "consumed_after", "deal_positions"]
+__all__ = ["FRESH", "Deal", "batches_per_rank", "consumed_after", "deal_positions"]
 
 
 class Deal:
@@ -36,7 +37,8 @@ class Deal:
 
     def __init__(self, consumed: int = 0, extra: Any = ()):
         self.consumed = int(consumed)
-        self.extra = np.unique(np.asarray(extra, dtype=np.intp))
+        extra = np.asarray(extra, dtype=np.intp)
+        self.extra = extra if len(extra) < 2 or bool((extra[1:] > extra[:-1]).all()) else np.unique(extra)
         if len(self.extra) and self.extra[0] < self.consumed:
             raise ValueError(f"extra positions must lie beyond the consumed prefix {self.consumed}, got {self.extra[0]}")
 
@@ -56,18 +58,25 @@ class Deal:
         return np.setdiff1d(rest, self.extra, assume_unique=True) if len(self.extra) else rest
 
     def to_state(self) -> dict[str, Any]:
-        return {"consumed": self.consumed, "extra": [int(p) for p in self.extra]}
+        """``{"consumed": int, "extra": str}``: the extra positions as a bitmap (base64 of packed
+        bits, bit ``i`` for position ``consumed + i``): small however they are spread."""
+        if not len(self.extra):
+            return {"consumed": self.consumed, "extra": ""}
+        window = np.zeros(int(self.extra[-1]) + 1 - self.consumed, dtype=bool)
+        window[self.extra - self.consumed] = True
+        return {"consumed": self.consumed, "extra": base64.b64encode(np.packbits(window).tobytes()).decode("ascii")}
 
     @classmethod
     def from_state(cls, state: Any) -> Deal:
-        if not isinstance(state, Mapping) or not isinstance(state.get("consumed"), int) or isinstance(state.get("consumed"), bool):
-            raise ValueError(f"state['deal'] must be a dict with an integer 'consumed', got {state!r}")
-        extra = state.get("extra", [])
-        if not isinstance(extra, list) or not all(isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in extra):
-            raise ValueError("state['deal']['extra'] must be a list of integer positions >= 0")
-        if state["consumed"] < 0:
-            raise ValueError(f"state['deal']['consumed'] must be >= 0, got {state['consumed']}")
-        return cls(state["consumed"], extra)
+        consumed = state.get("consumed") if isinstance(state, Mapping) else None
+        if not isinstance(consumed, int) or isinstance(consumed, bool) or consumed < 0:
+            raise ValueError(f"state['deal'] must be a dict with an integer 'consumed' >= 0, got {state!r}")
+        bits = state.get("extra", "")
+        try:
+            window = np.unpackbits(np.frombuffer(base64.b64decode(bits, validate=True), dtype=np.uint8))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"state['deal']['extra'] must be the base64 text of a bitmap, as state_dict() writes it ({exc})") from None
+        return cls(consumed, np.flatnonzero(window) + consumed)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Deal) and self.consumed == other.consumed and np.array_equal(self.extra, other.extra)
@@ -96,6 +105,13 @@ def _dealt(n: int, deal: Deal, world_size: int, drop_last: bool) -> np.ndarray:
 
 def _count(share: int, per_batch: int, drop_last: bool) -> int:
     return share // per_batch if drop_last else math.ceil(share / per_batch)
+
+
+def batches_per_rank(n: int, deal: Deal, world_size: int, per_batch: int, drop_last: bool) -> int:
+    """How many batches each rank gets of the rest of an order of ``n`` units."""
+    r = len(deal.rest(n))
+    share = r // world_size if drop_last else math.ceil(r / world_size)
+    return _count(share, per_batch, drop_last)
 
 
 def deal_positions(n: int, deal: Deal, rank: int, world_size: int, per_batch: int, drop_last: bool) -> list[np.ndarray]:

@@ -67,7 +67,8 @@ class DataLoader:
             "fork", "spawn", "forkserver", or a ``multiprocessing`` context.
         prefetch: batches loaded ahead of the consumer (with ``workers > 0``).
         in_order: False lets a finished batch overtake one that is still loading.
-        rank, world_size: this process's share of each epoch (see ``core.orders`` for padding).
+        rank, world_size: this process's share of each epoch (see ``core.orders`` for padding); a
+            shuffled order then needs ``seed`` (the same on every rank).
         sampler: an iterable of indices, re-iterated each epoch (``set_epoch(epoch)`` is called
             when it has one); excludes ``shuffle``. A sized one is drawn whole each epoch; one
             without ``__len__`` (even endless) is read as the batches are loaded, and then
@@ -92,8 +93,9 @@ class DataLoader:
     typed by whichever batch shaped the buffers (this depends on the resume point and, with
     ``in_order=False``, on timing): give such data one dtype, or pass ``collate=``.
 
-    Determinism: the batches depend only on (seed, epoch, rank, world_size) and the data; samples
-    that draw from ``sample_rng()`` draw the same numbers with any number of workers.
+    Determinism: the batches depend only on (seed, epoch, rank, world_size) and the data (and, in
+    an epoch resumed with other batching, on what the old ranks had consumed: ``load_state_dict``);
+    samples that draw from ``sample_rng()`` draw the same numbers with any number of workers.
 
     Thread-safety: one iterator is consumed from one thread; several iterators (even at once)
     are independent. ``state_dict()`` describes the most recently created iterator.
@@ -151,7 +153,8 @@ class DataLoader:
         self._lock = threading.RLock()  # iter() claims epochs under it
 
     def __len__(self) -> int:
-        """The exact number of batches this rank gets in one epoch (of the data as it is now)."""
+        """The exact number of batches this rank gets in one whole epoch (of the data as it is now);
+        an iterator's ``len()`` tells what is left of its epoch (a resumed one, too)."""
         return self._order.num_batches(numobs(self.data))
 
     @property

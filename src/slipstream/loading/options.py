@@ -71,12 +71,18 @@ def check_options(data: Any, **given: Any) -> SimpleNamespace:
     o.rank = check_int("rank", o.rank, 0)
     if o.rank >= o.world_size:
         raise ValueError(f"rank must be < world_size ({o.world_size}), got {o.rank}")
-    o.seed = secrets.randbits(63) if o.seed is None else check_int("seed", o.seed, 0)
+    drawn = o.seed is None
+    o.seed = secrets.randbits(63) if drawn else check_int("seed", o.seed, 0)
     shuffle = check_flag("shuffle", o.shuffle)
     o.drop_last, o.in_order = check_flag("drop_last", o.drop_last), check_flag("in_order", o.in_order)
     check_callable("collate", o.collate)
     o.epoch_order = _epoch_order(data, o, shuffle)
     o.shuffle = o.order == "random"
+    if drawn and o.world_size > 1 and o.order in ("random", "quasi_random"):
+        raise ValueError(
+            f"order={o.order!r} with world_size={o.world_size} needs seed= (the same on every rank): the ranks deal "
+            "one permutation between them, and a seed drawn by each rank would give each its own"
+        )
     if o.backend not in BACKENDS:
         raise ValueError(f"backend must be one of {list(BACKENDS)}, got {o.backend!r}")
     o.timeout = check_timeout(o.timeout)

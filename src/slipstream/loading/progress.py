@@ -30,7 +30,7 @@ class Progress:
     def __init__(self, epoch: int, batch: int, done: frozenset[int], total: int | None, deal: Deal = FRESH):
         self.epoch, self.total, self.deal = epoch, total, deal  # total: None until a streamed epoch ends
         self.batch = batch if total is None else min(batch, total)
-        self.done = set(done)
+        self.done = set(done) if total is None else {k for k in done if k < total}
 
     @property
     def finished(self) -> bool:

@@ -27,8 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.checks import check_int
-from ..core.deals import FRESH, Deal, consumed_after
+from ..core.checks import check_flag, check_int
+from ..core.deals import FRESH, Deal, batches_per_rank, consumed_after
 from .progress import STATE_VERSION, Position
 
 __all__ = ["Batching", "resume"]
@@ -74,28 +74,50 @@ class _Saved:
 def resume(state: Mapping[str, Any] | Sequence[Mapping[str, Any]], here: Batching) -> tuple[int, Position]:
     """The seed and the position a loader dealt as ``here`` starts from, given one saved state or
     the states of all ranks of the old job; ``ValueError``/``TypeError`` saying what does not fit."""
-    states = [state] if isinstance(state, Mapping) else list(state) if isinstance(state, Sequence) else None
+    listed = not isinstance(state, Mapping)
+    states = list(state) if listed and isinstance(state, Sequence) else [state]
     if not states or not all(isinstance(s, Mapping) for s in states):
         raise TypeError(f"state must be a dict from state_dict() (or a list of them, one per rank), got {type(state).__name__}")
     saved = [_parse(s, here) for s in states]
     first = saved[0]
-    for other in saved[1:]:
-        for key in ("seed", "world_size", "batch_size", "drop_last", "deal"):
-            if getattr(other, key) != getattr(first, key) and not (key == "deal" and other.epoch != first.epoch):
-                raise ValueError(f"the states disagree on {key}: they must be saved by the ranks of one job at one step")
-    if len(saved) > 1 and sorted(s.rank for s in saved) != list(range(first.world_size)):
+    for key in ("seed", "world_size", "batch_size", "drop_last"):
+        if any(getattr(other, key) != getattr(first, key) for other in saved):
+            raise ValueError(f"the states disagree on {key}: they must be saved by the ranks of one job at one step")
+    if listed and sorted(s.rank for s in saved) != list(range(first.world_size)):
         ranks = sorted(s.rank for s in saved)
         raise ValueError(f"a list of states needs one per rank of the old job (ranks 0..{first.world_size - 1}), got ranks {ranks}")
+    epoch = min(s.epoch for s in saved)
+    current = [s for s in saved if s.epoch == epoch]
+    if any(s.deal != current[0].deal for s in current):
+        raise ValueError("the states disagree on deal: they must be saved by the ranks of one job at one step")
+    if any(s.epoch > epoch and (s.epoch > epoch + 1 or s.batch or s.done) for s in saved):
+        raise ValueError("the states are more than one epoch apart: they must be saved by the ranks of one job at one step")
+    _check_counts(current, here)
     same = (first.world_size, first.batch_size, first.drop_last) == (here.world_size, here.batch_size, here.drop_last)
-    if len(saved) == 1 and same and (first.rank == here.rank or not first.done):
+    if same and not listed and (first.rank == here.rank or not first.done):
         return first.seed, first.position()
-    if len(saved) > 1 and same:
+    if same and listed:
         return first.seed, next(s for s in saved if s.rank == here.rank).position()
-    return first.seed, _redealt(saved, here)
+    return first.seed, _redealt(saved, epoch, here)
 
 
-def _redealt(saved: list[_Saved], here: Batching) -> Position:
-    """The rest of the old ranks' epoch, as one deal for ``here``'s ranks."""
+def _check_counts(current: list[_Saved], here: Batching) -> None:
+    """The deal fits the epoch's order, and no state counts more batches than its rank had."""
+    order, deal = here.order, current[0].deal
+    if not hasattr(order, "units") or order.streamed:
+        if not deal.fresh:
+            raise ValueError("the state's epoch was dealt from the rest of an earlier one, but this loader's order cannot deal it")
+        return
+    old = current[0]
+    per_batch = 1 if order.kind == "batch_sampler" else old.batch_size
+    count = batches_per_rank(order.units(here.num_observations), deal, old.world_size, per_batch, old.drop_last)
+    for s in current:
+        if s.batch > count:
+            raise ValueError(f"state['batch'] is {s.batch}, but rank {s.rank}'s epoch {s.epoch} has {count} batches")
+
+
+def _redealt(saved: list[_Saved], epoch: int, here: Batching) -> Position:
+    """The rest of the old ranks' epoch ``epoch``, as one deal for ``here``'s ranks."""
     order = here.order
     if not hasattr(order, "units") or order.streamed:
         raise ValueError(
@@ -105,14 +127,10 @@ def _redealt(saved: list[_Saved], here: Batching) -> Position:
             "sized samplers can resume with other batching (an order object or a sampler without __len__ decides its "
             "own batches)"
         )
-    epoch = min(s.epoch for s in saved)
-    if any(s.epoch > epoch and (s.epoch > epoch + 1 or s.batch or s.done) for s in saved):
-        raise ValueError("the states are more than one epoch apart: they must be saved by the ranks of one job at one step")
-    if all(s.epoch > epoch for s in saved):
-        return Position(epoch + 1)
-    current = [s for s in saved if s.epoch == epoch]
     handed: int | dict[int, tuple[int, frozenset[int]]]
-    if len(saved) == 1:
+    if len(saved) == 1 and saved[0].world_size == 1:  # the whole job's state, overtaking batches and all
+        handed = {0: (saved[0].batch, saved[0].done)}
+    elif len(saved) == 1:
         if saved[0].done:
             raise ValueError(
                 f"this state of rank {saved[0].rank} lists batches that overtook the rest (in_order=False), which differ "
@@ -121,11 +139,11 @@ def _redealt(saved: list[_Saved], here: Batching) -> Position:
         handed = saved[0].batch
     else:
         handed = {s.rank: (s.batch, s.done) if s.epoch == epoch else (_EVERY, frozenset()) for s in saved}
-    old = current[0]
+    old = next(s for s in saved if s.epoch == epoch)
     per_batch = 1 if order.kind == "batch_sampler" else old.batch_size
     units = order.units(here.num_observations)
     deal = consumed_after(units, old.deal, old.world_size, per_batch, old.drop_last, handed)
-    if deal.consumed >= units:
+    if units and deal.consumed >= units:  # all of it was handed out: the next epoch
         return Position(epoch + 1)
     return Position(epoch, 0, frozenset(), deal)
 
@@ -142,14 +160,18 @@ def _parse(state: Mapping[str, Any], here: Batching) -> _Saved:
         if key in state and state[key] != mine[key]:
             raise ValueError(f"state was saved with {key}={state[key]!r} but this loader has {key}={mine[key]!r}")
     batch = check_int("state['batch']", state["batch"], 0)
+    world_size = check_int("state['world_size']", state.get("world_size", here.world_size), 1)
+    rank = check_int("state['rank']", state.get("rank", here.rank), 0)
+    if rank >= world_size:
+        raise ValueError(f"state['rank'] is {rank}, not a rank of its world_size {world_size}")
     return _Saved(
         seed=check_int("state['seed']", state["seed"], 0),
         epoch=check_int("state['epoch']", state["epoch"], 0),
         batch=batch,
         done=frozenset(check_int("state['done_ahead'][k]", k, batch + 1) for k in state.get("done_ahead", [])),
         deal=Deal.from_state(state["deal"]) if "deal" in state else FRESH,
-        world_size=check_int("state['world_size']", state.get("world_size", here.world_size), 1),
-        rank=check_int("state['rank']", state.get("rank", here.rank), 0),
+        world_size=world_size,
+        rank=rank,
         batch_size=check_int("state['batch_size']", state.get("batch_size", here.batch_size), 1),
-        drop_last=bool(state.get("drop_last", here.drop_last)),
+        drop_last=check_flag("state['drop_last']", state.get("drop_last", here.drop_last)),
     )
