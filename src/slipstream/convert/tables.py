@@ -5,176 +5,21 @@ per column, chosen by the Hugging Face features when present, else by the Arrow 
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from .. import fields as F
-from ..files.field import Field
 from ..files.field import pyarrow_module as _pa
-from ..images import codecs as _imaging
 from .base import ConvertError, Source
+from .columns import Column, first_null, hf_column, null_error
 
 __all__ = ["huggingface_source", "parquet_source"]
 
 _ROWS_PER_BATCH_BYTES = 32 << 20  # about how many bytes of table rows to decode at a time
 _PANDAS_INDEX = re.compile(r"__index_level_\d+__")
-
-
-@dataclass
-class _Column:
-    """How one table column becomes one field: ``values(array, first_row)`` -> a value per row."""
-
-    name: str
-    field: Field
-    values: Callable[[Any, int], Any]
-    class_names: list[str] | None = None  # a Hugging Face ClassLabel's names
-
-
-def _null_error(where: Path, column: str, row: int, hint: str = "") -> ConvertError:
-    return ConvertError(f"{where}: column {column!r} is null at row {row}; packed files hold no nulls: fill or drop them first{hint}")
-
-
-def _first_null(array: Any) -> int:
-    return int(np.flatnonzero(array.is_null().to_numpy(zero_copy_only=False))[0])
-
-
-def _plain(array: Any) -> Any:
-    pa = _pa()
-    return array.dictionary_decode() if pa.types.is_dictionary(array.type) else array
-
-
-def _numpy_values(array: Any, first_row: int) -> Any:
-    return _plain(array).to_numpy(zero_copy_only=False)
-
-
-def _list_values(array: Any, first_row: int) -> Any:
-    return _plain(array).to_pylist()
-
-
-def _is_image_struct(typ: Any) -> bool:
-    pa = _pa()
-    if not pa.types.is_struct(typ):
-        return False
-    names = {typ.field(i).name for i in range(typ.num_fields)}
-    return "bytes" in names and "path" in names and _is_binary(typ.field("bytes").type)
-
-
-def _is_binary(typ: Any) -> bool:
-    pa = _pa()
-    checks = [pa.types.is_binary, pa.types.is_large_binary, pa.types.is_fixed_size_binary, getattr(pa.types, "is_binary_view", None)]
-    return any(check is not None and check(typ) for check in checks)
-
-
-def _is_string(typ: Any) -> bool:
-    pa = _pa()
-    checks = [pa.types.is_string, pa.types.is_large_string, getattr(pa.types, "is_string_view", None)]
-    return any(check is not None and check(typ) for check in checks)
-
-
-def _is_nested(typ: Any) -> bool:
-    pa = _pa()
-    checks = [pa.types.is_list, pa.types.is_large_list, pa.types.is_fixed_size_list, pa.types.is_struct, pa.types.is_map]
-    checks.append(getattr(pa.types, "is_list_view", None))
-    checks.append(getattr(pa.types, "is_large_list_view", None))
-    return any(check is not None and check(typ) for check in checks)
-
-
-class _ImageStructValues:
-    """Values of a Hugging Face image struct {bytes, path}: the bytes, else the file at ``path``
-    (relative paths under ``base``). A class, not a closure, so a source pickles for worker processes."""
-
-    def __init__(self, where: Path, name: str, base: Path):
-        self.where, self.name, self.base = where, name, base
-
-    def __call__(self, array: Any, first_row: int) -> list[Any]:
-        out = []
-        for k, (data, file) in enumerate(zip(array.field("bytes").to_pylist(), array.field("path").to_pylist())):
-            if data is None:
-                candidate = Path(file) if file else None
-                if candidate is not None and not candidate.is_absolute():
-                    candidate = self.base / candidate
-                if candidate is None or not candidate.is_file():
-                    hint = f" (its image has no bytes, and its path {file!r} is not a file)" if file else ""
-                    raise _null_error(self.where, self.name, first_row + k, hint)
-                data = candidate.read_bytes()
-            out.append(data)
-        return out
-
-
-class _ArrayValues:
-    """Values of a Hugging Face ArrayND column: one NumPy array of ``dtype`` per row."""
-
-    def __init__(self, dtype: np.dtype):
-        self.dtype = dtype
-
-    def __call__(self, array: Any, first_row: int) -> list[np.ndarray]:
-        return [np.asarray(v, dtype=self.dtype) for v in array.to_pylist()]
-
-
-def _arrow_column(where: Path, name: str, typ: Any, first: Callable[[], Any], image: F.Image) -> _Column:
-    """The field for a column from its Arrow type (``first()`` gives its first values, to sniff image bytes)."""
-    pa = _pa()
-    value_type = typ.value_type if pa.types.is_dictionary(typ) else typ
-    if pa.types.is_boolean(value_type):
-        return _Column(name, F.Bool(), _numpy_values)
-    if pa.types.is_integer(value_type):
-        return _Column(name, F.Int(), _numpy_values)
-    if pa.types.is_floating(value_type):
-        return _Column(name, F.Float(), _numpy_values)
-    if _is_string(value_type):
-        return _Column(name, F.Text(), _list_values)
-    if _is_binary(value_type):
-        sample = next((v for v in _plain(first()).to_pylist() if v is not None), None)
-        if sample is not None and _imaging.sniff(sample) is not None:
-            return _Column(name, copy.deepcopy(image), _list_values)
-        return _Column(name, F.Bytes(), _list_values)
-    if _is_image_struct(value_type):
-        return _Column(name, copy.deepcopy(image), _ImageStructValues(where, name, where.parent if where.is_file() else where))
-    if _is_nested(value_type):
-        return _Column(name, F.JSON(), _list_values)
-    raise ConvertError(
-        f"{where}: column {name!r} has Arrow type {typ}, which no slipstream field holds "
-        "(integers, floats, bools, strings, binary, lists and structs can be converted): cast or drop it first"
-    )
-
-
-_HF_ARRAYS = {"Array2D": 2, "Array3D": 3, "Array4D": 4, "Array5D": 5}
-_HF_UNSUPPORTED = ("Audio", "Video", "Pdf", "Nifti")
-
-
-def _hf_column(where: Path, name: str, feature: Any, typ: Any, first: Callable[[], Any], image: F.Image) -> _Column:
-    """The field for a column from its Hugging Face feature (the Arrow type where the feature says no more)."""
-    kind = feature.get("_type") if isinstance(feature, dict) else None
-    if kind == "Image":
-        if not _is_image_struct(typ) and not _is_binary(typ):
-            raise ConvertError(f"{where}: column {name!r} is an Image feature stored as {typ}, expected a struct of bytes and path")
-        if _is_binary(typ):
-            return _Column(name, copy.deepcopy(image), _list_values)
-        return _Column(name, copy.deepcopy(image), _ImageStructValues(where, name, where if where.is_dir() else where.parent))
-    if kind == "ClassLabel":
-        names = feature.get("names")
-        valid = isinstance(names, list) and all(isinstance(n, str) for n in names)
-        return _Column(name, F.Int(), _numpy_values, names if valid else None)
-    if kind in _HF_ARRAYS:
-        dtype = np.dtype(feature.get("dtype", "float32"))
-        shape = feature.get("shape")
-        if not isinstance(shape, list) or len(shape) != _HF_ARRAYS[kind]:
-            raise ConvertError(f"{where}: column {name!r}: the {kind} feature has shape {shape!r}")
-        fixed = all(isinstance(s, int) and s >= 0 for s in shape)
-        array_field = F.Array(dtype=dtype, shape=shape) if fixed else F.Array(dtype=dtype, ndim=len(shape))
-        return _Column(name, array_field, _ArrayValues(dtype))
-    if kind in _HF_UNSUPPORTED:
-        raise ConvertError(
-            f"{where}: column {name!r} is a Hugging Face {kind} feature, which slipstream does not convert: drop the column first"
-        )
-    return _arrow_column(where, name, typ, first, image)
 
 
 class _ParquetGroup:
@@ -205,7 +50,7 @@ class _TableRows:
     those rows and no others, so ``ss.write``'s engines split it into shards). Plain attributes and
     classes only: it pickles small, for worker processes."""
 
-    def __init__(self, where: Path, parts: list[Any], columns: list[_Column]):
+    def __init__(self, where: Path, parts: list[Any], columns: list[Column]):
         self.where, self.parts, self.columns = where, parts, columns
         self.total = sum(part.rows for part in parts)
 
@@ -239,7 +84,7 @@ class _TableRows:
         for column in self.columns:
             array = batch.column(column.name)
             if array.null_count:
-                raise _null_error(self.where, column.name, first_row + _first_null(array))
+                raise null_error(self.where, column.name, first_row + first_null(array))
             values.append(column.values(array, first_row))
         names = [column.name for column in self.columns]
         for k in range(batch.num_rows):
@@ -258,19 +103,19 @@ def _hf_features(metadata: dict[bytes, bytes] | None) -> dict[str, Any]:
     return features if isinstance(features, dict) else {}
 
 
-def _table_columns(where: Path, schema: Any, features: dict[str, Any], first: Callable[[str], Any], image: F.Image) -> list[_Column]:
+def _table_columns(where: Path, schema: Any, features: dict[str, Any], first: Callable[[str], Any], image: F.Image) -> list[Column]:
     columns = []
     for arrow_field in schema:
         name = arrow_field.name
         if _PANDAS_INDEX.fullmatch(name):
             continue  # a pandas index written along: not data
-        columns.append(_hf_column(where, name, features.get(name), arrow_field.type, lambda name=name: first(name), image))
+        columns.append(hf_column(where, name, features.get(name), arrow_field.type, lambda name=name: first(name), image))
     if not columns:
         raise ConvertError(f"{where}: the table has no columns")
     return columns
 
 
-def _source(kind: str, where: Path, rows: _TableRows, columns: list[_Column]) -> Source:
+def _source(kind: str, where: Path, rows: _TableRows, columns: list[Column]) -> Source:
     """The source of a table's rows, its ClassLabel names kept as ``{"class_names": {column: names}}``."""
     class_names = {c.name: c.class_names for c in columns if c.class_names is not None}
     metadata = {"class_names": class_names} if class_names else {}
@@ -334,7 +179,7 @@ def _parquet_nulls(path: Path, parquet: Any, names: list[str], first_row: int = 
             stats = group.column(j).statistics if j is not None else None
             if stats is not None and stats.has_null_count and stats.null_count > 0:
                 array = parquet.read_row_group(g, columns=[name]).column(0).combine_chunks()
-                raise _null_error(path, name, first_row + _first_null(array))
+                raise null_error(path, name, first_row + first_null(array))
         first_row += group.num_rows
 
 
@@ -414,7 +259,7 @@ def huggingface_source(folder: Path, image: F.Image) -> Source:
             for k, name in enumerate(batch.schema.names):
                 column = batch.column(k)
                 if column.null_count and not _PANDAS_INDEX.fullmatch(name):
-                    raise _null_error(folder, name, total + _first_null(column))
+                    raise null_error(folder, name, total + first_null(column))
             total += batch.num_rows
         rows[file] = total - rows[file]
 

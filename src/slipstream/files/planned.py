@@ -45,14 +45,14 @@ def probe(data: Any, fields: dict[str, Field], schema: Any, page_size: int, wher
     pages as a shard packs them, in memory; ``bytes`` is what they add to a packed file (Arrow
     buffers, padding, page metadata, footer entries), ``empty`` the bytes of a packed file of
     no samples (the schema and footer every shard has)."""
-    from .writer import _Chunking, _paged, write_pages
+    from .pagewrite import Chunking, paged, write_pages
 
     pa = _pa()
     rows = [row for run in _plan.probe_runs(numobs(data)) for row in encode_chunk(data, fields, where, read_samples(data, run.start, run.stop))]
     sizes = []
     for part in ([], rows):
         sink = pa.BufferOutputStream()
-        write_pages(sink, schema, fields, _paged(fields, iter([part] if part else []), page_size, _Chunking(), None))
+        write_pages(sink, schema, fields, paged(fields, iter([part] if part else []), page_size, Chunking(), None))
         sizes.append(sink.getvalue().size)
     return sizes[1] - sizes[0], len(rows), sizes[0]
 

@@ -33,6 +33,7 @@ from ..core.containers import getobs, numobs
 from ..core.errors import add_note
 from . import folder as _folder
 from .field import Field
+from .pagewrite import field_value, is_container
 
 __all__ = ["ShardJob", "ShardSpec", "chunks", "encode_chunk", "is_splittable", "read_samples", "sweep", "write_shard"]
 
@@ -70,9 +71,7 @@ class ShardSpec:
 
 def is_splittable(data: Any) -> bool:
     """Whether ``data`` can be split into shards up front: a file set (``read_rows``) or a container."""
-    from .writer import _is_container
-
-    return (callable(getattr(data, "read_rows", None)) and hasattr(data, "__len__")) or _is_container(data)
+    return (callable(getattr(data, "read_rows", None)) and hasattr(data, "__len__")) or is_container(data)
 
 
 def chunks(data: Any, start: int, stop: int, size: Callable[[], int]) -> Iterator[list[tuple[int, Any]]]:
@@ -122,14 +121,12 @@ def _read(data: Any, index: int) -> Any:
 
 def encode_chunk(data: Any, fields: dict[str, Field], where: Callable[[int, str], str], chunk: list[tuple[int, Any]]) -> list[tuple[Any, ...]]:
     """The encoded rows of ``chunk`` (a row: one encoded value per field, in ``fields``' order)."""
-    from .writer import _value
-
     names = list(fields)
     rows = []
     for index, sample in chunk:
         if sample is _UNREAD:
             sample = _read(data, index)
-        rows.append(tuple(fields[n].encode(_value(sample, n, index), index, where(index, n)) for n in names))
+        rows.append(tuple(fields[n].encode(field_value(sample, n, index), index, where(index, n)) for n in names))
     return rows
 
 
@@ -148,23 +145,24 @@ def write_shard(data: Any, spec: ShardSpec, job: ShardJob, *, threads: int = 0, 
     return its index entry. ``threads``: encoding threads (0: encode in this thread).
     ``progress``: an object whose ``update(n)`` is called as samples are written (a tqdm bar)."""
     from ..loading.parallel import loadparallel
-    from .writer import _Chunking, _commit, _describe, _paged, _temporary, write_pages
+    from .atomic import commit, temporary
+    from .pagewrite import Chunking, naming, paged, write_pages
 
     origin = getattr(data, "sample_origin", None)
-    where = _describe(origin if callable(origin) else None)
+    where = naming(origin if callable(origin) else None)
     final = spec.folder / job.name
     partial = None
     try:
         if not 0 <= job.start <= job.stop <= numobs(data):
             raise IndexError(f"samples {job.start}..{job.stop} are not within the {numobs(data)} samples of the data")
-        chunking = _Chunking()
+        chunking = Chunking()
         parts = chunks(data, job.start, job.stop, lambda: chunking.size)
         rows = loadparallel(parts, lambda chunk: encode_chunk(data, spec.fields, where, chunk), workers=threads, prefetch=threads + 1)
-        pages = _paged(spec.fields, iter(rows), spec.page_size, chunking, progress)
-        partial = _temporary(final, spec.token)
+        pages = paged(spec.fields, iter(rows), spec.page_size, chunking, progress)
+        partial = temporary(final, spec.token)
         write_pages(partial, spec.schema, spec.fields, pages)
         entry, _ = _folder.describe(job.name, partial.stat().st_size, _folder.read_local(partial))
-        _commit(partial, final)
+        commit(partial, final)
         return entry
     except BaseException as exc:
         if partial is not None:

@@ -14,12 +14,10 @@ input and settings give a byte-identical file.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -29,47 +27,25 @@ import numpy as np
 from .. import fields as F
 from ..core.containers import getobs, numobs
 from ..core.optional import require
-from ..loading.parallel import loadparallel
 from ..core.sizes import parse_size
+from ..engines import check_engine
+from ..loading.parallel import loadparallel
 from . import folder as _folder
 from . import format as _format
+from .atomic import commit, temporary
 from .field import Field
 from .field import pyarrow_module as _pa
+from .pagewrite import Chunking, field_value, is_container, naming, paged, write_pages
 from .shardwrite import is_splittable
-from ..engines import check_engine
 
 __all__ = ["write"]
 
 
-def _is_container(data: Any) -> bool:
-    if isinstance(data, (str, bytes)) or not hasattr(data, "__getitem__"):
-        return False
-    try:
-        numobs(data)
-    except TypeError:
-        return False
-    return True
-
-
-class _Chunking:
-    """How many samples go in one encoding task: about ``target`` encoded bytes, learned as samples come."""
-
-    def __init__(self, target: int = 1 << 20, first: int = 4, most: int = 64):
-        self.size, self.target, self.most = first, target, most
-        self._bytes = self._samples = 0
-
-    def observe(self, samples: int, nbytes: int) -> None:
-        self._samples += samples
-        self._bytes += nbytes
-        per_sample = max(1, self._bytes // max(1, self._samples))
-        self.size = max(1, min(self.most, self.target // per_sample))
-
-
-def _chunks(data: Any, chunking: _Chunking) -> tuple[Callable[[list[str]], Iterator[list[tuple[int, Any]]]], int | None, Any]:
+def _chunks(data: Any, chunking: Chunking) -> tuple[Callable[[list[str]], Iterator[list[tuple[int, Any]]]], int | None, Any]:
     """``chunks(names)``: chunks of (index, sample) holding the stored fields ``names``; the total and
     the first sample. Container samples are read later, in the workers; an iterable's are taken
     (``_snapshot``) as they are yielded."""
-    if _is_container(data):
+    if is_container(data):
         n = numobs(data)
         first = getobs(data, 0) if n else None
 
@@ -218,24 +194,24 @@ def write(
     if _planned(data, shard_size, check_engine(engine), ray_address):
         return _write_planned(
             path, data, fields, page_size=page_size, user_metadata=user_metadata, shard_size=shard_size, existing=existing,
-            engine=engine, workers=workers, progress=progress, ray_address=ray_address, where=_describe(origin),
+            engine=engine, workers=workers, progress=progress, ray_address=ray_address, where=naming(origin),
         )  # fmt: skip
-    chunking = _Chunking()
+    chunking = Chunking()
     make_chunks, total, first = _chunks(data, chunking)
-    where = _describe(origin)
+    where = naming(origin)
     fields = _settled_fields(fields, first, where)
     names = list(fields)
     chunks = make_chunks(names)
     schema = pa.schema([(name, fields[name].arrow_type()) for name in names])
     schema = schema.with_metadata(_format.schema_metadata({n: fields[n].spec() for n in names}, page_size, user_metadata))
-    container = data if _is_container(data) else None
+    container = data if is_container(data) else None
 
     def encode(chunk: list[tuple[int, Any]]) -> list[tuple[Any, ...]]:
         rows = []
         for index, sample in chunk:
             if container is not None:
                 sample = getobs(container, index)
-            rows.append(tuple(fields[n].encode(_value(sample, n, index), index, where(index, n)) for n in names))
+            rows.append(tuple(fields[n].encode(field_value(sample, n, index), index, where(index, n)) for n in names))
         return rows
 
     workers = min(8, os.cpu_count() or 1) if workers is None else workers
@@ -244,20 +220,20 @@ def write(
         if existing["schema"].remove_metadata() != schema.remove_metadata():
             raise ValueError(f"{path}: the data's columns {schema.remove_metadata()} differ from the dataset's {existing['schema'].remove_metadata()}")
         schema = existing["schema"]
-    partial = _temporary(path) if shard_size is None else None
+    partial = temporary(path) if shard_size is None else None
     bar = None
     try:
         if show:
             tqdm = require("tqdm", extra="files", purpose="progress bars need tqdm").tqdm
             bar = tqdm(total=total, unit="samples", desc=f"packing {path.name}", file=sys.stderr)
         rows = loadparallel(chunks, encode, workers=workers, prefetch=workers + 1)
-        pages = _paged(fields, rows, page_size, chunking, bar)
+        pages = paged(fields, rows, page_size, chunking, bar)
         if partial is None:  # a sharded dataset: each shard and the index are committed as they are done
             return _folder.write_shards(
-                path, schema, pages, shard_size, existing, lambda part, stop: write_pages(part, schema, fields, pages, stop), _temporary, _commit
+                path, schema, pages, shard_size, existing, lambda part, stop: write_pages(part, schema, fields, pages, stop), temporary, commit
             )
         write_pages(partial, schema, fields, pages)
-        _commit(partial, path)
+        commit(partial, path)
     except BaseException:
         if partial is not None:
             partial.unlink(missing_ok=True)  # this writer's own file only: a racing writer's is untouched
@@ -315,7 +291,7 @@ def _write_planned(
             bar = tqdm(total=numobs(data), unit="samples", desc=f"packing {path.name}{how}", file=sys.stderr)
         return write_planned(
             path, data, fields, schema, page_size=page_size, shard_size=shard_size, existing=existing, engine=engine, workers=workers,
-            progress=bar, ray_address=ray_address, temporary=_temporary, commit=_commit, where=where,
+            progress=bar, ray_address=ray_address, temporary=temporary, commit=commit, where=where,
         )  # fmt: skip
     finally:
         if bar is not None:
@@ -334,17 +310,6 @@ def _checked_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
         raise TypeError(f"metadata must hold JSON values (dicts, lists, str, int, float, bool, None): {exc}") from None
 
 
-def _describe(origin: Callable[[int], str] | None) -> Callable[[int, str], str]:
-    """``where(index, name)``: how errors name a sample's field ("sample 3 (file x.jpg), field 'image'")."""
-
-    def where(index: int, name: str) -> str:
-        if origin is None:
-            return f"sample {index}, field {name!r}"
-        return f"sample {index} ({origin(index)}), field {name!r}"
-
-    return where
-
-
 def _settled_fields(fields: Mapping[str, Field] | None, first: Any, where: Callable[[int, str], str]) -> dict[str, Field]:
     """Private copies of ``fields`` (inferred from ``first`` when None), checked and prepared from ``first``."""
     if fields is None:
@@ -358,110 +323,5 @@ def _settled_fields(fields: Mapping[str, Field] | None, first: Any, where: Calla
         if not isinstance(field, Field):
             raise TypeError(f"field {name!r} must be a slipstream.fields.Field (e.g. F.Int()), got {type(field).__name__}")
         if first is not None:
-            field.prepare(_value(first, name, 0), where(0, name))
+            field.prepare(field_value(first, name, 0), where(0, name))
     return settled
-
-
-def _paged(fields: dict[str, Field], chunks: Iterator[list[tuple[Any, ...]]], page_size: int, chunking: _Chunking, bar: Any) -> Iterator[list[tuple[Any, ...]]]:
-    """The encoded rows of ``chunks`` gathered into pages of about ``page_size`` bytes."""
-    names = list(fields)
-    page: list[tuple[Any, ...]] = []
-    size = 0
-    for rows in chunks:
-        chunk_bytes = 0
-        for row in rows:
-            page.append(row)
-            row_bytes = sum(fields[n].nbytes(v) for n, v in zip(names, row))
-            chunk_bytes += row_bytes
-            size += row_bytes
-            if size >= page_size:
-                yield page
-                page, size = [], 0
-        chunking.observe(len(rows), chunk_bytes)
-        if bar is not None:
-            bar.update(len(rows))
-    if page:
-        yield page
-
-
-def write_pages(partial: Path | Any, schema: Any, fields: dict[str, Field], pages: Iterator[list[tuple[Any, ...]]], stop: Callable[[int], bool] = lambda nbytes: False) -> bool:
-    """Write ``pages`` of encoded rows to ``partial`` (a path, or a pyarrow output stream such as
-    ``pa.BufferOutputStream()``; samples numbered from 0) until ``stop(bytes written so far)`` says
-    the file is full after a page; True when ``pages`` ran out (a last page may still follow,
-    without samples, when it ran out exactly as the file filled: False then)."""
-    pa = _pa()
-    names = list(fields)
-    schema_crc = _format.metadata_checksum(schema.metadata[_format.META_KEY])
-    opened = pa.OSFile(str(partial), "wb") if isinstance(partial, (str, os.PathLike)) else contextlib.nullcontext(partial)
-    with opened as sink, pa.ipc.new_file(sink, schema) as writer:
-        first_row = 0
-        for page in pages:
-            first_row = _flush(writer, schema, fields, names, page, first_row, schema_crc)
-            if stop(sink.tell()):
-                return False
-    return True
-
-
-def _umask() -> int:
-    """The process's umask (read without changing it where /proc allows; ``os.umask`` round trip elsewhere)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def _temporary(path: Path, tag: str = "") -> Path:
-    """A new, empty file with a name no other writer uses, in ``path``'s folder (so the final rename
-    stays on one file system), with the permissions a plain ``open(path, "w")`` would give:
-    ``.<name>.<tag>.<random>.partial`` (``.<name>.<random>.partial`` without a tag)."""
-    prefix = f".{path.name}.{tag}." if tag else f".{path.name}."
-    handle, name = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=".partial")
-    try:
-        os.fchmod(handle, 0o666 & ~_umask())
-    finally:
-        os.close(handle)
-    return Path(name)
-
-
-def _commit(partial: Path, path: Path) -> None:
-    """Flush ``partial`` to disk, rename it over ``path`` (atomic: a reader opens the old file or the
-    new one), then sync the folder so the rename itself survives a crash (where the OS allows)."""
-    with open(partial, "rb+") as handle:
-        os.fsync(handle.fileno())
-    os.replace(partial, path)
-    try:
-        folder = os.open(path.parent, os.O_RDONLY)
-    except OSError:  # pragma: no cover - folders cannot be opened on some platforms
-        return
-    try:
-        os.fsync(folder)
-    except OSError:  # pragma: no cover - some file systems refuse fsync on a folder
-        pass
-    finally:
-        os.close(folder)
-
-
-def _value(sample: Any, name: str, index: int) -> Any:
-    if not isinstance(sample, Mapping):
-        raise TypeError(f"sample {index}: expected a dict of field values, got {type(sample).__name__}")
-    try:
-        return sample[name]
-    except KeyError:
-        raise ValueError(f"sample {index} lacks field {name!r} (it has {sorted(map(str, sample))})") from None
-
-
-def _flush(
-    writer: Any, schema: Any, fields: dict[str, Field], names: list[str], page: list[tuple[Any, ...]], first_row: int, schema_crc: int
-) -> int:
-    pa = _pa()
-    columns = list(zip(*page))
-    arrays = [fields[n].to_arrow(list(col)) for n, col in zip(names, columns)]
-    batch = pa.record_batch(arrays, schema=schema)
-    writer.write_batch(batch, custom_metadata=_format.page_metadata(batch, first_row, schema_crc))
-    return first_row + len(page)
