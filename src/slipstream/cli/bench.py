@@ -18,11 +18,11 @@ from typing import Any
 from .. import ops
 from ..core.cpus import usable_cores
 from ..core.views import obsview
-from ..remote.open import open as open_any
 from ..images.kernels import numba_status
 from ..images.pipeline import region_decoder_status
 from ..loading.backends import BACKENDS
 from ..loading.loader import DataLoader
+from ..remote.open import open as open_any
 
 __all__ = ["PIPELINES", "measure", "run"]
 

@@ -14,8 +14,8 @@ from ..convert.sources import convert
 from ..core.errors import PackedFileError
 from ..files.field import pyarrow_module
 from ..files.shards import ShardedDataset
-from ..remote.open import open as open_any
 from ..loading.backends import BACKENDS
+from ..remote.open import open as open_any
 from .bench import PIPELINES
 from .bench import run as run_bench
 from .demo import run
