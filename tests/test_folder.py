@@ -151,3 +151,69 @@ def test_inspect_reads_a_sharded_folder(tmp_path):
     out = run_python(f"import sys; from slipstream.cli.main import main; sys.exit(main(['inspect', {str(folder)!r}, '--validate']))")
     assert out.returncode == 0, out.stderr
     assert f"({n} shards)" in out.stdout and "samples   30" in out.stdout and "checksums ok" in out.stdout
+
+
+@pytest.mark.parametrize("how", ["list", "iterable"])
+@pytest.mark.parametrize("given_fields", [False, True])
+def test_appending_keeps_the_datasets_field_order_when_it_is_not_alphabetical(tmp_path, how, given_fields):
+    fields = {"x": F.Int(), "a": F.Text()}  # stored in this order; its specs are JSON with sorted keys
+    rows = [{"x": i, "a": str(i)} for i in range(7)]
+    folder = ss.write(tmp_path / "ds", rows[:4], fields, shard_size=0, progress=False)
+    more = rows[4:] if how == "list" else iter(rows[4:])
+    ss.write(folder, more, dict(fields) if given_fields else None, shard_size=0, append=True, progress=False)
+    ds = ss.open(folder)
+    assert list(ds.fields) == ["x", "a"] and [ds[i] for i in range(len(ds))] == rows
+
+
+def test_appending_the_same_fields_in_another_order_keeps_the_datasets_order(tmp_path):
+    folder = ss.write(tmp_path / "ds", [{"x": 1, "a": "1"}], {"x": F.Int(), "a": F.Text()}, shard_size=0, progress=False)
+    ss.write(folder, [{"x": 2, "a": "2"}], {"a": F.Text(), "x": F.Int()}, shard_size=0, append=True, progress=False)
+    ds = ss.open(folder)
+    assert list(ds.fields) == ["x", "a"] and [ds[i]["x"] for i in range(2)] == [1, 2]
+
+
+class _BadAt:
+    """200 samples ``{"x": i}``; sample ``bad`` cannot be read."""
+
+    def __init__(self, bad: int, n: int = 200):
+        self.bad, self.n = bad, n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        if i == self.bad:
+            raise ValueError("broken sample")
+        return {"x": i}
+
+
+@pytest.mark.parametrize("how", ["container", "iterable"])
+def test_a_failed_write_into_a_new_folder_leaves_no_shards_and_can_be_run_again(tmp_path, how):
+    def data(bad: int) -> Any:
+        return _BadAt(bad) if how == "container" else (_BadAt(bad)[i] for i in range(200))
+
+    out = tmp_path / "new"
+    with pytest.raises(ValueError, match="broken sample"):
+        ss.write(out, data(150), {"x": F.Int()}, shard_size=300, page_size=100, workers=1, progress=False)
+    assert os.listdir(out) == []  # the shards written before the failure removed, no temporary file left
+    ss.write(out, data(-1), {"x": F.Int()}, shard_size=300, workers=1, progress=False)
+    assert len(ss.open(out)) == 200
+
+
+@pytest.mark.parametrize("how", ["container", "iterable"])
+def test_a_failed_append_removes_only_the_shards_it_added(tmp_path, how):
+    out = ss.write(tmp_path / "ds", [{"x": i} for i in range(10)], {"x": F.Int()}, shard_size=300, page_size=100, progress=False)
+    before = {name: (out / name).read_bytes() for name in os.listdir(out)}
+    more = _BadAt(150) if how == "container" else (_BadAt(150)[i] for i in range(200))
+    with pytest.raises(ValueError, match="broken sample"):
+        ss.write(out, more, None, shard_size=300, page_size=100, append=True, workers=1, progress=False)
+    assert {name: (out / name).read_bytes() for name in os.listdir(out)} == before
+    assert len(ss.open(out)) == 10
+
+
+@pytest.mark.parametrize("how", ["list", "iterable"])
+def test_appending_nothing_adds_no_shard(tmp_path, how):
+    out = ss.write(tmp_path / "ds", [{"x": 1}], {"x": F.Int()}, shard_size=0, progress=False)
+    before = sorted(os.listdir(out))
+    ss.write(out, [] if how == "list" else iter([]), {"x": F.Int()}, shard_size=0, append=True, progress=False)
+    assert sorted(os.listdir(out)) == before and len(ss.open(out)) == 1

@@ -10,7 +10,10 @@ else to fetch any page with one ranged read and check it before use.
 Contract: every shard and the index are written under temporary names and renamed into place
 (``writer``'s commit), the index last, so an interrupted write leaves either the previous index
 (and the shards it names, untouched) or the new one; a folder without ``index.json`` is not a
-dataset (``MissingShardError``). ``append=True`` adds shards numbered after the last and rewrites
+dataset (``MissingShardError``). A write that fails with an exception removes the shards it added
+and its temporary files: a new folder is left empty (the same write can run again), an appended
+one holds the dataset it held. Only a killed process (``SIGKILL``, a power cut) leaves shards or
+temporary files (``.*.partial``) behind, never a new index. ``append=True`` adds shards numbered after the last and rewrites
 the index to name them all; the data must have the same fields, and the dataset's page size and
 metadata are kept. Writing into a folder that holds anything but a sharded dataset to append to
 is refused before any sample is encoded.
@@ -45,6 +48,7 @@ __all__ = [
     "parse_index",
     "read_local",
     "read_local_index",
+    "remove_shards",
     "write_index",
     "write_shards",
 ]
@@ -203,29 +207,43 @@ def write_shards(
     write_file: Callable[[Path, Callable[[int], bool]], bool], temporary: Callable[[Path], Path], commit: Callable[[Path, Path], None],
 ) -> Path:  # fmt: skip
     """Write the shards (``write_file(partial, stop)`` writes pages to one file until ``stop(bytes)``),
-    then the index naming the existing shards (when appending) and the new ones."""
+    then the index naming the existing shards (when appending) and the new ones. A failure removes
+    the shards this write added (and its temporary files) before it propagates."""
     folder.mkdir(parents=True, exist_ok=True)
     entries = list(existing["shards"]) if existing is not None else []
     number = first_number(existing)
+    added: list[Path] = []  # the shards this write committed, removed again if it fails
     done = False
-    while not done:
-        name = SHARD.format(number)
-        final = folder / name
-        partial = temporary(final)
-        try:
-            done = write_file(partial, lambda nbytes: nbytes >= shard_size)
-            entry, _ = describe(name, partial.stat().st_size, read_local(partial))
-            if entry["samples"] == 0 and (entries or number > 0):
-                partial.unlink()  # the pages ran out exactly as the last shard filled
-                break
-            commit(partial, final)
-        except BaseException:
-            partial.unlink(missing_ok=True)
-            raise
-        entries.append(entry)
-        number += 1
-    write_index(folder, entries, schema, temporary, commit)
+    try:
+        while not done:
+            name = SHARD.format(number)
+            final = folder / name
+            partial = temporary(final)
+            try:
+                done = write_file(partial, lambda nbytes: nbytes >= shard_size)
+                entry, _ = describe(name, partial.stat().st_size, read_local(partial))
+                if entry["samples"] == 0 and (entries or number > 0):
+                    partial.unlink()  # the pages ran out exactly as the last shard filled
+                    break
+                commit(partial, final)
+            except BaseException:
+                partial.unlink(missing_ok=True)
+                raise
+            added.append(final)
+            entries.append(entry)
+            number += 1
+        write_index(folder, entries, schema, temporary, commit)
+    except BaseException:
+        remove_shards(added)
+        raise
     return folder
+
+
+def remove_shards(paths: list[Path]) -> None:
+    """Remove the shard files ``paths`` a failing write added (those that exist), so that the
+    folder is again what it was: empty, or the dataset its index (unchanged) describes."""
+    for path in paths:
+        path.unlink(missing_ok=True)
 
 
 def first_number(existing: dict[str, Any] | None) -> int:
@@ -273,11 +291,12 @@ def open_folder(folder: Path, cache: str = "os", fields: list[str] | None = None
 
 
 def appended(existing: dict[str, Any], fields: Any, metadata: dict[str, Any] | None, path: Path) -> tuple[dict[str, Field], int, Any]:
-    """(fields, page size, metadata) to append to the dataset whose index is ``existing``: its own;
+    """(fields, page size, metadata) to append to the dataset whose index is ``existing``: its own,
+    the fields in the order of its columns (``fields`` may name the same fields in any order);
     ``ValueError`` when the caller asks for other fields or other ``metadata`` (already checked JSON)."""
     meta = json.loads(existing["schema"].metadata[_format.META_KEY])
-    stored = {name: field_from_spec(spec) for name, spec in meta["fields"].items()}
-    if fields is not None and (list(fields) != list(stored) or any(fields[n].spec() != stored[n].spec() for n in stored)):
+    stored = {name: field_from_spec(meta["fields"][name]) for name in existing["schema"].names}  # the columns' order (the specs' JSON is sorted)
+    if fields is not None and (set(fields) != set(stored) or any(fields[n].spec() != stored[n].spec() for n in stored)):
         raise ValueError(f"{path}: append=True must write the dataset's fields {stored}, got {dict(fields)}")
     user = _format.user_metadata(meta)
     if metadata is not None and metadata != user:

@@ -7,13 +7,18 @@ process):
 
 1. probes the data (``probe``: packs up to 64 samples in memory) and splits it (``plan.split``)
    into shards whose pages fill ``shard_size`` less an empty packed file's bytes;
-2. runs the jobs, shards numbered after any existing ones (``append=True``), on the engine;
-3. removes the temporary files of this write that are left (a killed process's), failed or not;
-4. writes ``index.json`` last (temporary name, then renamed), naming the existing shards and the
-   new ones in order, only when every shard was written.
+2. runs the jobs, shards numbered after any existing ones (``append=True``), on the engine
+   (none when appending no samples);
+3. writes ``index.json`` last (temporary name, then renamed), naming the existing shards and the
+   new ones in order, only when every shard was written;
+4. removes the temporary files of this write that are left (a killed process's), failed or not.
 
-A failure leaves the shards already renamed into place and no new index: the folder is not a
-dataset until a write completes (or, appending, still the dataset it was).
+A failure (an exception here, raised in a job or the engine) removes the shards this write
+renamed into place (the jobs' names: numbered after any existing shards, so they are this
+write's) and writes no new index: a new folder is left empty, so the same write can run again;
+an appended one is still the dataset it was. Only the driver being killed leaves shards behind.
+The folder is made absolute here, so tasks running in another working directory (a Ray
+worker's) write into the same folder.
 """
 
 from __future__ import annotations
@@ -67,25 +72,39 @@ def write_planned(
     nbytes, count, empty = probe(data, fields, schema, page_size, where)
     number = _folder.first_number(existing)
     ranges = _plan.split(numobs(data), nbytes, count, max(1, shard_size - empty) if shard_size else 0)
+    if existing is not None and numobs(data) == 0:
+        ranges = []  # appending nothing adds no shard (as a streamed write)
     jobs = [ShardJob(number + k, r.start, r.stop) for k, r in enumerate(ranges)]
+    given = folder
+    folder = folder.absolute()  # the tasks' working directory may be another (a Ray worker's)
     folder.mkdir(parents=True, exist_ok=True)
     spec = ShardSpec(folder, secrets.token_hex(6), schema, fields, page_size)
     advance = progress.update if progress is not None else (lambda n: None)
     try:
-        if engine == "processes":
-            from ..engines import processes
-
-            entries = processes.run(data, spec, jobs, workers=workers, advance=advance)
-        elif engine == "ray":
-            from ..engines import raytasks
-
-            entries = raytasks.run(data, spec, jobs, workers=workers, advance=advance, ray_address=ray_address)
-        else:
-            from ..engines import inprocess
-
-            entries = inprocess.run(data, spec, jobs, workers=workers if workers is not None else 1, advance=advance)
+        entries = _run(engine, data, spec, jobs, workers, advance, ray_address) if jobs else []
+        previous = list(existing["shards"]) if existing is not None else []
+        _folder.write_index(folder, previous + entries, schema, lambda path: temporary(path, spec.token), commit)
+    except BaseException:
+        _folder.remove_shards([folder / job.name for job in jobs])  # numbered after any existing shards: this write's
+        raise
     finally:
         sweep(folder, spec.token)
-    previous = list(existing["shards"]) if existing is not None else []
-    _folder.write_index(folder, previous + entries, schema, temporary, commit)
-    return folder
+    return given
+
+
+def _run(
+    engine: str | None, data: Any, spec: ShardSpec, jobs: list[ShardJob], workers: int | None, advance: Callable[[int], None],
+    ray_address: str | None,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """The jobs' index entries, in order, from the engine that runs them."""
+    if engine == "processes":
+        from ..engines import processes
+
+        return processes.run(data, spec, jobs, workers=workers, advance=advance)
+    if engine == "ray":
+        from ..engines import raytasks
+
+        return raytasks.run(data, spec, jobs, workers=workers, advance=advance, ray_address=ray_address)
+    from ..engines import inprocess
+
+    return inprocess.run(data, spec, jobs, workers=workers if workers is not None else 1, advance=advance)
