@@ -63,7 +63,7 @@ def test_a_parquet_set_converts_to_the_same_shards_with_processes_and_from_the_c
 def test_the_command_line_flags(tmp_path, capsys):
     source = parquet_set(tmp_path / "pq", files=2, rows=10)
     one, _ = convert(source, tmp_path / "one", shard_size="3KiB", progress=False)
-    assert main(["convert", str(source), str(tmp_path / "cli"), "--shard-size", "3k", "--processes", "2", "--no-progress"]) == 0
+    assert main(["convert", str(source), str(tmp_path / "cli"), "--shard-size", "3KiB", "--processes", "2", "--no-progress"]) == 0
     assert files_of(tmp_path / "cli") == files_of(one) and "shards" in capsys.readouterr().out
     assert main(["convert", str(source), str(tmp_path / "x"), "--processes"]) == 2
     assert "--processes writes one shard per task: give --shard-size too" in capsys.readouterr().err

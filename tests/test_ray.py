@@ -68,7 +68,7 @@ def test_a_parquet_set_gives_the_same_bytes_on_ray_and_from_the_command_line(tmp
     one, _ = convert(source, tmp_path / "one", shard_size="6KiB", page_size=2_000, progress=False)
     expected = files_of(one)
     assert len(expected) > 3
-    assert main(["convert", str(source), str(tmp_path / "cli"), "--shard-size", "6k", "--page-size", "2000", "--ray", "--no-progress"]) == 0, capsys.readouterr().err
+    assert main(["convert", str(source), str(tmp_path / "cli"), "--shard-size", "6KiB", "--page-size", "2000", "--ray", "--no-progress"]) == 0, capsys.readouterr().err
     assert files_of(tmp_path / "cli") == expected
     import pyarrow.parquet as pq
 

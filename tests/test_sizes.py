@@ -38,3 +38,25 @@ def test_wrong_types_and_negative_numbers():
         parse_size(True)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=">= 0"):
         parse_size(-1)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("1G", 10**9), ("1g", 10**9), ("8M", 8 * 10**6), ("3k", 3000), ("2T", 2 * 10**12), ("1Gi", 2**30), ("8Mi", 8 << 20), ("3ki", 3 << 10)],
+)
+def test_a_bare_unit_letter_means_its_unit_in_bytes(text, expected):
+    """``G`` is ``GB`` (10**9) and ``Gi`` is ``GiB`` (2**30): the same letter never means two sizes."""
+    assert parse_size(text) == expected
+
+
+def test_the_command_line_reads_sizes_as_the_api_does():
+    import argparse
+
+    from slipstream.cli.main import _size
+
+    for text in ("1G", "1GB", "512MiB", "8M", "3k", "3KiB", "1000"):
+        assert _size(text) == parse_size(text), text
+    with pytest.raises(argparse.ArgumentTypeError, match="expected a positive byte count"):
+        _size("0")
+    with pytest.raises(argparse.ArgumentTypeError, match="such as"):
+        _size("lots")

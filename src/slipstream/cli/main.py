@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from typing import Any
 
@@ -12,6 +11,7 @@ import numpy as np
 from .. import __version__
 from ..convert.sources import convert
 from ..core.errors import PackedFileError
+from ..core.sizes import parse_size
 from ..files.field import pyarrow_module
 from ..files.shards import ShardedDataset
 from ..loading.backends import BACKENDS
@@ -21,15 +21,17 @@ from .bench import run as run_bench
 from .demo import run
 from .info import run as run_info
 
-_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-
 
 def _size(text: str) -> int:
-    """A byte count: ``8388608``, ``8M``, ``8MiB``, ``512k`` (binary units)."""
-    match = re.fullmatch(r"\s*(\d+)\s*([kmg]?)(?:i?b)?\s*", text.lower())
-    if match is None or int(match.group(1)) < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive byte count such as 8388608, 8M or 8MiB, got {text!r}")
-    return int(match.group(1)) * _UNITS[match.group(2)]
+    """A positive byte count, read as ``ss.write`` reads sizes (``core.sizes.parse_size``): ``8388608``,
+    ``1G`` / ``1GB`` (10**9), ``8MiB`` / ``8Mi`` (2**23)."""
+    try:
+        value = parse_size(text, "a size")
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive byte count such as 8388608, 1G (10^9 bytes) or 8MiB (2^23 bytes), got {text!r}")
+    return value
 
 
 def _positive(text: str) -> int:
@@ -90,9 +92,9 @@ def main(argv: list[str] | None = None) -> int:
         "--policy", choices=["smart", "proportion"], default=None, help="compress only large images (smart) or a seeded half of them (proportion)"
     )
     convert.add_argument("--workers", type=_positive, default=None, metavar="N", help="encoding threads (default: CPU count, at most 8)")
-    convert.add_argument("--page-size", type=_size, default=8 << 20, metavar="BYTES", help="bytes per page (default 8MiB; K, M, G suffixes)")
+    convert.add_argument("--page-size", type=_size, default=8 << 20, metavar="BYTES", help="bytes per page (default 8MiB; K, M, G = 10^3, 10^6, 10^9 bytes, with or without B; KiB, MiB, GiB = 2^10, 2^20, 2^30)")
     convert.add_argument(
-        "--shard-size", type=_size, default=None, metavar="BYTES", help="write OUT as a folder of shards of about this size, plus index.json (for object storage)"
+        "--shard-size", type=_size, default=None, metavar="BYTES", help="write OUT as a folder of shards of about this size (such as 1G = 1GB = 10^9 bytes, or 512MiB), plus index.json (for object storage)"
     )
     engines = convert.add_mutually_exclusive_group()
     engines.add_argument(

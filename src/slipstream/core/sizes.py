@@ -1,8 +1,19 @@
 """Byte sizes as people write them: ``parse_size(8 << 20)``, ``parse_size("1GB")``, ``"512MiB"``.
 
-Decimal units (KB, MB, GB, TB: powers of 1000, as disks and object stores count) and binary ones
-(KiB, MiB, GiB, TiB: powers of 1024), case-insensitive, an optional space, a plain number of
-bytes (``"1000"``, ``1000`` or ``20e9``). Anything else is a ``ValueError`` naming the setting.
+The one reading of sizes in slipstream: ``ss.write(shard_size=, ...)``, the cache limits and the
+command line's ``--shard-size`` / ``--page-size`` all parse through ``parse_size``. A size is a
+plain number of bytes (``1000``, ``"1000"``, ``20e9``) or a number (a decimal point allowed)
+and a unit, case-insensitive, an optional space between them:
+
+* decimal units, powers of 1000 as disks and object stores count: ``K``/``KB`` = 10**3,
+  ``M``/``MB`` = 10**6, ``G``/``GB`` = 10**9, ``T``/``TB`` = 10**12 (so ``"1G"`` is ``"1GB"``,
+  1,000,000,000 bytes);
+* binary units, powers of 1024: ``Ki``/``KiB`` = 2**10, ``Mi``/``MiB`` = 2**20, ``Gi``/``GiB``
+  = 2**30, ``Ti``/``TiB`` = 2**40;
+* ``B`` = 1 byte.
+
+A letter means one size whether or not ``B`` follows it; an ``i`` makes it binary. Anything else
+is a ``ValueError`` naming the setting.
 """
 
 from __future__ import annotations
@@ -11,7 +22,11 @@ import re
 
 __all__ = ["parse_size"]
 
-_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+_UNITS = {"": 1, "b": 1} | {
+    letter + suffix: base**power
+    for power, letter in enumerate("kmgt", start=1)
+    for suffix, base in (("", 1000), ("b", 1000), ("i", 1024), ("ib", 1024))
+}
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
 
 
