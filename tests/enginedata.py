@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -99,53 +100,98 @@ class Labels:
         return {"label": index, "x": np.full(32, index, np.float32)}
 
 
-class DiesOnce:
+class _OneBad:
+    """``data`` whose sample ``index`` goes wrong as ``bad()`` says; the others read as they are."""
+
+    def __init__(self, data: Any, index: int):
+        self.data, self.index = data, index
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __getitem__(self, index: int) -> Any:
+        if index == self.index:
+            self.bad()
+        return self.data[index]
+
+    def bad(self) -> None:
+        raise NotImplementedError
+
+
+class DiesOnce(_OneBad):
     """``data`` whose sample ``index`` kills the process reading it (``os._exit``) the first time
     only: the first reader creates ``marker`` (exclusively) and dies; later readers see it."""
 
     def __init__(self, data: Any, index: int, marker: Path):
-        self.data, self.index, self.marker = data, index, marker
+        super().__init__(data, index)
+        self.marker = marker
 
-    def __len__(self) -> int:
-        return len(self.data)
-
-    def __getitem__(self, index: int) -> Any:
-        if index == self.index:
-            try:
-                with open(self.marker, "x"):
-                    pass
-            except FileExistsError:
+    def bad(self) -> None:
+        try:
+            with open(self.marker, "x"):
                 pass
-            else:
-                os._exit(3)
-        return self.data[index]
+        except FileExistsError:
+            return
+        os._exit(3)
 
 
-class Dies:
+class Dies(_OneBad):
     """``data`` whose sample ``index`` kills the process reading it, every time."""
 
-    def __init__(self, data: Any, index: int):
-        self.data, self.index = data, index
-
-    def __len__(self) -> int:
-        return len(self.data)
-
-    def __getitem__(self, index: int) -> Any:
-        if index == self.index:
-            os._exit(3)
-        return self.data[index]
+    def bad(self) -> None:
+        os._exit(3)
 
 
-class Refuses:
+class Refuses(_OneBad):
     """``data`` whose sample ``index`` cannot be read: a ``KeyError`` from the container itself."""
 
-    def __init__(self, data: Any, index: int):
-        self.data, self.index = data, index
+    def bad(self) -> None:
+        raise KeyError(f"no record {self.index} in the catalogue")
+
+
+class LabelError(Exception):
+    """A typical user exception: two constructor arguments, so it pickles but cannot be unpickled."""
+
+    def __init__(self, path: str, reason: str):
+        super().__init__(f"{path}: {reason}")
+        self.path, self.reason = path, reason
+
+
+class Unsendable:
+    """``data`` whose sample ``index`` raises an exception that cannot cross to another process as
+    itself: ``kind`` "init", a ``LabelError`` (cannot be rebuilt); "lock", a ``ValueError`` holding
+    a lock (cannot be pickled)."""
+
+    def __init__(self, data: Any, index: int, kind: str):
+        self.data, self.index, self.kind = data, index, kind
 
     def __len__(self) -> int:
         return len(self.data)
 
     def __getitem__(self, index: int) -> Any:
         if index == self.index:
-            raise KeyError(f"no record {index} in the catalogue")
+            if self.kind == "init":
+                raise LabelError(f"img{index}.jpg", "bad label")
+            error = ValueError("bad sample")
+            error.lock = threading.Lock()  # type: ignore[attr-defined]
+            raise error
         return self.data[index]
+
+
+class Blocks:
+    """Samples that never come: reading one in a worker process creates ``folder/reading-<pid>``,
+    then waits for ever (for a test that kills the driver meanwhile); the driver's probe reads them."""
+
+    def __init__(self, folder: str, n: int = 8):
+        self.folder, self.n = folder, n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        import multiprocessing
+
+        if multiprocessing.parent_process() is not None:
+            Path(self.folder, f"reading-{os.getpid()}").touch()
+            threading.Event().wait()
+        return {"x": index}
