@@ -4,13 +4,19 @@ planned shards gives the same bytes in one process (any threads) and in worker p
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
 from pathlib import Path
 
 import pytest
-from enginedata import IMAGE_FIELDS, Dies, Labels, Refuses, assert_reads_back, files_of, image_tree, parquet_set
-from helpers import run_python
+from enginedata import IMAGE_FIELDS, Dies, Labels, Refuses, Unsendable, assert_reads_back, files_of, image_tree, parquet_set
+from helpers import SRC, run_python
 
 import slipstream as ss
+from slipstream import fields as F
 from slipstream.cli.main import main
 from slipstream.convert.sources import convert, open_source
 from slipstream.files.plan import probe_runs
@@ -92,7 +98,7 @@ def test_an_error_in_a_worker_process_is_raised_as_itself_naming_the_shard_and_s
         ss.write(tmp_path / "ds", Refuses(Labels(n), bad), Labels.fields, progress=False, shard_size="4kB", engine="processes", workers=2)
     notes = " | ".join(info.value.__notes__)
     assert f"while reading sample {bad}" in notes and "shard-000" in notes and f"..{bad}" not in notes.split("while writing")[0]
-    assert "index.json" not in os.listdir(tmp_path / "ds") and not [p for p in os.listdir(tmp_path / "ds") if p.startswith(".")]
+    assert os.listdir(tmp_path / "ds") == []  # no index, no temporary file, and the shards finished before the error removed
 
 
 def test_what_an_engine_cannot_write_is_refused_before_any_work(tmp_path):
@@ -149,3 +155,105 @@ def test_a_hugging_face_folder_gives_the_same_shards_in_processes(tmp_path):
     assert files_of(two) == files_of(one) and len(ss.open(one).shards) > 2
     ds = ss.open(two)
     assert [ds[i]["text"] for i in range(len(ds))] == [f"t{i}" for i in range(55)] and ds.metadata["class_names"] == {"label": ["cat", "dog"]}
+
+
+@pytest.mark.parametrize("kind", ["init", "lock"])
+def test_an_exception_that_cannot_cross_processes_arrives_as_a_faithful_stand_in(tmp_path, kind):
+    n = 300
+    bad = _unprobed(n, 150)
+    data = Unsendable(Labels(n), bad, kind)
+    with pytest.raises(RuntimeError) as info:
+        ss.write(tmp_path / "ds", data, Labels.fields, progress=False, shard_size="4kB", engine="processes", workers=2)
+    assert not isinstance(info.value, ss.WorkerError)
+    expected = f"enginedata.LabelError: img{bad}.jpg: bad label" if kind == "init" else "ValueError: bad sample"
+    assert str(info.value).startswith(expected), str(info.value)
+    notes = "\n".join(info.value.__notes__)
+    assert f"while reading sample {bad}" in notes and "while writing shard-000" in notes and "Traceback" in notes and "__getitem__" in notes
+    assert os.listdir(tmp_path / "ds") == []
+
+
+def test_data_a_worker_cannot_unpickle_is_named_as_the_cause(tmp_path):
+    out = run_python(
+        f"""
+        import slipstream as ss
+        from slipstream import fields as F
+        class Data:  # in __main__ of `python -c`: a spawned worker cannot import it
+            def __len__(self): return 8
+            def __getitem__(self, i): return {{"x": i}}
+        try:
+            ss.write({str(tmp_path / "ds")!r}, Data(), {{"x": F.Int()}}, shard_size=0, engine="processes", workers=2, progress=False)
+        except ss.WorkerError as exc:
+            print(exc)
+        """,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "could not unpickle the data" in out.stdout and "__main__" in out.stdout and "killed" not in out.stdout, out.stdout
+
+
+def test_a_script_without_the_main_guard_is_told_about_it(tmp_path):
+    script = tmp_path / "noguard.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import slipstream as ss
+            from slipstream import fields as F
+            ss.write({str(tmp_path / "ds")!r}, [{{"x": i}} for i in range(8)], {{"x": F.Int()}}, shard_size=0, engine="processes", workers=2, progress=False)
+            """
+        )
+    )
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env)
+    last = out.stderr.strip().splitlines()[-1]
+    assert out.returncode != 0 and "WorkerError" in last and 'if __name__ == "__main__":' in last and "killed" not in last, last
+
+
+def test_an_unpicklable_field_is_named(tmp_path):
+    field = F.Int()
+    field.hook = lambda value: value  # type: ignore[attr-defined]
+    with pytest.raises(TypeError, match="field 'x' \\(Int\\) cannot be pickled"):
+        ss.write(tmp_path / "ds", [{"x": 1}, {"x": 2}], {"x": field}, shard_size=0, engine="processes", progress=False)
+
+
+def test_appending_with_processes_keeps_a_non_alphabetical_field_order(tmp_path):
+    fields = {"x": F.Int(), "a": F.Text()}
+    folder = ss.write(tmp_path / "ds", [{"x": 0, "a": "0"}], fields, shard_size=0, progress=False)
+    ss.write(folder, [{"x": i, "a": str(i)} for i in (1, 2)], None, shard_size=0, append=True, engine="processes", workers=1, progress=False)
+    ds = ss.open(folder)
+    assert list(ds.fields) == ["x", "a"] and [ds[i]["a"] for i in range(3)] == ["0", "1", "2"]
+
+
+def test_worker_processes_exit_when_the_driver_is_killed(tmp_path):
+    psutil = pytest.importorskip("psutil")
+    driver = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(
+            f"""
+            import sys
+            sys.path.insert(0, {str(Path(__file__).parent)!r})
+            import slipstream as ss
+            from slipstream import fields as F
+            from enginedata import Blocks
+            if __name__ == "__main__":
+                ss.write({str(tmp_path / "ds")!r}, Blocks({str(tmp_path)!r}), {{"x": F.Int()}}, shard_size=0, engine="processes", workers=2, progress=False)
+            """
+        )],
+        env={**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")},
+    )  # fmt: skip
+    workers: list = []
+    try:
+        deadline = time.monotonic() + 90
+        while len(list(tmp_path.glob("reading-*"))) < 2 and driver.poll() is None and time.monotonic() < deadline:
+            psutil.wait_procs([psutil.Process(driver.pid)], timeout=0.2)  # wait for both workers to be reading a sample
+        assert len(list(tmp_path.glob("reading-*"))) == 2, "the workers did not start"
+        workers = [psutil.Process(int(p.name.split("-")[1])) for p in tmp_path.glob("reading-*")]
+        driver.send_signal(signal.SIGKILL)
+        driver.wait(timeout=30)
+        _, alive = psutil.wait_procs(workers, timeout=30)
+        assert not alive, f"worker processes outlived their driver: {[p.pid for p in alive]}"
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+        for process in workers:
+            if process.is_running():
+                process.kill()
