@@ -101,16 +101,24 @@ def resume(state: Mapping[str, Any] | Sequence[Mapping[str, Any]], here: Batchin
     return first.seed, _redealt(saved, epoch, here)
 
 
+def _dealt(order: Any) -> bool:
+    """Whether ``order`` deals a global order of known length (so it can deal the rest of one)."""
+    return hasattr(order, "units") and not order.streamed
+
+
+def _per_batch(order: Any, batch_size: int) -> int:
+    return 1 if order.kind == "batch_sampler" else batch_size  # a batch sampler's units are its batches
+
+
 def _check_counts(current: list[_Saved], here: Batching) -> None:
     """The deal fits the epoch's order, and no state counts more batches than its rank had."""
-    order, deal = here.order, current[0].deal
-    if not hasattr(order, "units") or order.streamed:
-        if not deal.fresh:
+    order, old = here.order, current[0]
+    if not _dealt(order):
+        if not old.deal.fresh:
             raise ValueError("the state's epoch was dealt from the rest of an earlier one, but this loader's order cannot deal it")
         return
-    old = current[0]
-    per_batch = 1 if order.kind == "batch_sampler" else old.batch_size
-    count = batches_per_rank(order.units(here.num_observations), deal, old.world_size, per_batch, old.drop_last)
+    per_batch = _per_batch(order, old.batch_size)
+    count = batches_per_rank(order.units(here.num_observations), old.deal, old.world_size, per_batch, old.drop_last)
     for s in current:
         if s.batch > count:
             raise ValueError(f"state['batch'] is {s.batch}, but rank {s.rank}'s epoch {s.epoch} has {count} batches")
@@ -119,7 +127,7 @@ def _check_counts(current: list[_Saved], here: Batching) -> None:
 def _redealt(saved: list[_Saved], epoch: int, here: Batching) -> Position:
     """The rest of the old ranks' epoch ``epoch``, as one deal for ``here``'s ranks."""
     order = here.order
-    if not hasattr(order, "units") or order.streamed:
+    if not _dealt(order):
         raise ValueError(
             f"this state was saved with world_size={saved[0].world_size}, rank={saved[0].rank}, batch_size="
             f"{saved[0].batch_size}, drop_last={saved[0].drop_last}; this loader has world_size={here.world_size}, "
@@ -140,9 +148,8 @@ def _redealt(saved: list[_Saved], epoch: int, here: Batching) -> Position:
     else:
         handed = {s.rank: (s.batch, s.done) if s.epoch == epoch else (_EVERY, frozenset()) for s in saved}
     old = next(s for s in saved if s.epoch == epoch)
-    per_batch = 1 if order.kind == "batch_sampler" else old.batch_size
     units = order.units(here.num_observations)
-    deal = consumed_after(units, old.deal, old.world_size, per_batch, old.drop_last, handed)
+    deal = consumed_after(units, old.deal, old.world_size, _per_batch(order, old.batch_size), old.drop_last, handed)
     if units and deal.consumed >= units:  # all of it was handed out: the next epoch
         return Position(epoch + 1)
     return Position(epoch, 0, frozenset(), deal)
