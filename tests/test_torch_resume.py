@@ -395,3 +395,58 @@ def test_lightnings_combined_loader_saves_and_restores_it():
         timeout=120,
     )
     assert result.returncode == 0 and "resumed" in result.stdout, result.stderr[-3000:]
+
+
+# -- leaving an epoch in other ways --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", [4, None], ids=["seeds-permutation", "torchs-sampler"])
+def test_next_on_a_closed_iterator_is_not_the_epochs_end(seed):
+    """``it.close()`` mid-epoch, then ``next(it)`` (a for loop whose body closes it): the
+    StopIteration marked the epoch as ended although the user left it after two batches, and the
+    resumed loader yielded the rest of slipstream's epoch as if it were the next one. Closing is
+    leaving the loop early (as ``break``): the state resumes the rest of the epoch left."""
+
+    def make():
+        return DataLoader(Rows(), batch_size=3, shuffle=True, seed=seed, generator=seeded(3))
+
+    uninterrupted = [[snapshot(b) for b in loader] for loader in [make()] for _ in range(2)]
+    loader = make()
+    it = iter(loader)
+    next(it), next(it)
+    it.close()
+    closed = json.loads(json.dumps(loader.state_dict()))
+    with pytest.raises(StopIteration):
+        next(it)
+    state = json.loads(json.dumps(loader.state_dict()))
+    assert state == closed and (state["epoch"], state["batch"]) == (0, 2)
+    fresh = make()
+    fresh.load_state_dict(state)
+    assert_same([snapshot(b) for b in fresh] + [snapshot(b) for b in fresh], uninterrupted[0][2:] + uninterrupted[1])
+    assert_same([snapshot(b) for b in loader], uninterrupted[1])  # the original goes on with epoch 1
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_a_resumed_epoch_left_before_its_first_batch_is_not_the_next_epoch(batch):
+    """A resumed mid-epoch state, ``iter()`` left before its first batch (torch's sampler,
+    ``num_workers=0``: nothing drawn yet), then the next epoch: it was only the rest of the
+    interrupted epoch (slipstream's loader was still loaded inside it). The next epoch is a full one."""
+
+    def make():
+        return DataLoader(Rows(), batch_size=3, shuffle=True, generator=seeded(3))
+
+    loader = make()
+    it = iter(loader)
+    for _ in range(batch):
+        next(it)
+    state = json.loads(json.dumps(loader.state_dict()))
+    fresh = make()
+    fresh.load_state_dict(state)
+    iter(fresh)  # left before its first batch
+    following = [snapshot(b) for b in fresh]
+    assert sorted(int(i) for b in following for i in b[1]) == list(range(N))
+    saved = json.loads(json.dumps(fresh.state_dict()))  # and a checkpoint there resumes the epoch after it
+    again = make()
+    again.load_state_dict(saved)
+    assert saved["epoch"] == state["epoch"] + 2 or saved["draws"] is None
+    assert sorted(int(i) for b in again for i in b[1]) == list(range(N))

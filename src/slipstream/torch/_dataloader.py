@@ -218,14 +218,25 @@ class DataLoader(_tud.DataLoader[_T_co]):
             if resume.core is not None:
                 loader.load_state_dict(resume.core)
             if resume.core_behind and self._order is not None:  # move past the epoch left unfinished
-                self._order.skip_next = True
-                loader.__iter__().close()
-        elif previous is not None:  # slipstream's most recent epoch is still the one the user left?
-            record.core_behind = not previous.finished() if previous.begun else previous.core_behind
+                self._move_past(loader)
+            core = loader.state_dict()
+            record.core_inside = core["batch"] > 0 or bool(core["done_ahead"])
+        elif previous is not None and previous.begun:  # slipstream's most recent epoch is still the one the user left?
+            record.core_behind = not previous.finished()
+        elif previous is not None and previous.core_inside and self._order is not None:
+            self._move_past(loader)  # a resumed epoch left before it began: its loaded position is left too
+        elif previous is not None:
+            record.core_behind = previous.core_behind
         epoch = _MapEpoch(loader, lambda: self._map_start(loader, record), self.timeout, record)
         if self.num_workers > 0 or self._order is None:  # torch's worker iterator draws the sampler inside
             epoch.begin()  # iter(), its single-process one at the first next() (seed's permutation draws nothing)
         return epoch
+
+    def _move_past(self, loader: _SSLoader) -> None:
+        """Move slipstream's ``loader`` past the epoch it is in (an empty one: nothing drawn or read)."""
+        assert self._order is not None
+        self._order.skip_next = True
+        loader.__iter__().close()
 
     def _map_start(self, loader: _SSLoader, record: EpochRecord) -> Any:
         """slipstream's iterator for this epoch: it draws the batches from torch's sampler (see

@@ -4,6 +4,10 @@ It hands out the batches of its source (an iterator of finished batches), with `
 torch's iterator gives it, torch's warning when an ``IterableDataset`` yields more batches than
 its reported ``len()``, and ``close()`` (or ``with``) to stop the epoch's loading at once. It
 tells the epoch's ``EpochRecord`` each batch it hands out and its end (for ``state_dict()``).
+
+Closing is leaving the epoch early (as ``break``), not its end: ``next()`` on a closed iterator
+raises StopIteration without marking the epoch ended, so ``state_dict()`` still resumes the rest
+of the epoch left.
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ class _LoaderIter(ClosingIterator):
         self._len_called = loader._IterableDataset_len_called
 
     def _next(self) -> Any:
+        if self.closed:  # left by the user: not the epoch's end (see ``_ended``)
+            raise StopIteration
         batch = next(self._source)
         self._yielded += 1
         if self._record is not None:
@@ -60,7 +66,8 @@ class _LoaderIter(ClosingIterator):
         return batch
 
     def _ended(self) -> None:
-        if self._record is not None:
+        """The source ran out: the epoch's end, unless the user closed this iterator before."""
+        if self._record is not None and not self.closed:
             self._record.ended = True
 
     def __len__(self) -> int:

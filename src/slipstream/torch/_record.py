@@ -31,7 +31,10 @@ class EpochRecord:
     what this iterator handed to the user; ``pulled`` (map-style) what it took from slipstream's
     loader (a batch whose loading raised, where the epoch went on, included). ``core_states``
     (``counts_pulls`` False, i.e. the CUDA prefetcher takes a batch ahead) holds slipstream's state
-    after each of the last few batches taken, by number taken.
+    after each of the last few batches taken, by number taken. ``core_behind``: the epoch has not
+    begun and slipstream's most recent epoch (an earlier one) was left unfinished; ``core_inside``:
+    a resumed epoch whose slipstream loader was loaded part-way into it (left before it begins, the
+    loader must move past that position before the next epoch).
     """
 
     epoch: int
@@ -43,6 +46,7 @@ class EpochRecord:
     begun: bool = False
     total: int | None = None
     core_behind: bool = False  # not begun, and slipstream's most recent epoch was left unfinished
+    core_inside: bool = False  # resumed: slipstream's loader was loaded part-way into this epoch
     core_states: dict[int, Any] = field(default_factory=dict)
     iter_states: dict[str, torch.Tensor] = field(default_factory=dict)
     draw_states: dict[str, torch.Tensor] = field(default_factory=dict)
