@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -18,7 +19,18 @@ ray = pytest.importorskip("ray")
 psutil = pytest.importorskip("psutil")
 
 import enginedata  # noqa: E402 - after the skip
-from enginedata import IMAGE_FIELDS, Dies, DiesOnce, Labels, Refuses, assert_reads_back, files_of, image_tree, parquet_set  # noqa: E402
+from enginedata import (  # noqa: E402
+    IMAGE_FIELDS,
+    Dies,
+    DiesOnce,
+    Labels,
+    Refuses,
+    Unsendable,
+    assert_reads_back,
+    files_of,
+    image_tree,
+    parquet_set,
+)
 from helpers import run_python  # noqa: E402
 
 import slipstream as ss  # noqa: E402
@@ -26,6 +38,7 @@ from slipstream.cli.main import main  # noqa: E402
 from slipstream.convert.sources import convert  # noqa: E402
 from slipstream.engines import raytasks  # noqa: E402
 from slipstream.files.plan import probe_runs  # noqa: E402
+from slipstream.files.shardwrite import ShardJob  # noqa: E402
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -122,3 +135,51 @@ def test_without_a_connection_a_local_ray_is_started_for_the_write_and_shut_down
     assert out.returncode == 0, out.stderr[-3000:]
     count, shards = map(int, out.stdout.split())
     assert count == 50 and shards > 1
+
+
+def test_a_relative_output_folder_is_the_callers_not_the_ray_workers(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the Ray workers run where Ray started (this module's fixture), not here
+    name = f"out-{tmp_path.name}"  # relative, and in no other folder
+    folder = ss.write(name, Labels(20), Labels.fields, progress=False, shard_size=0, engine="ray")
+    assert str(folder) == name and len(ss.open(tmp_path / name)) == 20 and len(ss.open(tmp_path / name).shards) == 20
+
+
+def test_relative_source_paths_are_read_from_the_callers_folder(tmp_path, monkeypatch):
+    import numpy as np
+
+    image_tree(tmp_path / "tree", per_class=3)
+    parquet_set(tmp_path / "pq", files=2, rows=8)
+    np.save(tmp_path / "arr.npy", np.arange(800, dtype=np.int64).reshape(400, 2))
+    monkeypatch.chdir(tmp_path)
+    for source in ("tree", "pq", "arr.npy"):
+        one, _ = convert(source, f"one-{source}", shard_size="2kB", progress=False, codec="png")
+        on_ray, _ = convert(source, f"ray-{source}", shard_size="2kB", progress=False, codec="png", engine="ray")
+        assert files_of(on_ray) == files_of(one) and len(ss.open(on_ray).shards) > 1, source
+    folder = ss.imagefolder("tree")  # listed relative to this folder; its samples' paths stay relative
+    settings = {"progress": False, "shard_size": "2kB"}
+    one, on_ray = ss.write("one", folder, IMAGE_FIELDS, **settings), ss.write("ray", folder, IMAGE_FIELDS, engine="ray", **settings)
+    assert files_of(on_ray) == files_of(one) and ss.open(on_ray)[0]["path"].startswith("tree/")
+
+
+@pytest.mark.parametrize("kind", ["init", "lock"])
+def test_an_exception_that_cannot_cross_to_the_driver_arrives_as_a_faithful_stand_in(tmp_path, kind):
+    n = 300
+    bad = _unprobed(n, 150)
+    with pytest.raises(RuntimeError) as info:
+        ss.write(tmp_path / "ds", Unsendable(Labels(n), bad, kind), Labels.fields, progress=False, shard_size="4kB", engine="ray")
+    assert not isinstance(info.value, ss.WorkerError)
+    assert str(info.value).startswith(f"enginedata.LabelError: img{bad}.jpg: bad label" if kind == "init" else "ValueError: bad sample")
+    notes = "\n".join(info.value.__notes__)
+    assert f"while reading sample {bad}" in notes and "while writing shard-000" in notes and "Traceback" in notes
+    assert os.listdir(tmp_path / "ds") == []
+
+
+def test_a_task_error_ray_cannot_rebuild_is_not_called_retried():
+    def get(ref: Any) -> Any:
+        raise ray.exceptions.RaySystemError("Failed to deserialize exception")
+
+    stub = SimpleNamespace(get=get, exceptions=ray.exceptions)
+    with pytest.raises(ss.WorkerError) as info:
+        raytasks._result(stub, None, ShardJob(3, 30, 40))
+    message = str(info.value)
+    assert "shard-00003.arrow (samples 30..39)" in message and "Failed to deserialize" in message and "retr" not in message, message

@@ -46,8 +46,9 @@ def _array_field(path: Path, name: str, array: np.ndarray) -> Field:
 
 class _ArraySamples:
     """Equal-length arrays as a container of ``{name: array[i]}`` samples (read lazily, in ss.write's workers).
-    ``source`` (the file it came from) makes it pickle as that path: a worker process maps the file
-    again instead of receiving a copy of every array."""
+    ``source`` (the file it came from, an absolute path: a worker may run in another folder) makes
+    it pickle as that path: a worker process maps the file again instead of receiving a copy of
+    every array."""
 
     def __init__(self, arrays: dict[str, np.ndarray], source: Path | None = None):
         self.arrays, self.source = arrays, source
@@ -75,7 +76,7 @@ def _load_npy(path: Path) -> np.ndarray:
 def npy_source(path: Path) -> Source:
     array = _load_npy(path)
     fields = {"data": _array_field(path, "data", array)}
-    return Source(".npy file", path, _ArraySamples({"data": array}, path), fields)
+    return Source(".npy file", path, _ArraySamples({"data": array}, path.absolute()), fields)
 
 
 def _npz_member_memmap(path: Path, info: zipfile.ZipInfo) -> np.ndarray | None:
@@ -132,7 +133,7 @@ def npz_source(path: Path) -> Source:
     if len(set(lengths.values())) > 1:
         listed = ", ".join(f"{name!r} has {n}" for name, n in lengths.items())
         raise ConvertError(f"{path}: the arrays must have equal lengths on axis 0 (one sample per row), but {listed}")
-    return Source(".npz file", path, _ArraySamples(arrays, path), fields)
+    return Source(".npz file", path, _ArraySamples(arrays, path.absolute()), fields)
 
 
 def _reopened(path: Path) -> _ArraySamples:

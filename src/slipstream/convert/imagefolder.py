@@ -7,6 +7,10 @@ file's encoded bytes (the default: ``ss.write`` then stores JPEGs without a seco
 or, with ``decode=True``, a uint8 (H, W, C) array with ``channels`` channels (3 by default, RGB as
 torchvision's ImageFolder gives; None keeps each file's own). Encoded bytes keep the file's own
 channels: pack them with ``F.Image(channels=3)``, or map them with ``ops.ToRGB()``.
+
+A relative ``root`` stays relative in the samples' ``path``, but its files are read from the
+folder that was current when the tree was listed, in whichever process reads them (a worker
+process, a Ray task on another node's working directory).
 """
 
 from __future__ import annotations
@@ -45,13 +49,14 @@ class ImageFolder:
                     if file.lower().endswith(extensions) and not file.startswith("."):
                         self.samples.append((os.path.join(folder, file), label))
         self.decode, self.channels = decode, channels
+        self.opened_in = os.getcwd()  # a relative root's files are read from here, in any process (a Ray worker's cwd differs)
 
     def __len__(self) -> int:
         return len(self.samples)
 
     def __getitem__(self, index: int) -> dict[str, Any]:
         path, label = self.samples[index]
-        data = Path(path).read_bytes()
+        data = Path(self.opened_in, path).read_bytes()  # ``path`` as listed (relative when the root is), read where it was listed
         image: Any = data
         if self.decode:
             image = _imaging.as_image(data, path)

@@ -180,7 +180,7 @@ class _FolderSamples:
 
 
 def _imagefolder(path: Path, image: F.Image) -> Source:
-    folder = imagefolder(path)
+    folder = imagefolder(path.absolute())  # its files found from any working directory (a Ray worker's); paths stored relative to it
     if len(folder) == 0:
         raise ConvertError(f"{path}: class folders {folder.classes} hold no image files (looked for {', '.join(EXTENSIONS)})")
     fields = {"image": image, "label": F.Int(), "path": F.Text()}

@@ -159,7 +159,7 @@ def parquet_source(path: Path, image: F.Image, files: list[Path] | None = None) 
         row_bytes = max(1, group.total_byte_size // max(1, group.num_rows))
     batch_size = int(min(65536, max(16, _ROWS_PER_BATCH_BYTES // row_bytes)))
     parts = [
-        _ParquetGroup(file, g, handle.metadata.row_group(g).num_rows, names, batch_size)
+        _ParquetGroup(file.absolute(), g, handle.metadata.row_group(g).num_rows, names, batch_size)
         for file, handle in zip(files, opened)
         for g in range(handle.metadata.num_row_groups)
     ]
@@ -268,4 +268,4 @@ def huggingface_source(folder: Path, image: F.Image) -> Source:
 
     columns = _table_columns(folder, schema, features, first, image)
 
-    return _source("Hugging Face dataset", folder, _TableRows(folder, [_ArrowFile(file, rows[file]) for file in files], columns), columns)
+    return _source("Hugging Face dataset", folder, _TableRows(folder, [_ArrowFile(file.absolute(), rows[file]) for file in files], columns), columns)

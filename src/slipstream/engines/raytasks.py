@@ -7,8 +7,8 @@ ray_address)`` connects to the cluster at ``ray_address`` or, when None, to the 
 (``RAY_ADDRESS``, a ``ray start`` on this machine), else starts a local Ray; the connection made
 here is closed when the write ends (``ray.shutdown``: a local Ray started here stops, a cluster
 keeps running). The folder must be on a file system every node of the cluster sees (NFS, a
-shared volume): tasks write their shards straight into it, and slipstream must be installed on
-every node.
+shared volume): tasks write their shards straight into it (a relative folder is the caller's,
+made absolute before the tasks start), and slipstream must be installed on every node.
 
 The data reach the tasks once: ``ray.put(data)`` puts them in the object store and each task gets
 a reference to it (each worker process fetches and unpickles them once, for all the shards it
@@ -18,8 +18,11 @@ Failures: Ray retries a task whose worker process died or whose node was lost (`
 times); the retry writes the shard again under a new temporary name and renames it into place,
 and the driver sweeps the temporary files a killed attempt left. An exception raised by the task
 itself (a sample that cannot be read or encoded) is not retried: it is raised here as itself,
-its notes naming the shard and sample, with Ray's error (and the remote traceback) as its cause.
-A task whose retries ran out is a ``WorkerError`` naming its shard. The tasks still running are
+its notes naming the shard and sample, with Ray's error (and the remote traceback) as its cause;
+one that Ray could not rebuild here as itself (see ``engines.portable``) arrives as a
+``RuntimeError`` stand-in saying its type, message, notes and traceback. A task whose retries ran
+out (its worker or node died) is a ``WorkerError`` naming its shard and the retries; any other
+Ray error is a ``WorkerError`` naming its shard and Ray's error, no retry claimed. The tasks still running are
 then cancelled. ``workers`` bounds the tasks in flight (default: all, and Ray schedules them on
 the cluster's CPUs, one each).
 """
@@ -32,6 +35,7 @@ from typing import Any
 from ..core.errors import WorkerError, add_note
 from ..core.optional import require
 from ..files.shardwrite import ShardJob, ShardSpec, write_shard
+from .portable import portable
 
 __all__ = ["MAX_RETRIES", "run"]
 
@@ -53,7 +57,14 @@ def _data(holder: list[Any]) -> Any:
 
 
 def _task(holder: list[Any], spec: ShardSpec, job: ShardJob) -> dict[str, Any]:
-    return write_shard(_data(holder), spec, job)
+    try:
+        return write_shard(_data(holder), spec, job)
+    except Exception as exc:
+        pickler = _ray().cloudpickle
+        sendable = portable(exc, pickler.dumps, pickler.loads)  # as itself when Ray can rebuild it in the driver
+        if sendable is exc:
+            raise
+        raise sendable from None
 
 
 def run(
@@ -106,7 +117,16 @@ def _result(ray: Any, ref: Any, job: ShardJob) -> dict[str, Any]:
             raise cause from exc
         raise
     except ray.exceptions.RayError as exc:
-        raise WorkerError(f"engine='ray': the task writing {job.describe()} failed after {MAX_RETRIES} retries: {exc}") from exc
+        if isinstance(exc, _retried(ray)):
+            raise WorkerError(f"engine='ray': the task writing {job.describe()} failed after {MAX_RETRIES} retries: {exc}") from exc
+        raise WorkerError(f"engine='ray': the task writing {job.describe()} failed ({type(exc).__name__}): {exc}") from exc
+
+
+def _retried(ray: Any) -> tuple[type, ...]:
+    """Ray's errors for a task that Ray retries (``MAX_RETRIES`` times) before raising them: its
+    worker process, node or local raylet died, or the out-of-memory monitor killed it."""
+    names = ("WorkerCrashedError", "NodeDiedError", "LocalRayletDiedError", "OutOfMemoryError")
+    return tuple(getattr(ray.exceptions, name) for name in names if hasattr(ray.exceptions, name))
 
 
 def _cancel(ray: Any, refs: list[Any]) -> None:
