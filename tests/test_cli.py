@@ -189,3 +189,24 @@ def test_bench_of_a_missing_file_says_so_in_one_line(tmp_path, capsys):
     assert main(["bench", str(tmp_path / "nope.ss")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("slipstream bench:") and "nope.ss" in err and "\n" not in err
+
+
+def test_ray_takes_no_value_so_it_never_swallows_src_and_the_address_has_its_own_flag(tmp_path, monkeypatch, capsys):
+    import slipstream.cli.main as cli
+
+    calls = []
+
+    def convert(src: str, out: str, **settings: object) -> None:  # records what the parser made of the flags
+        calls.append((src, out, settings["engine"], settings["ray_address"]))
+        raise ValueError("stop")
+
+    monkeypatch.setattr(cli, "convert", convert)
+    assert cli.main(["convert", "--shard-size", "1M", "--ray", "src.npy", "out"]) == 2
+    assert calls[-1] == ("src.npy", "out", "ray", None)
+    assert cli.main(["convert", "src.npy", "out", "--shard-size", "1M", "--ray-address", "head:6379"]) == 2
+    assert calls[-1] == ("src.npy", "out", "ray", "head:6379")
+    assert cli.main(["convert", "src.npy", "out", "--shard-size", "1M", "--ray", "--ray-address", "head:6379"]) == 2
+    assert calls[-1] == ("src.npy", "out", "ray", "head:6379")
+    capsys.readouterr()
+    assert cli.main(["convert", "src.npy", "out", "--shard-size", "1M", "--processes", "--ray-address", "head:6379"]) == 2
+    assert "--ray-address is for --ray" in capsys.readouterr().err and len(calls) == 3

@@ -98,10 +98,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     engines = convert.add_mutually_exclusive_group()
     engines.add_argument(
-        "--ray", nargs="?", const="", default=None, metavar="ADDRESS",
-        help="with --shard-size: one Ray task per shard, on the cluster at ADDRESS (default: the one Ray finds, else a local Ray); "
-        "OUT must be on a file system every node sees",
+        "--ray", action="store_true",
+        help="with --shard-size: one Ray task per shard, on the cluster Ray finds (RAY_ADDRESS, a `ray start` here), else a local Ray; "
+        "OUT and SRC must be on a file system every node sees",
     )  # fmt: skip
+    convert.add_argument(
+        "--ray-address", default=None, metavar="ADDRESS", help="the Ray cluster to write on (such as head:6379 or ray://head:10001); implies --ray"
+    )
     engines.add_argument(
         "--processes", nargs="?", type=_positive, const=0, default=None, metavar="N",
         help="with --shard-size: write the shards in N local processes (default N: every usable core)",
@@ -173,16 +176,20 @@ def _channels(text: str) -> int | str | None:
 
 
 def _engine(args: argparse.Namespace) -> tuple[str | None, int | None, str | None]:
-    """(engine, workers, ray address) from ``--ray`` / ``--processes`` / ``--workers``; ``ValueError`` for what cannot go together."""
-    if args.ray is None and args.processes is None:
+    """(engine, workers, ray address) from ``--ray`` / ``--ray-address`` / ``--processes`` / ``--workers``;
+    ``ValueError`` for what cannot go together."""
+    ray = args.ray or args.ray_address is not None
+    if ray and args.processes is not None:
+        raise ValueError("--ray-address is for --ray (one Ray task per shard), not --processes")
+    if not ray and args.processes is None:
         return None, args.workers, None
-    flag = "--ray" if args.ray is not None else "--processes"
+    flag = ("--ray" if args.ray else "--ray-address") if ray else "--processes"
     if args.shard_size is None:
         raise ValueError(f"{flag} writes one shard per task: give --shard-size too (such as --shard-size 1G)")
     if args.workers is not None:
         raise ValueError(f"--workers sets encoding threads in this process; with {flag} leave it out (--processes N sets the processes)")
-    if args.ray is not None:
-        return "ray", None, args.ray or None
+    if ray:
+        return "ray", None, args.ray_address or None
     return "processes", args.processes or None, None
 
 
