@@ -361,3 +361,62 @@ def test_close_between_epochs_goes_on_with_the_next_epochs_permutation(workers):
 
     kept = epochs(close=False)
     assert kept[0] != kept[1] and epochs(close=True) == kept
+
+
+# -- device="cuda": the batch held by the prefetcher -----------------------------------------------
+
+
+@pytest.fixture
+def cuda_on_cpu(monkeypatch):
+    """``device="cuda"``'s prefetcher run on a CPU: torch.cuda's streams and events are no-ops and
+    the copy goes to the CPU. Returns a function that sets a loader's device to "cuda"."""
+    import contextlib
+
+    from slipstream.torch import _dataloader
+
+    class Noop:
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def record(self, *args):
+            pass
+
+        def synchronize(self):
+            pass
+
+        def wait_stream(self, *args):
+            pass
+
+    for name, value in {
+        "Stream": Noop,
+        "Event": Noop,
+        "stream": lambda s: contextlib.nullcontext(),
+        "current_stream": lambda device=None: Noop(),
+    }.items():
+        monkeypatch.setattr(torch.cuda, name, value, raising=False)
+    real = _dataloader._to_cuda
+    monkeypatch.setattr(_dataloader, "_to_cuda", lambda source, device: real(source, torch.device("cpu")))
+
+    def on_cuda(loader: DataLoader) -> DataLoader:
+        loader.device = torch.device("cuda")
+        return loader
+
+    return on_cuda
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"num_workers": 2, "backend": "thread"}], ids=["workers0", "threads2"])
+def test_an_error_in_the_batch_after_does_not_lose_the_batch_the_prefetcher_holds(cuda_on_cpu, kwargs):
+    """The prefetcher takes batch k+1 before handing out batch k: an error loading batch k+1 was
+    raised in place of batch k (lost) and ended the epoch. Batch k is handed out, the error comes
+    at the next ``next()``, and the epoch goes on after it as torch's (and the CPU path) does."""
+    want = _drain(iter(TorchLoader(_BadSample(), batch_size=2)))
+    assert want == [[0, 1], "ERR", [4, 5], [6, 7], [8, 9], [10, 11]]
+    assert _drain(iter(cuda_on_cpu(DataLoader(_BadSample(), batch_size=2, **kwargs)))) == want
+    loader = cuda_on_cpu(DataLoader(_BadSample(), batch_size=2, **kwargs))
+    it = iter(loader)
+    assert _drain(it, 2) == want[:2]
+    state = loader.state_dict()  # the failed batch counts as handed out
+    assert state["batch"] == 2
+    fresh = cuda_on_cpu(DataLoader(_BadSample(), batch_size=2, **kwargs))
+    fresh.load_state_dict(state)
+    assert _drain(iter(fresh)) == _drain(it) == want[2:]

@@ -4,11 +4,14 @@
   tells whether pinning means anything (without an accelerator torch warns ``_NO_ACCELERATOR``
   and does nothing).
 * ``_to_cuda`` copies each batch to a CUDA device on a side stream, one batch ahead of the
-  consumer, synchronized with the consumer's stream before it is handed out; ``_to_device``
+  consumer, synchronized with the consumer's stream before it is handed out (``_ToCuda``: an
+  error taking the batch ahead comes after the batch held, and the epoch goes on); ``_to_device``
   copies to any other device in line. ``_move`` copies a batch's tensors, keeping its nesting.
 * ``_check_device`` validates the ``device`` argument (None for the CPU).
 
-Each wrapper closes its source when it is closed or exhausted.
+Each wrapper closes its source when it is closed (``_ToCuda`` also when exhausted); an error of
+the source passes through without ending the wrapper, and ``closed`` tells whether the source
+closed itself (an error that ended the epoch).
 """
 
 from __future__ import annotations
@@ -68,8 +71,8 @@ def _tensors(batch: Any) -> Iterator[torch.Tensor]:
     return (leaf for leaf in nested.leaves(batch) if isinstance(leaf, torch.Tensor))
 
 
-def _to_cuda(source: Iterator[Any], device: torch.device) -> Iterator[Any]:
-    """Copy each batch to ``device`` on a side stream, one batch ahead of the consumer.
+class _ToCuda(Iterator[Any]):
+    """Copy each batch of ``source`` to ``device`` on a side stream, one batch ahead of the consumer.
 
     The copy of batch ``k+1`` is queued on the side stream before batch ``k`` is handed out, so it
     overlaps the consumer's work on ``k``. Before a batch is handed out, the consumer's current
@@ -77,41 +80,70 @@ def _to_cuda(source: Iterator[Any], device: torch.device) -> Iterator[Any]:
     ``record_stream``-ed on the consumer's stream, so the caching allocator does not reuse its
     memory while work queued on that stream may still read it. The host batch is kept until its
     copy has finished (an event), so a reused host buffer is never overwritten mid-copy.
-    """
-    stream = torch.cuda.Stream(device=device)
 
-    def issue(host: Any) -> tuple[Any, Any, Any]:
-        with torch.cuda.stream(stream):
-            moved = _move(host, device)
+    Errors: when taking batch ``k+1`` raises, batch ``k`` (already held) is handed out first and
+    the error is raised by the next ``next()``; the ``next()`` after that goes on with ``source``
+    (which goes on past a batch that raised, as torch's iterator does, or has ended). An error with
+    no batch held is raised at once. ``closed``: closed here, or ``source`` closed itself.
+    """
+
+    def __init__(self, source: Iterator[Any], device: torch.device):
+        self.source, self.device = source, device
+        self.stream = torch.cuda.Stream(device=device)
+        self.held: tuple[Any, Any, Any] | None = None  # (host batch, its copy, the copy's event)
+        self.error: Exception | None = None  # raised taking the batch after the one held
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed or bool(getattr(self.source, "closed", False))
+
+    def _issue(self, host: Any) -> tuple[Any, Any, Any]:
+        with torch.cuda.stream(self.stream):
+            moved = _move(host, self.device)
             done = torch.cuda.Event()
-            done.record(stream)
+            done.record(self.stream)
         return host, moved, done
 
-    try:
+    def __next__(self) -> Any:
+        if self._closed:
+            raise StopIteration
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
         try:
-            ahead = issue(next(source))
-        except StopIteration:
-            return
-        while True:
-            host, moved, done = ahead
-            current = torch.cuda.current_stream(device)
-            current.wait_stream(stream)
+            if self.held is None:
+                self.held = self._issue(next(self.source))
+            host, moved, done = self.held
+            self.held = None
+            current = torch.cuda.current_stream(self.device)
+            current.wait_stream(self.stream)
             for tensor in _tensors(moved):
                 if tensor.device.type == "cuda":
                     tensor.record_stream(current)
             try:
-                ahead = issue(next(source))
+                self.held = self._issue(next(self.source))
             except StopIteration:
-                ahead = None
+                pass
+            except Exception as exc:  # batch k+1's: raised after batch k is handed out
+                self.error = exc
             done.synchronize()  # the copy out of ``host`` is complete: its buffer may be reused
             del host
-            yield moved
-            if ahead is None:
-                return
-    finally:
-        close = getattr(source, "close", None)
+            return moved
+        except StopIteration:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        self._closed, self.held, self.error = True, None, None
+        close = getattr(self.source, "close", None)
         if close is not None:
             close()
+
+
+def _to_cuda(source: Iterator[Any], device: torch.device) -> Iterator[Any]:
+    """``source``'s batches copied to the CUDA ``device`` one batch ahead (see ``_ToCuda``)."""
+    return _ToCuda(source, device)
 
 
 class _Mapped(Iterator[Any]):
@@ -123,6 +155,11 @@ class _Mapped(Iterator[Any]):
 
     def __next__(self) -> Any:
         return self.fn(next(self.source))
+
+    @property
+    def closed(self) -> bool:
+        """``source`` closed itself (or was closed)."""
+        return bool(getattr(self.source, "closed", False))
 
     def close(self) -> None:
         close = getattr(self.source, "close", None)

@@ -3,7 +3,9 @@
 It hands out the batches of its source (an iterator of finished batches), with ``len()`` as
 torch's iterator gives it, torch's warning when an ``IterableDataset`` yields more batches than
 its reported ``len()``, and ``close()`` (or ``with``) to stop the epoch's loading at once. It
-tells the epoch's ``EpochRecord`` each batch it hands out and its end (for ``state_dict()``).
+tells the epoch's ``EpochRecord`` each batch it hands out and its end (for ``state_dict()``); a
+batch whose loading raised counts as handed out when the epoch goes on past it (its source did not
+close itself), as torch's iterator goes on past it.
 
 Closing is leaving the epoch early (as ``break``), not its end: ``next()`` on a closed iterator
 raises StopIteration without marking the epoch ended, so ``state_dict()`` still resumes the rest
@@ -47,7 +49,15 @@ class _LoaderIter(ClosingIterator):
     def _next(self) -> Any:
         if self.closed:  # left by the user: not the epoch's end (see ``_ended``)
             raise StopIteration
-        batch = next(self._source)
+        try:
+            batch = next(self._source)
+        except StopIteration:
+            raise
+        except Exception:
+            # a batch's own error where the epoch goes on counts as handed out (torch's iterator goes on past it)
+            if self._record is not None and not getattr(self._source, "closed", False):
+                self._record.handed += 1
+            raise
         self._yielded += 1
         if self._record is not None:
             self._record.handed += 1

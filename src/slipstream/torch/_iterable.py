@@ -98,15 +98,19 @@ class _Fetcher:
 
     def skip(self, batches: int) -> None:
         """Read the items of the next ``batches`` batches without collating them (fewer if the
-        iterator ends first: then it has ended)."""
-        items = batches if self.batch_size is None else batches * self.batch_size
-        for _ in range(items):
-            if self.ended:
-                return
+        iterator ends first: then it has ended). An item that raises ends its batch there, as
+        ``fetch`` does: that batch was handed out as the error."""
+        per_batch = 1 if self.batch_size is None else self.batch_size
+        for _ in range(batches):
             try:
-                next(self.iterator)
+                for _ in range(per_batch):
+                    if self.ended:
+                        return
+                    next(self.iterator)
             except StopIteration:
                 self.ended = True
+            except Exception:  # noqa: BLE001 - the batch's own error, raised when it was handed out
+                continue
 
 
 def _close(source: Any) -> None:
