@@ -77,7 +77,7 @@ def test_inspect_bad_files_print_one_line_and_exit_2(tmp_path, capsys):
 def test_convert_options_are_checked_by_the_parser(tmp_path, capsys):
     from slipstream.cli.main import _size, main
 
-    assert [_size(s) for s in ("4096", "8M", "8MiB", "512k", "1G")] == [4096, 8 << 20, 8 << 20, 512 << 10, 1 << 30]
+    assert [_size(s) for s in ("4096", "8M", "8MiB", "512k", "512Ki", "1G", "1GB")] == [4096, 8 * 10**6, 8 << 20, 512_000, 512 << 10, 10**9, 10**9]
     for bad in (["--quality", "0"], ["--page-size", "lots"], ["--max-side", "-3"], ["--codec", "webp"]):
         with pytest.raises(SystemExit) as exit_info:
             main(["convert", "a.npy", "b.ss", *bad])
