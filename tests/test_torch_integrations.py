@@ -19,8 +19,9 @@ import pytest
 torch = pytest.importorskip("torch")
 accelerate = pytest.importorskip("accelerate")
 
-import slipstream.torch as sst  # noqa: E402
 from torch.utils.data import DistributedSampler  # noqa: E402
+
+import slipstream.torch as sst  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -350,3 +351,64 @@ def test_trainer_preparing_the_loader_itself_warns(tmp_path):
     assert not isinstance(trainer.callback_handler.train_dataloader, sst.DataLoader)
     assert model.seen == list(range(2 * BATCH))
     assert data.threads == {"MainThread"}
+
+
+# -- review fixes: the bypass warning, device indices, whole-dataset samplers --------------------------
+
+
+def test_the_bypass_warning_is_for_accelerate_only():
+    """Plain introspection reads ``_is_accelerate_prepared`` too (hasattr, inspect.getmembers,
+    mock.create_autospec): it warned with no accelerate involved. Only accelerate's read warns."""
+    import inspect
+    import unittest.mock
+
+    ours = sst.DataLoader(Recorded(), batch_size=BATCH)
+    caught = no_bypass()
+    try:
+        assert hasattr(ours, "_is_accelerate_prepared")
+        inspect.getmembers(ours)
+        unittest.mock.create_autospec(ours)
+        assert ours._is_accelerate_prepared is False
+    finally:
+        caught.__exit__(None, None, None)
+    with pytest.warns(sst.AccelerateBypassWarning):
+        accelerate.Accelerator(cpu=True).prepare_data_loader(ours)
+
+
+def test_prepare_takes_cuda_for_the_accelerators_cuda_0(monkeypatch):
+    """A loader built with ``device="cuda"`` was refused by an accelerator on ``cuda:0`` (the same
+    GPU): device indices are compared, "cuda" being the current CUDA device."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    ours = sst.DataLoader(Recorded(), batch_size=BATCH, device="cuda")
+    assert sst.prepare(fake_accelerator(0, 1, device="cuda:0"), ours) is ours
+    with pytest.raises(ValueError, match="device=accelerator.device"):
+        sst.prepare(fake_accelerator(0, 1, device="cuda:1"), ours)
+    ours = sst.DataLoader(Recorded(), batch_size=BATCH, device="cuda:0")
+    assert sst.prepare(fake_accelerator(0, 1, device="cuda"), ours) is ours
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda d: loader(d, sampler=torch.utils.data.SubsetRandomSampler(range(N))),
+        lambda d: loader(d, sampler=torch.utils.data.WeightedRandomSampler([1.0] * N, N)),
+        lambda d: loader(d, sampler=list(range(N))),
+        lambda d: loader(
+            d, batch_sampler=type("MyBatches", (torch.utils.data.BatchSampler,), {})(torch.utils.data.RandomSampler(d), BATCH, False),
+            batch_size=1,
+        ),
+    ],
+    ids=["subset-of-everything", "weighted", "list-of-every-index", "batch_sampler-subclass"],
+)
+def test_prepare_refuses_torchs_samplers_that_read_the_same_indices_in_every_process(make):
+    with pytest.raises(ValueError, match="process 1 of 2"):
+        sst.prepare(fake_accelerator(1, 2), make(Recorded()))
+
+
+def test_prepare_takes_a_subset_of_the_indices():
+    """A ``SubsetRandomSampler`` (or list) over part of the dataset is this process's share, as the user made it."""
+    mine = list(range(1, N, 2))
+    for sampler in (torch.utils.data.SubsetRandomSampler(mine), mine):
+        ours = loader(Recorded(), sampler=sampler)
+        assert sst.prepare(fake_accelerator(1, 2), ours) is ours

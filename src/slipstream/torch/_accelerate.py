@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 import torch.utils.data as _tud
 
 from ._bypass import AccelerateBypassWarning, mark_prepared
@@ -32,7 +33,23 @@ def _index_sampler(loader: DataLoader) -> Any:
     batches = loader.batch_sampler
     if batches is None:
         return loader.sampler
-    return batches.sampler if type(batches) is _tud.BatchSampler else batches
+    return batches.sampler if isinstance(batches, _tud.BatchSampler) else batches
+
+
+def _whole(sampler: Any, size: int | None) -> bool:
+    """``sampler`` reads the same indices, from the whole dataset, in every process: torch's
+    ``RandomSampler``/``SequentialSampler``/``WeightedRandomSampler`` (drawn from the same seeds),
+    or a ``SubsetRandomSampler`` or plain sequence of indices holding every index of the dataset
+    (one over part of it is taken as this process's share, as the user made it)."""
+    if isinstance(sampler, (_tud.RandomSampler, _tud.SequentialSampler, _tud.WeightedRandomSampler)):
+        return True
+    indices = sampler.indices if isinstance(sampler, _tud.SubsetRandomSampler) else sampler
+    if size is None or not isinstance(indices, (list, tuple, range)):
+        return False
+    try:
+        return len(set(indices)) >= size
+    except TypeError:  # unhashable entries: not plain indices
+        return False
 
 
 def _check_shard(loader: DataLoader, processes: int, index: int) -> None:
@@ -46,13 +63,38 @@ def _check_shard(loader: DataLoader, processes: int, index: int) -> None:
                 f"the loader's DistributedSampler is for rank {sampler.rank} of {sampler.num_replicas}, but this is "
                 f"process {index} of {processes} (accelerator.process_index / accelerator.num_processes)"
             )
-    elif isinstance(sampler, (_tud.RandomSampler, _tud.SequentialSampler)):
+    elif _whole(sampler, _size(loader.dataset)):
         raise ValueError(
-            f"this is process {index} of {processes}, but the loader reads the whole dataset (as every other process): "
+            f"this is process {index} of {processes}, but the loader reads the whole dataset (as every other process, "
+            f"through its {type(sampler).__name__}): "
             "give it sampler=torch.utils.data.DistributedSampler(dataset, num_replicas=accelerator.num_processes, "
             "rank=accelerator.process_index, shuffle=..., seed=...) and call loader.sampler.set_epoch(epoch) "
             "before each epoch"
         )
+
+
+def _size(dataset: Any) -> int | None:
+    try:
+        return len(dataset)
+    except TypeError:
+        return None
+
+
+def _same_device(a: torch.device | None, b: torch.device | None) -> bool:
+    """``a`` and ``b`` (None: the CPU) are the same device; a CUDA device without an index is the
+    current one (``torch.cuda.current_device()``, 0 when it cannot be asked)."""
+    if a is None or b is None:
+        return a is b
+    return a.type == b.type and _index(a) == _index(b)
+
+
+def _index(device: torch.device) -> int | None:
+    if device.index is not None or device.type != "cuda":
+        return device.index
+    try:
+        return torch.cuda.current_device()
+    except (RuntimeError, AssertionError):  # CUDA not initialisable here: cuda means cuda:0
+        return 0
 
 
 def _check_placement(loader: DataLoader, accelerator: Any) -> None:
@@ -60,7 +102,7 @@ def _check_placement(loader: DataLoader, accelerator: Any) -> None:
     if not getattr(accelerator, "device_placement", True):
         return
     want = _check_device(accelerator.device)  # as the loader reads its device= (None: the CPU)
-    if loader.device != want:
+    if not _same_device(loader.device, want):
         raise ValueError(
             f"accelerate places batches on {accelerator.device}, but this loader hands them out on "
             f"{loader.device or 'the CPU'}: build it with device=accelerator.device (slipstream copies each batch "
@@ -78,10 +120,14 @@ def prepare(accelerator: Any, loader: DataLoader) -> DataLoader:
     * sharding: with ``accelerator.num_processes > 1`` a map-style loader must read this process's
       share, through ``sampler=DistributedSampler(dataset, num_replicas=accelerator.num_processes,
       rank=accelerator.process_index, ...)`` (or a sampler or batch sampler of your own, which is
-      trusted); a loader over the whole dataset, or a ``DistributedSampler`` for another rank,
-      raises ``ValueError``. An ``IterableDataset`` must shard itself; it is not checked.
+      trusted); a loader over the whole dataset (``shuffle``, torch's ``RandomSampler``,
+      ``SequentialSampler`` or ``WeightedRandomSampler``, a ``SubsetRandomSampler`` or list holding
+      every index, also inside a ``BatchSampler`` or a subclass of it), or a ``DistributedSampler``
+      for another rank, raises ``ValueError``. An ``IterableDataset`` must shard itself; it is not
+      checked.
     * device: with the accelerator's device placement on (its default), the loader must have been
-      built with ``device=accelerator.device`` (``ValueError`` otherwise; the CPU needs nothing).
+      built with ``device=accelerator.device`` (``ValueError`` otherwise; the CPU needs nothing;
+      ``"cuda"`` is the current CUDA device, so it matches ``cuda:0`` where that is current).
     * registration: ``accelerator.prepare(loader)`` hands the loader back unchanged from now on (no
       warning), and, when the loader has ``state_dict``/``load_state_dict``,
       ``accelerator.save_state``/``load_state`` save and restore its position with the rest.
