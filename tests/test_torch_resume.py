@@ -496,3 +496,52 @@ def test_a_failed_iterable_batch_counts_as_handed_out():
     fresh = DataLoader(_FaultyStream(), batch_size=1)
     fresh.load_state_dict(state)
     assert drain(iter(fresh)) == drain(it) == [[4], [5]]
+
+
+def test_an_iterable_dataset_read_out_of_order_resumes_each_workers_stream():
+    """``in_order=False`` with worker processes: batches come in whichever order the workers
+    finish, so "the first k batches" of the resumed epoch are not the ones handed out before
+    (samples were repeated and lost). The state counts each worker's batches handed out, and each
+    worker skips its own. Worker 1 is held back in the first run, worker 0 in the resumed one
+    (until worker 1 has yielded everything): the timings differ as they may after a restart."""
+    out = run_python(
+        """
+        import json, multiprocessing as mp
+        from torch.utils.data import IterableDataset, get_worker_info
+        from slipstream.torch import DataLoader
+
+        ctx = mp.get_context("fork")
+
+        class Gated(IterableDataset):
+            def __init__(self, held, gate):
+                self.held, self.gate = held, gate
+            def __iter__(self):
+                w = get_worker_info().id
+                if w == self.held:
+                    self.gate.wait(60)
+                for i in range(4):
+                    yield 10 * w + i
+                if w != self.held:
+                    self.gate.set()  # the other worker may go on
+
+        def make(held, gate):
+            return DataLoader(Gated(held, gate), batch_size=1, num_workers=2, in_order=False, multiprocessing_context="fork")
+
+        gate = ctx.Event()
+        loader = make(1, ctx.Event())  # worker 1 held until the state is saved
+        it = iter(loader)
+        first = [int(next(it)) for _ in range(3)]
+        state = json.loads(json.dumps(loader.state_dict()))
+        loader.dataset.gate.set()
+        it.close()
+        fresh = make(0, gate)  # after the restart, worker 0 is the slow one
+        fresh.load_state_dict(state)
+        rest = [int(b) for b in fresh]
+        print(json.dumps({"first": first, "rest": rest}))
+        """,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["first"] == [0, 1, 2]
+    assert got["rest"] == [10, 11, 12, 13, 3]

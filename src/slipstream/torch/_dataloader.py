@@ -16,7 +16,8 @@ Checkpoints: each ``iter()`` keeps an ``EpochRecord`` (``_record``): the generat
 its draws (``_rngstate``), how many batches went out; ``state_dict()`` writes it out (``_state``).
 ``load_state_dict`` makes the next ``iter()`` draw again from the saved states (the same base seed
 and sampler indices) and skip the batches handed out: slipstream's loader skips them unread
-(map-style), an ``IterableDataset``'s stream is read again and they are dropped (``_Skipping``).
+(map-style), an ``IterableDataset``'s stream is read again and they are dropped (``_Skipping``;
+read out of order by worker processes, each worker reads past its own batches handed out).
 """
 
 from __future__ import annotations
@@ -170,9 +171,12 @@ class DataLoader(_tud.DataLoader[_T_co]):
                 dataset = _seeded_pipe(self.dataset, shared_seed, 1, 0) if shared_seed is not None else self.dataset
                 batch_size = self.batch_size if self._auto_collation else None
                 source: Iterator[Any] = _Fetcher(iter(dataset), batch_size, self.drop_last, self.collate_fn)
-            else:
-                source = self._iterable_processes(base_seed, shared_seed)
-            if record.skipped:
+            else:  # out of order, the batches handed out are counted per worker, and each skips its own
+                skips = None if resume is None else resume.worker_batches
+                if skips is not None or not self.in_order:
+                    record.workers = list(skips) if skips is not None else [0] * self.num_workers
+                source = self._iterable_processes(base_seed, shared_seed, record, skips)
+            if record.skipped and record.workers is None:
                 source = _Skipping(source, record.skipped)
         else:
             source = self._map(base_seed, record, previous, resume)
@@ -257,7 +261,9 @@ class DataLoader(_tud.DataLoader[_T_co]):
         return loader
 
     # IterableDataset, in worker processes, taken round-robin
-    def _iterable_processes(self, base_seed: int, shared_seed: int | None) -> Iterator[Any]:
+    def _iterable_processes(
+        self, base_seed: int, shared_seed: int | None, record: EpochRecord, skips: list[int] | None
+    ) -> Iterator[Any]:
         persistent = self.persistent_workers
         pool = self._iter_pool if persistent else None
         if pool is None or pool.closed:
@@ -279,7 +285,7 @@ class DataLoader(_tud.DataLoader[_T_co]):
                 self._iter_pool = pool
                 weakref.finalize(self, pool.close)
         self._iter_epoch += 1
-        return _round_robin(self, pool, self._iter_epoch, base_seed, shared_seed, not persistent)
+        return _round_robin(self, pool, self._iter_epoch, base_seed, shared_seed, not persistent, record, skips)
 
     # -- checkpoints ---------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

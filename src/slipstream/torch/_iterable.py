@@ -25,6 +25,7 @@ import torch
 
 from ..core.errors import DataLoaderTimeoutError, WorkerError
 from ._globals import _seed_like_torch, _set_torch_worker_info
+from ._record import EpochRecord
 
 if TYPE_CHECKING:
     from ._dataloader import DataLoader
@@ -159,8 +160,9 @@ def _seeded_pipe(dataset: Any, shared_seed: int | None, num_workers: int, worker
     return dataset
 
 
-def _iterable_begin(state: Any, epoch: int, base_seed: int, shared_seed: int | None) -> None:
-    """Start an epoch in this worker: set up the worker (first time only), then ``iter(dataset)``.
+def _iterable_begin(state: Any, epoch: int, base_seed: int, shared_seed: int | None, skip: int = 0) -> None:
+    """Start an epoch in this worker: set up the worker (first time only), then ``iter(dataset)``
+    and read past its first ``skip`` batches (a resumed epoch: the ones handed out before).
     A DataPipe is seeded from ``shared_seed`` every epoch and sharded once, as torch's workers do."""
     payload: _IterablePayload = state.payload
     cache = state.cache
@@ -179,7 +181,9 @@ def _iterable_begin(state: Any, epoch: int, base_seed: int, shared_seed: int | N
             payload.worker_init_fn(state.id)
     else:
         payload.dataset = _seeded_pipe(payload.dataset, shared_seed, state.num_workers, state.id, shard=False)
-    cache["iterator"] = (epoch, _Fetcher(iter(payload.dataset), payload.batch_size, payload.drop_last, payload.collate_fn))
+    fetcher = _Fetcher(iter(payload.dataset), payload.batch_size, payload.drop_last, payload.collate_fn)
+    fetcher.skip(skip)
+    cache["iterator"] = (epoch, fetcher)
 
 
 def _iterable_next(state: Any, epoch: int) -> Any:
@@ -195,13 +199,22 @@ def _iterable_next(state: Any, epoch: int) -> Any:
 
 
 def _round_robin(
-    loader: DataLoader, pool: Any, epoch: int, base_seed: int, shared_seed: int | None, own_pool: bool
+    loader: DataLoader,
+    pool: Any,
+    epoch: int,
+    base_seed: int,
+    shared_seed: int | None,
+    own_pool: bool,
+    record: EpochRecord | None = None,
+    skips: list[int] | None = None,
 ) -> Iterator[Any]:
     """One epoch's batches from ``pool``'s workers, as torch takes them: round-robin (with
-    ``loader.in_order``; else whichever is ready first), skipping a worker whose iterator has ended,
-    each worker ``loader.prefetch_factor`` batches ahead. Past ``loader.timeout`` (0: none) it closes
-    the pool and raises ``DataLoaderTimeoutError``; at the end it closes the pool when ``own_pool``,
-    else discards the tasks still outstanding."""
+    ``loader.in_order``; else whichever worker's next batch is ready first, each worker's in its
+    order), skipping a worker whose iterator has ended, each worker ``loader.prefetch_factor``
+    batches ahead. Worker ``w`` first reads past ``skips[w]`` batches (a resumed epoch); ``record``
+    (with ``workers`` counts) is told the worker of each batch taken. Past ``loader.timeout`` (0:
+    none) it closes the pool and raises ``DataLoaderTimeoutError``; at the end it closes the pool
+    when ``own_pool``, else discards the tasks still outstanding."""
     k = loader.num_workers
     ahead = loader.prefetch_factor if loader.prefetch_factor is not None else 2
     timeout = loader.timeout or None
@@ -232,7 +245,7 @@ def _round_robin(
 
     try:
         for w in range(k):
-            begins.add(send(w, _iterable_begin, epoch, base_seed, shared_seed))
+            begins.add(send(w, _iterable_begin, epoch, base_seed, shared_seed, skips[w] if skips else 0))
             for _ in range(ahead):
                 send(w, _iterable_next, epoch)
         active = [True] * k
@@ -245,11 +258,14 @@ def _round_robin(
                 ticket = queues[w][0]
                 ticket, ok, value = wait({ticket})
             else:
-                ticket, ok, value = wait(set(owner))
+                ticket, ok, value = wait({queue[0] for queue in queues if queue})  # each worker's in order
                 w = owner[ticket]
             queues[w].remove(ticket)
             del owner[ticket]
+            counted = record is not None and record.workers is not None and ticket not in begins
             if not ok:
+                if counted:  # the worker's batch, handed out as its error
+                    record.from_worker(w)  # type: ignore[union-attr]
                 raise value
             if ticket in begins:
                 begins.discard(ticket)
@@ -263,6 +279,8 @@ def _round_robin(
                 w = (w + 1) % k
                 continue
             send(w, _iterable_next, epoch)
+            if counted:
+                record.from_worker(w)  # type: ignore[union-attr]
             w = (w + 1) % k
             yield value
     finally:

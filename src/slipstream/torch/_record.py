@@ -31,7 +31,9 @@ class EpochRecord:
     what this iterator handed to the user; ``pulled`` (map-style) what it took from slipstream's
     loader (a batch whose loading raised, where the epoch went on, included). ``core_states``
     (``counts_pulls`` False, i.e. the CUDA prefetcher takes a batch ahead) holds slipstream's state
-    after each of the last few batches taken, by number taken. ``core_behind``: the epoch has not
+    after each of the last few batches taken, by number taken. ``workers`` (an ``IterableDataset``
+    read out of order by worker processes) counts the batches taken from each worker, from the
+    epoch's start (``pulled`` counts them in this iterator). ``core_behind``: the epoch has not
     begun and slipstream's most recent epoch (an earlier one) was left unfinished; ``core_inside``:
     a resumed epoch whose slipstream loader was loaded part-way into it (left before it begins, the
     loader must move past that position before the next epoch).
@@ -52,6 +54,27 @@ class EpochRecord:
     draw_states: dict[str, torch.Tensor] = field(default_factory=dict)
     drew_base_seed: bool = True
     base_seed: int | None = None
+    workers: list[int] | None = None  # IterableDataset out of order: batches taken from each worker
+    worker_pulls: list[int] = field(default_factory=list)  # the workers of the latest batches taken
+
+    def from_worker(self, worker: int) -> None:
+        """One more batch taken from ``worker`` (an ``IterableDataset`` read out of order)."""
+        assert self.workers is not None
+        self.workers[worker] += 1
+        self.pulled += 1
+        self.worker_pulls.append(worker)
+        del self.worker_pulls[:-4]  # the prefetcher is one batch ahead
+
+    def worker_batches(self) -> list[int] | None:
+        """Each worker's batches handed out (counting from the epoch's start): those taken, less
+        the ones a prefetcher holds; None unless the epoch counts them."""
+        if self.workers is None:
+            return None
+        counts = list(self.workers)
+        held = self.pulled - self.handed  # taken from the workers, not handed to the user yet
+        for worker in self.worker_pulls[len(self.worker_pulls) - held :] if held > 0 else ():
+            counts[worker] -= 1
+        return counts
 
     def handed_out(self) -> int:
         """Batches of this epoch the user has had (counting from the epoch's start)."""

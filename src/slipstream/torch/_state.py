@@ -14,6 +14,9 @@ The state (JSON-serializable; generator states are base64 text) holds:
 * ``loader``: slipstream's loader's own state (map-style datasets; None before the first epoch or
   for an ``IterableDataset``), and ``loader_behind``: it describes an epoch left unfinished before
   the one in progress started, so the resumed loader moves past it first;
+* ``worker_batches``: an ``IterableDataset`` read out of order by worker processes (``in_order=False``):
+  each worker's batches handed out this epoch (the resumed workers each read past their own; the
+  order they came in depends on timing), else None;
 * ``identity``: what the loader was built with (dataset kind, batching, sampler types, generators,
   sizes), checked on load: a loader built differently raises ``ValueError``.
 
@@ -55,6 +58,7 @@ class Resume:
     base_seed: int | None
     core: Any
     core_behind: bool
+    worker_batches: list[int] | None = None
 
 
 def _kind(obj: Any) -> str | None:
@@ -108,6 +112,7 @@ def build(loader: Any, record: EpochRecord | None, core: Any) -> dict[str, Any]:
         "base_seed": loader._base_seed if persistent else None,
         "loader": None if core is None else core.state_dict(),  # (replaced below mid-epoch)
         "loader_behind": False,
+        "worker_batches": None,
         "identity": identity(loader),
     }
     if record is None:
@@ -121,7 +126,9 @@ def build(loader: Any, record: EpochRecord | None, core: Any) -> dict[str, Any]:
         "sampler": _encoded(record.draw_states),
         "drew_base_seed": record.drew_base_seed,
     }
-    if not iterable:
+    if iterable:
+        state["worker_batches"] = record.worker_batches()
+    else:
         state["loader"] = record.core_state(core)
         state["loader_behind"] = record.core_behind and not record.begun
     return state
@@ -171,6 +178,7 @@ def read(loader: Any, state: Any) -> Resume:
             _decoded(draws.get("sampler"), "draws.sampler", names),
             draws["drew_base_seed"],
         )
+    workers = _worker_batches(loader, state, draws is not None)
     behind = state.get("loader_behind", False)
     if not isinstance(behind, bool):
         raise ValueError(f"state['loader_behind'] must be a bool, got {behind!r}")
@@ -183,4 +191,28 @@ def read(loader: Any, state: Any) -> Resume:
         base_seed=_int(state, "base_seed", allow_none=True),
         core=state.get("loader"),
         core_behind=behind,
+        worker_batches=workers,
     )
+
+
+def _worker_batches(loader: Any, state: Mapping[str, Any], mid_epoch: bool) -> list[int] | None:
+    """``state["worker_batches"]``, checked: one count per worker process. ValueError for a
+    mid-epoch state without them loaded into a loader that reads an ``IterableDataset`` out of
+    order (which batches were handed out cannot be told from their number)."""
+    counts = state.get("worker_batches")
+    if counts is None:
+        iterable = loader._dataset_kind == _tud.dataloader._DatasetKind.Iterable
+        if iterable and mid_epoch and loader.num_workers > 0 and not loader.in_order and state.get("batch"):
+            raise ValueError(
+                "this state was saved mid-epoch by a DataLoader reading its IterableDataset in order (in_order=True): "
+                "a loader with in_order=False cannot resume it (its batches come in another order); load it into "
+                "one with in_order=True"
+            )
+        return None
+    if (
+        not isinstance(counts, list)
+        or len(counts) != loader.num_workers
+        or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts)
+    ):
+        raise ValueError(f"state['worker_batches'] must be None or one count >= 0 per worker, got {counts!r:.200}")
+    return list(counts)
