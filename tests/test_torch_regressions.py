@@ -420,3 +420,43 @@ def test_an_error_in_the_batch_after_does_not_lose_the_batch_the_prefetcher_hold
     fresh = cuda_on_cpu(DataLoader(_BadSample(), batch_size=2, **kwargs))
     fresh.load_state_dict(state)
     assert _drain(iter(fresh)) == _drain(it) == want[2:]
+
+
+# -- next() after loader.close() ---------------------------------------------------------------------
+
+
+class _Count(torch.utils.data.IterableDataset):
+    """``0..19``, each worker process its share."""
+
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        return iter(range(20)) if info is None else iter(range(info.id * 10, info.id * 10 + 10))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: DataLoader(list(range(20)), batch_size=2, num_workers=2),
+        lambda: DataLoader(list(range(20)), batch_size=2, num_workers=2, persistent_workers=True),
+        lambda: DataLoader(_Count(), batch_size=2, num_workers=2, persistent_workers=True),
+    ],
+    ids=["map-processes", "map-persistent", "iterable-persistent"],
+)
+def test_next_after_the_loader_closed_its_workers_says_so(make):
+    """``loader.close()`` stops the worker processes; the epoch's iterator then raised slipstream's
+    internal "the worker pool is closed" (and, iterable, counted it as a batch handed out). It
+    raises a RuntimeError naming ``loader.close()``, ends (StopIteration after), and the state
+    still resumes the rest of the epoch."""
+    loader = make()
+    it = iter(loader)
+    first = next(it).tolist()
+    loader.close()
+    with pytest.raises(RuntimeError, match=r"loader\.close\(\) stopped"):
+        next(it)
+    with pytest.raises(StopIteration):
+        next(it)
+    state = loader.state_dict()
+    assert (state["epoch"], state["batch"]) == (0, 1)
+    fresh = make()
+    fresh.load_state_dict(state)
+    assert sorted(first + [i for b in fresh for i in b.tolist()]) == list(range(20))

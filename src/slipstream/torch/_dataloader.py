@@ -140,6 +140,7 @@ class DataLoader(_tud.DataLoader[_T_co]):
         self._record: EpochRecord | None = None  # the most recent iter()'s
         self._resume: Resume | None = None  # a loaded state, for the next iter()
         self._epochs = 0  # the number of the next iter()'s epoch
+        self._closes = 0  # close() calls: an epoch's iterator tells its workers were stopped under it
 
     # -- iteration ---------------------------------------------------------------------------
     def _get_iterator(self) -> Any:  # torch's hook, in case anything calls it
@@ -323,7 +324,9 @@ class DataLoader(_tud.DataLoader[_T_co]):
     # -- resources -----------------------------------------------------------------------------
     def close(self) -> None:
         """Stop this loader's worker processes now (a later ``iter()`` starts new ones and goes on with
-        the next epoch). Idempotent."""
+        the next epoch; the ``next()`` of an epoch whose worker processes it stopped raises a
+        ``RuntimeError`` saying so). Idempotent."""
+        self._closes += 1
         if self._ss is not None:
             self._ss.close()
         pool, self._iter_pool = self._iter_pool, None

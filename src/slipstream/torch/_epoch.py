@@ -7,7 +7,10 @@ tells the epoch's ``EpochRecord`` each batch it hands out and its end (for ``sta
 batch whose loading raised counts as handed out when the epoch goes on past it (its source did not
 close itself), as torch's iterator goes on past it.
 
-Closing is leaving the epoch early (as ``break``), not its end: ``next()`` on a closed iterator
+``loader.close()`` stops the worker processes an epoch may still read from: its ``next()`` then
+raises a ``RuntimeError`` saying so (not counted as a batch) and the iterator is closed (with
+``num_workers=0``, thread workers, or an ``IterableDataset``'s workers that are not persistent,
+the epoch goes on). Closing is leaving the epoch early (as ``break``), not its end: ``next()`` on a closed iterator
 raises StopIteration without marking the epoch ended, so ``state_dict()`` still resumes the rest
 of the epoch left.
 """
@@ -25,6 +28,13 @@ from ._record import EpochRecord
 
 if TYPE_CHECKING:
     from ._dataloader import DataLoader
+
+
+class LoaderClosedError(RuntimeError):
+    """The epoch's worker processes were stopped by ``loader.close()``: the epoch cannot go on."""
+
+
+_POOL_CLOSED = "slipstream: the worker pool is closed"  # what the worker pool raises once closed
 
 
 def _close_source(source: Iterator[Any]) -> None:
@@ -45,6 +55,7 @@ class _LoaderIter(ClosingIterator):
         self._yielded = 0 if record is None else record.skipped  # a resumed epoch's count goes on
         self._iterable = loader._dataset_kind == _tud.dataloader._DatasetKind.Iterable
         self._len_called = loader._IterableDataset_len_called
+        self._closes = loader._closes  # loader.close() calls before this epoch
 
     def _next(self) -> Any:
         if self.closed:  # left by the user: not the epoch's end (see ``_ended``)
@@ -53,7 +64,12 @@ class _LoaderIter(ClosingIterator):
             batch = next(self._source)
         except StopIteration:
             raise
-        except Exception:
+        except Exception as exc:
+            if self._loader._closes != self._closes and isinstance(exc, RuntimeError) and str(exc).startswith(_POOL_CLOSED):
+                raise LoaderClosedError(
+                    "loader.close() stopped this epoch's worker processes, so the epoch cannot go on: start the next "
+                    "epoch with iter(loader) (new workers start), or resume the rest of this one from loader.state_dict()"
+                ) from exc
             # a batch's own error where the epoch goes on counts as handed out (torch's iterator goes on past it)
             if self._record is not None and not getattr(self._source, "closed", False):
                 self._record.handed += 1
@@ -84,4 +100,5 @@ class _LoaderIter(ClosingIterator):
         return len(self._loader._index_sampler)
 
     def _keeps_going(self, error: BaseException) -> bool:
-        return isinstance(error, Exception)  # the source decides whether its epoch goes on
+        # the source decides whether its epoch goes on, unless loader.close() stopped its workers
+        return isinstance(error, Exception) and not isinstance(error, LoaderClosedError)
