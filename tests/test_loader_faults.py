@@ -138,6 +138,8 @@ def test_an_uncaught_keyboard_interrupt_in_the_loop_body_exits_promptly():
 
 def test_ctrl_c_while_waiting_for_a_batch_ends_cleanly():
     code = PRELUDE + """
+import signal
+signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C raises here even if started from a background job
 try:
     it = iter(ss.DataLoader(Slow(delay=0.05), 64, workers=2))
     print("READY", flush=True)

@@ -376,8 +376,10 @@ def test_ctrl_c_while_waiting_for_a_batch_stops_the_workers_and_exits(tmp_path):
     stamp = tmp_path / "stamp"
     code = textwrap.dedent(
         f"""
+        import signal
         import slipstream as ss
         from procdata import Faulty
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started from a background job (SIGINT ignored)
         dl = ss.DataLoader(Faulty("hang", at=3, stamp={str(stamp)!r}), 4, workers=2, backend="process")
         it = iter(dl)
         print(" ".join(map(str, dl.worker_pids)), flush=True)
