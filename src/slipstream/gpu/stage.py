@@ -1,0 +1,176 @@
+"""The batched pixel stage: crop + antialiased resize + flip + normalize + layout of a ragged list
+of decoded images into one batch tensor, in a number of torch ops that does not grow with the batch.
+
+Contract of ``resize_crops``: see its docstring. How it stays batched:
+
+1. the images are flattened (views) and joined into one uint8 buffer (one ``cat``);
+2. each sample's *region* (the source rows and columns its filter reads, see ``geometry``) is
+   gathered, padded to the batch's largest region, by one ``index_select`` over a sliding-window
+   view of that buffer (``unfold``: a row of the view is any run of bytes, so one row index per
+   region row and channel picks every region of the batch);
+3. the per-sample filter weights are built on the device from one uploaded (n, 4, out_h + out_w)
+   table: a few elementwise ops over (n, out_h + out_w, max region side);
+4. two batched matrix products (vertical and horizontal resampling; the cheaper order first),
+   rounded and clipped to uint8 values as the CPU path's result, normalized, cast and laid out.
+
+Padding rows and columns of a region hold whatever bytes follow it in the buffer: their weights are
+zero, so they never reach the output (they are finite uint8 values, so 0 * x stays 0).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from .geometry import Plan, plan
+
+__all__ = ["DTYPES", "LAYOUTS", "resize_crops"]
+
+DTYPES = {"uint8": torch.uint8, "float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
+LAYOUTS = ("NCHW", "channels_last", "NHWC")
+
+
+def _dtype(dtype: Any) -> torch.dtype:
+    if isinstance(dtype, str) and dtype in DTYPES:
+        return DTYPES[dtype]
+    if isinstance(dtype, torch.dtype) and dtype in DTYPES.values():
+        return dtype
+    raise ValueError(f"dtype must be one of {sorted(DTYPES)} (or the torch dtype), got {dtype!r}")
+
+
+def _shapes(images: Sequence[torch.Tensor], input_layout: str) -> tuple[np.ndarray, int, torch.device]:
+    """(n, 2) heights and widths, the channel count and the device, checked per image."""
+    if input_layout not in ("CHW", "HWC"):
+        raise ValueError(f"input_layout must be 'CHW' or 'HWC', got {input_layout!r}")
+    if not isinstance(images, Sequence) or isinstance(images, torch.Tensor) or len(images) == 0:
+        raise ValueError("images must be a non-empty list of uint8 image tensors")
+    shapes, channels, device = np.empty((len(images), 2), np.int64), None, None
+    for k, image in enumerate(images):
+        if not isinstance(image, torch.Tensor):
+            raise TypeError(f"sample {k}: images must be torch tensors, got {type(image).__name__}")
+        if image.dtype != torch.uint8 or image.dim() != 3:
+            raise ValueError(f"sample {k}: need a uint8 {input_layout} image, got {image.dtype} of shape {tuple(image.shape)}")
+        c, h, w = image.shape if input_layout == "CHW" else (image.shape[2], image.shape[0], image.shape[1])
+        if c not in (1, 3) or h < 1 or w < 1:
+            raise ValueError(f"sample {k}: need 1 or 3 channels and pixels, got shape {tuple(image.shape)} ({input_layout})")
+        if channels is None:
+            channels, device = c, image.device
+        elif c != channels or image.device != device:
+            raise ValueError(f"sample {k}: {c} channels on {image.device}, but sample 0 has {channels} on {device} (one batch: one of each)")
+        shapes[k] = h, w
+    return shapes, int(channels), device  # type: ignore[arg-type]
+
+
+def _row_starts(shapes: np.ndarray, geometry: Plan, channels: int, chw: bool, tall: int) -> tuple[np.ndarray, int]:
+    """Buffer offsets of every region row (and channel, for CHW), clamped into the region, and the
+    total number of image bytes (before the tail padding)."""
+    numel = shapes[:, 0] * shapes[:, 1] * channels
+    offsets = np.concatenate([[0], np.cumsum(numel)[:-1]])
+    rows = geometry.rows[:, :1] + np.minimum(np.arange(tall)[None, :], geometry.rows[:, 1:] - 1)  # (n, tall)
+    width = shapes[:, 1:]
+    if chw:
+        plane = (shapes[:, 0] * shapes[:, 1])[:, None, None]
+        starts = offsets[:, None, None] + np.arange(channels)[None, :, None] * plane + (rows * width + geometry.cols[:, :1])[:, None, :]
+    else:
+        starts = offsets[:, None] + (rows * width + geometry.cols[:, :1]) * channels
+    return starts.reshape(-1), int(numel.sum())
+
+
+def _weights(params: torch.Tensor, side: int, box_filter: bool) -> torch.Tensor:
+    """(n, out, side) float32 resampling weights from the uploaded table (``geometry``)."""
+    j = torch.arange(side, device=params.device, dtype=torch.float32)
+    rel, lo, hi, ss = (params[:, r, :, None] for r in range(4))
+    x = (j - rel) * ss
+    w = ((x > -0.5) & (x <= 0.5)).to(torch.float32) if box_filter else (1.0 - x.abs()).clamp_(min=0.0)
+    w = w * ((j >= lo) & (j < hi))
+    total = w.sum(dim=2, keepdim=True)
+    return w / torch.where(total != 0, total, torch.ones_like(total))
+
+
+def _coefficients(mean: Sequence[float], std: Sequence[float], channels: int) -> np.ndarray:
+    """float32 (2, channels): ``ops.Normalize``'s scale 1 / (255 std) and offset -mean / std."""
+    m = np.resize(np.asarray(mean, np.float64).reshape(-1), channels)
+    s = np.resize(np.asarray(std, np.float64).reshape(-1), channels)
+    if not (np.all(np.isfinite(m)) and np.all(s > 0)):
+        raise ValueError(f"mean must be finite and std > 0, got {mean} and {std}")
+    return np.stack([1.0 / (255.0 * s), -m / s]).astype(np.float32)
+
+
+def resize_crops(
+    images: Sequence[torch.Tensor],
+    windows: Any,
+    size: int | Sequence[int],
+    flips: Any = None,
+    mean: Sequence[float] | None = None,
+    std: Sequence[float] | None = None,
+    dtype: Any = "uint8",
+    layout: str = "NCHW",
+    input_layout: str = "CHW",
+    filter: str = "bilinear",
+) -> torch.Tensor:
+    """Crop ``windows[k]`` of ``images[k]``, resize it to ``size`` with antialiasing, mirror it when
+    ``flips[k]``, normalize and lay out: one batch tensor, on the images' device.
+
+    - ``images``: uint8 tensors of any sizes, all on one device with the same channel count (1 or
+      3), laid out ``input_layout`` ("CHW", torchvision's ``decode_jpeg``; or "HWC", slipstream's
+      CPU decoders). Non-contiguous ones cost one copy each.
+    - ``windows``: (n, 4) (top, left, height, width) in source pixels, fractions allowed (an
+      ``ops.Windows``' boxes: ``geometry.boxes_of``). Empty, non-finite or out-of-image windows
+      raise ``ValueError`` naming the sample.
+    - ``size``: (out_h, out_w) or an int; ``filter``: "bilinear" or "box" (Pillow's antialiased
+      filters, as the CPU path ``images.kernels.resample_into``).
+    - ``mean``/``std`` (on the [0, 1] scale, per channel or one value): the output is
+      ``float32(v) * (1 / (255 std)) + (-mean / std)`` of the resized uint8 value ``v``, then cast,
+      as ``ops.Normalize`` computes it; without them a float output holds ``v`` itself.
+    - ``dtype``: "uint8" (no mean/std), "float16", "bfloat16" or "float32" (or the torch dtype).
+    - ``layout``: "NCHW" (contiguous), "channels_last" (NCHW shape, channels-last strides) or
+      "NHWC" (shape (n, H, W, C), the CPU path's default).
+
+    The resized values are the CPU path's up to its fixed-point and intermediate uint8 rounding
+    (this stage keeps float32 between its two passes): mostly equal, at most a level or two apart.
+    """
+    target = _dtype(dtype)
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    if (mean is None) != (std is None):
+        raise ValueError("mean and std go together")
+    if mean is not None and target == torch.uint8:
+        raise ValueError("mean/std need a float dtype (float16, bfloat16 or float32)")
+    shapes, channels, device = _shapes(images, input_layout)
+    coefficients = None if mean is None else _coefficients(mean, std, channels)  # type: ignore[arg-type]
+    geometry = plan(shapes, windows, size, flips, filter)
+    out_h, out_w = geometry.size
+    n, chw = len(images), input_layout == "CHW"
+    tall, wide = int(geometry.rows[:, 1].max()), int(geometry.cols[:, 1].max())
+    starts, total = _row_starts(shapes, geometry, channels, chw, tall)
+    span = wide if chw else wide * channels  # bytes of one region row (per channel for CHW)
+
+    buffer = torch.cat([image.reshape(-1) for image in images] + [torch.zeros(span, dtype=torch.uint8, device=device)])
+    index = torch.from_numpy(starts).to(device)
+    gathered = buffer.unfold(0, span, 1).index_select(0, index)
+    crops = gathered.view(n, channels, tall, wide) if chw else gathered.view(n, tall, wide, channels).permute(0, 3, 1, 2)
+    crops = crops.to(torch.float32)
+
+    params = torch.from_numpy(geometry.params).to(device)
+    weights = _weights(params, max(tall, wide), geometry.box_filter)
+    vertical, horizontal = weights[:, None, :out_h, :tall], weights[:, None, out_h:, :wide].transpose(2, 3)
+    if tall * wide * out_w + out_h * tall * out_w <= out_h * tall * wide + out_h * wide * out_w:
+        result = torch.matmul(vertical, torch.matmul(crops, horizontal))
+    else:
+        result = torch.matmul(torch.matmul(vertical, crops), horizontal)
+    result = result.add_(0.5).floor_().clamp_(0.0, 255.0)  # round half up to the uint8 value, as Pillow
+
+    if target == torch.uint8:
+        result = result.to(torch.uint8)
+    elif coefficients is not None:
+        scale, offset = torch.from_numpy(coefficients).to(device).view(2, 1, channels, 1, 1)
+        result = result.mul_(scale).add_(offset)
+    result = result.to(target)
+    if layout == "NHWC":
+        return result.permute(0, 2, 3, 1).contiguous()
+    if layout == "channels_last":
+        return result.contiguous(memory_format=torch.channels_last)
+    return result.contiguous()
