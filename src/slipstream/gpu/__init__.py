@@ -7,6 +7,17 @@ torch ops that does not depend on the batch size. ``boxes_of(windows)`` converts
 CPU pipeline draws (``ops.Windows``) into its arguments.
 
 Nothing in slipstream imports this package; it needs torch.
+
+Still to build (in this order): windows drawn on CPU workers from JPEG headers (the header gives the
+size; ``Pipeline.windows`` the same windows as the CPU path, decode factor 1); nvJPEG batch decode
+(``torchvision.io.decode_jpeg(list, device="cuda")``, CHW) feeding ``resize_crops``, a failed batch
+decoded one by one to name the bad sample; mixed input (PNG/QOI/raw and JPEGs nvJPEG refuses,
+decoded by CPU workers) and ``cpu_share=``; decode + resize on a side stream, bounded by the
+prefetch depth (as ``slipstream.torch._device``); the loaders' spelling
+(``.map(image=[...], device="cuda")``); ``benchmarks/bench_gpu.py``. To check on a GPU first:
+cuda vs cpu output, kernels per batch (4 vs 256), img/s at 256 x 224 with fp32/TF32/fp16 matmuls
+(dense banded weights: ~50-100 GFLOP a batch). The CPU pipeline decodes JPEGs at a reduced DCT
+scale when the window allows; nvJPEG decodes at full size: compare on real JPEGs and state it.
 """
 
 from __future__ import annotations
