@@ -286,3 +286,29 @@ def test_a_state_counting_more_batches_than_the_epoch_has_is_refused():
     x = loader(20, 4, 0, 1, False, "random")
     with pytest.raises(ValueError, match="state\\['batch'\\] is 9, but rank 0's epoch 0 has 5 batches"):
         x.load_state_dict({**x.state_dict(), "batch": 9})
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("backend", ["thread", "process"])
+def test_a_packed_file_in_quasi_random_order_moves_from_two_ranks_to_three(tmp_path, backend):
+    """The whole path: a packed file (12 pages of 5 samples), quasi_random order, workers on each rank."""
+    from slipstream import fields as F
+
+    path = ss.write(tmp_path / "d.arrow", [{"i": i} for i in range(60)], {"i": F.Int()}, page_size=40)
+    data = ss.open(path)
+
+    def make(rank, world, batch_size):
+        return ss.DataLoader(data, batch_size, order="quasi_random", seed=5, rank=rank, world_size=world, workers=2, backend=backend)
+
+    seen = Counter()
+    for rank in range(2):
+        with make(rank, 2, 4) as x:
+            it = iter(x)
+            seen.update(i for _ in range(3) for i in next(it)["i"].tolist())
+            state = x.state_dict()
+            it.close()
+    for rank in range(3):
+        with make(rank, 3, 5) as x:
+            x.load_state_dict(json.loads(json.dumps(state)))
+            seen.update(i for batch in x for i in batch["i"].tolist())
+    assert set(seen) == set(range(60)) and sum(seen.values()) == 60  # 36 left for 3 ranks: no padding
