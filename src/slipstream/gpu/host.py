@@ -1,0 +1,116 @@
+"""The CPU side of the device stage: what a worker does for a batch without decoding a pixel.
+
+``HostReader(dataset, field, pipeline).read(indices, seed, epoch)`` returns a ``HostBatch``: each
+sample's stored bytes (zero-copy views into the packed file's pages), its codec, its size as its
+own header says it (JPEG SOF, PNG IHDR, QOI header; raw pixels: the stored shape), checked against
+the stored shape, and the window the CPU pipeline draws for it: ``Pipeline.windows`` over those
+sizes with ``Draws(seed, epoch, indices)``, the draws ``ss.open(p).map(field=ops)`` uses when a
+loader reads samples ``indices`` of ``epoch`` under ``seed``. The windows are in source pixels: the
+device decodes every image at full size (no DCT downscale, as ``ops.Decode(exact=True)``).
+
+Errors name the sample: a stored shape its header disagrees with raises ``CorruptFileError`` (as
+the CPU path does when it decodes those bytes), a window an op cannot place (a crop larger than the
+image) ``ValueError``, and outputs of different sizes (a ``Resize`` that keeps the aspect ratio)
+``ValueError``: one batch tensor needs one size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..core.draws import Draws
+from ..core.errors import CorruptFileError
+from ..images import codecs as _imaging
+from ..images.pipeline import Pipeline
+from ..ops import Op, WindowError
+from .geometry import boxes_of
+
+__all__ = ["HostBatch", "HostReader", "header_size"]
+
+
+class HostBatch:
+    """One batch as the CPU workers hand it to the device: per sample ``indices`` (the loader's),
+    ``codecs`` (names), ``data`` (encoded bytes, uint8 arrays), ``shapes`` int64 (n, 3) (height,
+    width from the header; channels the decoder outputs), and the resampling arguments ``boxes``
+    float64 (n, 4) (top, left, height, width in source pixels), ``flips`` bool (n,), ``size``
+    (out_h, out_w)."""
+
+    __slots__ = ("boxes", "codecs", "data", "flips", "indices", "shapes", "size")
+
+    def __init__(self, indices: list[int], codecs: list[str], data: list[Any], shapes: np.ndarray, boxes: np.ndarray, flips: np.ndarray, size: tuple[int, int]):
+        self.indices, self.codecs, self.data, self.shapes = indices, codecs, data, shapes
+        self.boxes, self.flips, self.size = boxes, flips, size
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+
+def header_size(codec: str, data: Any) -> tuple[int, int] | None:
+    """(height, width) as the encoded header says (JPEG's SOF, PNG's IHDR, QOI's header); None for
+    raw pixels (they have no header) and for a header that cannot be read."""
+    if codec == "jpeg":
+        try:
+            return _imaging.jpeg_info(data)[:2]
+        except (ValueError, RuntimeError, OSError):
+            return None
+    head = bytes(memoryview(data)[:24])
+    if codec == "png" and head[12:16] == b"IHDR":
+        return int.from_bytes(head[20:24], "big"), int.from_bytes(head[16:20], "big")
+    if codec == "qoi" and head[:4] == b"qoif":
+        return int.from_bytes(head[8:12], "big"), int.from_bytes(head[4:8], "big")
+    return None
+
+
+def _pipeline(ops: Any) -> Pipeline:
+    pipeline = ops if isinstance(ops, Pipeline) else Pipeline(list(ops))
+    if pipeline.tail:
+        raise ValueError("the device stage runs the built-in ops only (crop/resize, flip, Normalize, ToCHW, ToRGB, Decode), not custom ops")
+    return pipeline
+
+
+class HostReader:
+    """Reads batches of image field ``field`` of ``dataset`` (a packed dataset: ``encoded``,
+    ``source_of``) for ``ops`` (a list of ``slipstream.ops`` or a ``Pipeline``; see the module doc)."""
+
+    def __init__(self, dataset: Any, field: str, ops: Sequence[Op] | Pipeline):
+        if not callable(getattr(dataset, "encoded", None)) or not callable(getattr(dataset, "source_of", None)):
+            raise TypeError(f"the device stage reads packed files (ss.open(path)), got {type(dataset).__name__}")
+        self.dataset, self.field, self.pipeline = dataset, field, _pipeline(ops)
+
+    def _where(self, index: int) -> str:
+        return f"sample {index}, field {self.field!r}"
+
+    def _sample(self, index: int) -> tuple[str, Any, tuple[int, int, int]]:
+        """(codec, bytes, (height, width, decoded channels)) of one sample, its header checked."""
+        codec, data, stored = self.dataset.encoded(index, self.field)
+        if codec != "raw":
+            found = header_size(codec, data)
+            if found != tuple(stored[:2]):
+                message = f"the stored image shape {tuple(stored)} disagrees with its {codec} bytes (which say {found or 'nothing readable'})"
+                raise CorruptFileError(self.dataset.source_of(index), f"{self._where(index)}: {message}")
+        return codec, data, (int(stored[0]), int(stored[1]), int(self.pipeline.channels or stored[2]))
+
+    def read(self, indices: Sequence[int] | np.ndarray, seed: int, epoch: int) -> HostBatch:
+        """Samples ``indices`` (the loader's indices, which key the draws) of ``epoch`` under
+        ``seed``: their bytes, header sizes and windows (module doc)."""
+        indices = [int(i) for i in np.asarray(indices, np.int64).reshape(-1)]
+        if not indices:
+            raise ValueError("a batch needs at least one index")
+        samples = [self._sample(i) for i in indices]
+        shapes = np.array([shape for _, _, shape in samples], np.int64)
+        try:
+            windows = self.pipeline.windows(shapes[:, 0], shapes[:, 1], Draws(seed, epoch, indices))
+        except WindowError as exc:
+            raise ValueError(f"{self._where(indices[exc.position])}: {exc}") from exc
+        differ = (windows.out_h != windows.out_h[0]) | (windows.out_w != windows.out_w[0])
+        if differ.any():
+            k = int(np.argmax(differ))
+            raise ValueError(
+                f"{self._where(indices[k])}: output size {windows.out_h[k]}x{windows.out_w[k]} differs from sample "
+                f"{indices[0]}'s {windows.out_h[0]}x{windows.out_w[0]} (one batch needs one output size: crop to it)"
+            )
+        boxes, flips, size = boxes_of(windows)
+        return HostBatch(indices, [c for c, _, _ in samples], [d for _, d, _ in samples], shapes, boxes, flips, size)
