@@ -209,3 +209,34 @@ def test_op_count_does_not_grow_with_the_batch(dtype, layout, mean):
             resize_crops(images, boxes, 16, rng.random(n) < 0.5, mean=mean, std=None if mean is None else STD, dtype=dtype, layout=layout)
         counts[n] = counter.ops
     assert counts[4] == counts[64] and len(counts[4]) < 40, counts
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_box_filter_scan_of_crop_and_output_sizes_matches_the_cpu_resampler(axis):
+    """Box ("area") upscales and downscales over many (crop size, output size) pairs, whole images
+    and integer windows at an offset, on both axes (the horizontal one flipped too): every output
+    pixel is the CPU resampler's up to rounding. A float32 box test once dropped the only tap of
+    some rows (a black row, or a shifted one)."""
+    rng = np.random.default_rng(11)
+    tall = rng.integers(0, 256, (400, 1, 1), dtype=np.uint8)
+    tall = tall if axis == 0 else tall.transpose(1, 0, 2).copy()
+    crops = list(range(1, 61)) + [97, 150, 223, 224, 300, 399]
+    outputs = list(range(1, 70)) + [98, 112, 149, 224, 299]
+    for out in outputs:
+        for top in (0, 7):
+            boxes = [(float(top), 0.0, float(h), 1.0) if axis == 0 else (0.0, float(top), 1.0, float(h)) for h in crops if top + h <= 400]
+            size = (out, 1) if axis == 0 else (1, out)
+            flips = np.arange(len(boxes)) % 2 == 1 if axis == 1 else None
+            got = resize_crops([torch.from_numpy(tall)] * len(boxes), boxes, size, flips, input_layout="HWC", layout="NHWC", filter="box").numpy()
+            for k, box in enumerate(boxes):
+                want = _cpu(tall, box, size, bool(flips[k]) if flips is not None else False, "box")
+                assert np.abs(got[k].astype(int) - want).max() <= 1, f"box {box} -> {size}: {got[k].ravel()[:8]} vs {want.ravel()[:8]}"
+
+
+def test_box_filter_never_gives_black_rows_on_a_constant_image():
+    """A constant image stays constant: each row's weights sum to 1 (never 0) at every scale."""
+    for out in (49, 98, 224, 299):
+        heights = list(range(1, 120))
+        images = [torch.full((1, h, 3), 200, dtype=torch.uint8) for h in heights]
+        got = resize_crops(images, [(0.0, 0.0, float(h), 3.0) for h in heights], (out, 5), filter="box")
+        assert (got == 200).all(), [heights[k] for k in torch.nonzero((got != 200).flatten(1).any(1)).flatten().tolist()]

@@ -16,6 +16,8 @@ batch tensor on the device, split where a loader splits it:
 Measured on CPU tensors (tests/test_gpu_device.py): against the CPU pipeline with
 ``ops.Decode(exact=True)``, at most 0.23 uint8 levels mean per image (no pixel over 1 level);
 against its default (reduced DCT scale when the window allows), up to 6 levels per image.
+The box filter's taps are decided in float64 on the host (as Pillow's), the bilinear weights in
+float32 on the device (``geometry``).
 
 Nothing in slipstream imports this package; it needs torch.
 

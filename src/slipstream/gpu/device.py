@@ -8,7 +8,7 @@ decoded) and ``device(batch)`` in the training process (``decode.decode_batch`` 
 
 The output matches what the CPU pipeline ``ss.open(p).map(field=ops)`` gives for the same samples,
 seed and epoch when it decodes at full size (``ops.Decode(exact=True)``), up to the resampler's
-rounding (``resize_crops``: a level or two on a few pixels). The CPU pipeline's default decodes a
+rounding (``resize_crops``: measured at most 1 level on a pixel). The CPU pipeline's default decodes a
 JPEG at a reduced DCT scale when the window allows, so it differs from this stage by what that
 scale costs (measured in ``tests/test_gpu_device.py``). ``ops.Decode(fast=True)`` is honoured by
 the CPU decoders only; nvJPEG has one DCT.

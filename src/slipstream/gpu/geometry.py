@@ -10,12 +10,17 @@ path ``slipstream.images.kernels.resample_into`` uses), and returns a ``Plan``:
   (the *region*; a pixel outside it has weight 0 for every output pixel), as int64 (n, 2);
 - ``params``: float32 (n, 4, out_h + out_w), the vertical then the horizontal axis side by side;
   per output pixel ``i``: row 0 ``rel`` (the filter's centre in region coordinates, minus 0.5),
-  rows 1 and 2 ``lo`` and ``hi`` (the taps ``lo <= j < hi`` of the region that count), row 3 the
-  filter's ``ss`` (1 / the downscale factor, at least 1). The weight of region pixel ``j`` for
-  output ``i`` is ``filter((j - rel[i]) * ss)`` on those taps, normalized to sum 1: Pillow's
-  ``precompute_coeffs`` (same centres, supports and tap ranges, computed in float64 here), without
-  its 22-bit fixed-point rounding. A flipped sample's horizontal rows are reversed (the mirror
-  costs nothing).
+  rows 1 and 2 ``lo`` and ``hi`` (integers: the taps ``lo <= j < hi`` of the region that count),
+  row 3 the filter's ``ss`` (1 / the downscale factor, at least 1). Centres, supports and tap
+  ranges are Pillow's ``precompute_coeffs``, computed here in float64. Bilinear: the weight of
+  region pixel ``j`` is ``max(0, 1 - |(j - rel[i]) * ss|)`` on the taps, computed on the device in
+  float32 from ``rel`` (so it differs from Pillow's float64 weight by float32 rounding), normalized
+  to sum 1. Box: ``lo``/``hi`` are the taps Pillow's box test ``-0.5 < x <= 0.5`` selects, decided
+  here in float64, and each has weight 1 / (hi - lo): the device never decides a tap by a float32
+  comparison (a centre rounded to float32 once dropped the only tap of a row: a black row). Both
+  without Pillow's 22-bit fixed-point rounding. Every row has a tap by construction (checked:
+  ``RuntimeError`` otherwise), so no weight row sums to 0. A flipped sample's horizontal rows are
+  reversed (the mirror costs nothing).
 
 Windows follow the CPU path's rule (``kernels.checks``): the edges are rounded to float32, as
 Pillow receives them, and must lie inside the image with positive size. A window that does not
@@ -79,8 +84,25 @@ def check_windows(shapes: np.ndarray, boxes: Any) -> np.ndarray:
     return edges
 
 
-def _axis(in_size: np.ndarray, in0: np.ndarray, in1: np.ndarray, out_size: int, support0: float) -> tuple[np.ndarray, np.ndarray]:
-    """One axis for all samples: the region (n, 2) and the params (n, 4, out_size)."""
+def _box_taps(center: np.ndarray, ss: np.ndarray, xmin: np.ndarray, xmax: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The box filter's taps per output pixel, decided in float64 as Pillow decides them: source
+    pixel ``j`` of ``[xmin, xmax)`` counts when ``((j - center) + 0.5) * ss`` lies in (-0.5, 0.5].
+    Returns the integer range [lo, hi) (contiguous: the test is monotone in ``j``); raises
+    ``RuntimeError`` if an output pixel would have no tap (a weight row summing to 0)."""
+    taps = max(int((xmax - xmin).max()), 1)
+    j = xmin[..., None] + np.arange(taps)  # (n, out, taps)
+    x = ((j - center[..., None]) + 0.5) * ss[:, None, None]
+    inside = (j < xmax[..., None]) & (x > -0.5) & (x <= 0.5)
+    count = inside.sum(axis=2)
+    if (count == 0).any():
+        k, i = np.argwhere(count == 0)[0]
+        raise RuntimeError(f"image {k} of the batch: the box filter has no tap for output pixel {i} (center {center[k, i]!r}): please report this")
+    lo = xmin + inside.argmax(axis=2)
+    return lo, lo + count
+
+
+def _axis(in_size: np.ndarray, in0: np.ndarray, in1: np.ndarray, out_size: int, support0: float, box: bool) -> tuple[np.ndarray, np.ndarray]:
+    """One axis for all samples: the region (n, 2) and the params (n, 4, out_size) (float64)."""
     scale = (in1 - in0).astype(np.float64) / out_size  # float32 subtraction, as Pillow's C does
     filterscale = np.maximum(scale, 1.0)
     support = support0 * filterscale
@@ -88,6 +110,14 @@ def _axis(in_size: np.ndarray, in0: np.ndarray, in1: np.ndarray, out_size: int, 
     xmin = np.maximum(np.trunc(center - support[:, None] + 0.5), 0)  # C's (int) truncates toward zero
     xmax = np.minimum(np.trunc(center + support[:, None] + 0.5), in_size[:, None].astype(np.float64))
     xmax = np.maximum(xmax, xmin)
+    if box:
+        xmin, xmax = _box_taps(center, 1.0 / filterscale, xmin, xmax)
+    else:
+        # The bilinear weight of the source pixel holding the centre is 1 - |x| >= 0.5 (|x| <= 0.5 / filterscale),
+        # and that pixel lies in [xmin, xmax): no weight row can sum to 0. Checked, as it is cheap.
+        nearest = np.minimum(np.floor(center), in_size[:, None] - 1)
+        if ((nearest < xmin) | (nearest >= xmax)).any():
+            raise RuntimeError("the bilinear filter misses the pixel under an output pixel's centre: please report this")
     first, last = xmin.min(axis=1), xmax.max(axis=1)
     region = np.stack([first, np.maximum(last - first, 1)], axis=1).astype(np.int64)
     params = np.empty((len(in_size), 4, out_size), np.float64)
@@ -109,11 +139,12 @@ def plan(shapes: Any, boxes: Any, size: int | Sequence[int], flips: Any = None, 
     if len(flips) != n:
         raise ValueError(f"flips must have one flag per image ({n}), got {len(flips)}")
     edges = check_windows(shapes, boxes)
-    rows, vertical = _axis(shapes[:, 0], edges[:, 0], edges[:, 1], out_h, SUPPORTS[filter])
-    cols, horizontal = _axis(shapes[:, 1], edges[:, 2], edges[:, 3], out_w, SUPPORTS[filter])
+    box = filter == "box"
+    rows, vertical = _axis(shapes[:, 0], edges[:, 0], edges[:, 1], out_h, SUPPORTS[filter], box)
+    cols, horizontal = _axis(shapes[:, 1], edges[:, 2], edges[:, 3], out_w, SUPPORTS[filter], box)
     horizontal[flips] = horizontal[flips, :, ::-1]
     params = np.concatenate([vertical, horizontal], axis=2).astype(np.float32)
-    return Plan(rows, cols, params, (out_h, out_w), filter == "box")
+    return Plan(rows, cols, params, (out_h, out_w), box)
 
 
 def boxes_of(windows: Any) -> tuple[np.ndarray, np.ndarray, tuple[int, int]]:
