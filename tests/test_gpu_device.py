@@ -144,3 +144,16 @@ def test_on_cuda_the_batch_matches_the_cpu_pipeline(files):  # pragma: no cover 
     assert device.device.type == "cuda"
     cpu = _cpu_batch(ss.open(jpegs).map(image=ops_), list(range(N)), 0, 0)
     assert _worst(device.cpu().numpy(), cpu, np.ones(1))[0] <= 2.0  # nvJPEG's IDCT may differ: a level or so
+
+
+def test_mixed_channel_counts_name_the_dataset_sample_and_field(tmp_path):
+    """A file packed with each image's own channels: a gray sample in an RGB batch is named by its
+    dataset index and field when the batch is read (not by its position in the batch)."""
+    path = tmp_path / "own.arrow"
+    images = [photo_like(40, 40, seed=k, channels=1 if k == 5 else 3) for k in range(8)]
+    ss.write(path, [{"image": image} for image in images], {"image": F.Image(codec="jpeg", channels=None)}, progress=False)
+    stage = DeviceStage(ss.open(path), "image", [ops.Decode(exact=True), ops.RandomResizedCrop(16)])
+    with pytest.raises(ValueError, match=r"sample 5, field 'image': 1 channel.* sample 7 has 3 .*ops\.ToRGB\(\)"):
+        stage.host([7, 5], 0, 0)
+    rgb = DeviceStage(ss.open(path), "image", [ops.Decode(exact=True), ops.RandomResizedCrop(16), ops.ToRGB()])
+    assert rgb([7, 5], 0, 0).shape == (2, 16, 16, 3)

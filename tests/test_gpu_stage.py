@@ -144,12 +144,12 @@ def test_non_contiguous_inputs_are_read_correctly():
 @pytest.mark.parametrize(
     "box, message",
     [
-        ((0.0, 0.0, 0.0, 10.0), "sample 1: window .* is empty"),
-        ((0.0, 0.0, 10.0, -1.0), "sample 1: window .* is empty"),
-        ((5.0, 0.0, 20.0, 10.0), r"sample 1: window .* lies outside the 20x30 image"),
-        ((0.0, -0.5, 10.0, 10.0), r"sample 1: window .* lies outside the 20x30 image"),
-        ((0.0, 25.0, 10.0, 6.0), r"sample 1: window .* lies outside the 20x30 image"),
-        ((float("nan"), 0.0, 10.0, 10.0), "sample 1: window .* is not finite"),
+        ((0.0, 0.0, 0.0, 10.0), "image 1 of the batch: window .* is empty"),
+        ((0.0, 0.0, 10.0, -1.0), "image 1 of the batch: window .* is empty"),
+        ((5.0, 0.0, 20.0, 10.0), r"image 1 of the batch: window .* lies outside the 20x30 image"),
+        ((0.0, -0.5, 10.0, 10.0), r"image 1 of the batch: window .* lies outside the 20x30 image"),
+        ((0.0, 25.0, 10.0, 6.0), r"image 1 of the batch: window .* lies outside the 20x30 image"),
+        ((float("nan"), 0.0, 10.0, 10.0), "image 1 of the batch: window .* is not finite"),
     ],
 )
 def test_bad_windows_raise_naming_the_sample(box, message):
@@ -161,9 +161,9 @@ def test_bad_windows_raise_naming_the_sample(box, message):
 def test_bad_batches_raise_clear_errors():
     gray, rgb = torch.zeros(1, 8, 8, dtype=torch.uint8), torch.zeros(3, 8, 8, dtype=torch.uint8)
     whole = (0.0, 0.0, 8.0, 8.0)
-    with pytest.raises(ValueError, match="sample 1: 3 channels"):
+    with pytest.raises(ValueError, match="image 1 of the batch: 3 channels.*ops.ToRGB"):
         resize_crops([gray, rgb], [whole, whole], 4)
-    with pytest.raises(ValueError, match="sample 0: need a uint8 CHW image"):
+    with pytest.raises(ValueError, match="image 0 of the batch: need a uint8 CHW image"):
         resize_crops([rgb.float()], [whole], 4)
     with pytest.raises(ValueError, match="non-empty list"):
         resize_crops([], [], 4)
@@ -181,7 +181,7 @@ def test_bad_batches_raise_clear_errors():
 
 def test_boxes_of_refuses_mixed_output_sizes():
     windows = ops.Windows(np.array([10, 20]), np.array([10, 20]))  # no geometry op: each keeps its size
-    with pytest.raises(ValueError, match="sample 1: output size 20x20 differs"):
+    with pytest.raises(ValueError, match="image 1 of the batch: output size 20x20 differs"):
         boxes_of(windows)
 
 

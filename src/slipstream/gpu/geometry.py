@@ -24,7 +24,8 @@ path ``slipstream.images.kernels.resample_into`` uses), and returns a ``Plan``:
 
 Windows follow the CPU path's rule (``kernels.checks``): the edges are rounded to float32, as
 Pillow receives them, and must lie inside the image with positive size. A window that does not
-raises ``ValueError`` naming the sample's position in the batch.
+raises ``ValueError`` naming the image's position in the batch ("image k of the batch", not a
+dataset index).
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def check_windows(shapes: np.ndarray, boxes: Any) -> np.ndarray:
     for k in range(n):
         top, left, height, width = boxes[k]
         image = f"{shapes[k, 0]}x{shapes[k, 1]} image"
-        where = f"sample {k}: window (top={top:g}, left={left:g}, height={height:g}, width={width:g})"
+        where = f"image {k} of the batch: window (top={top:g}, left={left:g}, height={height:g}, width={width:g})"
         if not np.isfinite(boxes[k]).all():
             raise ValueError(f"{where} is not finite")
         if height <= 0 or width <= 0:
@@ -155,6 +156,6 @@ def boxes_of(windows: Any) -> tuple[np.ndarray, np.ndarray, tuple[int, int]]:
     out_h, out_w = np.asarray(windows.out_h), np.asarray(windows.out_w)
     if len(out_h) and ((out_h != out_h[0]).any() or (out_w != out_w[0]).any()):
         k = int(np.argmax((out_h != out_h[0]) | (out_w != out_w[0])))
-        raise ValueError(f"sample {k}: output size {out_h[k]}x{out_w[k]} differs from sample 0's {out_h[0]}x{out_w[0]}")
+        raise ValueError(f"image {k} of the batch: output size {out_h[k]}x{out_w[k]} differs from image 0's {out_h[0]}x{out_w[0]}")
     size = (int(out_h[0]), int(out_w[0])) if len(out_h) else (1, 1)
     return boxes, np.asarray(windows.flip, bool).copy(), size

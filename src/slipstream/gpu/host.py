@@ -10,7 +10,8 @@ device decodes every image at full size (no DCT downscale, as ``ops.Decode(exact
 
 Errors name the sample: a stored shape its header disagrees with raises ``CorruptFileError`` (as
 the CPU path does when it decodes those bytes), a window an op cannot place (a crop larger than the
-image) ``ValueError``, and outputs of different sizes (a ``Resize`` that keeps the aspect ratio)
+image) ``ValueError``, samples of different channel counts (a file packed with each image's own
+channels, without ``ops.ToRGB()``) ``ValueError``, and outputs of different sizes (a ``Resize`` that keeps the aspect ratio)
 ``ValueError``: one batch tensor needs one size.
 """
 
@@ -101,6 +102,13 @@ class HostReader:
             raise ValueError("a batch needs at least one index")
         samples = [self._sample(i) for i in indices]
         shapes = np.array([shape for _, _, shape in samples], np.int64)
+        mixed = shapes[:, 2] != shapes[0, 2]
+        if mixed.any():
+            k = int(np.argmax(mixed))
+            raise ValueError(
+                f"{self._where(indices[k])}: {shapes[k, 2]} channel(s), but sample {indices[0]} has {shapes[0, 2]} "
+                "(one batch needs one channel count: add ops.ToRGB() to the ops)"
+            )
         try:
             windows = self.pipeline.windows(shapes[:, 0], shapes[:, 1], Draws(seed, epoch, indices))
         except WindowError as exc:

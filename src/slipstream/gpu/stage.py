@@ -50,16 +50,16 @@ def _shapes(images: Sequence[torch.Tensor], input_layout: str) -> tuple[np.ndarr
     shapes, channels, device = np.empty((len(images), 2), np.int64), None, None
     for k, image in enumerate(images):
         if not isinstance(image, torch.Tensor):
-            raise TypeError(f"sample {k}: images must be torch tensors, got {type(image).__name__}")
+            raise TypeError(f"image {k} of the batch: images must be torch tensors, got {type(image).__name__}")
         if image.dtype != torch.uint8 or image.dim() != 3:
-            raise ValueError(f"sample {k}: need a uint8 {input_layout} image, got {image.dtype} of shape {tuple(image.shape)}")
+            raise ValueError(f"image {k} of the batch: need a uint8 {input_layout} image, got {image.dtype} of shape {tuple(image.shape)}")
         c, h, w = image.shape if input_layout == "CHW" else (image.shape[2], image.shape[0], image.shape[1])
         if c not in (1, 3) or h < 1 or w < 1:
-            raise ValueError(f"sample {k}: need 1 or 3 channels and pixels, got shape {tuple(image.shape)} ({input_layout})")
+            raise ValueError(f"image {k} of the batch: need 1 or 3 channels and pixels, got shape {tuple(image.shape)} ({input_layout})")
         if channels is None:
             channels, device = c, image.device
         elif c != channels or image.device != device:
-            raise ValueError(f"sample {k}: {c} channels on {image.device}, but sample 0 has {channels} on {device} (one batch: one of each)")
+            raise ValueError(f"image {k} of the batch: {c} channels on {image.device}, but image 0 has {channels} on {device} (one batch: one of each; ops.ToRGB() makes every image RGB)")
         shapes[k] = h, w
     return shapes, int(channels), device  # type: ignore[arg-type]
 
@@ -123,7 +123,7 @@ def resize_crops(
       CPU decoders). Non-contiguous ones cost one copy each.
     - ``windows``: (n, 4) (top, left, height, width) in source pixels, fractions allowed (an
       ``ops.Windows``' boxes: ``geometry.boxes_of``). Empty, non-finite or out-of-image windows
-      raise ``ValueError`` naming the sample.
+      raise ``ValueError`` naming the image ("image k of the batch": its position in ``images``).
     - ``size``: (out_h, out_w) or an int; ``filter``: "bilinear" or "box" (Pillow's antialiased
       filters, as the CPU path ``images.kernels.resample_into``).
     - ``mean``/``std`` (on the [0, 1] scale, per channel or one value): the output is
