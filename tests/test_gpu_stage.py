@@ -240,3 +240,36 @@ def test_box_filter_never_gives_black_rows_on_a_constant_image():
         images = [torch.full((1, h, 3), 200, dtype=torch.uint8) for h in heights]
         got = resize_crops(images, [(0.0, 0.0, float(h), 3.0) for h in heights], (out, 5), filter="box")
         assert (got == 200).all(), [heights[k] for k in torch.nonzero((got != 200).flatten(1).any(1)).flatten().tolist()]
+
+
+def test_autocast_around_the_call_does_not_lower_the_resize_precision():
+    """A training loop's autocast context must not run the resize matmuls in bfloat16."""
+    rng = np.random.default_rng(12)
+    images = [_image(rng, int(rng.integers(150, 300)), int(rng.integers(150, 300)), 3) for _ in range(3)]
+    boxes = [(0.0, 0.0, float(image.shape[0]), float(image.shape[1])) for image in images]
+    inputs = [_as_input(image, "CHW") for image in images]
+    plain = resize_crops(inputs, boxes, 64, mean=MEAN, std=STD, dtype="float32")
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        inside = resize_crops(inputs, boxes, 64, mean=MEAN, std=STD, dtype="float32")
+    assert inside.dtype == torch.float32 and torch.equal(plain, inside)
+
+
+def test_tf32_matmuls_are_off_during_the_resize_on_cuda_unless_asked_and_restored(monkeypatch):
+    from slipstream.gpu import stage as gpu_stage
+
+    seen = []
+    real = torch.matmul
+    monkeypatch.setattr(gpu_stage.torch, "matmul", lambda a, b: seen.append(torch.backends.cuda.matmul.allow_tf32) or real(a, b))
+    before = torch.backends.cuda.matmul.allow_tf32
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        with gpu_stage._precise(torch.device("cuda"), tf32=False):
+            assert not torch.backends.cuda.matmul.allow_tf32 and not torch.is_autocast_enabled("cuda")
+        assert torch.backends.cuda.matmul.allow_tf32  # restored
+        with gpu_stage._precise(torch.device("cuda"), tf32=True):
+            assert torch.backends.cuda.matmul.allow_tf32
+        image = torch.zeros(3, 8, 8, dtype=torch.uint8)
+        resize_crops([image], [(0.0, 0.0, 8.0, 8.0)], 4)  # CPU tensors: the CUDA flag is left alone
+        assert seen and all(seen)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before

@@ -21,7 +21,9 @@ float32 on the device (``geometry``).
 
 Nothing in slipstream imports this package; it needs torch.
 
-Still to build (in this order): run the GPU checks below; decode + resize on a side stream,
+Still to build (in this order): run the GPU checks below; bucketing a batch by region size
+(``resize_crops`` pads every image's region to the batch's largest: memory ~ n x the largest
+region, so one huge image in a batch of small ones costs n times its size); decode + resize on a side stream,
 bounded by the prefetch depth (as ``slipstream.torch._device``), with ``host`` in the loader's
 workers and pinned uploads; ``cpu_share=`` (some JPEGs decoded by CPU workers when the GPU is the
 bottleneck); the loaders' spelling (``.map(image=[...], device="cuda")``); sharded datasets (their

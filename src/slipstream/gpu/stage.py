@@ -19,7 +19,8 @@ zero, so they never reach the output (they are finite uint8 values, so 0 * x sta
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -94,6 +95,23 @@ def _weights(params: torch.Tensor, side: int, box_filter: bool) -> torch.Tensor:
     return w / w.sum(dim=2, keepdim=True)
 
 
+@contextlib.contextmanager
+def _precise(device: torch.device, tf32: bool = False) -> Iterator[None]:
+    """float32 math for the resize: autocast off on ``device`` (a training loop's ``torch.autocast``
+    would run the matmuls in bfloat16/float16: several levels off), and on CUDA TF32 matmuls off
+    (a 10-bit mantissa: weights off by ~1e-3, a level on bright pixels) unless ``tf32``. The TF32
+    switch is process-wide (``torch.backends.cuda.matmul.allow_tf32``): set for the call, restored after."""
+    with contextlib.ExitStack() as stack:
+        available = getattr(torch.amp, "is_autocast_available", lambda kind: kind in ("cpu", "cuda"))
+        if available(device.type):
+            stack.enter_context(torch.autocast(device.type, enabled=False))
+        if device.type == "cuda" and not tf32:
+            before = torch.backends.cuda.matmul.allow_tf32
+            torch.backends.cuda.matmul.allow_tf32 = False
+            stack.callback(setattr, torch.backends.cuda.matmul, "allow_tf32", before)
+        yield
+
+
 def _coefficients(mean: Sequence[float], std: Sequence[float], channels: int) -> np.ndarray:
     """float32 (2, channels): ``ops.Normalize``'s scale 1 / (255 std) and offset -mean / std."""
     m = np.resize(np.asarray(mean, np.float64).reshape(-1), channels)
@@ -114,6 +132,8 @@ def resize_crops(
     layout: str = "NCHW",
     input_layout: str = "CHW",
     filter: str = "bilinear",
+    *,
+    tf32: bool = False,
 ) -> torch.Tensor:
     """Crop ``windows[k]`` of ``images[k]``, resize it to ``size`` with antialiasing, mirror it when
     ``flips[k]``, normalize and lay out: one batch tensor, on the images' device.
@@ -132,6 +152,19 @@ def resize_crops(
     - ``dtype``: "uint8" (no mean/std), "float16", "bfloat16" or "float32" (or the torch dtype).
     - ``layout``: "NCHW" (contiguous), "channels_last" (NCHW shape, channels-last strides) or
       "NHWC" (shape (n, H, W, C), the CPU path's default).
+
+    - ``tf32``: allow TF32 matmuls on CUDA (faster on Ampere and later, about a level off on bright
+      pixels). By default the resize runs in float32 whatever the caller's settings: autocast is
+      disabled for it (CPU and CUDA), and on CUDA ``torch.backends.cuda.matmul.allow_tf32`` is
+      switched off for the call and restored after (a process-wide flag: a matmul another thread
+      runs meanwhile sees it off too).
+
+    Memory: every image's region (the source pixels its window's filter reads) is padded to the
+    batch's largest region, as one float32 tensor: about n x (largest region) x channels x 4 bytes,
+    plus the intermediate pass. One huge image in a batch of small ones costs n times its size (a
+    2000x1500 whole-image window among 64 100x100 ones: ~2.9 GB instead of ~10 MB). Bucketing the
+    batch by region size is the planned fix; until then, keep windows of similar sizes together
+    (or downscale huge images when packing).
 
     The resized values are the CPU path's up to rounding: the CPU path has 22-bit fixed-point
     weights and a uint8 intermediate; this stage float32 weights (bilinear ones computed from
@@ -157,29 +190,30 @@ def resize_crops(
     starts, total = _row_starts(shapes, geometry, channels, chw, tall)
     span = wide if chw else wide * channels  # bytes of one region row (per channel for CHW)
 
-    buffer = torch.cat([image.reshape(-1) for image in images] + [torch.zeros(span, dtype=torch.uint8, device=device)])
-    index = torch.from_numpy(starts).to(device)
-    gathered = buffer.unfold(0, span, 1).index_select(0, index)
-    crops = gathered.view(n, channels, tall, wide) if chw else gathered.view(n, tall, wide, channels).permute(0, 3, 1, 2)
-    crops = crops.to(torch.float32)
+    with _precise(device, tf32):
+        buffer = torch.cat([image.reshape(-1) for image in images] + [torch.zeros(span, dtype=torch.uint8, device=device)])
+        index = torch.from_numpy(starts).to(device)
+        gathered = buffer.unfold(0, span, 1).index_select(0, index)
+        crops = gathered.view(n, channels, tall, wide) if chw else gathered.view(n, tall, wide, channels).permute(0, 3, 1, 2)
+        crops = crops.to(torch.float32)
 
-    params = torch.from_numpy(geometry.params).to(device)
-    weights = _weights(params, max(tall, wide), geometry.box_filter)
-    vertical, horizontal = weights[:, None, :out_h, :tall], weights[:, None, out_h:, :wide].transpose(2, 3)
-    if tall * wide * out_w + out_h * tall * out_w <= out_h * tall * wide + out_h * wide * out_w:
-        result = torch.matmul(vertical, torch.matmul(crops, horizontal))
-    else:
-        result = torch.matmul(torch.matmul(vertical, crops), horizontal)
-    result = result.add_(0.5).floor_().clamp_(0.0, 255.0)  # round half up to the uint8 value, as Pillow
+        params = torch.from_numpy(geometry.params).to(device)
+        weights = _weights(params, max(tall, wide), geometry.box_filter)
+        vertical, horizontal = weights[:, None, :out_h, :tall], weights[:, None, out_h:, :wide].transpose(2, 3)
+        if tall * wide * out_w + out_h * tall * out_w <= out_h * tall * wide + out_h * wide * out_w:
+            result = torch.matmul(vertical, torch.matmul(crops, horizontal))
+        else:
+            result = torch.matmul(torch.matmul(vertical, crops), horizontal)
+        result = result.add_(0.5).floor_().clamp_(0.0, 255.0)  # round half up to the uint8 value, as Pillow
 
-    if target == torch.uint8:
-        result = result.to(torch.uint8)
-    elif coefficients is not None:
-        scale, offset = torch.from_numpy(coefficients).to(device).view(2, 1, channels, 1, 1)
-        result = result.mul_(scale).add_(offset)
-    result = result.to(target)
-    if layout == "NHWC":
-        return result.permute(0, 2, 3, 1).contiguous()
-    if layout == "channels_last":
-        return result.contiguous(memory_format=torch.channels_last)
-    return result.contiguous()
+        if target == torch.uint8:
+            result = result.to(torch.uint8)
+        elif coefficients is not None:
+            scale, offset = torch.from_numpy(coefficients).to(device).view(2, 1, channels, 1, 1)
+            result = result.mul_(scale).add_(offset)
+        result = result.to(target)
+        if layout == "NHWC":
+            return result.permute(0, 2, 3, 1).contiguous()
+        if layout == "channels_last":
+            return result.contiguous(memory_format=torch.channels_last)
+        return result.contiguous()
