@@ -140,3 +140,29 @@ def test_nvjpeg_matches_the_cpu_decoder_closely(mixed):  # pragma: no cover - GP
     for g, c in zip(gpu, cpu):
         assert g.device.type == "cuda" and g.shape == c.shape
         assert (g.cpu().int() - c.int()).abs().float().mean() < 2  # IDCT / upsampling differences
+
+
+def test_header_size_of_truncated_or_zero_size_headers_is_none(mixed):
+    by_codec = {codec: bytes(memoryview(data).cast("B")) if not isinstance(data, bytes) else data for codec, data, _, _ in mixed}
+    png, qoi = by_codec["png"], by_codec["qoi"]
+    for cut in (0, 9, 16, 20, 23):
+        assert header_size("png", png[:cut]) is None, cut
+    for cut in (0, 4, 9, 12, 13):
+        assert header_size("qoi", qoi[:cut]) is None, cut
+    assert header_size("png", png[:16] + bytes(4) + png[20:]) is None  # width 0
+    assert header_size("qoi", qoi[:8] + bytes(4) + qoi[12:]) is None  # height 0
+    assert header_size("png", png[:24]) == header_size("png", png) and header_size("qoi", qoi[:14]) == header_size("qoi", qoi)
+
+
+def test_the_fast_path_checks_the_stored_shape_before_sizing_a_buffer(monkeypatch, mixed):
+    """A damaged JPEG header (a huge SOF) must never size the decode buffer: the stored shape is checked first."""
+    codec, data, shape, _ = next(item for item in mixed if item[0] == "jpeg")
+    data = bytes(memoryview(data).cast("B")) if not isinstance(data, bytes) else data
+    calls = []
+    real = gpu_decode._imaging.decode_jpeg_scaled
+    monkeypatch.setattr(gpu_decode._imaging, "decode_jpeg_scaled", lambda *args: calls.append(args[2].shape) or real(*args))
+    wrong = (shape[0] + 1, shape[1], shape[2])
+    with pytest.raises(gpu_decode.SampleDecodeError, match=r"sample 0: .*stored shape"):
+        decode_batch([data], codecs=["jpeg"], shapes=[wrong], fast=True)
+    assert calls == []
+    assert decode_batch([data], codecs=["jpeg"], shapes=[shape], fast=True)[0].shape[1:] == shape[:2] and len(calls) == 1

@@ -82,14 +82,16 @@ def _cpu(codec: str, data: np.ndarray, shape: Any, channels: int | None, fast: b
         want = channels or 3
         try:
             height, width = _imaging.jpeg_info(data)[:2]
+        except (ValueError, RuntimeError) as exc:
+            raise ValueError(f"cannot decode jpeg image: {exc}") from exc
+        if shape is not None and (height, width) != tuple(shape[:2]):  # before a damaged header sizes a buffer
+            raise ValueError(f"the jpeg image decodes to shape {(height, width, want)} but its stored shape is {tuple(shape)}")
+        try:
             buffer = np.empty((height, width, want), np.uint8)
             image = _imaging.decode_jpeg_scaled(data, "GRAY" if want == 1 else "RGB", buffer, True, 1, height, width)
         except (ValueError, RuntimeError) as exc:
             raise ValueError(f"cannot decode jpeg image: {exc}") from exc
-        image = image[:, :, None] if image.ndim == 2 else image
-        if shape is not None and image.shape[:2] != tuple(shape[:2]):
-            raise ValueError(f"the jpeg image decodes to shape {image.shape} but its stored shape is {tuple(shape)}")
-        return image
+        return image[:, :, None] if image.ndim == 2 else image
     stored = None if shape is None else tuple(int(s) for s in shape)
     return _imaging.decode(codec, data, stored, channels=channels)
 

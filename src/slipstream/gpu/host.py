@@ -51,18 +51,21 @@ class HostBatch:
 
 def header_size(codec: str, data: Any) -> tuple[int, int] | None:
     """(height, width) as the encoded header says (JPEG's SOF, PNG's IHDR, QOI's header); None for
-    raw pixels (they have no header) and for a header that cannot be read."""
+    raw pixels (they have no header), for a header that cannot be read, one shorter than the bytes
+    that hold the sizes (PNG: 24, through IHDR's height; QOI: its 14-byte header), and a size of 0."""
+    size: tuple[int, int] | None = None
     if codec == "jpeg":
         try:
-            return _imaging.jpeg_info(data)[:2]
+            size = tuple(int(v) for v in _imaging.jpeg_info(data)[:2])  # type: ignore[assignment]
         except (ValueError, RuntimeError, OSError):
             return None
-    head = bytes(memoryview(data)[:24])
-    if codec == "png" and head[12:16] == b"IHDR":
-        return int.from_bytes(head[20:24], "big"), int.from_bytes(head[16:20], "big")
-    if codec == "qoi" and head[:4] == b"qoif":
-        return int.from_bytes(head[8:12], "big"), int.from_bytes(head[4:8], "big")
-    return None
+    else:
+        head = bytes(memoryview(data).cast("B")[:24]) if not isinstance(data, bytes) else data[:24]
+        if codec == "png" and len(head) >= 24 and head[12:16] == b"IHDR":
+            size = int.from_bytes(head[20:24], "big"), int.from_bytes(head[16:20], "big")
+        elif codec == "qoi" and len(head) >= 14 and head[:4] == b"qoif":
+            size = int.from_bytes(head[8:12], "big"), int.from_bytes(head[4:8], "big")
+    return size if size is not None and size[0] > 0 and size[1] > 0 else None
 
 
 def _pipeline(ops: Any) -> Pipeline:
