@@ -45,16 +45,17 @@ def make_model(name: str, tv: Any, device: torch.device) -> nn.Module:
     return model.to(device, memory_format=torch.channels_last).train()
 
 
-def make_step(model: nn.Module, device: torch.device) -> Callable[[torch.Tensor, torch.Tensor], None]:
-    """One SGD step (lr 0.1, momentum 0.9) on a uint8 NCHW batch already on ``device``: normalized there to float,
-    channels_last, bf16 autocast."""
+def make_step(model: nn.Module, device: torch.device, normalized: bool = False) -> Callable[[torch.Tensor, torch.Tensor], None]:
+    """One SGD step (lr 0.1, momentum 0.9) on a batch already on ``device``: a uint8 NCHW batch normalized there to
+    float (or, ``normalized``, a batch that already is: the device stage's), channels_last, bf16 autocast."""
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
     mean = torch.tensor(MEAN, device=device).view(1, 3, 1, 1)
     std = torch.tensor(STD, device=device).view(1, 3, 1, 1)
 
     def step(images: torch.Tensor, labels: torch.Tensor) -> None:
-        x = images.float().sub_(mean).div_(std).contiguous(memory_format=torch.channels_last)
+        x = images if normalized else images.float().sub_(mean).div_(std)
+        x = x.contiguous(memory_format=torch.channels_last)
         with torch.autocast(device.type, dtype=torch.bfloat16):
             loss = loss_fn(model(x), labels.long())
         opt.zero_grad(set_to_none=True)
@@ -62,6 +63,20 @@ def make_step(model: nn.Module, device: torch.device) -> Callable[[torch.Tensor,
         opt.step()
 
     return step
+
+
+def packed_loader(path: Any, batch_size: int, workers: int | str, backend: str | None, timeout: float) -> Any:
+    """slipstream's loader over the packed file ``path`` through the benchmarks' image pipeline (RandomResizedCrop +
+    flip + ToCHW, uint8), shuffled with ``_common.SEED``, whole batches; ``backend`` None: the default."""
+    import bench_images
+
+    import slipstream as ss
+
+    chosen = {} if backend is None else {"backend": backend}
+    data = ss.open(path).map(image=bench_images.pipeline())
+    return ss.DataLoader(
+        data, batch_size=batch_size, shuffle=True, drop_last=True, seed=_common.SEED, workers=workers, timeout=timeout, **chosen
+    )
 
 
 def synchronize(device: torch.device) -> None:

@@ -256,22 +256,6 @@ def with_labels(batches: Any, labels: torch.Tensor) -> Any:
             close()
 
 
-def float_step(model: torch.nn.Module, device: torch.device) -> Any:
-    """``_gpu.make_step``'s SGD step for batches already normalized (the device stage's bf16 channels_last)."""
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    loss_fn = torch.nn.CrossEntropyLoss()
-
-    def step(images: torch.Tensor, labels: torch.Tensor) -> None:
-        x = images.contiguous(memory_format=torch.channels_last)
-        with torch.autocast(device.type, dtype=torch.bfloat16):
-            loss = loss_fn(model(x), labels.long())
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-
-    return step
-
-
 # -- the benchmark ----------------------------------------------------------------------------------
 class Bench:
     def __init__(self, args: argparse.Namespace, device: torch.device, tv: Any, why_tv: str):
@@ -376,16 +360,7 @@ class Bench:
             self.run(self.results["cpu"], backend, f"slipstream {backend}", lambda b=backend: self.cpu_batches(b, w))
 
     def cpu_loader(self, backend: str, workers: int) -> Any:
-        return ss.DataLoader(
-            ss.open(self.path).map(image=bi.pipeline()),
-            batch_size=self.args.batch,
-            shuffle=True,
-            drop_last=True,
-            seed=SEED,
-            workers=workers,
-            backend=backend,
-            timeout=TIMEOUT,
-        )
+        return G.packed_loader(self.path, self.args.batch, workers, backend, TIMEOUT)
 
     def cpu_batches(self, backend: str, workers: int) -> Any:
         loader = self.cpu_loader(backend, workers)
@@ -460,7 +435,7 @@ class Bench:
             print(f"  {label:<44} {show(got)}{share}", flush=True)
             self.save()
 
-        fstep = float_step(model, device)
+        fstep = G.make_step(model, device, normalized=True)
         batches = iter(self.feed(1))
         first = next(batches)  # one real batch of the device stage's output, kept on the device
         batches.close()

@@ -135,17 +135,7 @@ class Bench:
         return ss.open(self.path).map(image=bi.pipeline())
 
     def ss_loader(self, workers: int | str, backend: str | None) -> Any:
-        chosen = {} if backend is None else {"backend": backend}
-        return ss.DataLoader(
-            self.data(),
-            batch_size=self.args.batch,
-            shuffle=True,
-            drop_last=True,
-            seed=SEED,
-            workers=workers,
-            timeout=TIMEOUT,
-            **chosen,
-        )
+        return G.packed_loader(self.path, self.args.batch, workers, backend, TIMEOUT)
 
     def torch_loader(self, workers: int, pin: bool) -> Any:
         if self.tv is not None:
