@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from .orders import num_batches
+
 __all__ = ["FRESH", "Deal", "batches_per_rank", "consumed_after", "deal_positions"]
 
 
@@ -46,14 +48,20 @@ class Deal:
     def fresh(self) -> bool:
         return self.consumed == 0 and not len(self.extra)
 
-    def rest(self, n: int) -> np.ndarray:
-        """The positions of an order of ``n`` units not consumed, in order."""
+    def left(self, n: int) -> int:
+        """How many positions of an order of ``n`` units are not consumed (``ValueError`` when the deal
+        reaches past the order)."""
         reach = max(self.consumed, int(self.extra[-1]) + 1 if len(self.extra) else 0)
         if reach > n:
             raise ValueError(
                 f"the resumed state had consumed positions up to {reach} of the epoch's order, but it has "
                 f"{n} (the sampler or the data changed since the state was saved)"
             )
+        return n - self.consumed - len(self.extra)
+
+    def rest(self, n: int) -> np.ndarray:
+        """The positions of an order of ``n`` units not consumed, in order."""
+        self.left(n)
         rest = np.arange(self.consumed, n, dtype=np.intp)
         return np.setdiff1d(rest, self.extra, assume_unique=True) if len(self.extra) else rest
 
@@ -103,21 +111,16 @@ def _dealt(n: int, deal: Deal, world_size: int, drop_last: bool) -> np.ndarray:
     return rest[:total]
 
 
-def _count(share: int, per_batch: int, drop_last: bool) -> int:
-    return share // per_batch if drop_last else math.ceil(share / per_batch)
-
-
 def batches_per_rank(n: int, deal: Deal, world_size: int, per_batch: int, drop_last: bool) -> int:
     """How many batches each rank gets of the rest of an order of ``n`` units."""
-    r = len(deal.rest(n))
-    share = r // world_size if drop_last else math.ceil(r / world_size)
-    return _count(share, per_batch, drop_last)
+    r = deal.left(n)
+    return num_batches(r // world_size if drop_last else math.ceil(r / world_size), per_batch, drop_last)
 
 
 def deal_positions(n: int, deal: Deal, rank: int, world_size: int, per_batch: int, drop_last: bool) -> list[np.ndarray]:
     """Rank ``rank``'s batches of the rest of an order of ``n`` units: positions into the order."""
     share = _dealt(n, deal, world_size, drop_last)[rank::world_size]
-    return [share[k * per_batch : (k + 1) * per_batch] for k in range(_count(len(share), per_batch, drop_last))]
+    return [share[k * per_batch : (k + 1) * per_batch] for k in range(num_batches(len(share), per_batch, drop_last))]
 
 
 def consumed_after(
@@ -137,7 +140,7 @@ def consumed_after(
     consumed[: deal.consumed] = True
     consumed[deal.extra] = True
     dealt = _dealt(n, deal, world_size, drop_last)
-    batches = _count(len(dealt) // world_size, per_batch, drop_last)
+    batches = num_batches(len(dealt) // world_size, per_batch, drop_last)
     # the k-th position of a rank's share lies at k * world_size + rank of ``dealt``: its batch is k // per_batch
     batch_of = np.arange(len(dealt)) // (world_size * per_batch)
     if isinstance(handed_out, int):

@@ -10,8 +10,8 @@ An *epoch order* is any object with
 
 The built-in ones deal an epoch's global order to the ranks (``core.deals``) and can deal the rest
 of a partly consumed epoch (elastic resume, ``loading.resume``): they add ``kind`` (their name in a
-state), ``units(n)`` (the global order's length), ``per_batch`` and ``drop_last``, and take a
-``deal`` as a fourth argument of ``batches``.
+state) and ``units(n)`` (the global order's length), and take a ``deal`` as a fourth argument of
+``batches``.
 
 The loader builds one from its arguments (``order=``, ``shuffle``, ``sampler``, ``batch_sampler``,
 ``rank``/``world_size``), or takes one given as ``order=`` (an adapter's order: torch's sampler
@@ -28,7 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from ..core.deals import FRESH, Deal, deal_positions
+from ..core.deals import FRESH, Deal, batches_per_rank, deal_positions
 from ..core.orders import num_batches, permutation, quasi_random
 
 __all__ = [
@@ -80,23 +80,20 @@ class _Sharded:
     """An epoch's global order of samples dealt to the ranks, cut into this rank's batches (see
     ``core.orders``); ``deal``: the rest of a partly consumed epoch (``core.deals``: elastic resume)."""
 
-    per_batch: int  # units of the global order per batch
     kind: str  # the order's name in a state_dict
     streamed = False
 
     def __init__(self, batch_size: int, drop_last: bool, rank: int, world_size: int):
         self.batch_size, self.drop_last, self.rank, self.world_size = batch_size, drop_last, rank, world_size
-        self.per_batch = batch_size
 
     def split(self, order: np.ndarray, deal: Deal = FRESH) -> list[np.ndarray]:
-        if deal.fresh and self.world_size == 1:
-            positions = deal_positions(len(order), deal, 0, 1, self.batch_size, self.drop_last)
-            return [order[p[0] : p[0] + len(p)] for p in positions]  # views: consecutive positions
+        if deal.fresh and self.world_size == 1:  # consecutive runs: views, no copies
+            size = self.batch_size
+            return [order[k * size : (k + 1) * size] for k in range(num_batches(len(order), size, self.drop_last))]
         return [order[p] for p in deal_positions(len(order), deal, self.rank, self.world_size, self.batch_size, self.drop_last)]
 
     def count(self, n: int) -> int:
-        share = n // self.world_size if self.drop_last else math.ceil(n / self.world_size)
-        return num_batches(share, self.batch_size, self.drop_last)
+        return batches_per_rank(n, FRESH, self.world_size, self.batch_size, self.drop_last)
 
 
 class IndexOrder(_Sharded):
@@ -164,7 +161,6 @@ class BatchSamplerOrder:
     this rank's share of them; read as they are loaded when it has no ``__len__``."""
 
     kind = "batch_sampler"
-    per_batch, drop_last = 1, False  # its global order is one of batches, dealt one by one, padded
 
     def __init__(self, batch_sampler: Iterable[Iterable[Any]], rank: int, world_size: int, source: str = "batch_sampler"):
         self.batch_sampler, self.rank, self.world_size, self.source = batch_sampler, rank, world_size, source
