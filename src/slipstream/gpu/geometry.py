@@ -35,9 +35,11 @@ from typing import Any
 
 import numpy as np
 
+from ..images.kernels.constants import BILINEAR_SUPPORT, BOX_SUPPORT, FILTERS
+
 __all__ = ["Plan", "SUPPORTS", "boxes_of", "plan"]
 
-SUPPORTS = {"bilinear": 1.0, "box": 0.5}  # Pillow's filter supports (libImaging/Resample.c)
+SUPPORTS = {name: BOX_SUPPORT if is_box else BILINEAR_SUPPORT for name, is_box in FILTERS.items()}  # Pillow's filter supports
 
 
 class Plan:
