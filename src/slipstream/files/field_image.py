@@ -85,18 +85,9 @@ def _check_shape(codec: str, data: np.ndarray, shape: tuple[int, int, int], head
         return
     if not header:
         return
-    head = bytes(data[:24])
-    if codec == "png":
-        found = (int.from_bytes(head[20:24], "big"), int.from_bytes(head[16:20], "big")) if head[12:16] == b"IHDR" else None
-    elif codec == "qoi":
-        found = (int.from_bytes(head[8:12], "big"), int.from_bytes(head[4:8], "big")) if head[:4] == b"qoif" else None
-    else:
-        try:
-            found = _imaging.jpeg_info(data)[:2]
-        except (ValueError, RuntimeError, OSError):
-            found = None
+    found = _imaging.header_size(codec, data)
     if found != (height, width):
-        raise ValueError(f"the stored image shape {shape} disagrees with its {codec} bytes (which say {found or 'nothing readable'})")
+        raise ValueError(_imaging.header_mismatch(shape, codec, found))
 
 
 class Image(Field):

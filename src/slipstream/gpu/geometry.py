@@ -37,9 +37,18 @@ import numpy as np
 
 from ..images.kernels.constants import BILINEAR_SUPPORT, BOX_SUPPORT, FILTERS
 
-__all__ = ["Plan", "SUPPORTS", "boxes_of", "plan"]
+__all__ = ["MixedSizeError", "Plan", "SUPPORTS", "boxes_of", "plan"]
 
 SUPPORTS = {name: BOX_SUPPORT if is_box else BILINEAR_SUPPORT for name, is_box in FILTERS.items()}  # Pillow's filter supports
+
+
+class MixedSizeError(ValueError):
+    """``boxes_of``'s refusal of windows with different output sizes; ``position`` is the first
+    image (its position in the batch) whose size differs from image 0's."""
+
+    def __init__(self, position: int, message: str):
+        super().__init__(message)
+        self.position = position
 
 
 class Plan:
@@ -158,6 +167,6 @@ def boxes_of(windows: Any) -> tuple[np.ndarray, np.ndarray, tuple[int, int]]:
     out_h, out_w = np.asarray(windows.out_h), np.asarray(windows.out_w)
     if len(out_h) and ((out_h != out_h[0]).any() or (out_w != out_w[0]).any()):
         k = int(np.argmax((out_h != out_h[0]) | (out_w != out_w[0])))
-        raise ValueError(f"image {k} of the batch: output size {out_h[k]}x{out_w[k]} differs from image 0's {out_h[0]}x{out_w[0]}")
+        raise MixedSizeError(k, f"image {k} of the batch: output size {out_h[k]}x{out_w[k]} differs from image 0's {out_h[0]}x{out_w[0]}")
     size = (int(out_h[0]), int(out_w[0])) if len(out_h) else (1, 1)
     return boxes, np.asarray(windows.flip, bool).copy(), size

@@ -27,7 +27,7 @@ from ..core.errors import CorruptFileError
 from ..images import codecs as _imaging
 from ..images.pipeline import Pipeline
 from ..ops import Op, WindowError
-from .geometry import boxes_of
+from .geometry import MixedSizeError, boxes_of
 
 __all__ = ["HostBatch", "HostReader", "header_size"]
 
@@ -52,20 +52,9 @@ class HostBatch:
 def header_size(codec: str, data: Any) -> tuple[int, int] | None:
     """(height, width) as the encoded header says (JPEG's SOF, PNG's IHDR, QOI's header); None for
     raw pixels (they have no header), for a header that cannot be read, one shorter than the bytes
-    that hold the sizes (PNG: 24, through IHDR's height; QOI: its 14-byte header), and a size of 0."""
-    size: tuple[int, int] | None = None
-    if codec == "jpeg":
-        try:
-            size = tuple(int(v) for v in _imaging.jpeg_info(data)[:2])  # type: ignore[assignment]
-        except (ValueError, RuntimeError, OSError):
-            return None
-    else:
-        head = bytes(memoryview(data).cast("B")[:24]) if not isinstance(data, bytes) else data[:24]
-        if codec == "png" and len(head) >= 24 and head[12:16] == b"IHDR":
-            size = int.from_bytes(head[20:24], "big"), int.from_bytes(head[16:20], "big")
-        elif codec == "qoi" and len(head) >= 14 and head[:4] == b"qoif":
-            size = int.from_bytes(head[8:12], "big"), int.from_bytes(head[4:8], "big")
-    return size if size is not None and size[0] > 0 and size[1] > 0 else None
+    that hold the sizes (PNG: 24, through IHDR's height; QOI: its 14-byte header), and a size of 0.
+    (``images.codecs.header_size`` with ``complete=True``.)"""
+    return _imaging.header_size(codec, data, complete=True)
 
 
 def _pipeline(ops: Any) -> Pipeline:
@@ -93,7 +82,7 @@ class HostReader:
         if codec != "raw":
             found = header_size(codec, data)
             if found != tuple(stored[:2]):
-                message = f"the stored image shape {tuple(stored)} disagrees with its {codec} bytes (which say {found or 'nothing readable'})"
+                message = _imaging.header_mismatch(tuple(stored), codec, found)
                 raise CorruptFileError(self.dataset.source_of(index), f"{self._where(index)}: {message}")
         return codec, data, (int(stored[0]), int(stored[1]), int(self.pipeline.channels or stored[2]))
 
@@ -116,12 +105,12 @@ class HostReader:
             windows = self.pipeline.windows(shapes[:, 0], shapes[:, 1], Draws(seed, epoch, indices))
         except WindowError as exc:
             raise ValueError(f"{self._where(indices[exc.position])}: {exc}") from exc
-        differ = (windows.out_h != windows.out_h[0]) | (windows.out_w != windows.out_w[0])
-        if differ.any():
-            k = int(np.argmax(differ))
+        try:
+            boxes, flips, size = boxes_of(windows)
+        except MixedSizeError as exc:
+            k = exc.position
             raise ValueError(
                 f"{self._where(indices[k])}: output size {windows.out_h[k]}x{windows.out_w[k]} differs from sample "
                 f"{indices[0]}'s {windows.out_h[0]}x{windows.out_w[0]} (one batch needs one output size: crop to it)"
-            )
-        boxes, flips, size = boxes_of(windows)
+            ) from None
         return HostBatch(indices, [c for c, _, _ in samples], [d for _, d, _ in samples], shapes, boxes, flips, size)

@@ -26,6 +26,8 @@ __all__ = [
     "decode",
     "decode_jpeg_scaled",
     "encode",
+    "header_mismatch",
+    "header_size",
     "jpeg_header",
     "jpeg_info",
     "pil_to_array",
@@ -69,6 +71,33 @@ def jpeg_info(data: Any) -> tuple[int, int, str]:
     ("Gray", "YCbCr", "RGB", "CMYK", "YCCK"); ``ValueError`` (or ``RuntimeError``) when unreadable."""
     height, width, colorspace, _ = _simplejpeg().decode_jpeg_header(data)
     return height, width, colorspace
+
+
+def header_size(codec: str, data: Any, complete: bool = False) -> tuple[int, int] | None:
+    """(height, width) as the encoded header says: JPEG's SOF, PNG's IHDR, QOI's header; None for
+    raw pixels (and any other codec name) and a header that cannot be read. With ``complete``, also None for a header shorter than the bytes that hold the sizes
+    (PNG: 24, through IHDR's height; QOI: its 14-byte header) and for a size of 0 (without it, a
+    cut header's sizes are read from the bytes there are)."""
+    size: tuple[int, int] | None = None
+    if codec in ("png", "qoi"):
+        head = bytes(data[:24]) if isinstance(data, (bytes, np.ndarray)) else bytes(memoryview(data).cast("B")[:24])
+        if codec == "png" and head[12:16] == b"IHDR" and (len(head) >= 24 or not complete):
+            size = int.from_bytes(head[20:24], "big"), int.from_bytes(head[16:20], "big")
+        elif codec == "qoi" and head[:4] == b"qoif" and (len(head) >= 14 or not complete):
+            size = int.from_bytes(head[8:12], "big"), int.from_bytes(head[4:8], "big")
+    elif codec == "jpeg":
+        try:
+            size = tuple(int(v) for v in jpeg_info(data)[:2])  # type: ignore[assignment]
+        except (ValueError, RuntimeError, OSError):
+            return None
+    if complete and size is not None and (size[0] <= 0 or size[1] <= 0):
+        return None
+    return size
+
+
+def header_mismatch(shape: Any, codec: str, found: tuple[int, int] | None) -> str:
+    """The sentence for a stored image ``shape`` that its ``codec`` header (``found``) disagrees with."""
+    return f"the stored image shape {shape} disagrees with its {codec} bytes (which say {found or 'nothing readable'})"
 
 
 def jpeg_header(data: bytes) -> tuple[int, int, int] | None:
