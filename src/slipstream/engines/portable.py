@@ -15,11 +15,11 @@ from __future__ import annotations
 import pickle
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from ..core.errors import add_note
 
-__all__ = ["portable", "type_name"]
+__all__ = ["portable", "raise_portable", "type_name"]
 
 
 def type_name(exc: BaseException) -> str:
@@ -45,3 +45,12 @@ def portable(exc: BaseException, dumps: Callable[[Any], bytes] | None = None, lo
     trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()
     add_note(stand_in, f"(a stand-in: the {type_name(exc)} could not be sent back as itself ({reason}); its traceback in the worker:)\n{trace}")
     return stand_in
+
+
+def raise_portable(exc: BaseException, dumps: Callable[[Any], bytes] | None = None, loads: Callable[[bytes], Any] | None = None) -> NoReturn:
+    """In the ``except`` block handling ``exc``: re-raise it when it survives the trip (see
+    ``portable``), else raise its stand-in (``from None``)."""
+    sendable = portable(exc, dumps, loads)
+    if sendable is exc:
+        raise
+    raise sendable from None

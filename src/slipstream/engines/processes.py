@@ -41,7 +41,8 @@ from typing import Any
 from ..core.cpus import usable_cores
 from ..core.errors import WorkerError
 from ..files.shardwrite import ShardJob, ShardSpec, write_shard
-from .portable import portable
+from . import check_workers
+from .portable import raise_portable
 
 __all__ = ["run"]
 
@@ -88,10 +89,7 @@ def _write(job: ShardJob) -> dict[str, Any]:
     try:
         return write_shard(data, spec, job)
     except Exception as exc:
-        sendable = portable(exc)
-        if sendable is exc:
-            raise
-        raise sendable from None
+        raise_portable(exc)
 
 
 def _payload(data: Any, spec: ShardSpec) -> bytes:
@@ -117,8 +115,7 @@ def run(
     data: Any, spec: ShardSpec, jobs: list[ShardJob], *, workers: int | None, advance: Callable[[int], None]
 ) -> list[dict[str, Any]]:
     """Write ``jobs`` in ``workers`` local processes; their index entries, in the jobs' order."""
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-        raise ValueError(f"workers must be a positive number of processes (or None: every usable core), got {workers!r}")
+    check_workers(workers, "processes", "every usable core")
     payload = _payload(data, spec)
     count = max(1, min(workers or usable_cores(), len(jobs)))
     entries: list[dict[str, Any] | None] = [None] * len(jobs)

@@ -35,7 +35,8 @@ from typing import Any
 from ..core.errors import WorkerError, add_note
 from ..core.optional import require
 from ..files.shardwrite import ShardJob, ShardSpec, write_shard
-from .portable import portable
+from . import check_workers
+from .portable import raise_portable
 
 __all__ = ["MAX_RETRIES", "run"]
 
@@ -61,18 +62,14 @@ def _task(holder: list[Any], spec: ShardSpec, job: ShardJob) -> dict[str, Any]:
         return write_shard(_data(holder), spec, job)
     except Exception as exc:
         pickler = _ray().cloudpickle
-        sendable = portable(exc, pickler.dumps, pickler.loads)  # as itself when Ray can rebuild it in the driver
-        if sendable is exc:
-            raise
-        raise sendable from None
+        raise_portable(exc, pickler.dumps, pickler.loads)  # as itself when Ray can rebuild it in the driver
 
 
 def run(
     data: Any, spec: ShardSpec, jobs: list[ShardJob], *, workers: int | None, advance: Callable[[int], None], ray_address: str | None = None
 ) -> list[dict[str, Any]]:
     """Write ``jobs`` as Ray tasks (at most ``workers`` in flight); their index entries, in order."""
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-        raise ValueError(f"workers must be a positive number of tasks in flight (or None: all), got {workers!r}")
+    check_workers(workers, "tasks in flight", "all")
     ray = _ray()
     started = not ray.is_initialized()
     if started:
