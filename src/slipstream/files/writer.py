@@ -32,31 +32,19 @@ from ..engines import check_engine
 from ..loading.parallel import loadparallel
 from . import folder as _folder
 from . import format as _format
+from . import shardwrite
 from .atomic import commit, temporary
 from .field import Field
 from .field import pyarrow_module as _pa
 from .pagewrite import Chunking, field_value, is_container, naming, paged, write_pages
-from .shardwrite import is_splittable
 
 __all__ = ["write"]
 
 
 def _chunks(data: Any, chunking: Chunking) -> tuple[Callable[[list[str]], Iterator[list[tuple[int, Any]]]], int | None, Any]:
-    """``chunks(names)``: chunks of (index, sample) holding the stored fields ``names``; the total and
-    the first sample. Container samples are read later, in the workers; an iterable's are taken
-    (``_snapshot``) as they are yielded."""
-    if is_container(data):
-        n = numobs(data)
-        first = getobs(data, 0) if n else None
-
-        def ranges(names: list[str]) -> Iterator[list[tuple[int, Any]]]:
-            start = 0
-            while start < n:
-                stop = min(start + chunking.size, n)
-                yield [(i, None) for i in range(start, stop)]
-                start = stop
-
-        return ranges, n, first
+    """For an iterable (a container goes through ``shardwrite.chunks``): ``chunks(names)``, chunks of
+    (index, sample) holding the stored fields ``names``, taken (``_snapshot``) as they are yielded;
+    the total and the first sample."""
     iterator = iter(data)
     try:
         first = _snapshot(next(iterator))
@@ -197,22 +185,21 @@ def write(
             engine=engine, workers=workers, progress=progress, ray_address=ray_address, where=naming(origin),
         )  # fmt: skip
     chunking = Chunking()
-    make_chunks, total, first = _chunks(data, chunking)
+    container = is_container(data)
+    if container:  # its samples are read in the workers
+        total = numobs(data)
+        first = getobs(data, 0) if total else None
+    else:
+        make_chunks, total, first = _chunks(data, chunking)
     where = naming(origin)
     fields = _settled_fields(fields, first, where)
     names = list(fields)
-    chunks = make_chunks(names)
+    chunks = shardwrite.chunks(data, 0, total, lambda: chunking.size) if container else make_chunks(names)
     schema = pa.schema([(name, fields[name].arrow_type()) for name in names])
     schema = schema.with_metadata(_format.schema_metadata({n: fields[n].spec() for n in names}, page_size, user_metadata))
-    container = data if is_container(data) else None
 
     def encode(chunk: list[tuple[int, Any]]) -> list[tuple[Any, ...]]:
-        rows = []
-        for index, sample in chunk:
-            if container is not None:
-                sample = getobs(container, index)
-            rows.append(tuple(fields[n].encode(field_value(sample, n, index), index, where(index, n)) for n in names))
-        return rows
+        return shardwrite.encode_chunk(data, fields, where, chunk)
 
     workers = min(8, os.cpu_count() or 1) if workers is None else workers
     show = sys.stderr.isatty() if progress is None else bool(progress)
@@ -253,7 +240,7 @@ def _planned(data: Any, shard_size: int | None, engine: str | None, ray_address:
         if engine is not None:
             raise ValueError(f"engine={engine!r} writes a sharded folder, one job per shard: pass shard_size= too")
         return False
-    if is_splittable(data):
+    if shardwrite.is_splittable(data):
         return True
     if engine is not None:
         raise TypeError(
