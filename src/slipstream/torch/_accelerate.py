@@ -22,6 +22,7 @@ import torch.utils.data as _tud
 
 from ._bypass import AccelerateBypassWarning, mark_prepared
 from ._dataloader import DataLoader
+from ._datasets import _length
 from ._device import _check_device
 
 __all__ = ["AccelerateBypassWarning", "prepare"]
@@ -63,7 +64,7 @@ def _check_shard(loader: DataLoader, processes: int, index: int) -> None:
                 f"the loader's DistributedSampler is for rank {sampler.rank} of {sampler.num_replicas}, but this is "
                 f"process {index} of {processes} (accelerator.process_index / accelerator.num_processes)"
             )
-    elif _whole(sampler, _size(loader.dataset)):
+    elif _whole(sampler, _length(loader.dataset)):
         raise ValueError(
             f"this is process {index} of {processes}, but the loader reads the whole dataset (as every other process, "
             f"through its {type(sampler).__name__}): "
@@ -71,13 +72,6 @@ def _check_shard(loader: DataLoader, processes: int, index: int) -> None:
             "rank=accelerator.process_index, shuffle=..., seed=...) and call loader.sampler.set_epoch(epoch) "
             "before each epoch"
         )
-
-
-def _size(dataset: Any) -> int | None:
-    try:
-        return len(dataset)
-    except TypeError:
-        return None
 
 
 def _same_device(a: torch.device | None, b: torch.device | None) -> bool:

@@ -209,7 +209,7 @@ class DataLoader(_tud.DataLoader[_T_co]):
         if pipe and self.num_workers > 0:  # torch's _reset draws once more: unused at first, then the seed
             again = _draw(self.generator)
             shared_seed = again if not fresh else shared_seed
-        record.drew_base_seed, record.base_seed = fresh, base_seed
+        record.drew_base_seed = fresh
         return base_seed, shared_seed
 
     # map-style: slipstream's loader over torch's batches

@@ -111,13 +111,17 @@ class _CollateOne:
         return self.collate_fn(samples[0])
 
 
+def _length(obj: Any) -> int | None:
+    """``len(obj)``, or None where it has none (``TypeError``)."""
+    try:
+        return len(obj)
+    except TypeError:
+        return None
+
+
 def _sized(sampler: Any) -> bool:
     """Whether ``len(sampler)`` works (torch's BatchSampler has ``__len__`` only if its sampler has)."""
-    try:
-        len(sampler)
-    except TypeError:
-        return False
-    return True
+    return _length(sampler) is not None
 
 
 class _SamplerOrder:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..core.errors import DataLoaderTimeoutError, WorkerError
+from ._epoch import _close_source
 from ._globals import _seed_like_torch, _set_torch_worker_info
 from ._record import EpochRecord
 
@@ -114,12 +115,6 @@ class _Fetcher:
                 continue
 
 
-def _close(source: Any) -> None:
-    close = getattr(source, "close", None)
-    if close is not None:
-        close()
-
-
 class _Skipping:
     """``source``'s batches but its first ``count``, dropped at the first ``next()`` (a resumed
     epoch read again from its start: exact for a dataset that yields the same stream again). A
@@ -142,7 +137,7 @@ class _Skipping:
         return next(self.source)
 
     def close(self) -> None:
-        _close(self.source)
+        _close_source(self.source)
 
 
 def _seeded_pipe(dataset: Any, shared_seed: int | None, num_workers: int, worker_id: int, shard: bool = True) -> Any:

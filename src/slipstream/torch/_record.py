@@ -53,7 +53,6 @@ class EpochRecord:
     iter_states: dict[str, torch.Tensor] = field(default_factory=dict)
     draw_states: dict[str, torch.Tensor] = field(default_factory=dict)
     drew_base_seed: bool = True
-    base_seed: int | None = None
     workers: list[int] | None = None  # IterableDataset out of order: batches taken from each worker
     worker_pulls: list[int] = field(default_factory=list)  # the workers of the latest batches taken
 

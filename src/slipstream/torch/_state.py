@@ -32,6 +32,7 @@ from typing import Any
 import torch
 import torch.utils.data as _tud
 
+from ._datasets import _length
 from ._record import EpochRecord
 from ._rngstate import GLOBAL, decode, encode, generators, states
 
@@ -63,13 +64,6 @@ class Resume:
 
 def _kind(obj: Any) -> str | None:
     return None if obj is None else f"{type(obj).__module__}.{type(obj).__qualname__}"
-
-
-def _length(obj: Any) -> int | None:
-    try:
-        return len(obj)
-    except TypeError:
-        return None
 
 
 def identity(loader: Any) -> dict[str, Any]:
