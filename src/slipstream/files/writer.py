@@ -160,7 +160,7 @@ def write(
     """
     origin = getattr(data, "sample_origin", None)
     origin = origin if callable(origin) else None
-    pa = _pa()
+    _pa()  # pyarrow, or ImportError naming the extra
     import pyarrow.ipc  # noqa: F401 - makes pa.ipc available
 
     path = Path(path)
@@ -195,24 +195,17 @@ def write(
     fields = _settled_fields(fields, first, where)
     names = list(fields)
     chunks = shardwrite.chunks(data, 0, total, lambda: chunking.size) if container else make_chunks(names)
-    schema = pa.schema([(name, fields[name].arrow_type()) for name in names])
-    schema = schema.with_metadata(_format.schema_metadata({n: fields[n].spec() for n in names}, page_size, user_metadata))
+    schema = _schema(fields, page_size, user_metadata)
 
     def encode(chunk: list[tuple[int, Any]]) -> list[tuple[Any, ...]]:
         return shardwrite.encode_chunk(data, fields, where, chunk)
 
-    workers = min(8, os.cpu_count() or 1) if workers is None else workers
-    show = sys.stderr.isatty() if progress is None else bool(progress)
-    if existing is not None:  # appended shards carry the dataset's schema itself, byte for byte
-        if existing["schema"].remove_metadata() != schema.remove_metadata():
-            raise ValueError(f"{path}: the data's columns {schema.remove_metadata()} differ from the dataset's {existing['schema'].remove_metadata()}")
-        schema = existing["schema"]
+    workers = _default_workers() if workers is None else workers
+    schema = _appended_schema(path, schema, existing)
     partial = temporary(path) if shard_size is None else None
     bar = None
     try:
-        if show:
-            tqdm = require("tqdm", extra="files", purpose="progress bars need tqdm").tqdm
-            bar = tqdm(total=total, unit="samples", desc=f"packing {path.name}", file=sys.stderr)
+        bar = _bar(progress, total, f"packing {path.name}")
         rows = loadparallel(chunks, encode, workers=workers, prefetch=workers + 1)
         pages = paged(fields, rows, page_size, chunking, bar)
         if partial is None:  # a sharded dataset: each shard and the index are committed as they are done
@@ -260,22 +253,13 @@ def _write_planned(
     from .planned import first_sample, write_planned
 
     fields = _settled_fields(fields, first_sample(data), where)
-    names = list(fields)
-    schema = _pa().schema([(name, fields[name].arrow_type()) for name in names])
-    schema = schema.with_metadata(_format.schema_metadata({n: fields[n].spec() for n in names}, page_size, user_metadata))
-    if existing is not None:  # appended shards carry the dataset's schema itself, byte for byte
-        if existing["schema"].remove_metadata() != schema.remove_metadata():
-            raise ValueError(f"{path}: the data's columns {schema.remove_metadata()} differ from the dataset's {existing['schema'].remove_metadata()}")
-        schema = existing["schema"]
+    schema = _appended_schema(path, _schema(fields, page_size, user_metadata), existing)
     if engine is None and workers is None:
-        workers = min(8, os.cpu_count() or 1)
-    show = sys.stderr.isatty() if progress is None else bool(progress)
+        workers = _default_workers()
     bar = None
     try:
-        if show:
-            tqdm = require("tqdm", extra="files", purpose="progress bars need tqdm").tqdm
-            how = f" ({engine})" if engine is not None else ""
-            bar = tqdm(total=numobs(data), unit="samples", desc=f"packing {path.name}{how}", file=sys.stderr)
+        how = f" ({engine})" if engine is not None else ""
+        bar = _bar(progress, numobs(data), f"packing {path.name}{how}")
         return write_planned(
             path, data, fields, schema, page_size=page_size, shard_size=shard_size, existing=existing, engine=engine, workers=workers,
             progress=bar, ray_address=ray_address, temporary=temporary, commit=commit, where=where,
@@ -283,6 +267,36 @@ def _write_planned(
     finally:
         if bar is not None:
             bar.close()
+
+
+def _schema(fields: dict[str, Field], page_size: int, user_metadata: dict[str, Any]) -> Any:
+    """The Arrow schema of ``fields`` (in order), its metadata describing them, ``page_size`` and the user's."""
+    names = list(fields)
+    schema = _pa().schema([(name, fields[name].arrow_type()) for name in names])
+    return schema.with_metadata(_format.schema_metadata({n: fields[n].spec() for n in names}, page_size, user_metadata))
+
+
+def _appended_schema(path: Path, schema: Any, existing: dict[str, Any] | None) -> Any:
+    """``schema``, or when appending to ``existing`` its schema itself (appended shards carry it byte
+    for byte); ``ValueError`` when their columns differ."""
+    if existing is None:
+        return schema
+    if existing["schema"].remove_metadata() != schema.remove_metadata():
+        raise ValueError(f"{path}: the data's columns {schema.remove_metadata()} differ from the dataset's {existing['schema'].remove_metadata()}")
+    return existing["schema"]
+
+
+def _default_workers() -> int:
+    """Encoding threads when ``workers`` is None: the CPU count, at most 8."""
+    return min(8, os.cpu_count() or 1)
+
+
+def _bar(progress: bool | None, total: int | None, desc: str) -> Any:
+    """A tqdm bar over ``total`` samples when ``progress`` (None: when stderr is a terminal), else None."""
+    if not (sys.stderr.isatty() if progress is None else bool(progress)):
+        return None
+    tqdm = require("tqdm", extra="files", purpose="progress bars need tqdm").tqdm
+    return tqdm(total=total, unit="samples", desc=desc, file=sys.stderr)
 
 
 def _checked_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
