@@ -127,7 +127,7 @@ def test_normalize_coefficients_match_the_torchvision_formula():
         (lambda: ops.RandomResizedCrop(8, scale=(0.5, 0.1)), "increasing positive ranges"),
         (lambda: ops.RandomHorizontalFlip(p=2), r"p must be in \[0, 1\]"),
         (lambda: ops.Normalize((0.5,), (0.0,)), "std > 0"),
-        (lambda: ops.Normalize((0.5,), (0.5,), dtype="int8"), "float32 or float16"),
+        (lambda: ops.Normalize((0.5,), (0.5,), dtype="int8"), "float32, float16 or bfloat16"),
         (lambda: ops.Resize(8, interpolation="cubic"), "interpolation must be"),
         (lambda: ops.Apply(3), "needs a callable"),
     ],

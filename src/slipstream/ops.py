@@ -231,7 +231,8 @@ class RandomHorizontalFlip(Geometry):
 
 
 class Normalize(Op):
-    """``(x / 255 - mean) / std`` per channel, as ``dtype`` (float32 or float16); mean and std on
+    """``(x / 255 - mean) / std`` per channel, as ``dtype`` (float32 or float16; bfloat16 on a device
+    stage only, ``.map(..., device=...)``: NumPy has none); mean and std on
     the [0, 1] scale, as in torchvision (ImageNet: mean (0.485, 0.456, 0.406), std (0.229, 0.224, 0.225))."""
 
     def __init__(self, mean: Sequence[float], std: Sequence[float], dtype: str = "float32"):
@@ -239,9 +240,9 @@ class Normalize(Op):
         self.std = tuple(float(s) for s in np.atleast_1d(std))
         if len(self.mean) != len(self.std) or any(s <= 0 for s in self.std):
             raise ValueError(f"mean and std need one entry per channel and std > 0, got {mean} and {std}")
-        self.dtype = np.dtype(dtype).name
-        if self.dtype not in ("float32", "float16"):
-            raise ValueError(f"Normalize dtype must be float32 or float16, got {dtype}")
+        self.dtype = "bfloat16" if dtype == "bfloat16" else np.dtype(dtype).name
+        if self.dtype not in ("float32", "float16", "bfloat16"):
+            raise ValueError(f"Normalize dtype must be float32, float16 or bfloat16 (device stages only), got {dtype}")
 
     def coefficients(self, channels: int) -> tuple[np.ndarray, np.ndarray]:
         """float32 (scale, offset) with ``out = x * scale + offset``."""

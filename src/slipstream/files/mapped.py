@@ -159,8 +159,10 @@ class MappedFields:
         """The packed file's pages, for ``order="quasi_random"``."""
         return self.data.page_starts()
 
-    def map(self, **pipelines: Any) -> MappedFields:
+    def map(self, **pipelines: Any) -> Any:
         """More fields through pipelines (a field can be mapped once)."""
+        if "device" in pipelines:
+            raise TypeError("fields already mapped on the CPU cannot be joined by device fields: map the device fields on ss.open(path) itself")
         again = [name for name in pipelines if name in self.pipelines]
         if again:
             raise ValueError(f"field {again[0]!r} is mapped already; put all its ops in one list")
@@ -281,7 +283,21 @@ class _MappedPacked(MappedFields):
         return out
 
 
-def mapfields(data: Any, **pipelines: Any) -> MappedFields:
-    """A view of ``data`` (dict samples) with each ``field=[ops...]`` transformed by that pipeline."""
+_DEVICE_OPTIONS = ("cpu_share", "dtype", "layout", "tf32")
+
+
+def mapfields(data: Any, device: Any = None, **pipelines: Any) -> Any:
+    """A view of ``data`` (dict samples) with each ``field=[ops...]`` transformed by that pipeline.
+
+    With ``device`` (a torch device: "cuda", "cuda:1", "cpu"), the fields' pixel work runs there
+    (``slipstream.gpu.mapped``: packed files only; also ``cpu_share=``, ``dtype=``, ``layout=``,
+    ``tf32=``); "device", "cpu_share", "dtype", "layout" and "tf32" are then not field names."""
+    options = {name: pipelines.pop(name) for name in _DEVICE_OPTIONS if name in pipelines}
+    if device is not None:
+        from ..gpu.mapped import device_map  # NumPy only; torch is imported by the loader's finisher
+
+        return device_map(data, pipelines, device, **options)
+    if options:
+        raise TypeError(f"{sorted(options)} go with device= (a device stage), not a CPU pipeline")
     packed = all(callable(getattr(data, name, None)) for name in ("encoded", "locate_many", "source_of")) and hasattr(data, "fields")
     return (_MappedPacked if packed else MappedFields)(data, _compile(pipelines))

@@ -185,7 +185,9 @@ class PackedDataset:
             raise CorruptFileError(self.path, f"sample {i}, field {name!r}: {exc}") from exc
 
     def map(self, **pipelines: Any) -> Any:
-        """``ds.map(image=[ops...])``: a view whose field ``image`` goes through that pipeline (see ``slipstream.ops``)."""
+        """``ds.map(image=[ops...])``: a view whose field ``image`` goes through that pipeline (see
+        ``slipstream.ops``); ``ds.map(image=[ops...], device="cuda")`` runs its pixel work on that
+        torch device (``slipstream.gpu.mapped``; options ``cpu_share``, ``dtype``, ``layout``, ``tf32``)."""
         return mapfields(self, **pipelines)
 
     def batch_spec(self) -> Spec | None:

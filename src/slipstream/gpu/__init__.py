@@ -37,22 +37,41 @@ CPU-side upload transpose (HWC -> CHW on the host) for non-JPEGs.
 
 from __future__ import annotations
 
-from .decode import SampleDecodeError, decode_batch, nvjpeg_available
-from .device import DeviceStage
-from .geometry import boxes_of
-from .host import HostBatch, HostReader, header_size
-from .stage import DTYPES, LAYOUTS, resize_crops
+import importlib
+from typing import Any
 
-__all__ = [
-    "DTYPES",
-    "LAYOUTS",
-    "DeviceStage",
-    "HostBatch",
-    "HostReader",
-    "SampleDecodeError",
-    "boxes_of",
-    "decode_batch",
-    "header_size",
-    "nvjpeg_available",
-    "resize_crops",
-]
+# name -> submodule. Loaded on first use (PEP 562): the host side (``geometry``, ``host``,
+# ``staged``, ``mapped``) needs NumPy only, so loader workers never import torch for it.
+_WHERE = {
+    "DTYPES": "stage",
+    "DeviceFinisher": "finish",
+    "DeviceMapped": "mapped",
+    "DeviceStage": "device",
+    "HostBatch": "host",
+    "HostReader": "host",
+    "LAYOUTS": "stage",
+    "SampleDecodeError": "decode",
+    "StagedImage": "staged",
+    "boxes_of": "geometry",
+    "decode_batch": "decode",
+    "finalize": "stage",
+    "header_size": "host",
+    "nvjpeg_available": "decode",
+    "resample": "stage",
+    "resize_crops": "stage",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'slipstream.gpu' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -89,9 +89,17 @@ class HostReader:
     def read(self, indices: Sequence[int] | np.ndarray, seed: int, epoch: int) -> HostBatch:
         """Samples ``indices`` (the loader's indices, which key the draws) of ``epoch`` under
         ``seed``: their bytes, header sizes and windows (module doc)."""
+        return self.read_draws(indices, Draws(seed, epoch, np.asarray(indices, np.int64).reshape(-1)))
+
+    def read_draws(self, indices: Sequence[int] | np.ndarray, draws: Draws) -> HostBatch:
+        """``read`` of dataset samples ``indices`` with sample ``k`` drawing ``draws.take([k])`` (in a
+        loader: ``sample_draws``, keyed by the loader's indices, which differ from the dataset's
+        under a view)."""
         indices = [int(i) for i in np.asarray(indices, np.int64).reshape(-1)]
         if not indices:
             raise ValueError("a batch needs at least one index")
+        if len(draws) != len(indices):
+            raise ValueError(f"{len(draws)} draws for {len(indices)} samples")
         samples = [self._sample(i) for i in indices]
         shapes = np.array([shape for _, _, shape in samples], np.int64)
         mixed = shapes[:, 2] != shapes[0, 2]
@@ -102,7 +110,7 @@ class HostReader:
                 "(one batch needs one channel count: add ops.ToRGB() to the ops)"
             )
         try:
-            windows = self.pipeline.windows(shapes[:, 0], shapes[:, 1], Draws(seed, epoch, indices))
+            windows = self.pipeline.windows(shapes[:, 0], shapes[:, 1], draws)
         except WindowError as exc:
             raise ValueError(f"{self._where(indices[exc.position])}: {exc}") from exc
         try:

@@ -228,7 +228,7 @@ class Pipeline:
 
     def output(self, channels: int, out_h: int, out_w: int) -> tuple[tuple[int, int, int], np.dtype]:
         """The fused stages' output (shape, dtype) for a window of that size with ``channels``."""
-        dtype = np.dtype(self.normalize.dtype) if self.normalize else np.dtype(np.uint8)
+        dtype = numpy_dtype(self.normalize) if self.normalize else np.dtype(np.uint8)
         return ((channels, out_h, out_w) if self.chw else (out_h, out_w, channels)), dtype
 
     def run(self, source: ImageSource, out: np.ndarray | None = None, draws: Draws | None = None) -> np.ndarray:
@@ -264,10 +264,17 @@ class Pipeline:
         return result  # the caller checks it (float64 into a float32 batch is refused, as default_collate does)
 
 
+def numpy_dtype(normalize: Normalize) -> np.dtype:
+    """``normalize``'s output dtype on the CPU; ``ValueError`` for bfloat16 (a device stage's only)."""
+    if normalize.dtype == "bfloat16":
+        raise ValueError("ops.Normalize(dtype='bfloat16') runs on a device stage only (ss.open(p).map(image=[...], device=...)): NumPy has no bfloat16")
+    return np.dtype(normalize.dtype)
+
+
 def _format(image: np.ndarray, normalize: Normalize | None, chw: bool) -> np.ndarray:
     if normalize is not None:
         scale, offset = normalize.coefficients(image.shape[-1])
-        image = (image.astype(np.float32) * scale + offset).astype(normalize.dtype)
+        image = (image.astype(np.float32) * scale + offset).astype(numpy_dtype(normalize))
     return np.ascontiguousarray(image.transpose(2, 0, 1)) if chw else image
 
 

@@ -19,6 +19,7 @@ from ..core.spec import Spec
 from .backends import Reading, Settings, make_backend
 from .buffers import Buffers, Unshaped
 from .epochs import EpochOrder
+from .finishing import FinishingExecutor, finisher_of
 from .options import check_options, unknown_arguments
 from .plan import COLLATE, INTO, SAMPLES, BatchPlan, chunk_size
 from .progress import Position, Progress, state_dict, todo
@@ -196,7 +197,10 @@ class DataLoader:
             ahead = read_ahead(todo(batches, progress), hint_of(self.data), 2 * (self.prefetch + max(1, self.workers)))
             plans = (self._plan(indices, BatchInfo(seed, start.epoch, k, stop), stats) for k, indices in ahead)
             reading = Reading(self._reader, self._buffers, self.collate, seed)
+            finisher = finisher_of(self.data)  # before the workers start: it may raise
             executor = self._backend.run(plans, reading, start.epoch, keep_going)
+            if finisher is not None:
+                executor = FinishingExecutor(executor, finisher, self.prefetch, self.shape_batch)
             self._busy = getattr(executor, "busy_meter", None)
             return LoaderIterator(self, executor, progress, stop, keep_going, stats)
 

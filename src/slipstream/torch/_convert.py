@@ -27,6 +27,7 @@ import torch
 from torch.utils.data import default_collate as _torch_collate
 
 from ..core import nested
+from ..gpu.staged import StagedImage
 
 # NumPy dtypes that ``torch.from_numpy`` turns into the tensor dtype default_collate gives
 _ARRAY_DTYPES = frozenset(
@@ -106,6 +107,12 @@ def _by_structure(batch: Any, in_sequence: bool = False) -> Any:
     return batch
 
 
+def _finished(batch: Any) -> Any:
+    if not isinstance(batch, torch.Tensor):
+        raise TypeError(f"a device-mapped field's batch should be the finisher's tensor, got {type(batch).__name__}")
+    return batch
+
+
 def _plan(sample: Any, in_sequence: bool = False) -> Convert | None:
     """How to turn slipstream's default collation of samples shaped like ``sample`` into exactly
     what torch's ``default_collate`` returns; None when slipstream's buffers cannot reproduce it
@@ -115,6 +122,8 @@ def _plan(sample: Any, in_sequence: bool = False) -> Convert | None:
     container it was given: the batch's list at the top and in a mapping, but ``zip``'s tuple in
     a sequence."""
     kind = type(sample)
+    if kind is StagedImage:  # a device stage's row: the loader's finisher made the batch a tensor
+        return _finished
     if kind is torch.Tensor:  # subclasses keep their own stacking rules: torch's collate
         ok = (
             sample.layout is torch.strided

@@ -52,6 +52,11 @@ class _Dataset:
     def __reduce__(self) -> tuple[Any, ...]:
         return (_restore, (type(self), self.dataset, self.token))
 
+    def batch_finisher(self) -> Any:
+        """The dataset's batch finisher (a device stage's: ``loading.finishing``), or None."""
+        make = getattr(self.dataset, "batch_finisher", None)
+        return make() if callable(make) else None
+
 
 class _ManyDataset(_Dataset):
     """... with the dataset's ``__getitems__`` (torch calls it for every batch when present)."""
