@@ -15,6 +15,8 @@ from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 from slipstream import ops  # noqa: E402
 from slipstream.core.draws import Draws  # noqa: E402
 from slipstream.gpu import boxes_of, resize_crops  # noqa: E402
+from slipstream.gpu.geometry import Plan, plan  # noqa: E402
+from slipstream.gpu.stage import PAD_FLOOR, _groups, finalize, resample  # noqa: E402
 from slipstream.images.kernels import resample_into  # noqa: E402
 from slipstream.images.pipeline import ImageSource, Pipeline  # noqa: E402
 
@@ -273,3 +275,88 @@ def test_tf32_matmuls_are_off_during_the_resize_on_cuda_unless_asked_and_restore
         assert seen and all(seen)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = before
+
+
+@pytest.mark.parametrize("input_layout", ["CHW", "HWC"])
+@pytest.mark.parametrize("dtype, layout, mean", [("uint8", "NCHW", None), ("uint8", "NHWC", None), ("float32", "NCHW", None), ("float32", "NHWC", MEAN), ("float16", "channels_last", MEAN), ("bfloat16", "NCHW", MEAN), (torch.float32, "channels_last", None)])
+def test_finalize_of_resample_is_resize_crops(dtype, layout, mean, input_layout):
+    rng = np.random.default_rng(20)
+    images = [_image(rng, h, w, 3) for h, w in ((30, 50), (61, 20), (44, 44), (9, 7))]
+    boxes, flips = [_window(rng, *image.shape[:2]) for image in images], [True, False, True, False]
+    inputs, std = [_as_input(image, input_layout) for image in images], None if mean is None else STD
+    values = resample(inputs, boxes, (12, 16), flips, input_layout, "bilinear")
+    assert values.dtype == torch.float32 and values.shape == (4, 3, 12, 16) and values.is_contiguous()
+    assert torch.equal(values, values.round().clamp(0, 255))  # uint8 values
+    expected = resize_crops(inputs, boxes, (12, 16), flips, mean, std, dtype, layout, input_layout)
+    got = finalize(values.clone(), mean, std, dtype, layout)
+    assert torch.equal(got, expected) and got.stride() == expected.stride() and got.dtype == expected.dtype
+
+
+def test_finalize_takes_a_joined_batch_of_any_strides_and_leaves_it_unchanged():
+    """A batch joined from resampled rows and uint8 rows made elsewhere (converted to float32)."""
+    rng = np.random.default_rng(21)
+    images = [_as_input(_image(rng, 40, 50, 3), "CHW") for _ in range(2)]
+    boxes = [(0.0, 0.0, 40.0, 50.0), (5.5, 3.0, 30.0, 40.0)]
+    resampled = resample(images, boxes, (10, 12), filter="box")
+    elsewhere = torch.from_numpy(rng.integers(0, 256, (3, 10, 12, 3), dtype=np.uint8)).permute(0, 3, 1, 2).float()
+    joined = torch.cat([resampled, elsewhere])
+    before = joined.clone()
+    for values in (joined, joined.contiguous(memory_format=torch.channels_last), joined.permute(1, 0, 2, 3).contiguous().permute(1, 0, 2, 3)):
+        got = finalize(values, MEAN, STD, "float32", "NHWC")
+        want = (joined * torch.tensor(1 / (255 * np.asarray(STD)), dtype=torch.float32).view(1, 3, 1, 1) + torch.tensor(-np.asarray(MEAN) / STD, dtype=torch.float32).view(1, 3, 1, 1)).permute(0, 2, 3, 1)
+        assert torch.allclose(got, want, atol=1e-6) and got.shape == (5, 10, 12, 3) and got.is_contiguous()
+        assert torch.equal(finalize(values, dtype="uint8").float(), joined) and torch.equal(values, before)
+    assert torch.equal(got[:2], resize_crops(images, boxes, (10, 12), mean=MEAN, std=STD, dtype="float32", layout="NHWC", filter="box"))
+
+
+def test_finalize_checks_its_arguments():
+    values = torch.zeros(2, 3, 4, 4)
+    for bad in (values.to(torch.uint8), values.double(), values[0], values.numpy()):
+        with pytest.raises(ValueError, match=r"values must be a float32 \(n, C, H, W\) tensor"):
+            finalize(bad)
+    with pytest.raises(ValueError, match="dtype must be"):
+        finalize(values, dtype="float64")
+    with pytest.raises(ValueError, match="layout must be"):
+        finalize(values, layout="NCWH")
+    with pytest.raises(ValueError, match="mean and std go together"):
+        finalize(values, mean=MEAN, dtype="float32")
+    with pytest.raises(ValueError, match="mean/std need a float dtype"):
+        finalize(values, MEAN, STD)
+    with pytest.raises(ValueError, match="std > 0"):
+        finalize(values, MEAN, (0.2, 0.0, 0.2), "float32")
+
+
+@pytest.mark.parametrize("input_layout, filter", [("CHW", "bilinear"), ("HWC", "box")])
+def test_a_huge_window_among_small_ones_is_resampled_in_groups_as_each_alone(input_layout, filter):
+    """One 1200x1600 whole-image window among 31 60x80 ones: padding every region to the largest
+    would cost 32 x 1200 x 1600; the groups keep the small ones apart, and each sample's values are
+    those of the sample resampled alone."""
+    rng = np.random.default_rng(22)
+    shapes = [(60, 80)] * 12 + [(1200, 1600)] + [(60, 80)] * 19
+    images = [_as_input(_image(rng, h, w, 3), input_layout) for h, w in shapes]
+    boxes, flips = [(0.0, 0.0, float(h), float(w)) for h, w in shapes], rng.random(32) < 0.5
+    groups = _groups(plan(shapes, boxes, (24, 32), flips, filter))
+    assert len(groups) == 2 and groups[1].tolist() == [12] and sorted(np.concatenate(groups).tolist()) == list(range(32))
+    batch = resample(images, boxes, (24, 32), flips, input_layout, filter)
+    for k in range(32):
+        assert torch.equal(batch[k], resample(images[k : k + 1], boxes[k : k + 1], (24, 32), flips[k : k + 1], input_layout, filter)[0]), k
+    assert torch.equal(resize_crops(images, boxes, (24, 32), flips, MEAN, STD, "bfloat16", "NHWC", input_layout, filter), finalize(batch, MEAN, STD, "bfloat16", "NHWC"))
+
+
+def test_groups_keep_similar_sizes_together_and_bound_the_padding():
+    rng = np.random.default_rng(23)
+
+    def regions(tall, wide):
+        n = len(tall)
+        return Plan(np.stack([np.zeros(n, np.int64), tall], 1), np.stack([np.zeros(n, np.int64), wide], 1), np.empty((n, 4, 2), np.float32), (1, 1), False)
+
+    for n in (1, 4, 64, 256):  # similar sizes (sides within 20%), or small ones: one group
+        assert len(_groups(regions(rng.integers(300, 360, n), rng.integers(300, 360, n)))) == 1
+        assert len(_groups(regions(rng.integers(1, 100, n), rng.integers(1, 100, n)))) == 1
+    for _ in range(50):  # spread sizes: every sample in one group, each within the rule
+        n = int(rng.integers(1, 200))
+        tall, wide = np.exp(rng.uniform(0, 8, n)).astype(np.int64) + 1, np.exp(rng.uniform(0, 8, n)).astype(np.int64) + 1
+        groups = _groups(regions(tall, wide))
+        assert sorted(np.concatenate(groups).tolist()) == list(range(n))
+        for g in groups:
+            assert len(g) * tall[g].max() * wide[g].max() <= max(2 * (tall[g] * wide[g]).sum(), PAD_FLOOR)
