@@ -239,3 +239,26 @@ def test_the_workers_side_never_imports_torch(files):
     result = run_python(code, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["8", "False"]
+
+
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
+
+@CUDA
+def test_on_cuda_both_loaders_match_the_cpu_device_stage(files):  # pragma: no cover - GPU only
+    _, mixed, _ = files
+    pipe = [ops.RandomResizedCrop(24), ops.RandomHorizontalFlip()]  # uint8: levels
+    on_cpu = _epochs(ss.open(mixed).map(image=pipe, device="cpu", cpu_share=0.25), epochs=1)[0]
+    on_gpu = _epochs(ss.open(mixed).map(image=pipe, device="cuda", cpu_share=0.25), epochs=1, workers=2)[0]
+    worst = 0.0
+    for a, b in zip(on_cpu, on_gpu):
+        np.testing.assert_array_equal(a["label"], b["label"])
+        assert b["image"].is_cuda
+        diff = (a["image"].double() - b["image"].cpu().double()).abs().reshape(len(a["label"]), -1).mean(dim=1)
+        worst = max(worst, float(diff.max()))
+    assert worst <= 2.0, worst  # nvJPEG's IDCT and upsampling against libjpeg's
+    from slipstream.torch import DataLoader
+
+    loader = DataLoader(ss.open(mixed).map(image=pipe, device="cuda"), batch_size=8, num_workers=2, device="cuda", pin_memory=True, seed=2)
+    for batch in loader:
+        assert batch["image"].is_cuda and batch["label"].is_cuda

@@ -36,7 +36,15 @@ def _accelerator_available() -> bool:
 
 
 def _pin(batch: Any) -> Any:
+    """``batch`` pinned by torch's own walk; a batch already holding device tensors (a device stage's
+    images) has its CPU tensors pinned one by one (torch's walk refuses a CUDA tensor)."""
+    if any(tensor.device.type != "cpu" for tensor in _tensors(batch)):
+        return nested.map_nodes(batch, _pin_leaf, _like)
     return _tud._utils.pin_memory.pin_memory(batch)
+
+
+def _pin_leaf(value: Any) -> Any:
+    return value.pin_memory() if isinstance(value, torch.Tensor) and value.device.type == "cpu" else value
 
 
 def _move(batch: Any, device: torch.device) -> Any:
