@@ -1,38 +1,29 @@
-"""slipstream.gpu: image pixel work on a torch device (issue 14), second slice.
+"""slipstream.gpu: image pixel work on a torch device (issue 14).
 
-``DeviceStage(ss.open(p).map(image=ops), "image", device)`` turns a batch of sample indices into one
-batch tensor on the device, split where a loader splits it:
+The user's spelling is ``ss.open(p).map(image=[ops...], device="cuda")`` (``mapped``), read by any
+loader. The work is split where a loader splits it:
 
-- ``host(indices, seed, epoch)`` (CPU workers, ``HostReader``): each sample's stored bytes
-  (zero-copy), its size from its header (JPEG SOF, PNG IHDR, QOI; raw: stored shape) checked
-  against the stored shape, and the window ``Pipeline.windows`` draws for it with
-  ``Draws(seed, epoch, indices)``, the CPU pipeline's, in source pixels (full-size decode);
-- ``device_batch(batch)``: ``decode_batch`` (nvJPEG batched on CUDA with torchvision, a failed batch
-  retried one by one; slipstream's CPU decoders for the rest and everywhere else, uploaded), then
-  ``resize_crops`` (crop, antialiased resize with Pillow's filters, flip, normalize, cast, layout
-  in a number of torch ops that does not grow with the batch). ``boxes_of(windows)`` converts
-  ``ops.Windows`` into its arguments.
+- NumPy only, in the loader's workers: ``mapped.DeviceMapped`` (the view), ``staged`` (each sample of
+  a chunk as a ``StagedImage``: stored bytes, header size and the CPU pipeline's window and flip, or
+  pixels the CPU pipeline resampled: non-JPEGs, CMYK JPEGs and ``cpu_share``), ``host.HostReader``
+  (bytes, header sizes, windows), ``geometry`` (windows to filter taps);
+- torch, in the training process: ``finish.DeviceFinisher`` (``loading.finishing`` runs it ahead of
+  the consumer on a side stream), ``decode.decode_batch`` (nvJPEG batched on CUDA with torchvision,
+  CPU decoders elsewhere), ``stage.resample`` (crop, antialiased resize with Pillow's filters, flip;
+  batched, bucketed by region size) and ``stage.finalize`` (normalize, cast, layout);
+  ``device.DeviceStage`` (indices to one batch by hand, without a loader).
 
-Measured on CPU tensors (tests/test_gpu_device.py): against the CPU pipeline with
-``ops.Decode(exact=True)``, at most 0.23 uint8 levels mean per image (no pixel over 1 level);
+Measured on CPU tensors (tests/test_gpu_device.py, tests/test_gpu_mapped.py): against the CPU pipeline
+with ``ops.Decode(exact=True)``, at most 0.23 uint8 levels mean per image (no pixel over 1 level);
 against its default (reduced DCT scale when the window allows), up to 6 levels per image.
-The box filter's taps are decided in float64 on the host (as Pillow's), the bilinear weights in
-float32 on the device (``geometry``).
 
-Nothing in slipstream imports this package; it needs torch.
+Attributes load lazily (PEP 562): importing the NumPy-only modules never imports torch.
 
-Still to build (in this order): run the GPU checks below; bucketing a batch by region size
-(``resize_crops`` pads every image's region to the batch's largest: memory ~ n x the largest
-region, so one huge image in a batch of small ones costs n times its size); decode + resize on a side stream,
-bounded by the prefetch depth (as ``slipstream.torch._device``), with ``host`` in the loader's
-workers and pinned uploads; ``cpu_share=`` (some JPEGs decoded by CPU workers when the GPU is the
-bottleneck); the loaders' spelling (``.map(image=[...], device="cuda")``); sharded datasets (their
-``encoded``/``source_of`` should already serve, untested); ``benchmarks/bench_gpu.py``. To check on a
-GPU first: ``decode_batch`` cuda vs cpu output (nvJPEG's IDCT/upsampling vs libjpeg's; nvJPEG may
-accept damaged JPEGs that libjpeg refuses: decide whether CPU workers verify them), that a failed
-nvJPEG batch raises ``RuntimeError`` (what the retry catches), kernels per batch (4 vs 256), img/s
-at 256 x 224 with fp32/TF32/fp16 matmuls (dense banded weights: ~50-100 GFLOP a batch), and the
-CPU-side upload transpose (HWC -> CHW on the host) for non-JPEGs.
+Not measured here (no GPU was lent to this work): everything CUDA. To check on a GPU first (the
+CUDA-only tests do some): ``decode_batch`` cuda vs cpu output (nvJPEG's IDCT/upsampling vs
+libjpeg's; nvJPEG may accept damaged JPEGs that libjpeg refuses), that a failed nvJPEG batch raises
+``RuntimeError`` (what the retry catches), whether torchvision's batched decode runs on the current
+stream, kernels per batch, and ``benchmarks/bench_gpu.py``'s figures against the issue's goals.
 """
 
 from __future__ import annotations
