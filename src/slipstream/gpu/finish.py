@@ -111,6 +111,11 @@ class DeviceFinisher:
         """``batch`` with each mapped field a device tensor, queued on this finisher's stream."""
         if self.stream is None:
             return _Finished(self._finish_fields(batch), None)
+        # torchvision's CUDA decode_jpeg allocates its outputs on the current stream but writes them
+        # from its own stream without waiting for the current one (pytorch/vision PR 9606): a block
+        # the previous batch freed while its kernels were still queued could be overwritten before
+        # they read it. So the previous batch's work ends first (this thread waits, not the consumer).
+        self.stream.synchronize()
         with torch.cuda.stream(self.stream):
             out = self._finish_fields(batch)
             event = torch.cuda.Event()
