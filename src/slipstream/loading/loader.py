@@ -94,6 +94,11 @@ class DataLoader:
     typed by whichever batch shaped the buffers (this depends on the resume point and, with
     ``in_order=False``, on timing): give such data one dtype, or pass ``collate=``.
 
+    Finishing: data that declares ``batch_finisher()`` (a device stage: ``ss.open(p).map(image=[...],
+    device="cuda")``) has each batch finished in one more thread of this process, ``prefetch``
+    batches ahead of the consumer (``loading.finishing``); ``state_dict()`` counts only the batches
+    handed out.
+
     Determinism: the batches depend only on (seed, epoch, rank, world_size) and the data (and, in
     an epoch resumed with other batching, on what the old ranks had consumed: ``load_state_dict``);
     samples that draw from ``sample_rng()`` draw the same numbers with any number of workers.
