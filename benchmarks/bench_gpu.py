@@ -1,26 +1,46 @@
-"""Benchmark: slipstream's device stage (``slipstream.gpu.DeviceStage``, issue 14) alone and feeding training.
+"""Benchmark: slipstream's device stage (issue 14: images decoded and augmented on the GPU), alone and feeding training.
 
 On the GPU machine (16 cores, one H200, torch with CUDA, torchvision), from the repository root, one line:
 
     python benchmarks/bench_gpu.py --json $OUT/gpu.json
 
-About 4-6 minutes there (data made once under ``--cache``: 5,000 JPEGs and their packed file), never more than
-``--budget-s`` (default 400 s, counted from the start, data included) plus the run in progress (each run is
-capped: 30 s for a loader, 60 s for training), so under 8 minutes.
-Without CUDA it runs tiny on the CPU (as ``--cpu-smoke``: 16 images, batch 4, 3 steps): its figures mean nothing.
+About 5-6 minutes there, data included (made once under ``--cache``: 5,000 JPEGs and their packed file, well
+under a minute on 16 cores; the runs take about 4 minutes, 12 of them the loader's): never more than ``--budget-s``
+(default 400 s, counted from the start, data included) plus the teardown of the run in progress and the report
+(each run is also capped: 30 s for a loader, 60 s for training; one that reaches the budget is cut there and
+marked ``*``; a batch stuck in a loader raises after 60 s), so about 7 minutes at most. Past the budget the
+remaining runs are skipped with a note, so they run most important first: the loader (1b) with the thread
+backend, the most ``--host-workers`` and the first ``--cpu-shares``; then each model's ceiling and its training
+fed by that loader (4); then the other loader runs (1b), the device stage by hand (1), the other training
+runs (4), the CPU pipelines (2) and torchvision (3). The report puts them back in order.
+Without CUDA it runs tiny on the CPU (as ``--cpu-smoke``: 16 images, batch 4, 3 steps, device "cpu" for the
+device stage and the mapped view): its figures mean nothing, every path runs.
 
 Data: the first ``--images`` photo-like JPEGs of ``bench_images.py`` (made once, shared with it and with
 ``bench_gpu_feed.py``), packed with ``F.Image(codec="jpeg", max_side=512)``. Ops: RandomResizedCrop(224) +
-RandomHorizontalFlip + Normalize(ImageNet mean/std), out as bfloat16 channels_last, batch 256 (``--batch``).
+RandomHorizontalFlip + Normalize(ImageNet mean/std, dtype="bfloat16"), out as bf16 channels_last, batch 256
+(``--batch``). Every loader run reads whole batches in slipstream's shuffled order under one seed.
 
-(1) Device stage alone: the host part (``DeviceStage.host``: bytes, header sizes, windows) in N worker threads
-    (``--host-workers``, default 1,2,4), a bounded number of batches ahead; the device part (``device_batch``:
-    nvJPEG batched decode, then batched crop/resize/flip/normalize) in one thread on a side CUDA stream,
-    ``--prefetch`` (default 1) finished batches ahead of the consumer (device memory: prefetch + 2 batches);
-    the consumer's stream waits on each batch's event. img/s over whole batches spanning ``--seconds`` after a
-    warm-up, and the CPU cores used (CPU time of this process and its children / wall time). Then the device
-    part alone, cycling 8 host batches made beforehand (what the GPU side can do with free host work), on CUDA
-    a second time with TF32 matmuls allowed (the resampling's matmuls are float32; TF32 is not the default).
+(1b) The loader, as users write it (the main figure):
+        mapped = ss.open(path).map(image=[ops.RandomResizedCrop(224), ops.RandomHorizontalFlip(),
+                     ops.Normalize(MEAN, STD, dtype="bfloat16")], device="cuda", layout="channels_last", cpu_share=s)
+        for batch in ss.DataLoader(mapped, batch_size=256, shuffle=True, drop_last=True, seed=0, workers=k,
+                                   backend=b, prefetch=p): ...  # batch["image"]: bf16 channels_last on the GPU
+    for backend b "thread" and "process", k in ``--host-workers`` (default 1,2,4), s in ``--cpu-shares``
+    (default 0,0.25: that share of the JPEGs is cropped and resized by the CPU workers, the device only
+    normalizes them), p ``--loader-prefetch`` (default 2: batches loaded ahead by the workers, and finished
+    ahead on the device by the loader's finish thread). img/s over whole batches spanning ``--seconds`` after
+    a warm-up, and the CPU cores used (CPU time of this process and its children / wall time). Epochs are
+    chained as a training loop chains them (``iter(loader)`` again at each end); with 5,000 images (19
+    batches an epoch) the timed span crosses many epoch ends, where the loader's pipeline starts empty: the JSON
+    keeps the epochs begun, the mean wait for an epoch's first batch (``epoch_first_batch_s``, after the first
+    epoch) and the last epoch's ``loader.stats()``; ``--images`` more makes epochs longer.
+(1) The device stage by hand (``slipstream.gpu.DeviceStage``): the host part (``host``: bytes, header sizes,
+    windows) in N worker threads (``--host-workers``), a bounded number of batches ahead, epochs chained
+    without a drain; the device part (``device_batch``) in one thread on a side CUDA stream, ``--prefetch``
+    (default 1) finished batches ahead of the consumer; the consumer's stream waits on each batch's event.
+    img/s and cores as (1b). Then the device part alone, cycling 8 host batches made beforehand (what the GPU
+    side can do with free host work), on CUDA a second time with TF32 matmuls allowed (not the default).
 (2) The CPU pipelines for comparison, as ``bench_gpu_feed.py`` measures them: ``ss.DataLoader`` over
     RandomResizedCrop(224) + flip + ToCHW (uint8, no normalize), each backend of ``BACKENDS`` with
     ``--cpu-workers`` (default min(16, usable cores)) workers; img/s and cores.
@@ -29,28 +49,30 @@ RandomHorizontalFlip + Normalize(ImageNet mean/std), out as bfloat16 channels_la
     RandomResizedCrop(224, antialias) + RandomHorizontalFlip + ToDtype(float32, scale) + Normalize, stacked
     into bf16 channels_last); one thread, img/s and cores. Without torchvision: skipped, with a note.
 (4) Training (``_gpu.py``'s models: torchvision ResNet-18 and ResNet-50, ``--models``; SGD, bf16 autocast,
-    channels_last): the ceiling fed by ONE batch of the device stage's output already on the GPU, repeated,
-    and the same loop fed by the device stage (``--train-host-workers``, default 4); for reference, the
-    uint8 ceiling of ``bench_gpu_feed.py`` (uint8 batch normalized in the step) and that loop fed by the CPU
-    process backend (``--cpu-workers``), pinned and copied one batch ahead.
+    channels_last): the ceiling fed by ONE batch of the device stage's output already on the GPU, repeated;
+    the same loop fed by ``ss.DataLoader`` over the device-mapped view (as (1b): thread backend,
+    ``--train-host-workers`` workers, default 4, cpu_share 0) and fed by the device stage by hand (as (1),
+    as many host threads); for reference, the uint8 ceiling of ``bench_gpu_feed.py`` (uint8 batch normalized
+    in the step) and that loop fed by the CPU process backend (``--cpu-workers``), pinned and copied one
+    batch ahead. The model is made again (same seed) for the runs after the first two.
 
-Goals (issue 14, 16-core H200 host), as PASS/MISS lines: the device stage >= 20,000 img/s using at most 4 CPU
-cores (the best run of (1) within 4 cores); fed by it, ResNet-18 >= 95% and ResNet-50 >= 99% of the ceiling.
-Prints tables; ``--json PATH`` writes everything measured (rewritten after each run).
+Goals (issue 14, 16-core H200 host), as PASS/MISS lines naming the run that decided them: the device stage
+>= 20,000 img/s using at most 4 CPU cores (the best run of (1b) and (1) within 4 cores); fed by it (the better
+of the loader and the stage by hand), ResNet-18 >= 95% and ResNet-50 >= 99% of the ceiling.
+Prints tables; ``--json PATH`` writes everything measured (rewritten after each run): ``loader`` (1b, keyed
+"backend/workers/cpu_share"), ``stage`` (1, keyed by threads), ``device_only``, ``cpu``, ``torchvision``,
+``training`` (per model: ``ceiling``, ``loader``, ``device_stage``, ``ceiling_uint8``, ``cpu_process``),
+``best`` (the runs the goals used) and ``verdicts``.
 """
 
 from __future__ import annotations
 
 import argparse
-import collections
 import itertools
 import json
 import os
-import queue
 import sys
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +81,7 @@ import bench_images as bi
 import numpy as np
 import torch
 from _common import SEED, Verdicts, permutation, set_footing, summary, verdict, versions
+from _gpu_loader import IMAGENET_MEAN, IMAGENET_STD, TIMEOUT, LoaderFeed, StageFeed, cpu_seconds, timed, with_labels
 
 import slipstream as ss
 from slipstream import ops
@@ -66,25 +89,28 @@ from slipstream.core.cpus import usable_cores
 from slipstream.gpu import DeviceStage, nvjpeg_available
 from slipstream.loading.backends import BACKENDS
 
-TIMEOUT = 60.0  # seconds any batch may take before the run raises
 LOADER_CAP, TRAIN_CAP = 30.0, 60.0  # seconds one run may take at most
-IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 STAGE_GOAL, STAGE_CORES = 20000.0, 4.0
 GOALS = {"resnet18": 0.95, "resnet50": 0.99}
 TITLES = {"resnet50": "ResNet-50", "resnet18": "ResNet-18"}
-CLK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+LOADER_BACKENDS = ("thread", "process")
+FIRST_TRAINING = ("ceiling", "loader")  # each model's runs right after the first loader run; the rest later
+FEEDS = {"loader": "the loader", "device_stage": "the stage by hand"}  # training fed by the device stage, two ways
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     ints = lambda s: [int(x) for x in s.split(",") if x]
+    floats = lambda s: [float(x) for x in s.split(",") if x]
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cpu-smoke", action="store_true", help="tiny, on the CPU (the default without CUDA): figures meaningless")
     p.add_argument("--images", type=int, default=None, help="images (default 5,000)")
     p.add_argument("--batch", type=int, default=None, help="batch size (default 256)")
-    p.add_argument("--host-workers", type=ints, default=None, help="host threads of the device stage runs (default 1,2,4)")
-    p.add_argument("--train-host-workers", type=int, default=None, help="host threads of the device stage feeding training (default 4)")
+    p.add_argument("--host-workers", type=ints, default=None, help="loader workers (1b) and host threads (1) (default 1,2,4)")
+    p.add_argument("--cpu-shares", type=floats, default=[0.0, 0.25], help="cpu_share of the loader runs (1b) (default 0,0.25)")
+    p.add_argument("--train-host-workers", type=int, default=None, help="loader workers / host threads feeding training (default 4)")
     p.add_argument("--cpu-workers", type=int, default=None, help="workers of the CPU pipelines (default min(16, cores))")
-    p.add_argument("--prefetch", type=int, default=1, help="device batches finished ahead of the consumer (default 1)")
+    p.add_argument("--prefetch", type=int, default=1, help="device batches finished ahead of the consumer by hand (1) (default 1)")
+    p.add_argument("--loader-prefetch", type=int, default=2, help="the loader's prefetch (1b) (default 2, the loader's)")
     p.add_argument("--seconds", type=float, default=None, help="timed seconds per loader run (default 5)")
     p.add_argument("--models", default=None, help="torchvision models (default resnet18,resnet50)")
     p.add_argument("--steps", type=int, default=None, help="timed training steps per run (default 50)")
@@ -100,160 +126,18 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     a.seconds, a.models = pick(a.seconds, 5.0, 0.3), pick(a.models, "resnet18,resnet50", "resnet18").split(",")
     a.steps, a.warmup = pick(a.steps, 50, 3), pick(a.warmup, 10, 2)
     a.budget_s = pick(a.budget_s, 400.0, 240.0)
-    a.prefetch = max(1, a.prefetch)
+    a.prefetch, a.loader_prefetch = max(1, a.prefetch), max(1, a.loader_prefetch)
+    if not a.host_workers or not a.cpu_shares or any(not 0.0 <= s <= 1.0 for s in a.cpu_shares):
+        p.error("--host-workers needs a worker count and --cpu-shares shares between 0 and 1")
     return a
 
 
-# -- measuring ------------------------------------------------------------------------------------
-def cpu_seconds() -> float:
-    """CPU time (user + system) of this process, its live descendants (Linux /proc; elsewhere this process only)
-    and its ended children."""
-    try:
-        stats = {}
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit():
-                try:
-                    text = (entry / "stat").read_text()
-                except OSError:  # ended meanwhile
-                    continue
-                fields = text[text.rindex(")") + 2 :].split()  # state, ppid, ..., utime (12th), stime (13th)
-                stats[int(entry.name)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
-        ours, total, grew = {os.getpid()}, 0, True
-        while grew:
-            grew = False
-            for pid, (ppid, _) in stats.items():
-                if ppid in ours and pid not in ours:
-                    ours.add(pid)
-                    grew = True
-        total = sum(stats[pid][1] for pid in ours if pid in stats)
-        if os.getpid() not in stats:
-            raise ValueError("no /proc entry for this process")
-    except (OSError, ValueError, IndexError):
-        return time.process_time() + _reaped()
-    return total / CLK + _reaped()
+def loader_key(backend: str, workers: int, share: float) -> str:
+    return f"{backend}/{workers}/{share:g}"
 
 
-def _reaped() -> float:
-    """CPU time of the children that have ended and been waited for (their time leaves /proc with them)."""
-    try:
-        import resource
-    except ImportError:  # pragma: no cover - not Linux
-        return 0.0
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-def timed(batches: Any, device: torch.device, warm_s: float, seconds: float, budget: float) -> dict[str, Any]:
-    """img/s over whole batches spanning at least ``seconds`` (after two batches and ``warm_s``), the device
-    synchronized at both edges, and the CPU cores used over that span; ``cut`` when the budget ended it."""
-    start = time.perf_counter()
-    deadline, n, k, t0, c0, c1, now = start + budget, 0, 0, None, 0.0, 0.0, start
-    try:
-        for images in batches:
-            if t0 is None:
-                k += 1
-                if k >= 2 and time.perf_counter() - start >= warm_s:
-                    G.synchronize(device)
-                    t0, c0, k = time.perf_counter(), cpu_seconds(), 0
-                continue
-            n, k = n + len(images), k + 1
-            now = time.perf_counter()
-            if (now - t0 >= seconds and k >= 2) or now > deadline:
-                break
-        G.synchronize(device)
-        now, c1 = time.perf_counter(), cpu_seconds()  # before the workers are closed
-    finally:
-        close = getattr(batches, "close", None)
-        if close is not None:
-            close()
-    if t0 is None or not n:
-        return {"img_s": None, "cores": None, "batches": 0, "seconds": 0.0, "cut": True}
-    wall = now - t0
-    return {"img_s": n / wall, "cores": (c1 - c0) / wall, "batches": k, "seconds": wall, "cut": wall < seconds}
-
-
-class StageFeed:
-    """The device stage's batches, epoch after epoch (slipstream's per-epoch order under SEED, whole batches):
-    host parts in ``workers`` threads, at most ``2 * workers`` batches ahead; device parts in one thread on a
-    side CUDA stream, ``prefetch`` finished batches ahead (bounded device memory). Iterating yields device
-    tensors whose work the consumer's current stream waits for (events, not host syncs); ``close()`` stops all."""
-
-    def __init__(self, stage: DeviceStage, n: int, batch: int, workers: int, prefetch: int):
-        self.stage, self.n, self.batch, self.workers = stage, n, batch, workers
-        self.device = stage.device
-        self.cuda = self.device.type == "cuda"
-        self.done = queue.Queue(maxsize=prefetch)
-        self.stop = threading.Event()
-        self.pool = ThreadPoolExecutor(workers, thread_name_prefix="host")
-        self.thread = threading.Thread(target=self._device_loop, name="device", daemon=True)
-        self.thread.start()
-
-    def _orders(self) -> Any:
-        for epoch in itertools.count():
-            order = permutation(self.n, epoch)
-            for s in range(0, self.n - self.batch + 1, self.batch):
-                yield order[s : s + self.batch], epoch
-
-    def _put(self, item: Any) -> bool:
-        while not self.stop.is_set():
-            try:
-                self.done.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def _device_loop(self) -> None:
-        try:
-            stream = torch.cuda.Stream(device=self.device) if self.cuda else None
-            orders, pending = self._orders(), collections.deque()
-            while not self.stop.is_set():
-                while len(pending) < 2 * self.workers:
-                    indices, epoch = next(orders)
-                    pending.append(self.pool.submit(self.stage.host, indices, SEED, epoch))
-                host = pending.popleft().result(timeout=TIMEOUT)
-                if stream is None:
-                    item = (self.stage.device_batch(host), None)
-                else:
-                    with torch.cuda.stream(stream):
-                        out = self.stage.device_batch(host)
-                        event = torch.cuda.Event()
-                        event.record(stream)
-                    item = (out, event)
-                if not self._put(item):
-                    return
-        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
-            self._put(exc)
-
-    def __iter__(self) -> Any:
-        try:
-            while True:
-                item = self.done.get(timeout=TIMEOUT)
-                if isinstance(item, BaseException):
-                    raise item
-                out, event = item
-                if event is not None:
-                    current = torch.cuda.current_stream(self.device)
-                    current.wait_event(event)
-                    out.record_stream(current)
-                yield out
-        finally:
-            self.close()
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(timeout=TIMEOUT)
-        self.pool.shutdown(wait=True, cancel_futures=True)
-
-
-def with_labels(batches: Any, labels: torch.Tensor) -> Any:
-    try:
-        for images in batches:
-            yield images, labels[: len(images)]
-    finally:
-        close = getattr(batches, "close", None)
-        if close is not None:
-            close()
+def loader_label(r: dict[str, Any]) -> str:
+    return f"{r['backend']}, {r['workers']} worker(s), cpu_share {r['cpu_share']:g}"
 
 
 # -- the benchmark ----------------------------------------------------------------------------------
@@ -266,13 +150,16 @@ class Bench:
         self.deadline = self.start + args.budget_s
         self.results: dict[str, Any] = {
             "settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+            "loader": {},
             "stage": {},
             "device_only": {},
             "cpu": {},
             "torchvision": {},
             "training": {},
+            "best": {},
             "verdicts": [],
         }
+        self.headed: set[str] = set()
         args.cache.mkdir(parents=True, exist_ok=True)
         root, made = bi.ensure_images(args.cache, args.images, False)
         folder = ss.imagefolder(root)
@@ -293,7 +180,8 @@ class Bench:
         hs, ws = made["mean_hw"]
         print(
             f"data: {self.n} JPEGs (mean {ws:.0f}x{hs:.0f}) packed in {self.path}; usable cores {self.cores}; "
-            f"nvJPEG {'yes' if nvjpeg_available(device) else 'no (CPU decoders)'}; device {device}; batch {args.batch}",
+            f"nvJPEG {'yes' if nvjpeg_available(device) else 'no (CPU decoders)'}; device {device}; batch {args.batch}; "
+            f"budget {args.budget_s:.0f} s",
             flush=True,
         )
 
@@ -303,6 +191,14 @@ class Bench:
 
     def feed(self, workers: int) -> StageFeed:
         return StageFeed(self.stage(), self.n, self.args.batch, workers, self.args.prefetch)
+
+    def loader_feed(self, backend: str, workers: int, share: float) -> LoaderFeed:
+        return LoaderFeed(self.path, self.device, self.args.batch, workers, backend, self.args.loader_prefetch, share)
+
+    def head(self, section: str, line: str) -> None:
+        """A section's heading: in full the first time, then as "(section, cont.)" (runs are ordered by importance)."""
+        print(f"\n{line}" if section not in self.headed else f"\n{section} cont.", flush=True)
+        self.headed.add(section)
 
     def left(self, what: str, need: float = 0.0) -> float:
         """Seconds left in the budget, or 0 (and a note) when ``what`` must be skipped."""
@@ -318,22 +214,46 @@ class Bench:
             self.args.json.parent.mkdir(parents=True, exist_ok=True)
             self.args.json.write_text(json.dumps(self.results, indent=1, default=str))
 
-    def run(self, section: dict[str, Any], key: Any, label: str, make: Any) -> None:
-        """One loader run: ``make()`` -> batches, timed; errors are recorded, the others go on."""
+    def run(self, section: dict[str, Any], key: Any, label: str, make: Any, about: dict[str, Any] | None = None) -> None:
+        """One loader run: ``make()`` -> batches, timed (then their ``info()``, if any, added); errors are
+        recorded, the others go on. ``about``: what the run was, kept with its result."""
         left = self.left(label)
         if not left:
             return
         a = self.args
         try:
-            section[key] = timed(make(), self.device, min(1.0, a.seconds), a.seconds, min(LOADER_CAP, left))
+            batches = make()
+            got = timed(batches, self.device, min(1.0, a.seconds), a.seconds, min(LOADER_CAP, left))
+            got.update(getattr(batches, "info", dict)())
         except Exception as exc:  # noqa: BLE001 - reported
-            section[key] = {"error": f"{type(exc).__name__}: {exc}"}
-        print(f"  {label:<44} {show(section[key])}", flush=True)
+            got = {"error": f"{type(exc).__name__}: {exc}"}
+        section[key] = {**(about or {}), **got}
+        print(f"  {label:<44} {show(got)}", flush=True)
         self.save()
+
+    # (1b) -------------------------------------------------------------------------------------------
+    def loader_runs(self) -> list[tuple[str, int, float]]:
+        """(backend, workers, cpu_share) of every loader run, the most important first (module doc)."""
+        a = self.args
+        first = ("thread", max(a.host_workers), a.cpu_shares[0])
+        every = [(b, w, s) for s in a.cpu_shares for b in LOADER_BACKENDS if b in BACKENDS for w in a.host_workers]
+        return [first] + [run for run in every if run != first]
+
+    def loader(self, runs: list[tuple[str, int, float]]) -> None:
+        a = self.args
+        self.head(
+            "(1b)",
+            f"(1b) the loader: ss.DataLoader over ss.open(p).map(image=[RandomResizedCrop {bi.CROP}, flip, Normalize "
+            f"bf16], device={self.device.type!r}, layout='channels_last', cpu_share=s), prefetch {a.loader_prefetch}",
+        )
+        for backend, w, share in runs:
+            about = {"backend": backend, "workers": w, "cpu_share": share}
+            make = lambda b=backend, w=w, s=share: self.loader_feed(b, w, s)
+            self.run(self.results["loader"], loader_key(backend, w, share), loader_label(about), make, about)
 
     # (1) --------------------------------------------------------------------------------------------
     def device_stage(self) -> None:
-        print(f"\n(1) device stage alone: RandomResizedCrop {bi.CROP} + flip + normalize, bf16 channels_last, prefetch {self.args.prefetch}")
+        self.head("(1)", f"(1) device stage by hand: RandomResizedCrop {bi.CROP} + flip + normalize, bf16 channels_last, prefetch {self.args.prefetch}")
         for w in self.args.host_workers:
             self.run(self.results["stage"], w, f"host part in {w} thread(s)", lambda w=w: iter(self.feed(w)))
         stage = self.stage()
@@ -355,7 +275,7 @@ class Bench:
     # (2) --------------------------------------------------------------------------------------------
     def cpu(self) -> None:
         w = self.cpu_workers
-        print(f"\n(2) CPU pipelines: RandomResizedCrop {bi.CROP} + flip + ToCHW (uint8), {w} workers")
+        self.head("(2)", f"(2) CPU pipelines: RandomResizedCrop {bi.CROP} + flip + ToCHW (uint8), {w} workers")
         for backend in BACKENDS:
             self.run(self.results["cpu"], backend, f"slipstream {backend}", lambda b=backend: self.cpu_batches(b, w))
 
@@ -409,43 +329,35 @@ class Bench:
         self.run(tvr, "per_image", "decode + per-image RRC/flip/normalize", transformed)
 
     # (4) --------------------------------------------------------------------------------------------
-    def train(self, name: str) -> None:
+    def train(self, name: str, keys: tuple[str, ...]) -> None:
+        """Model ``name`` trained as each run of ``keys`` says (``FIRST_TRAINING``, then the others)."""
         a, device = self.args, self.device
         title = TITLES.get(name, name) if self.tv is not None else "tiny CNN (no torchvision)"
-        rows = self.results["training"][name] = {"title": title}
+        rows = self.results["training"].setdefault(name, {"title": title})
+        if not self.left(title, need=10.0):
+            return
+        self.head(f"(4) {title}", f"(4) {title}: SGD, bf16 autocast, channels_last, batch {a.batch}, {a.steps} timed steps after {a.warmup}")
         torch.manual_seed(SEED)
         model = G.make_model(name, self.tv, device)
         labels = torch.randint(0, 1000, (a.batch,), device=device)
-        print(f"\n(4) {title}: SGD, bf16 autocast, channels_last, batch {a.batch}, {a.steps} timed steps after {a.warmup}", flush=True)
-
-        def measure(key: str, label: str, step: Any, make: Any, ceiling: str | None) -> None:
-            left = self.left(f"{title} {label}", need=5.0)
-            if not left:
-                return
-            wall, c0 = time.perf_counter(), cpu_seconds()
-            try:
-                got = G.train_rate(step, make(), a.warmup, a.steps, min(TRAIN_CAP, left), device)
-                got["cores"] = (cpu_seconds() - c0) / (time.perf_counter() - wall)  # the whole run, warm-up included
-                base = (rows.get(ceiling) or {}).get("img_s") if ceiling else None
-                got["fraction"] = got["img_s"] / base if base and got["img_s"] else None
-            except Exception as exc:  # noqa: BLE001 - reported
-                got = {"error": f"{type(exc).__name__}: {exc}"}
-            rows[key] = got
-            share = f" = {got['fraction']:.1%} of {ceiling}" if got.get("fraction") is not None else ""
-            print(f"  {label:<44} {show(got)}{share}", flush=True)
-            self.save()
-
         fstep = G.make_step(model, device, normalized=True)
-        batches = iter(self.feed(1))
-        first = next(batches)  # one real batch of the device stage's output, kept on the device
-        batches.close()
-        measure("ceiling", "ceiling: one bf16 batch on the device", fstep, lambda x=first: itertools.repeat((x, labels)), None)
         w = a.train_host_workers
-        measure("device_stage", f"fed by the device stage ({w} host threads)", fstep, lambda: with_labels(iter(self.feed(w)), labels), "ceiling")
-        del first
+        if "ceiling" in keys:
+            stage = self.stage()  # one real batch of the device stage's output, kept on the device
+            first = stage(permutation(self.n, 0)[: a.batch], SEED, 0)
+            self.measure(rows, "ceiling", "ceiling: one bf16 batch on the device", fstep, lambda: itertools.repeat((first, labels)))
+            del first
+        if "loader" in keys:
+            feed = lambda: with_labels(self.loader_feed("thread", w, 0.0), labels)
+            self.measure(rows, "loader", f"fed by ss.DataLoader (device-mapped, {w} thread workers)", fstep, feed, "ceiling")
+        if "device_stage" in keys:
+            feed = lambda: with_labels(iter(self.feed(w)), labels)
+            self.measure(rows, "device_stage", f"fed by the device stage by hand ({w} host threads)", fstep, feed, "ceiling")
         ustep = G.make_step(model, device)
-        images = torch.randint(0, 256, (a.batch, 3, bi.CROP, bi.CROP), dtype=torch.uint8, device=device)
-        measure("ceiling_uint8", "ceiling: one uint8 batch (bench_gpu_feed's)", ustep, lambda x=images: itertools.repeat((x, labels)), None)
+        if "ceiling_uint8" in keys:
+            images = torch.randint(0, 256, (a.batch, 3, bi.CROP, bi.CROP), dtype=torch.uint8, device=device)
+            self.measure(rows, "ceiling_uint8", "ceiling: one uint8 batch (bench_gpu_feed's)", ustep, lambda: itertools.repeat((images, labels)))
+            del images
 
         def cpu_feed() -> Any:
             loader = self.cpu_loader("process", self.cpu_workers)
@@ -454,17 +366,42 @@ class Bench:
             finally:
                 G.close_loader(loader)
 
-        if "process" in BACKENDS:
-            measure("cpu_process", f"fed by slipstream process ({self.cpu_workers} workers)", ustep, cpu_feed, "ceiling_uint8")
-        del model, fstep, ustep, images
+        if "cpu_process" in keys and "process" in BACKENDS:
+            self.measure(rows, "cpu_process", f"fed by slipstream process ({self.cpu_workers} workers)", ustep, cpu_feed, "ceiling_uint8")
+        del model, fstep, ustep
         if device.type == "cuda":
             torch.cuda.empty_cache()
+
+    def measure(self, rows: dict[str, Any], key: str, label: str, step: Any, make: Any, ceiling: str | None = None) -> None:
+        """One training run (``G.train_rate``) into ``rows[key]``; with ``ceiling``, its fraction of that run."""
+        left = self.left(f"{rows['title']} {label}", need=5.0)
+        if not left:
+            return
+        a = self.args
+        wall, c0 = time.perf_counter(), cpu_seconds()
+        try:
+            got = G.train_rate(step, make(), a.warmup, a.steps, min(TRAIN_CAP, left), self.device)
+            got["cores"] = (cpu_seconds() - c0) / (time.perf_counter() - wall)  # the whole run, warm-up included
+            base = (rows.get(ceiling) or {}).get("img_s") if ceiling else None
+            got["fraction"] = got["img_s"] / base if base and got["img_s"] else None
+        except Exception as exc:  # noqa: BLE001 - reported
+            got = {"error": f"{type(exc).__name__}: {exc}"}
+        rows[key] = got
+        share = f" = {got['fraction']:.1%} of {ceiling}" if got.get("fraction") is not None else ""
+        print(f"  {label:<54} {show(got)}{share}", flush=True)
+        self.save()
 
     # the report ---------------------------------------------------------------------------------------
     def report(self) -> None:
         r = self.results
-        print("\nimg/s (CPU cores used):")
-        rows = [[f"device stage, {w} host thread(s)", cell(v)] for w, v in r["stage"].items()]
+        shares = self.args.cpu_shares
+        if r["loader"]:
+            print("\n(1b) ss.DataLoader over the device-mapped view, img/s (CPU cores used):")
+            combos = [(b, w) for b in LOADER_BACKENDS for w in self.args.host_workers]
+            grid = [[f"{b}, {w} worker(s)"] + [cell(r["loader"].get(loader_key(b, w, s))) for s in shares] for b, w in combos]
+            G.grid(["backend, workers"] + [f"cpu_share {s:g}" for s in shares], grid)
+        print("\nother runs, img/s (CPU cores used):")
+        rows = [[f"device stage by hand, {w} host thread(s)", cell(v)] for w, v in r["stage"].items()]
         rows.append(["device part only", cell(r.get("device_only"))])
         if "device_only_tf32" in r:
             rows.append(["device part only, TF32", cell(r["device_only_tf32"])])
@@ -474,33 +411,42 @@ class Bench:
         else:
             rows += [[f"torchvision {k}", cell(v)] for k, v in r["torchvision"].items()]
         G.grid(["run", "img/s (cores)"], rows)
-        training = [
-            [rows_["title"]] + [cell(rows_.get(k), fraction=True) for k in ("ceiling", "device_stage", "ceiling_uint8", "cpu_process")]
-            for rows_ in r["training"].values()
-        ]
+        keys = ("ceiling", "loader", "device_stage", "ceiling_uint8", "cpu_process")
+        training = [[t["title"]] + [cell(t.get(k), fraction=True) for k in keys] for t in r["training"].values()]
         if training:
             print("\ntraining, img/s (cores) and fraction of the ceiling:")
-            G.grid(["model", "ceiling (bf16)", "device stage", "ceiling (uint8)", "CPU process"], training)
+            G.grid(["model", "ceiling (bf16)", "ss.DataLoader", "stage by hand", "ceiling (uint8)", "CPU process"], training)
+        print("  (* cut short by the budget or a run's cap)")
+        self.goals()
 
-        verdicts = Verdicts(label_width=52, value_width=9, detail=True)
+    def goals(self) -> None:
+        r = self.results
+        verdicts = Verdicts(label_width=70, value_width=9, detail=True)
         print()
-        within = [v for v in r["stage"].values() if v.get("img_s") and v.get("cores") is not None and v["cores"] <= STAGE_CORES]
-        best = max(within, key=lambda v: v["img_s"], default=None)
-        label = f"device stage img/s within {STAGE_CORES:g} CPU cores (best run)"
+        plural = lambda n, what: f"{n} {what}" + ("s" if int(n) != 1 else "")
+        runs = [(f"loader: {v['backend']}, {plural(v['workers'], 'worker')}, share {v['cpu_share']:g}", k, v) for k, v in r["loader"].items()]
+        runs += [(f"by hand: {plural(w, 'host thread')}", f"stage/{w}", v) for w, v in r["stage"].items()]
+        within = [run for run in runs if run[2].get("img_s") and run[2].get("cores") is not None and run[2]["cores"] <= STAGE_CORES]
+        best = max(within, key=lambda run: run[2]["img_s"], default=None)
         if best is not None:
-            verdict(label, best["img_s"], STAGE_GOAL, verdicts, unit=" img/s")
+            r["best"]["stage"] = {"run": best[0], "key": best[1], "img_s": best[2]["img_s"], "cores": best[2]["cores"]}
+            label = f"device stage img/s, <= {STAGE_CORES:g} cores ({best[0]})"
+            verdict(label, best[2]["img_s"], STAGE_GOAL, verdicts, unit=" img/s")
         else:
-            verdicts.append(f"MISS  {label}: no run within {STAGE_CORES:g} cores")
+            verdicts.append(f"MISS  device stage img/s within {STAGE_CORES:g} CPU cores: no run within {STAGE_CORES:g} cores")
             print(f"  {verdicts[-1]}")
         for name, goal in GOALS.items():
             if name not in r["training"]:
                 continue
-            fed = r["training"][name].get("device_stage") or {}
-            label = f"{r['training'][name]['title']} fed by the device stage / ceiling"
-            if fed.get("fraction") is not None:
-                verdict(label, 100 * fed["fraction"], 100 * goal, verdicts, unit="%")
+            rows = r["training"][name]
+            fed = [(key, rows[key]) for key in FEEDS if (rows.get(key) or {}).get("fraction") is not None]
+            if fed:
+                key, got = max(fed, key=lambda kv: kv[1]["fraction"])
+                r["best"][name] = {"run": key, "fraction": got["fraction"], "img_s": got["img_s"]}
+                verdict(f"{rows['title']} fed by {FEEDS[key]} / ceiling (the better feed)", 100 * got["fraction"], 100 * goal, verdicts, unit="%")
             else:
-                verdicts.append(f"MISS  {label}: not measured ({fed.get('error', 'skipped')})")
+                why = "; ".join(f"{key}: {(rows.get(key) or {}).get('error', 'skipped')}" for key in FEEDS)
+                verdicts.append(f"MISS  {rows['title']} fed by the device stage / ceiling: not measured ({why})")
                 print(f"  {verdicts[-1]}")
         r["verdicts"] = list(verdicts)
         summary(verdicts, self.start)
@@ -540,12 +486,16 @@ def main(argv: list[str] | None = None) -> int:
         torch.backends.cudnn.benchmark = True
     device = torch.device("cpu" if args.cpu_smoke else "cuda")
     bench = Bench(args, device, tv, why_tv)
+    first, *rest = bench.loader_runs()  # the most important runs first (module doc)
+    bench.loader([first])
+    for name in args.models:
+        bench.train(name, FIRST_TRAINING)
+    bench.loader(rest)
     bench.device_stage()
+    for name in args.models:
+        bench.train(name, ("device_stage", "ceiling_uint8", "cpu_process"))
     bench.cpu()
     bench.torchvision()
-    for name in args.models:
-        if bench.left(name, need=10.0):
-            bench.train(name)
     bench.report()
     return 0
 
