@@ -166,3 +166,16 @@ def test_the_fast_path_checks_the_stored_shape_before_sizing_a_buffer(monkeypatc
         decode_batch([data], codecs=["jpeg"], shapes=[wrong], fast=True)
     assert calls == []
     assert decode_batch([data], codecs=["jpeg"], shapes=[shape], fast=True)[0].shape[1:] == shape[:2] and len(calls) == 1
+
+
+@pytest.mark.parametrize("version, usable", [("0.18.1", False), ("0.19.0", True), ("0.26.0+cu130", True), ("nightly", False)])
+def test_nvjpeg_needs_a_torchvision_that_decodes_lists(monkeypatch, version, usable):
+    import sys
+    import types
+
+    vision, io = types.ModuleType("torchvision"), types.ModuleType("torchvision.io")
+    vision.__version__, vision.io = version, io
+    io.decode_jpeg, io.ImageReadMode = object(), object()
+    monkeypatch.setitem(sys.modules, "torchvision", vision)
+    monkeypatch.setitem(sys.modules, "torchvision.io", io)
+    assert (gpu_decode._torchvision_decode() is not None) is usable

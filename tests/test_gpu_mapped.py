@@ -262,3 +262,31 @@ def test_on_cuda_both_loaders_match_the_cpu_device_stage(files):  # pragma: no c
     loader = DataLoader(ss.open(mixed).map(image=pipe, device="cuda"), batch_size=8, num_workers=2, device="cuda", pin_memory=True, seed=2)
     for batch in loader:
         assert batch["image"].is_cuda and batch["label"].is_cuda
+
+
+def test_the_torch_drop_in_reads_a_subset_of_a_device_view(files):
+    jpegs, _, _ = files
+    from torch.utils.data import Subset
+
+    from slipstream.torch import DataLoader
+
+    mapped = ss.open(jpegs).map(image=PIPE, device="cpu")
+    subset = Subset(Subset(mapped, list(range(0, N, 2))), list(range(10)))
+    for workers in (0, 2):
+        batches = list(DataLoader(subset, batch_size=4, num_workers=workers))
+        assert [b["label"].tolist() for b in batches] == [[0, 2, 4, 6], [8, 10, 12, 14], [16, 18]]
+        assert all(isinstance(b["image"], torch.Tensor) and b["image"].shape[1:] == (3, 24, 24) for b in batches)
+
+
+def test_a_device_view_with_the_drop_ins_device_is_not_prefetched_twice(files):
+    jpegs, _, _ = files
+    from slipstream.torch import DataLoader
+
+    mapped = ss.open(jpegs).map(image=PIPE, device="cpu")
+    assert not DataLoader(mapped, batch_size=4, device="cpu")._prefetches_ahead()
+    loader = DataLoader(mapped, batch_size=4)
+    loader.device = torch.device("cuda")  # how a CUDA loader decides (no GPU needed to ask)
+    assert not loader._prefetches_ahead()
+    plain = DataLoader(list(range(8)), batch_size=4)
+    plain.device = torch.device("cuda")
+    assert plain._prefetches_ahead()

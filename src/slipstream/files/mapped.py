@@ -283,15 +283,15 @@ class _MappedPacked(MappedFields):
         return out
 
 
-_DEVICE_OPTIONS = ("cpu_share", "dtype", "layout", "tf32")
+_DEVICE_OPTIONS = ("cpu_share", "dtype", "layout")
 
 
 def mapfields(data: Any, device: Any = None, **pipelines: Any) -> Any:
     """A view of ``data`` (dict samples) with each ``field=[ops...]`` transformed by that pipeline.
 
     With ``device`` (a torch device: "cuda", "cuda:1", "cpu"), the fields' pixel work runs there
-    (``slipstream.gpu.mapped``: packed files only; also ``cpu_share=``, ``dtype=``, ``layout=``,
-    ``tf32=``); "device", "cpu_share", "dtype", "layout" and "tf32" are then not field names."""
+    (``slipstream.gpu.mapped``: packed files only; also ``cpu_share=``, ``dtype=``, ``layout=``);
+    "device", "cpu_share", "dtype" and "layout" are then not field names."""
     options = {name: pipelines.pop(name) for name in _DEVICE_OPTIONS if name in pipelines}
     if device is not None:
         from ..gpu.mapped import device_map  # NumPy only; torch is imported by the loader's finisher

@@ -187,7 +187,7 @@ class PackedDataset:
     def map(self, **pipelines: Any) -> Any:
         """``ds.map(image=[ops...])``: a view whose field ``image`` goes through that pipeline (see
         ``slipstream.ops``); ``ds.map(image=[ops...], device="cuda")`` runs its pixel work on that
-        torch device (``slipstream.gpu.mapped``; options ``cpu_share``, ``dtype``, ``layout``, ``tf32``)."""
+        torch device (``slipstream.gpu.mapped``; options ``cpu_share``, ``dtype``, ``layout``)."""
         return mapfields(self, **pipelines)
 
     def batch_spec(self) -> Spec | None:

@@ -44,12 +44,18 @@ class SampleDecodeError(ImageDecodeError):
 
 
 def _torchvision_decode() -> Any:
-    """``torchvision.io.decode_jpeg`` and ``ImageReadMode`` when importable, else None."""
+    """``torchvision.io.decode_jpeg`` and ``ImageReadMode`` when importable and new enough to take
+    a list (0.19), else None."""
     try:
+        import torchvision
         from torchvision.io import ImageReadMode, decode_jpeg
     except Exception:  # not installed, or built against another torch
         return None
-    return decode_jpeg, ImageReadMode
+    try:
+        major, minor = (int(part) for part in torchvision.__version__.split(".")[:2])
+    except ValueError:
+        return None
+    return (decode_jpeg, ImageReadMode) if (major, minor) >= (0, 19) else None
 
 
 def nvjpeg_available(device: Any) -> bool:
@@ -108,6 +114,12 @@ def _nvjpeg(data: list[np.ndarray], channels: list[int | None], positions: list[
     (one by one after a failed batch) are left out, for the CPU decoder."""
     decode_jpeg, mode = _torchvision_decode()
     modes = {1: mode.GRAY, 3: mode.RGB, None: mode.UNCHANGED}
+    # torchvision's CUDA decode allocates its outputs on the current stream but writes them from its
+    # own stream without waiting for the current one (pytorch/vision PR 9606): a block freed while
+    # kernels queued on the current stream still read it could be overwritten first. So that queued
+    # work ends before the decode (in a loader this is the finish thread's side stream).
+    if device.type == "cuda":
+        torch.cuda.current_stream(device).synchronize()
     done: dict[int, torch.Tensor] = {}
     for want in sorted({channels[k] for k in positions}, key=str):
         group = [k for k in positions if channels[k] == want]

@@ -56,7 +56,7 @@ class DeviceStage:
 
     ``dataset``: ``ss.open(path)`` with ``ops`` (a list of ``slipstream.ops``), or
     ``ss.open(path).map(field=ops)``. ``dtype`` / ``layout``: see ``resize_crops``; default the CPU
-    pipeline's. ``tf32``: allow TF32 resize matmuls on CUDA (``resize_crops``; off by default)."""
+    pipeline's."""
 
     def __init__(
         self,
@@ -67,7 +67,6 @@ class DeviceStage:
         *,
         dtype: Any = None,
         layout: str | None = None,
-        tf32: bool = False,
     ):
         packed, ops = _unmapped(dataset, field, ops)
         self.reader = HostReader(packed, field, ops)
@@ -76,7 +75,7 @@ class DeviceStage:
         self.normalize = pipeline.normalize
         self.dtype = dtype if dtype is not None else (self.normalize.dtype if self.normalize else "uint8")
         self.layout = layout if layout is not None else ("NCHW" if pipeline.chw else "NHWC")
-        self.filter, self.fast, self.tf32 = pipeline.filter, pipeline.decode.fast, tf32
+        self.filter, self.fast = pipeline.filter, pipeline.decode.fast
 
     def host(self, indices: Sequence[int] | np.ndarray, seed: int, epoch: int) -> HostBatch:
         """The CPU workers' part: ``HostReader.read`` (bytes, header sizes, windows)."""
@@ -90,7 +89,7 @@ class DeviceStage:
             dataset = self.reader.dataset
             raise CorruptFileError(dataset.source_of(exc.index), f"sample {exc.index}, field {self.field!r}: {exc.reason}") from exc
         mean, std = (self.normalize.mean, self.normalize.std) if self.normalize else (None, None)
-        return resize_crops(images, batch.boxes, batch.size, batch.flips, mean, std, self.dtype, self.layout, "CHW", self.filter, tf32=self.tf32)
+        return resize_crops(images, batch.boxes, batch.size, batch.flips, mean, std, self.dtype, self.layout, "CHW", self.filter)
 
     def __call__(self, indices: Sequence[int] | np.ndarray, seed: int, epoch: int) -> torch.Tensor:
         """Samples ``indices`` of ``epoch`` under ``seed`` as one batch tensor on the device."""

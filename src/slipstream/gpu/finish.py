@@ -8,7 +8,9 @@ both joined at their rows and normalized, cast and laid out together (``stage.fi
 the work is queued on the finisher's own stream and an event recorded after it; ``handoff`` (in the
 consumer's thread) makes the consumer's current stream wait for that event (a GPU-side wait) and
 marks the batch's tensors as used on it (``record_stream``), so the caching allocator keeps their
-memory until the consumer's queued work is done. Elsewhere both are plain calls.
+memory until the consumer's queued work is done. Elsewhere both are plain calls. (``decode_batch``
+waits, in this thread, for the side stream's earlier work before each nvJPEG call: torchvision's
+decoder writes from its own stream into memory allocated on ours.)
 
 Errors name the file, sample and field: bytes that do not decode raise ``CorruptFileError``;
 rows of different channel counts or output sizes (possible across the chunks different workers
@@ -83,7 +85,7 @@ class DeviceFinisher:
                 raise CorruptFileError(self.view.source_of(exc.index), f"sample {exc.index}, field {name!r}: {exc.reason}") from exc
             boxes = np.array([r.box for r in chosen], np.float64)
             flips = np.array([r.flip for r in chosen], bool)
-            parts.append((gpu, resample(images, boxes, size, flips, "CHW", pipeline.filter, tf32=self.view.tf32)))
+            parts.append((gpu, resample(images, boxes, size, flips, "CHW", pipeline.filter)))
         if cpu:
             host = torch.from_numpy(np.stack([rows[k].pixels for k in cpu]))
             if device.type == "cuda":
@@ -111,11 +113,6 @@ class DeviceFinisher:
         """``batch`` with each mapped field a device tensor, queued on this finisher's stream."""
         if self.stream is None:
             return _Finished(self._finish_fields(batch), None)
-        # torchvision's CUDA decode_jpeg allocates its outputs on the current stream but writes them
-        # from its own stream without waiting for the current one (pytorch/vision PR 9606): a block
-        # the previous batch freed while its kernels were still queued could be overwritten before
-        # they read it. So the previous batch's work ends first (this thread waits, not the consumer).
-        self.stream.synchronize()
         with torch.cuda.stream(self.stream):
             out = self._finish_fields(batch)
             event = torch.cuda.Event()

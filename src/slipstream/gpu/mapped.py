@@ -48,10 +48,10 @@ class DeviceMapped:
     """A view of packed ``data`` whose fields ``pipelines`` (name -> Pipeline) run on ``device``
     (module doc). Built by ``device_map``."""
 
-    def __init__(self, data: Any, pipelines: dict[str, Pipeline], device: Any, cpu_share: float, dtype: str | None, layout: str | None, tf32: bool):
+    def __init__(self, data: Any, pipelines: dict[str, Pipeline], device: Any, cpu_share: float, dtype: str | None, layout: str | None):
         self._n = numobs(data)
         self.data, self.pipelines, self.device = data, pipelines, str(device)
-        self.cpu_share, self.tf32 = float(cpu_share), bool(tf32)
+        self.cpu_share = float(cpu_share)
         self.staged = {name: StagedField(data, name, pipeline, cpu_share) for name, pipeline in pipelines.items()}
         self.dtypes = {name: dtype or (p.normalize.dtype if p.normalize else "uint8") for name, p in pipelines.items()}
         self.layouts = {name: layout or ("NCHW" if p.chw else "NHWC") for name, p in pipelines.items()}
@@ -141,7 +141,7 @@ def _check(options: dict[str, Any]) -> None:
         raise ValueError(f"cpu_share must be a number between 0 and 1, got {share!r}")
 
 
-def device_map(data: Any, pipelines: dict[str, Any], device: Any, *, cpu_share: float = 0.0, dtype: str | None = None, layout: str | None = None, tf32: bool = False) -> DeviceMapped:
+def device_map(data: Any, pipelines: dict[str, Any], device: Any, *, cpu_share: float = 0.0, dtype: str | None = None, layout: str | None = None) -> DeviceMapped:
     """``data`` (a packed file or shards: ``encoded``, ``source_of``, ``locate_many``,
     ``getobs_batch_into``) with ``pipelines`` (name -> list of ops) run on ``device`` (module doc)."""
     if not all(callable(getattr(data, name, None)) for name in ("encoded", "source_of", "locate_many", "getobs_batch_into")):
@@ -153,4 +153,8 @@ def device_map(data: Any, pipelines: dict[str, Any], device: Any, *, cpu_share: 
     if missing:
         raise KeyError(f"no field {missing[0]!r} to map; the data has {list(data.fields)}")
     compiled = {name: ops if isinstance(ops, Pipeline) else Pipeline(list(ops)) for name, ops in pipelines.items()}
-    return DeviceMapped(data, compiled, device, cpu_share, dtype, layout, tf32)
+    if dtype == "uint8":
+        normalized = [name for name, pipeline in compiled.items() if pipeline.normalize is not None]
+        if normalized:
+            raise ValueError(f"field {normalized[0]!r}: dtype='uint8' cannot hold the output of its ops.Normalize; give a float dtype, or drop the Normalize")
+    return DeviceMapped(data, compiled, device, cpu_share, dtype, layout)

@@ -20,7 +20,7 @@ How ``resample`` stays batched:
    row index per region row and channel picks every region of the group);
 3. the per-sample filter weights are built on the device from one uploaded (g, 4, out_h + out_w)
    table: a few elementwise ops over (g, out_h + out_w, max region side);
-4. two batched matrix products (vertical and horizontal resampling; the cheaper order first),
+4. two batched matrix products (vertical and horizontal resampling; the order by the output's shape),
    rounded and clipped to uint8 values as the CPU path's result; with several groups, each is
    written into the output at its samples' positions (``index_copy_``).
 
@@ -131,19 +131,16 @@ def _weights(params: torch.Tensor, side: int, box_filter: bool) -> torch.Tensor:
 
 
 @contextlib.contextmanager
-def _precise(device: torch.device, tf32: bool = False) -> Iterator[None]:
+def _precise(device: torch.device) -> Iterator[None]:
     """float32 math for the resize: autocast off on ``device`` (a training loop's ``torch.autocast``
-    would run the matmuls in bfloat16/float16: several levels off), and on CUDA TF32 matmuls off
-    (a 10-bit mantissa: weights off by ~1e-3, a level on bright pixels) unless ``tf32``. The TF32
-    switch is process-wide (``torch.backends.cuda.matmul.allow_tf32``): set for the call, restored after."""
+    would run the matmuls in bfloat16/float16: several levels off). Autocast state is the calling
+    thread's. TF32 is left as the process set it (``torch.backends.cuda.matmul.allow_tf32``: off
+    unless the program turned it on): switching a process-wide flag from a loader's thread would
+    race with the training loop's own matmuls and with other loaders."""
     with contextlib.ExitStack() as stack:
         available = getattr(torch.amp, "is_autocast_available", lambda kind: kind in ("cpu", "cuda"))
         if available(device.type):
             stack.enter_context(torch.autocast(device.type, enabled=False))
-        if device.type == "cuda" and not tf32:
-            before = torch.backends.cuda.matmul.allow_tf32
-            torch.backends.cuda.matmul.allow_tf32 = False
-            stack.callback(setattr, torch.backends.cuda.matmul, "allow_tf32", before)
         yield
 
 
@@ -181,20 +178,20 @@ def _resample_group(buffer: torch.Tensor, shapes: np.ndarray, offsets: np.ndarra
     crops = crops.to(torch.float32)
     weights = _weights(torch.from_numpy(geometry.params[group]).to(buffer.device), max(tall, wide), geometry.box_filter)
     vertical, horizontal = weights[:, None, :out_h, :tall], weights[:, None, out_h:, :wide].transpose(2, 3)
-    if tall * wide * out_w + out_h * tall * out_w <= out_h * tall * wide + out_h * wide * out_w:
+    if out_w <= out_h:  # the order by the output alone: a sample's rounding never depends on its batch mates' regions
         result = torch.matmul(vertical, torch.matmul(crops, horizontal))
     else:
         result = torch.matmul(torch.matmul(vertical, crops), horizontal)
     return result.add_(0.5).floor_().clamp_(0.0, 255.0)  # round half up to the uint8 value, as Pillow
 
 
-def _resample(images: Sequence[torch.Tensor], shapes: np.ndarray, channels: int, device: torch.device, geometry: Plan, chw: bool, tf32: bool) -> torch.Tensor:
+def _resample(images: Sequence[torch.Tensor], shapes: np.ndarray, channels: int, device: torch.device, geometry: Plan, chw: bool) -> torch.Tensor:
     """``resample`` once its arguments are checked and planned: one group after another (``_groups``)."""
     groups = _groups(geometry)
     numel = shapes[:, 0] * shapes[:, 1] * channels
     offsets = np.concatenate([[0], np.cumsum(numel)[:-1]])
     span = int(geometry.cols[:, 1].max()) * (1 if chw else channels)  # tail padding: any group's region row fits
-    with _precise(device, tf32):
+    with _precise(device):
         buffer = torch.cat([image.reshape(-1) for image in images] + [torch.zeros(span, dtype=torch.uint8, device=device)])
         if len(groups) == 1:
             return _resample_group(buffer, shapes, offsets, geometry, groups[0], channels, chw).contiguous()
@@ -227,8 +224,6 @@ def resample(
     flips: Any = None,
     input_layout: str = "CHW",
     filter: str = "bilinear",
-    *,
-    tf32: bool = False,
 ) -> torch.Tensor:
     """The crop, antialiased resize and flip of ``resize_crops`` (same arguments, checks and
     errors), without its normalize, cast and layout step (``finalize``): float32, contiguous NCHW
@@ -237,7 +232,7 @@ def resample(
     The batch is resampled in groups of similar region sizes (``resize_crops``, Memory)."""
     shapes, channels, device = _shapes(images, input_layout)
     geometry = plan(shapes, windows, size, flips, filter)
-    return _resample(images, shapes, channels, device, geometry, input_layout == "CHW", tf32)
+    return _resample(images, shapes, channels, device, geometry, input_layout == "CHW")
 
 
 def finalize(
@@ -272,12 +267,10 @@ def resize_crops(
     layout: str = "NCHW",
     input_layout: str = "CHW",
     filter: str = "bilinear",
-    *,
-    tf32: bool = False,
 ) -> torch.Tensor:
     """Crop ``windows[k]`` of ``images[k]``, resize it to ``size`` with antialiasing, mirror it when
     ``flips[k]``, normalize and lay out: one batch tensor, on the images' device. The same as
-    ``finalize(resample(images, windows, size, flips, input_layout, filter, tf32=tf32), mean, std,
+    ``finalize(resample(images, windows, size, flips, input_layout, filter), mean, std,
     dtype, layout)``, with every argument checked before any work.
 
     - ``images``: uint8 tensors of any sizes, all on one device with the same channel count (1 or
@@ -295,11 +288,10 @@ def resize_crops(
     - ``layout``: "NCHW" (contiguous), "channels_last" (NCHW shape, channels-last strides) or
       "NHWC" (shape (n, H, W, C), the CPU path's default).
 
-    - ``tf32``: allow TF32 matmuls on CUDA (faster on Ampere and later, about a level off on bright
-      pixels). By default the resize runs in float32 whatever the caller's settings: autocast is
-      disabled for it (CPU and CUDA), and on CUDA ``torch.backends.cuda.matmul.allow_tf32`` is
-      switched off for the call and restored after (a process-wide flag: a matmul another thread
-      runs meanwhile sees it off too).
+    - Precision: the resize runs in float32 whatever autocast says (it is disabled for the call,
+      on CPU and CUDA). TF32 follows the process's setting (``torch.backends.cuda.matmul.allow_tf32``,
+      off in PyTorch by default); a program that turns it on gets faster resizes, about a level off
+      on bright pixels. Nothing process-wide is switched here: the call may run in a loader's thread.
 
     Memory: the regions (the source pixels a window's filter reads) of a group of samples are
     padded to the group's tallest and widest, as one float32 tensor (plus its uint8 gather, the
@@ -315,9 +307,10 @@ def resize_crops(
     number of groups (~25 torch ops each, plus three small uploads on a GPU): one group for
     similar sizes, but region areas spread geometrically above the floor, or regions of very
     different shapes (tall and thin among short and wide), can make up to one group per sample.
-    A sample's values depend only on its own region and weights, up to float32 rounding that may
-    depend on its group's padded shape (the weight sums' and matmuls' blocking, which of the two
-    passes runs first): on CPU tensors the tests find them equal to the sample resampled alone.
+    A sample's values depend only on its own region and weights: which pass runs first is decided
+    by the output size alone, so a sample's rounding does not follow its batch mates; what may still
+    differ is a matmul library's blocking for another padded shape (on CPU tensors the tests find
+    every sample equal to it resampled alone; on CUDA it is unchecked).
 
     The resized values are the CPU path's up to rounding: the CPU path has 22-bit fixed-point
     weights and a uint8 intermediate; this stage float32 weights (bilinear ones computed from
@@ -331,5 +324,5 @@ def resize_crops(
     shapes, channels, device = _shapes(images, input_layout)
     coefficients = None if mean is None else _coefficients(mean, std, channels)  # type: ignore[arg-type]
     geometry = plan(shapes, windows, size, flips, filter)
-    values = _resample(images, shapes, channels, device, geometry, input_layout == "CHW", tf32)
+    values = _resample(images, shapes, channels, device, geometry, input_layout == "CHW")
     return _finalize(values, target, coefficients, layout, inplace=True)

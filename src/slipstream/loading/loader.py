@@ -96,8 +96,8 @@ class DataLoader:
 
     Finishing: data that declares ``batch_finisher()`` (a device stage: ``ss.open(p).map(image=[...],
     device="cuda")``) has each batch finished in one more thread of this process, ``prefetch``
-    batches ahead of the consumer (``loading.finishing``); ``state_dict()`` counts only the batches
-    handed out.
+    batches (at least 2) ahead of the consumer (``loading.finishing``); ``state_dict()`` counts only
+    the batches handed out.
 
     Determinism: the batches depend only on (seed, epoch, rank, world_size) and the data (and, in
     an epoch resumed with other batching, on what the old ranks had consumed: ``load_state_dict``);
@@ -205,7 +205,7 @@ class DataLoader:
             finisher = finisher_of(self.data)  # before the workers start: it may raise
             executor = self._backend.run(plans, reading, start.epoch, keep_going)
             if finisher is not None:
-                executor = FinishingExecutor(executor, finisher, self.prefetch, self.shape_batch)
+                executor = FinishingExecutor(executor, finisher, max(2, self.prefetch), self.shape_batch)  # 2: one finishing while one is used
             self._busy = getattr(executor, "busy_meter", None)
             return LoaderIterator(self, executor, progress, stop, keep_going, stats)
 

@@ -34,7 +34,7 @@ import torch.utils.data as _tud
 from ..loading.loader import DataLoader as _SSLoader
 from ..workers.pool import WorkerPool
 from ._bypass import prepared_flag
-from ._datasets import _SamplerOrder
+from ._datasets import _finishes, _SamplerOrder
 from ._device import _NO_ACCELERATOR, _accelerator_available, _check_device, _pinned, _to_cuda, _to_device
 from ._epoch import _LoaderIter
 from ._iterable import _Fetcher, _IterablePayload, _round_robin, _seeded_pipe, _Skipping
@@ -188,12 +188,15 @@ class DataLoader(_tud.DataLoader[_T_co]):
                 self._warned_pin = True
                 warnings.warn(_NO_ACCELERATOR, stacklevel=2)
         if self.device is not None:
-            source = _to_cuda(source, self.device) if self.device.type == "cuda" else _to_device(source, self.device)
+            source = _to_cuda(source, self.device) if self._prefetches_ahead() else _to_device(source, self.device)
         return _LoaderIter(self, source, record)
 
     def _prefetches_ahead(self) -> bool:
-        """The CUDA prefetcher takes a batch from the epoch before the user has the previous one."""
-        return self.device is not None and self.device.type == "cuda"
+        """The CUDA prefetcher takes a batch from the epoch before the user has the previous one.
+        Not for a device stage's dataset: its batches are finished on the device ahead already, and
+        taking batch k+1 would make the consumer's stream wait for it before step k (the rest of the
+        batch, labels, is copied in line)."""
+        return self.device is not None and self.device.type == "cuda" and not _finishes(self.dataset)
 
     def _draw_seeds(self, record: EpochRecord) -> tuple[int, int | None]:
         """torch's draws at ``iter()``, in torch's order: an ``IterDataPipe``'s shared seed, the base

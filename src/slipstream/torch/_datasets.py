@@ -54,8 +54,21 @@ class _Dataset:
 
     def batch_finisher(self) -> Any:
         """The dataset's batch finisher (a device stage's: ``loading.finishing``), or None."""
-        make = getattr(self.dataset, "batch_finisher", None)
+        make = getattr(_unsubset(self.dataset), "batch_finisher", None)
         return make() if callable(make) else None
+
+
+def _unsubset(dataset: Any) -> Any:
+    """The dataset under torch ``Subset`` wrappers (which read samples of it as they are)."""
+    while isinstance(dataset, torch.utils.data.Subset):
+        dataset = dataset.dataset
+    return dataset
+
+
+def _finishes(dataset: Any) -> bool:
+    """Whether ``dataset`` (under ``Subset`` wrappers) finishes its batches itself: a device stage
+    (``ss.open(p).map(..., device=...)``), whose batches arrive on the device, finished ahead."""
+    return callable(getattr(_unsubset(dataset), "batch_finisher", None))
 
 
 class _ManyDataset(_Dataset):

@@ -22,6 +22,7 @@ from ._datasets import (
     _BatchIntoDataset,
     _CollateOne,
     _Dataset,
+    _finishes,
     _ManyDataset,
     _MapWorkerInit,
     _SamplerOrder,
@@ -95,7 +96,7 @@ def make_map_loader(dl: Any, base_seed: int) -> tuple[_SSLoader, _SamplerOrder |
             adapter, collate = _WholeDataset, _WholeCollate(dl.collate_fn)
     else:
         collate = None  # the buffers, if the first batch's samples are ones they reproduce exactly
-    if adapter is None and (processes or is_group(dataset) or _odd_array(dataset)):
+    if adapter is None and (processes or is_group(dataset) or _odd_array(dataset) or (_finishes(dataset) and not hasattr(dataset, "batch_finisher"))):
         if hasattr(dataset, "getobs_batch_into") and not many:
             adapter = _BatchIntoDataset
         else:
