@@ -19,6 +19,7 @@ read) ``ValueError``; a field that is not a list of rows (a ``collate=`` that ch
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,7 +27,7 @@ import numpy as np
 import torch
 
 from ..core.errors import CorruptFileError
-from .decode import SampleDecodeError, decode_batch
+from .decode import SampleDecodeError, decode_batch, nvjpeg_available
 from .stage import finalize, resample
 from .staged import StagedImage
 
@@ -65,6 +66,14 @@ class DeviceFinisher:
         self.view, self.device = view, torch.device(view.device)
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise RuntimeError(f"device {view.device!r}: CUDA is not available to this torch ({torch.__version__})")
+        if self.device.type == "cuda" and not nvjpeg_available(self.device):
+            warnings.warn(
+                "slipstream: torchvision (>= 0.19, built for this torch) is not importable, so the device stage "
+                "decodes every JPEG on the CPU in one thread; install it (pip install 'slipstream[gpu]'), or use "
+                "cpu_share=1.0 to spread the decoding over the loader's workers",
+                RuntimeWarning,
+                stacklevel=3,
+            )
         self.stream = torch.cuda.Stream(device=self.device) if self.device.type == "cuda" else None
 
     def field(self, name: str, rows: list[Any]) -> torch.Tensor:
@@ -106,7 +115,9 @@ class DeviceFinisher:
             raise TypeError(f"a device-mapped batch is a dict of fields, got {type(batch).__name__} (a collate= must keep it)")
         out = dict(batch)
         for name in self.view.pipelines:
-            out[name] = self.field(name, batch[name])
+            rows = batch[name]
+            # one sample (a loader without batching: torch's batch_size=None): its row, as a (C, H, W) tensor
+            out[name] = self.field(name, [rows])[0] if isinstance(rows, StagedImage) else self.field(name, rows)
         return out
 
     def finish(self, batch: Any) -> _Finished:

@@ -26,6 +26,7 @@ a batch tensor by hand.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -131,6 +132,20 @@ class DeviceMapped:
         return f"DeviceMapped({self.data!r}, {sorted(self.pipelines)} on {self.device!r}, cpu_share={self.cpu_share})"
 
 
+_DEVICE = re.compile(r"[a-z][a-z0-9_]*(:[0-9]+)?")
+
+
+def _device_name(device: Any) -> str:
+    """``device`` as torch's device string: an int is a CUDA index; a ``torch.device`` its name.
+    Only the form is checked here (torch is not imported): torch checks the rest at ``iter()``."""
+    if isinstance(device, int) and not isinstance(device, bool) and device >= 0:
+        return f"cuda:{device}"
+    name = str(device) if type(device).__name__ == "device" else device
+    if not isinstance(name, str) or not _DEVICE.fullmatch(name):
+        raise ValueError(f"device must be a torch device such as 'cuda', 'cuda:1', 'cpu' or a CUDA index, got {device!r}")
+    return name
+
+
 def _check(options: dict[str, Any]) -> None:
     dtype, layout, share = options["dtype"], options["layout"], options["cpu_share"]
     if dtype is not None and dtype not in DTYPE_NAMES:
@@ -157,4 +172,4 @@ def device_map(data: Any, pipelines: dict[str, Any], device: Any, *, cpu_share: 
         normalized = [name for name, pipeline in compiled.items() if pipeline.normalize is not None]
         if normalized:
             raise ValueError(f"field {normalized[0]!r}: dtype='uint8' cannot hold the output of its ops.Normalize; give a float dtype, or drop the Normalize")
-    return DeviceMapped(data, compiled, device, cpu_share, dtype, layout)
+    return DeviceMapped(data, compiled, _device_name(device), cpu_share, dtype, layout)

@@ -22,9 +22,11 @@ progress counts only batches handed out, never the ones finished ahead).
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from ..core.views import ObsView
@@ -54,40 +56,50 @@ class FinishingExecutor:
     ``shape_batch``, for batches read before the buffers had a shape (called in the consumer's
     thread, in order, before the batch is finished)."""
 
-    def __init__(self, inner: Any, finisher: Any, depth: int, shape: Callable[[Unshaped], Any]):
+    def __init__(self, inner: Any, finisher: Any, depth: int, shape: Callable[[Unshaped], Any], timeout: float | None = None):
         if depth < 1:
             raise ValueError(f"depth must be >= 1, got {depth}")
-        self.inner, self.finisher, self.depth, self.shape = inner, finisher, depth, shape
+        self.inner, self.finisher, self.depth, self.shape, self.timeout = inner, finisher, depth, shape, timeout
         self.closes_with_timeout = getattr(inner, "closes_with_timeout", False)
         self.busy_meter = getattr(inner, "busy_meter", None)
         self.last_tag: Any = None
         self.failed_tag: Any = None
         self._pending: deque[_Entry] = deque()
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="slipstream-finish")
+        self._lock = threading.Lock()  # ``_pending`` and ``_closed``: ``close()`` may come from another thread
         self._exhausted = self._blocked = self._closed = False
+
+    def _queue(self, entry: _Entry, batch: Any = None) -> None:
+        """Append ``entry`` (submitting ``batch``'s finish when given); StopIteration once closed."""
+        with self._lock:
+            if self._closed:
+                raise StopIteration
+            if batch is not None:
+                entry.future = self._pool.submit(self.finisher.finish, batch)
+            self._pending.append(entry)
 
     def _top_up(self) -> None:
         """Take batches from ``inner`` until ``depth`` are pending (blocking on ``inner``), not past
-        its end or an error of it."""
+        its end or an error of it. An interrupt (``KeyboardInterrupt``) is raised at once."""
         while not (self._exhausted or self._blocked) and len(self._pending) < self.depth:
             try:
                 batch = next(self.inner)
             except StopIteration:
                 self._exhausted = True
-            except BaseException as exc:  # noqa: BLE001 - raised at its position
+            except Exception as exc:  # noqa: BLE001 - raised at its position
                 failed, self.inner.failed_tag = getattr(self.inner, "failed_tag", None), None
-                self._pending.append(_Entry(error=exc, failed_tag=failed))
                 self._blocked = True
+                self._queue(_Entry(error=exc, failed_tag=failed))
             else:
                 tag = self.inner.last_tag
                 if type(batch) is Unshaped:  # samples read before the buffers had a shape: shaped here, in order
                     try:
                         batch = self.shape(batch)
-                    except BaseException as exc:  # noqa: BLE001 - that batch's own error
-                        self._pending.append(_Entry(error=exc, failed_tag=tag))
+                    except Exception as exc:  # noqa: BLE001 - that batch's own error
                         self._blocked = True
+                        self._queue(_Entry(error=exc, failed_tag=tag))
                         continue
-                self._pending.append(_Entry(self._pool.submit(self.finisher.finish, batch), tag))
+                self._queue(_Entry(tag=tag), batch)
                 del batch  # the finish thread holds it until it is finished
 
     def __iter__(self) -> FinishingExecutor:
@@ -97,30 +109,46 @@ class FinishingExecutor:
         if self._closed:
             raise StopIteration
         self._top_up()
-        if not self._pending:
+        with self._lock:
+            if self._closed:
+                raise StopIteration
+            entry = self._pending.popleft() if self._pending else None
+        if entry is None:
             self.close()
             raise StopIteration
-        entry = self._pending.popleft()
         if entry.error is not None:
             self._blocked = False
             self.failed_tag = entry.failed_tag
             raise entry.error
         try:
-            finished = entry.future.result()  # type: ignore[union-attr]
-            batch = self.finisher.handoff(finished)
-        except BaseException:
+            finished = entry.future.result(self.timeout)  # type: ignore[union-attr]
+        except FutureTimeout:
+            self.close()
+            raise TimeoutError(f"slipstream: finishing the batch took longer than timeout={self.timeout} s") from None
+        except Exception:
             self.failed_tag = entry.tag  # the batch's own error
+            raise
+        except BaseException:  # an interrupt while waiting: the batch is not handed out, and stays next
+            with self._lock:
+                if not self._closed:
+                    self._pending.appendleft(entry)
+            raise
+        try:
+            batch = self.finisher.handoff(finished)
+        except Exception:
+            self.failed_tag = entry.tag
             raise
         self.last_tag = entry.tag
         return batch
 
     def close(self) -> None:
         """Stop: drop the batches finished ahead, let a finish that is running end on its own, and
-        close ``inner``. Idempotent."""
-        self._closed = True
-        for entry in self._pending:
-            if entry.future is not None:
-                entry.future.cancel()
-        self._pending.clear()
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        close ``inner``. Idempotent, and safe from any thread."""
+        with self._lock:
+            self._closed = True
+            for entry in self._pending:
+                if entry.future is not None:
+                    entry.future.cancel()
+            self._pending.clear()
+            self._pool.shutdown(wait=False, cancel_futures=True)
         self.inner.close()

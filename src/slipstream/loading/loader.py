@@ -33,7 +33,7 @@ __all__ = ["DataLoader", "LoaderIterator"]
 # what the loader's order, buffers and backend are built from: read-only once set
 _FIXED = frozenset(
     {"data", "batch_size", "shuffle", "drop_last", "order", "sampler", "batch_sampler", "rank", "world_size", "collate"}
-    | {"workers", "prefetch", "in_order", "backend", "timeout", "worker_init", "mp_context"}
+    | {"workers", "prefetch", "in_order", "backend", "timeout", "worker_init", "mp_context", "finish_ahead"}
 )
 
 
@@ -67,6 +67,8 @@ class DataLoader:
         mp_context: the process start method: None (the platform's default, as torch does),
             "fork", "spawn", "forkserver", or a ``multiprocessing`` context.
         prefetch: batches loaded ahead of the consumer (with ``workers > 0``).
+        finish_ahead: for data with a batch finisher (a device stage), the batches finished ahead
+            of the consumer (default ``max(2, prefetch)``; see Finishing below).
         in_order: False lets a finished batch overtake one that is still loading.
         rank, world_size: this process's share of each epoch (see ``core.orders`` for padding); a
             shuffled order then needs ``seed`` (the same on every rank).
@@ -95,9 +97,10 @@ class DataLoader:
     ``in_order=False``, on timing): give such data one dtype, or pass ``collate=``.
 
     Finishing: data that declares ``batch_finisher()`` (a device stage: ``ss.open(p).map(image=[...],
-    device="cuda")``) has each batch finished in one more thread of this process, ``prefetch``
-    batches (at least 2) ahead of the consumer (``loading.finishing``); ``state_dict()`` counts only
-    the batches handed out.
+    device="cuda")``) has each batch finished in one more thread of this process, ``finish_ahead``
+    batches ahead of the consumer (default ``max(2, prefetch)``; 2 lets one batch be finished while
+    the consumer uses another; each holds device memory) (``loading.finishing``); ``timeout``
+    applies to a finish too; ``state_dict()`` counts only the batches handed out.
 
     Determinism: the batches depend only on (seed, epoch, rank, world_size) and the data (and, in
     an epoch resumed with other batching, on what the old ranks had consumed: ``load_state_dict``);
@@ -128,6 +131,7 @@ class DataLoader:
         timeout: float | None = None,
         worker_init: Callable[[int], Any] | None = None,
         mp_context: Any = None,
+        finish_ahead: int | None = None,
         **unknown: Any,
     ):
         if unknown:
@@ -146,6 +150,9 @@ class DataLoader:
         self.collate, self.sampler, self.batch_sampler = collate, sampler, batch_sampler
         self.backend, self.timeout, self.worker_init, self.mp_context = backend, o.timeout, worker_init, mp_context
         self._order = o.epoch_order
+        if finish_ahead is not None and (isinstance(finish_ahead, bool) or not isinstance(finish_ahead, int) or finish_ahead < 1):
+            raise ValueError(f"finish_ahead must be a positive int or None, got {finish_ahead!r}")
+        self.finish_ahead = max(2, self.prefetch) if finish_ahead is None else finish_ahead
         self._backend = make_backend(
             backend, Settings(data, collate, self.workers, self.prefetch, self.in_order, self.timeout, worker_init, mp_context)
         )
@@ -205,7 +212,7 @@ class DataLoader:
             finisher = finisher_of(self.data)  # before the workers start: it may raise
             executor = self._backend.run(plans, reading, start.epoch, keep_going)
             if finisher is not None:
-                executor = FinishingExecutor(executor, finisher, max(2, self.prefetch), self.shape_batch)  # 2: one finishing while one is used
+                executor = FinishingExecutor(executor, finisher, self.finish_ahead, self.shape_batch, self.timeout)
             self._busy = getattr(executor, "busy_meter", None)
             return LoaderIterator(self, executor, progress, stop, keep_going, stats)
 

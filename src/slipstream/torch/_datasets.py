@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from ..core.views import ObsView
 from ._globals import _seed_like_torch, _set_torch_worker_info
 
 # The process workers' copies of the datasets, by token, for ``get_worker_info().dataset``: a copy
@@ -59,10 +60,15 @@ class _Dataset:
 
 
 def _unsubset(dataset: Any) -> Any:
-    """The dataset under torch ``Subset`` wrappers (which read samples of it as they are)."""
-    while isinstance(dataset, torch.utils.data.Subset):
-        dataset = dataset.dataset
-    return dataset
+    """The dataset under torch ``Subset`` and slipstream ``obsview`` wrappers (which read samples of
+    it as they are)."""
+    while True:
+        if isinstance(dataset, torch.utils.data.Subset):
+            dataset = dataset.dataset
+        elif isinstance(dataset, ObsView):
+            dataset = dataset.data
+        else:
+            return dataset
 
 
 def _finishes(dataset: Any) -> bool:

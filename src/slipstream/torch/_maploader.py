@@ -115,6 +115,8 @@ def make_map_loader(dl: Any, base_seed: int) -> tuple[_SSLoader, _SamplerOrder |
         sampler = dl.batch_sampler if dl._auto_collation else dl.sampler
         order = _SamplerOrder(sampler, batched=dl._auto_collation, draws=dl._draws)
         kwargs.update(order=order)
+    if _finishes(dataset):  # a device stage: prefetch_factor finished batches ahead (each holds device memory)
+        kwargs.update(finish_ahead=max(2, dl.prefetch_factor or 2))
     if dl.num_workers > 0:
         factor = dl.prefetch_factor if dl.prefetch_factor is not None else 2
         kwargs.update(

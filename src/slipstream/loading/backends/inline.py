@@ -30,9 +30,12 @@ class InlineExecutor(OrderedOutput):
         for pos, task in enumerate(job.tasks):
             try:
                 job.results[pos] = task()
-            except BaseException as exc:  # noqa: BLE001 - re-raised below
+            except Exception as exc:  # noqa: BLE001 - re-raised below, as the batch's own error
                 job.fail(pos, task_error(exc))
                 break
+            except BaseException:  # an interrupt (Ctrl-C lands in this thread): not the batch's error
+                self.close()
+                raise
         if not job.done:
             job.complete()
         return self._deliver(job)

@@ -1,0 +1,349 @@
+"""loading.finishing under faults: interrupts while a finish runs, close() from another thread, handoff
+errors, dying workers, stats."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from helpers import run_python  # noqa: E402
+from packed import photo_like  # noqa: E402
+
+import slipstream as ss  # noqa: E402
+from slipstream import fields as F  # noqa: E402
+from slipstream import ops  # noqa: E402
+
+N = 20
+PIPE = [ops.RandomResizedCrop(16), ops.RandomHorizontalFlip()]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("review2")
+    rng = np.random.default_rng(1)
+    samples = [{"image": photo_like(int(rng.integers(30, 70)), int(rng.integers(30, 70)), seed=k), "label": k} for k in range(N)]
+    jpeg = ss.write(root / "j.arrow", samples, {"image": F.Image(codec="jpeg", quality=90), "label": F.Int()}, progress=False)
+    png = ss.write(root / "p.arrow", samples, {"image": F.Image(codec="png"), "label": F.Int()}, progress=False)
+    gray = [{"image": photo_like(int(rng.integers(30, 70)), int(rng.integers(30, 70)), seed=k, channels=1), "label": k} for k in range(N)]
+    gray_png = ss.write(root / "gp.arrow", gray, {"image": F.Image(codec="png"), "label": F.Int()}, progress=False)
+    gray_jpeg = ss.write(root / "gj.arrow", gray, {"image": F.Image(codec="jpeg"), "label": F.Int()}, progress=False)
+    mixed = [gray[k] if k % 2 else samples[k] for k in range(N)]
+    mixed_jpeg = ss.write(root / "mj.arrow", mixed, {"image": F.Image(codec="jpeg"), "label": F.Int()}, progress=False)
+    return {"jpeg": jpeg, "png": png, "gray_png": gray_png, "gray_jpeg": gray_jpeg, "mixed_jpeg": mixed_jpeg, "root": root}
+
+
+def _snap(batches):
+    out = []
+    for b in batches:
+        out.append({k: (v.clone() if isinstance(v, torch.Tensor) else np.array(v)) for k, v in b.items()})
+    return out
+
+
+def _same(a, b):
+    assert len(a) == len(b), (len(a), len(b))
+    for x, y in zip(a, b):
+        assert x.keys() == y.keys()
+        np.testing.assert_array_equal(np.asarray(x["label"]), np.asarray(y["label"]))
+        assert torch.equal(torch.as_tensor(x["image"]), torch.as_tensor(y["image"]))
+
+
+
+# -- 2. FinishingExecutor ---------------------------------------------------------------------------
+
+
+class SlowData:
+    """Sample i sleeps ``delay`` for i >= ``slow_from``; a finisher that adds 1000."""
+
+    def __init__(self, n, slow_from=10**9, delay=0.0, finisher=None):
+        self.n, self.slow_from, self.delay, self.finisher = n, slow_from, delay, finisher
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if i >= self.slow_from:
+            threading.Event().wait(self.delay)
+        return {"x": np.int64(i)}
+
+    def batch_finisher(self):
+        return self.finisher or AddFinisher()
+
+
+class AddFinisher:
+    def __init__(self, gate=None, handoff_fail_at=None):
+        self.gate, self.handoff_fail_at = gate, handoff_fail_at
+
+    def finish(self, batch):
+        if self.gate is not None:
+            self.gate.wait(30)
+        return {"x": batch["x"] + 1000}
+
+    def handoff(self, finished):
+        if self.handoff_fail_at is not None and int(finished["x"][0]) == self.handoff_fail_at:
+            raise RuntimeError(f"handoff failed at {self.handoff_fail_at}")
+        return finished
+
+
+def test_close_from_another_thread_while_the_consumer_tops_up():
+    """ClosingIterator's contract: close() is safe from any thread. The consumer is inside next(),
+    in FinishingExecutor._top_up, blocked on the inner executor for a batch ahead; another thread
+    closes the iterator. The consumer must get a batch or StopIteration, not an error of the
+    executor's own (pool shut down: 'cannot schedule new futures after shutdown'; deque mutated)."""
+    code = """
+    import sys, threading, numpy as np, slipstream as ss
+    sys.path.insert(0, "tests")
+    from test_finishing_faults import SlowData
+    outcomes = {}
+    for trial in range(6):
+        loader = ss.DataLoader(SlowData(60, slow_from=6, delay=0.4), batch_size=2, workers=2, backend="thread", prefetch=2)
+        it = iter(loader)
+        next(it)
+        threading.Timer(0.2 + 0.05 * trial, it.close).start()
+        try:
+            while True:
+                next(it)
+        except StopIteration:
+            outcome = "StopIteration"
+        except BaseException as exc:
+            outcome = f"{type(exc).__name__}: {exc}"
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    print(outcomes)
+    """
+    result = run_python(code, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "StopIteration" in result.stdout and "Error" not in result.stdout, result.stdout
+
+
+def test_keyboard_interrupt_while_a_finish_runs_loses_no_batch_in_the_dropin_state():
+    """Ctrl-C while the consumer waits on a running finish (future.result()): the drop-in always
+    iterates with keep_going=True, and FinishingExecutor.__next__ sets failed_tag for *any*
+    BaseException, so the core loader counts the interrupted batch as handed out (its own error)
+    though the user never got it. A checkpoint saved in the KeyboardInterrupt handler then resumes
+    one batch too far: that batch is lost."""
+    code = """
+    import os, signal, sys, threading, time, json, numpy as np, torch
+    sys.path.insert(0, "tests")
+    import slipstream as ss
+    from slipstream.torch import DataLoader
+    from test_finishing_faults import SlowData, AddFinisher
+
+    class Gate(AddFinisher):
+        def __init__(self):
+            super().__init__()
+            self.calls = 0
+        def finish(self, batch):
+            self.calls += 1
+            if int(batch["x"][0]) == 6:
+                time.sleep(1.0)   # batch 3's finish runs while the consumer waits for it
+            return {"x": batch["x"] + 1000}
+
+    def make(finisher):
+        return DataLoader(SlowData(16, finisher=finisher), batch_size=2, num_workers=2, backend="thread", seed=1)
+
+    loader = make(Gate())
+    got = []
+    it = iter(loader)
+    for _ in range(3):
+        got.append(next(it)["x"].tolist())
+    main = threading.main_thread().ident
+    threading.Timer(0.3, lambda: signal.pthread_kill(main, signal.SIGINT)).start()
+    try:
+        got.append(next(it)["x"].tolist())
+        print("no interrupt")
+    except KeyboardInterrupt:
+        pass
+    state = json.loads(json.dumps(loader.state_dict()))
+    print("state batch", state["batch"], "core", state["loader"]["batch"] if state["loader"] else None)
+    again = make(AddFinisher())
+    again.load_state_dict(state)
+    rest = [b["x"].tolist() for b in again]
+    seen = [v for b in got + rest for v in b]
+    print("seen", seen)
+    assert seen == [1000 + i for i in range(16)], seen
+    """
+    result = run_python(code, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+
+
+def test_keyboard_interrupt_core_loader_keep_going():
+    """The same with ss.DataLoader(..., workers=2).__iter__(keep_going=True): the interrupted batch counts as
+    handed out and the epoch goes on past it (without a finisher, workers=2: the epoch ends, state 3)."""
+    code = """
+    import signal, sys, threading, time, numpy as np
+    sys.path.insert(0, "tests")
+    import slipstream as ss
+    from test_finishing_faults import SlowData, AddFinisher
+
+    class Slow(AddFinisher):
+        def finish(self, batch):
+            if int(batch["x"][0]) == 6:
+                time.sleep(1.0)
+            return {"x": batch["x"] + 1000}
+
+    loader = ss.DataLoader(SlowData(16, finisher=Slow()), batch_size=2, seed=1, workers=2)
+    it = loader.__iter__(keep_going=True)
+    got = [next(it)["x"].tolist() for _ in range(3)]
+    main = threading.main_thread().ident
+    threading.Timer(0.3, lambda: signal.pthread_kill(main, signal.SIGINT)).start()
+    try:
+        next(it)
+    except KeyboardInterrupt:
+        pass
+    print("closed", it.closed, "state", loader.state_dict()["batch"])
+    assert it.closed, "an interrupt ends the epoch"
+    assert loader.state_dict()["batch"] == 3, loader.state_dict()
+    """
+    result = run_python(code, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+
+
+def test_handoff_error_is_the_batchs_own_and_keep_going_goes_on():
+    loader = ss.DataLoader(SlowData(12, finisher=AddFinisher(handoff_fail_at=1004)), batch_size=2, workers=2, prefetch=3)
+    it = loader.__iter__(keep_going=True)
+    out = []
+    for _ in range(6):
+        try:
+            out.append(int(next(it)["x"][0]))
+        except RuntimeError:
+            out.append(-1)
+            assert loader.state_dict()["batch"] == 3
+    assert out == [1000, 1002, -1, 1006, 1008, 1010]
+
+
+def test_a_dying_worker_arrives_after_the_batches_finished_ahead():
+    code = """
+    import os, sys, numpy as np
+    sys.path.insert(0, "tests")
+    import slipstream as ss
+    from slipstream.workers.pool import WorkerError
+    from test_finishing_faults import SlowData
+
+    class Dying(SlowData):
+        def __getitem__(self, i):
+            if i == 9:
+                os._exit(3)
+            return super().__getitem__(i)
+
+    loader = ss.DataLoader(Dying(20), batch_size=2, workers=2, backend="process", prefetch=3)
+    it = iter(loader)
+    got = []
+    try:
+        for b in it:
+            got.append(int(b["x"][0]))
+    except WorkerError as exc:
+        print("WorkerError", got)
+    print(loader.state_dict()["batch"])
+    """
+    result = run_python(code, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    assert "WorkerError" in result.stdout, result.stdout
+    handed = result.stdout.split("WorkerError ")[1].splitlines()[0]
+    assert eval(handed) == [1000, 1002, 1004, 1006], handed  # noqa: S307
+    assert result.stdout.strip().splitlines()[-1] == "4"
+
+
+def test_stats_with_a_finisher():
+    loader = ss.DataLoader(SlowData(20), batch_size=2, workers=2)
+    list(loader)
+    stats = loader.stats()
+    assert stats["batches"] == 10 and stats["samples"] == 20, stats
+
+
+def test_close_from_another_thread_between_inner_next_and_submit():
+    """The window of the race above, made deterministic: another thread's close() lands after the
+    inner executor returned a batch and before FinishingExecutor._top_up submits it. The consumer's
+    next() then raises the pool's 'cannot schedule new futures after shutdown' RuntimeError (the
+    closing thread may also hit 'deque mutated during iteration' in close())."""
+    from slipstream.loading.finishing import FinishingExecutor
+
+    class Inner:
+        last_tag = None
+        failed_tag = None
+
+        def __init__(self):
+            self.k, self.outer = 0, None
+
+        def __next__(self):
+            self.k += 1
+            self.last_tag = self.k
+            if self.k == 3:  # the consumer got its batch back; close() lands now, from another thread
+                closer = threading.Thread(target=self.outer.close)
+                closer.start()
+                closer.join()
+            return {"x": np.int64(self.k)}
+
+        def close(self):
+            pass
+
+    inner = Inner()
+    fe = FinishingExecutor(inner, AddFinisher(), 2, lambda b: b)
+    inner.outer = fe
+    assert int(next(fe)["x"]) == 1001
+    try:
+        out = next(fe)
+    except StopIteration:
+        out = None
+    assert out is None or int(out["x"]) == 1002
+
+
+def test_dropin_finishes_at_most_a_few_batches_ahead_on_the_device():
+    """How many finished (device) batches the drop-in holds ahead of the consumer: the core's
+    finish depth is max(2, prefetch), and the drop-in passes prefetch = num_workers *
+    prefetch_factor, so num_workers=8 keeps 16 finished batches on the GPU (a 256x3x224x224
+    float32 batch is 154 MB: ~2.5 GB), and the first batch waits until 16 are loaded."""
+    from slipstream.torch import DataLoader
+
+    class Counting(AddFinisher):
+        def __init__(self):
+            super().__init__()
+            self.finished = self.handed = self.most = 0
+            self.lock = threading.Lock()
+
+        def finish(self, batch):
+            with self.lock:
+                self.finished += 1
+                self.most = max(self.most, self.finished - self.handed)
+            return {"x": batch["x"] + 1000}
+
+        def handoff(self, finished):
+            with self.lock:
+                self.handed += 1
+            return finished
+
+    finisher = Counting()
+    loader = DataLoader(SlowData(400, finisher=finisher), batch_size=2, num_workers=8, backend="thread")
+    for _ in loader:
+        threading.Event().wait(0.002)
+    print("most finished ahead:", finisher.most)
+    assert finisher.most <= 4
+
+
+def test_an_interrupt_inside_a_sample_with_inline_loading_is_not_counted_as_handed_out():
+    """workers=0 loads in the consumer's thread, where Ctrl-C lands: the interrupted batch was not
+    handed out, so the state must not count it (keep_going, as the drop-in always iterates)."""
+
+    class Interrupting:
+        fired = False
+
+        def __len__(self):
+            return 20
+
+        def __getitem__(self, i):
+            if i == 9 and not Interrupting.fired:
+                Interrupting.fired = True
+                raise KeyboardInterrupt
+            return np.int64(i)
+
+    loader = ss.DataLoader(Interrupting(), batch_size=4)
+    it = loader.__iter__(keep_going=True)
+    assert [next(it).tolist() for _ in range(2)] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    with pytest.raises(KeyboardInterrupt):
+        next(it)
+    state = loader.state_dict()
+    assert state["batch"] == 2
+    resumed = ss.DataLoader(Interrupting(), batch_size=4)
+    resumed.load_state_dict(state)
+    assert [b.tolist() for b in resumed][0] == [8, 9, 10, 11]
