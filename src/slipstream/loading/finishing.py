@@ -16,8 +16,11 @@ of the consumer, which bounds the memory they hold (device memory, for a device 
 Errors come out where their batch would have: an error of the executor at its position (with its
 ``failed_tag``), after which nothing more is taken until the consumer has received it; an error
 of ``finish`` as that batch's own (``failed_tag`` its tag: with ``keep_going`` it counts as handed
-out, and the epoch goes on). ``last_tag`` is the tag of the batch handed out last (the loader's
-progress counts only batches handed out, never the ones finished ahead).
+out, and the epoch goes on). An interrupt (``KeyboardInterrupt``) while the consumer waits is
+raised at once and is nobody's error: the batch stays next, uncounted. A finish that takes longer than
+``timeout`` raises ``TimeoutError`` and closes the executor. ``last_tag`` is the tag of the batch
+handed out last (the loader's progress counts only batches handed out, never the ones finished
+ahead). ``close()`` is safe from any thread.
 """
 
 from __future__ import annotations
