@@ -23,6 +23,7 @@ libjpeg: a JPEG with damaged entropy data that libjpeg refuses may decode there 
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -123,7 +124,9 @@ def _nvjpeg(data: list[np.ndarray], channels: list[int | None], positions: list[
     done: dict[int, torch.Tensor] = {}
     for want in sorted({channels[k] for k in positions}, key=str):
         group = [k for k in positions if channels[k] == want]
-        inputs = [torch.from_numpy(data[k].copy()) for k in group]
+        with warnings.catch_warnings():  # read-only views of the file's pages: the decoder only reads them
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+            inputs = [torch.from_numpy(data[k]) for k in group]
         try:
             outputs = decode_jpeg(inputs, mode=modes[want], device=device)
         except RuntimeError:  # one bad image fails the batch: find it
