@@ -15,7 +15,11 @@ inside the loader's sample context, as a worker does:
 - ``CPU pipeline``: ``ss.open(p).map(...)`` (decode at the window's DCT scale, resample, normalize).
 
 Prints the median microseconds per sample over ``--repeats`` passes, the ratio to the CPU pipeline, and
-the CPU cores each would need to feed 20,000 img/s (issue 14's goal: at most 4). No torch is needed.
+the CPU cores each would need to feed 20,000 img/s (issue 14's goal: at most 4). No torch is needed for
+that. With torch, it then compares the pixels (uint8, no Normalize) of the first ``--closeness`` samples
+(default 512; 0 skips) as the device stage computes them on CPU tensors (``device="cpu"``) with the CPU
+pipeline's, with its default decode and with ``ops.Decode(exact=True)``: the worst image's mean
+absolute difference and the worst pixel, in uint8 levels (issue 14's bound: 2).
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ def main() -> None:
     p.add_argument("--images", type=int, default=2000)
     p.add_argument("--chunk", type=int, default=64)
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--closeness", type=int, default=512)
     p.add_argument("--cache", type=Path, default=bi.DEFAULT_CACHE)
     args = p.parse_args()
     args.cache.mkdir(parents=True, exist_ok=True)
@@ -85,6 +90,28 @@ def main() -> None:
     for name, values in times.items():
         t = statistics.median(values)
         print(f"  {name:<26} {t * 1e6:>10.1f} {t / cpu:>15.3f} {t * GOAL:>20.2f}")
+    if args.closeness:
+        closeness(path, args.closeness)
+
+
+def closeness(path: Path, n: int) -> None:
+    """Worst per-image mean absolute difference, device stage (CPU tensors) against the CPU pipeline."""
+    try:
+        import torch  # noqa: F401  - the device stage's finisher needs it
+    except ImportError:
+        print("\ncloseness: skipped (torch is not installed)")
+        return
+    data = ss.obsview(ss.open(path), np.arange(min(n, len(ss.open(path)))))
+    print(f"\ncloseness over {len(data)} samples, RandomResizedCrop(224) + flip, uint8 levels:")
+    for label, decode in (("default decode", []), ("Decode(exact=True)", [ops.Decode(exact=True)])):
+        pipe = [*decode, ops.RandomResizedCrop(224), ops.RandomHorizontalFlip()]
+        device = ss.DataLoader(ss.obsview(data.data.map(image=pipe, device="cpu"), data.indices), batch_size=64, seed=SEED, shuffle=True)
+        cpu = ss.DataLoader(ss.obsview(data.data.map(image=pipe), data.indices), batch_size=64, seed=SEED, shuffle=True)
+        worst, top = 0.0, 0
+        for a, b in zip(device, cpu):
+            diff = np.abs(a["image"].numpy().astype(np.int16) - b["image"].astype(np.int16))
+            worst, top = max(worst, float(diff.reshape(len(diff), -1).mean(axis=1).max())), max(top, int(diff.max()))
+        print(f"  against the CPU pipeline, {label:<20} worst image {worst:.3f} levels, worst pixel {top}")
 
 
 if __name__ == "__main__":
