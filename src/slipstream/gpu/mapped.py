@@ -39,7 +39,7 @@ from ..core.spec import Spec
 from ..images.pipeline import Pipeline
 from .staged import StagedField
 
-__all__ = ["DeviceMapped", "LAYOUT_NAMES", "device_map"]
+__all__ = ["DTYPE_NAMES", "DeviceMapped", "LAYOUT_NAMES", "device_map"]
 
 LAYOUT_NAMES = ("NCHW", "channels_last", "NHWC")
 DTYPE_NAMES = ("uint8", "float16", "bfloat16", "float32")
@@ -124,9 +124,6 @@ class DeviceMapped:
 
     def map(self, **pipelines: Any) -> Any:
         raise TypeError("a device-mapped view maps no more fields: map them all in one .map(..., device=...) call")
-
-    def __getstate__(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
     def __repr__(self) -> str:
         return f"DeviceMapped({self.data!r}, {sorted(self.pipelines)} on {self.device!r}, cpu_share={self.cpu_share})"

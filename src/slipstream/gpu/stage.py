@@ -38,12 +38,13 @@ import numpy as np
 import torch
 
 from .geometry import Plan, plan
+from .mapped import DTYPE_NAMES, LAYOUT_NAMES
 
 __all__ = ["DTYPES", "LAYOUTS", "finalize", "resample", "resize_crops"]
 
 PAD_FLOOR = 1 << 22  # region pixels per channel a group may pad to whatever its true size (``_groups``)
-DTYPES = {"uint8": torch.uint8, "float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
-LAYOUTS = ("NCHW", "channels_last", "NHWC")
+DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}  # the names: mapped (NumPy only)
+LAYOUTS = LAYOUT_NAMES
 
 
 def _dtype(dtype: Any) -> torch.dtype:

@@ -78,11 +78,8 @@ class StagedField:
     """The host part of image field ``field`` of a packed ``dataset`` through ``ops`` (module doc)."""
 
     def __init__(self, dataset: Any, field: str, ops: Sequence[Op] | Pipeline, cpu_share: float = 0.0):
-        share = float(cpu_share)
-        if not 0.0 <= share <= 1.0:
-            raise ValueError(f"cpu_share must be between 0 and 1, got {cpu_share!r}")
         self.reader = HostReader(dataset, field, ops)
-        self.dataset, self.field, self.cpu_share = dataset, field, share
+        self.dataset, self.field, self.cpu_share = dataset, field, float(cpu_share)  # checked by mapped.device_map
         self.pipeline = self.reader.pipeline
         self.cpu_pipeline = _geometry_only(self.pipeline)
 
