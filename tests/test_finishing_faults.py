@@ -1,5 +1,6 @@
 """loading.finishing under faults: interrupts while a finish runs, close() from another thread, handoff
 errors, dying workers, stats."""
+
 from __future__ import annotations
 
 import threading
@@ -10,48 +11,10 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from helpers import run_python  # noqa: E402
-from packed import photo_like  # noqa: E402
 
 import slipstream as ss  # noqa: E402
-from slipstream import fields as F  # noqa: E402
-from slipstream import ops  # noqa: E402
 
-N = 20
-PIPE = [ops.RandomResizedCrop(16), ops.RandomHorizontalFlip()]
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("review2")
-    rng = np.random.default_rng(1)
-    samples = [{"image": photo_like(int(rng.integers(30, 70)), int(rng.integers(30, 70)), seed=k), "label": k} for k in range(N)]
-    jpeg = ss.write(root / "j.arrow", samples, {"image": F.Image(codec="jpeg", quality=90), "label": F.Int()}, progress=False)
-    png = ss.write(root / "p.arrow", samples, {"image": F.Image(codec="png"), "label": F.Int()}, progress=False)
-    gray = [{"image": photo_like(int(rng.integers(30, 70)), int(rng.integers(30, 70)), seed=k, channels=1), "label": k} for k in range(N)]
-    gray_png = ss.write(root / "gp.arrow", gray, {"image": F.Image(codec="png"), "label": F.Int()}, progress=False)
-    gray_jpeg = ss.write(root / "gj.arrow", gray, {"image": F.Image(codec="jpeg"), "label": F.Int()}, progress=False)
-    mixed = [gray[k] if k % 2 else samples[k] for k in range(N)]
-    mixed_jpeg = ss.write(root / "mj.arrow", mixed, {"image": F.Image(codec="jpeg"), "label": F.Int()}, progress=False)
-    return {"jpeg": jpeg, "png": png, "gray_png": gray_png, "gray_jpeg": gray_jpeg, "mixed_jpeg": mixed_jpeg, "root": root}
-
-
-def _snap(batches):
-    out = []
-    for b in batches:
-        out.append({k: (v.clone() if isinstance(v, torch.Tensor) else np.array(v)) for k, v in b.items()})
-    return out
-
-
-def _same(a, b):
-    assert len(a) == len(b), (len(a), len(b))
-    for x, y in zip(a, b):
-        assert x.keys() == y.keys()
-        np.testing.assert_array_equal(np.asarray(x["label"]), np.asarray(y["label"]))
-        assert torch.equal(torch.as_tensor(x["image"]), torch.as_tensor(y["image"]))
-
-
-
-# -- 2. FinishingExecutor ---------------------------------------------------------------------------
+# -- a container with a finisher, and finishers ----------------------------------------------------
 
 
 class SlowData:

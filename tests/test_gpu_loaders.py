@@ -13,6 +13,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from gpudata import same as _same  # noqa: E402
+from gpudata import snap as _snap  # noqa: E402
 from packed import photo_like  # noqa: E402
 
 import slipstream as ss  # noqa: E402
@@ -32,18 +34,6 @@ def jpegs(tmp_path_factory):
     a = ss.write(root / "a.arrow", samples[:10], {"image": F.Image(codec="jpeg", quality=90), "label": F.Int()}, progress=False)
     b = ss.write(root / "b.arrow", samples[10:], {"image": F.Image(codec="jpeg", quality=90), "label": F.Int()}, progress=False)
     return path, a, b
-
-
-def _snap(batches):
-    return [{k: (v.clone() if isinstance(v, torch.Tensor) else np.array(v)) for k, v in b.items()} for b in batches]
-
-
-def _same(a, b):
-    assert len(a) == len(b)
-    for x, y in zip(a, b):
-        assert x.keys() == y.keys()
-        np.testing.assert_array_equal(np.asarray(x["label"]), np.asarray(y["label"]))
-        assert torch.equal(torch.as_tensor(x["image"]), torch.as_tensor(y["image"]))
 
 
 # -- bugs -----------------------------------------------------------------------------------------
