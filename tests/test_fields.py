@@ -133,3 +133,18 @@ def test_scalar_edge_values_that_fit_round_trip(tmp_path):
     assert np.isnan(got["n"]) and got["inf"] == float("-inf")
     assert got["j"] == ["caf\udce9", {"k": 2**70}]  # a lone surrogate is kept, escaped, in JSON
 
+
+
+def test_an_image_pages_codec_table_maps_unknown_codes_to_255_with_int8_codes(tmp_path):
+    """The compiled tasks read each row's codec code as uint8 (255: not one it decodes). Arrow hands the
+    codes over as int8; NumPy 2.5 refused ``np.where(int8_codes, ..., 255)`` (a Python int out of
+    int8's range), so every image task failed there."""
+    import slipstream as ss
+
+    image = np.zeros((4, 5, 3), np.uint8)
+    path = ss.write(tmp_path / "i.arrow", [{"image": image}] * 3, {"image": F.Image(codec="png")}, progress=False)
+    column = ss.open(path).page(0)["image"]
+    column.codes = np.array([column.codes[0], -1, 7], np.int8)
+    codes, _, sizes, shapes = column.table()
+    assert codes.dtype == np.uint8 and codes.tolist() == [int(column.codes[0]), 255, 7]
+    assert shapes.tolist() == [[4, 5, 3]] * 3 and len(sizes) == 3

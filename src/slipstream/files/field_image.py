@@ -57,7 +57,8 @@ class ImageColumn(Column):
         addrs = starts + np.uint64(self.data.ctypes.data)
         sizes = (self.offsets[1:] - self.offsets[:-1]).astype(np.uint64)
         shapes = np.stack([self.heights, self.widths, self.channels], axis=1).astype(np.int32)
-        codes = np.where((self.codes >= 0) & (self.codes < 256), self.codes, 255).astype(np.uint8)
+        codes = self.codes.astype(np.int64)  # NumPy 2.5 refuses 255 beside an int8 array in np.where
+        codes = np.where((codes >= 0) & (codes < 256), codes, 255).astype(np.uint8)
         return codes, addrs, sizes, shapes
 
     def get(self, row: int) -> Any:
