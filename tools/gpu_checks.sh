@@ -13,7 +13,16 @@ mkdir -p /tmp/overlay/slipstream/images
 cp -r src/slipstream /tmp/overlay/ && cp .gpu/site/slipstream/images/_roijpeg*.so /tmp/overlay/slipstream/images/
 export PYTHONPATH=/tmp/overlay:/tmp/site LD_LIBRARY_PATH=$PWD/.gpu/site:${LD_LIBRARY_PATH:-} PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/tests.log"
-python3 -c "import slipstream.images.pipeline as p, torch, torchvision; print('roijpeg', p._roi_status, 'torch', torch.__version__, 'torchvision', torchvision.__version__)" | tee -a "$OUT/tests.log"
+python3 - <<'PY' 2>&1 | tee -a "$OUT/tests.log"
+import numpy, torch
+import slipstream.images.pipeline as p
+try:
+    import torchvision
+    vision = torchvision.__version__
+except Exception as exc:  # the device stage then decodes JPEGs on the CPU
+    vision = f"not usable ({exc})"
+print("roijpeg", p._roi_status, "| numpy", numpy.__version__, "| torch", torch.__version__, "| cuda", torch.cuda.is_available(), "| torchvision", vision)
+PY
 timeout 150 python3 -m pytest -q -p no:cacheprovider -k "cuda or nvjpeg" tests/test_gpu_stage.py tests/test_gpu_decode.py \
     tests/test_gpu_device.py tests/test_gpu_mapped.py tests/test_torch_dropin.py -rs 2>&1 | tee -a "$OUT/tests.log"
 timeout 420 python3 benchmarks/bench_gpu.py --json "$OUT/gpu.json" --budget-s 330 2>&1 | tee "$OUT/gpu.log"
