@@ -442,3 +442,25 @@ def test_module_exports():
     assert sj.__all__ == ["DevicePrefetch", "device_prefetch"]
     assert sys.modules["slipstream.jax"] is sj
     assert sj.device_prefetch.__doc__ and sj.DevicePrefetch.__doc__
+
+
+@pytest.mark.parametrize("layout, dtype", [("NHWC", None), ("channels_last", "bfloat16"), ("NCHW", "float32")])
+def test_a_device_stages_torch_images_arrive_as_jax_arrays(tmp_path, layout, dtype):
+    pytest.importorskip("torch")
+    from packed import photo_like
+
+    import slipstream as ss
+    from slipstream import fields as F
+    from slipstream import ops
+
+    samples = [{"image": photo_like(40 + k, 50, seed=k), "label": k} for k in range(6)]
+    path = ss.write(tmp_path / "d.arrow", samples, {"image": F.Image(codec="jpeg"), "label": F.Int()}, progress=False)
+    pipe = [ops.CenterCrop(24)] + ([ops.Normalize((0.5,), (0.25,), dtype=dtype)] if dtype else [])
+    view = ss.open(path).map(image=pipe, device="cpu", layout=layout)
+    expected = [b["image"].float().numpy() for b in ss.DataLoader(view, batch_size=4)]
+    got = list(device_prefetch(ss.DataLoader(view, batch_size=4)))
+    assert [b["label"].tolist() for b in got] == [[0, 1, 2, 3], [4, 5]]
+    for batch, want in zip(got, expected):
+        assert isinstance(batch["image"], jax.Array) and batch["image"].shape == want.shape
+        assert str(batch["image"].dtype) == (dtype or "uint8")
+        np.testing.assert_array_equal(np.asarray(batch["image"].astype("float32")), want)

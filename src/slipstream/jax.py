@@ -45,8 +45,21 @@ __all__ = ["DevicePrefetch", "device_prefetch"]
 _MOVABLE_KINDS = frozenset("biufc")
 
 
+def _is_torch_tensor(x: Any) -> bool:
+    """A torch tensor (a device stage's images: ``ss.open(p).map(..., device=...)``), told without
+    importing torch."""
+    kind = type(x)
+    return kind.__module__.startswith("torch") and kind.__name__ == "Tensor" and hasattr(x, "__dlpack__")
+
+
+def _from_torch(x: Any) -> Any:
+    """A torch tensor as a jax Array through DLPack, zero-copy on its own device (made contiguous
+    first: JAX takes row-major buffers only, so a channels_last tensor costs a copy on its device)."""
+    return jax.dlpack.from_dlpack(x if x.is_contiguous() else x.contiguous())
+
+
 def _movable(x: Any) -> bool:
-    if isinstance(x, jax.Array):
+    if isinstance(x, jax.Array) or _is_torch_tensor(x):
         return True
     if not isinstance(x, (np.ndarray, np.generic)):
         return False
@@ -169,6 +182,7 @@ class DevicePrefetchIterator(ClosingIterator):
         arrays = _arrays(host)
         if not arrays:
             return _InFlight(None, host, [])
+        arrays = [_from_torch(a) if _is_torch_tensor(a) else a for a in arrays]
         moved = jax.device_put(arrays, self._device)
         return _InFlight(host, _rebuild(host, iter(moved)), moved)
 
@@ -228,8 +242,10 @@ def device_prefetch(iterable: Iterable[Any], size: int = 2, *, device: Any = Non
 
     Args:
         iterable: batches, each a NumPy array or a nested dict / tuple / namedtuple / list of them
-            (what ``ss.DataLoader`` yields). Numeric arrays (and NumPy scalars, and jax Arrays)
-            are moved with ``jax.device_put``; everything else (lists of strings, string or
+            (what ``ss.DataLoader`` yields). Numeric arrays (and NumPy scalars, jax Arrays, and
+            torch tensors: a device stage's images, ``ss.open(p).map(..., device="cuda")``, taken
+            through DLPack without a copy when contiguous, so prefer ``layout="NHWC"`` there) are
+            moved with ``jax.device_put``; everything else (lists of strings, string or
             object arrays, Python numbers, None) is passed through as it is, and a part of the
             structure with no array in it is the very same object. The structure is rebuilt with
             the same container types. As with ``jax.device_put``, 64-bit arrays become 32-bit
