@@ -72,7 +72,7 @@ def _unsubset(dataset: Any) -> Any:
 
 
 def _finishes(dataset: Any) -> bool:
-    """Whether ``dataset`` (under ``Subset`` wrappers) finishes its batches itself: a device stage
+    """Whether ``dataset`` (under ``Subset`` and ``obsview`` wrappers) finishes its batches itself: a device stage
     (``ss.open(p).map(..., device=...)``), whose batches arrive on the device, finished ahead."""
     return callable(getattr(_unsubset(dataset), "batch_finisher", None))
 
