@@ -30,14 +30,14 @@ def data(tmp_path_factory):
 # -- the drop-in ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("backend", ["thread", "process"])
-@pytest.mark.parametrize("workers,persistent", [(0, False), (2, False), (2, True)])
+@pytest.mark.parametrize(
+    "backend, workers, persistent",
+    [("thread", 0, False), ("thread", 2, False), ("thread", 2, True), ("process", 2, False), ("process", 2, True)],
+)
 @pytest.mark.parametrize("device", [None, "cpu"])
 def test_dropin_resumes_exactly_at_every_batch_torch_sampler(data, backend, workers, persistent, device):
     from slipstream.torch import DataLoader
 
-    if workers == 0 and backend == "process":
-        pytest.skip("same as thread")
     mapped = ss.open(data["jpeg"]).map(image=PIPE, device="cpu", cpu_share=0.3)
 
     def make():
