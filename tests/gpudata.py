@@ -51,3 +51,13 @@ def same(a: list[dict], b: list[dict]) -> None:
         assert x.keys() == y.keys()
         np.testing.assert_array_equal(np.asarray(x["label"]), np.asarray(y["label"]))
         assert torch.equal(torch.as_tensor(x["image"]), torch.as_tensor(y["image"]))
+
+
+def assert_finish_threads_end(timeout: float = 5.0) -> None:
+    """Every loader finish thread ends within ``timeout`` seconds (joined, not polled)."""
+    import threading
+
+    for thread in [t for t in threading.enumerate() if t.name.startswith("slipstream-finish")]:
+        thread.join(timeout)
+    alive = [t for t in threading.enumerate() if t.name.startswith("slipstream-finish")]
+    assert not alive, alive

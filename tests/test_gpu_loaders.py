@@ -6,13 +6,13 @@ same code as CUDA but the side stream)."""
 from __future__ import annotations
 
 import gc
-import threading
 
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 
+from gpudata import assert_finish_threads_end  # noqa: E402
 from gpudata import same as _same  # noqa: E402
 from gpudata import snap as _snap  # noqa: E402
 from packed import photo_like  # noqa: E402
@@ -152,9 +152,4 @@ def test_abandoned_iterators_leave_no_finish_threads(jpegs):
         for b in loader:  # a loop left early
             break
     gc.collect()
-    for _ in range(50):
-        alive = [t for t in threading.enumerate() if t.name.startswith("slipstream-finish")]
-        if not alive:
-            break
-        threading.Event().wait(0.1)
-    assert not alive, alive
+    assert_finish_threads_end()

@@ -1,10 +1,13 @@
 """``DeviceStage``: a batch of sample indices of a packed image field to one batch tensor on a device.
 
-The work is split where a loader splits it: ``host(indices, seed, epoch)`` runs on CPU workers
-(``host.HostReader``: stored bytes, header sizes and the CPU pipeline's windows, no pixels
-decoded) and ``device(batch)`` in the training process (``decode.decode_batch`` at full size, then
+By hand, without a loader (a loader over ``ss.open(p).map(..., device=...)`` does the same work,
+split into its workers and its finish thread: ``gpu.mapped``). The work is split where a loader
+splits it: ``stage.host(indices, seed, epoch)`` runs on CPU workers (``host.HostReader``: stored
+bytes, header sizes and the CPU pipeline's windows, no pixels decoded) and
+``stage.device_batch(batch)`` in the training process (``decode.decode_batch`` at full size, then
 ``stage.resize_crops``: crop, antialiased resize, flip, normalize, cast and layout, batched).
-``stage(indices, seed, epoch)`` does both.
+``stage(indices, seed, epoch)`` does both. The indices key the draws, as a loader's indices do
+over the dataset itself (not a view of it).
 
 The output matches what the CPU pipeline ``ss.open(p).map(field=ops)`` gives for the same samples,
 seed and epoch when it decodes at full size (``ops.Decode(exact=True)``), up to the resampler's
@@ -32,6 +35,7 @@ from ..images.pipeline import Pipeline
 from ..ops import Op
 from .decode import SampleDecodeError, decode_batch
 from .host import HostBatch, HostReader
+from .mapped import DeviceMapped
 from .stage import resize_crops
 
 __all__ = ["DeviceStage"]
@@ -63,18 +67,24 @@ class DeviceStage:
         dataset: Any,
         field: str = "image",
         ops: Sequence[Op] | Pipeline | None = None,
-        device: Any = "cpu",
+        device: Any = None,
         *,
         dtype: Any = None,
         layout: str | None = None,
     ):
         packed, ops = _unmapped(dataset, field, ops)
         self.reader = HostReader(packed, field, ops)
+        view = dataset if isinstance(dataset, DeviceMapped) else None  # its device, dtype and layout by default
+        if device is None:
+            device = view.device if view is not None else "cpu"
         self.field, self.device = field, torch.device(device)
         pipeline = self.reader.pipeline
         self.normalize = pipeline.normalize
-        self.dtype = dtype if dtype is not None else (self.normalize.dtype if self.normalize else "uint8")
-        self.layout = layout if layout is not None else ("NCHW" if pipeline.chw else "NHWC")
+        if dtype is None:
+            dtype = view.dtypes[field] if view is not None else (self.normalize.dtype if self.normalize else "uint8")
+        if layout is None:
+            layout = view.layouts[field] if view is not None else ("NCHW" if pipeline.chw else "NHWC")
+        self.dtype, self.layout = dtype, layout
         self.filter, self.fast = pipeline.filter, pipeline.decode.fast
 
     def host(self, indices: Sequence[int] | np.ndarray, seed: int, epoch: int) -> HostBatch:

@@ -12,9 +12,10 @@ memory until the consumer's queued work is done. Elsewhere both are plain calls.
 waits, in this thread, for the side stream's earlier work before each nvJPEG call: torchvision's
 decoder writes from its own stream into memory allocated on ours.)
 
-Errors name the file, sample and field: bytes that do not decode raise ``CorruptFileError``;
+Errors: bytes that do not decode raise ``CorruptFileError`` naming the file, sample and field;
 rows of different channel counts or output sizes (possible across the chunks different workers
-read) ``ValueError``; a field that is not a list of rows (a ``collate=`` that changed it) ``TypeError``.
+read) ``ValueError`` naming the samples and field; a field that is not a list of rows (a
+``collate=`` that changed it) ``TypeError``.
 """
 
 from __future__ import annotations

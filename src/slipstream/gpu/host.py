@@ -64,6 +64,14 @@ def _pipeline(ops: Any) -> Pipeline:
     return pipeline
 
 
+def _indices(indices: Any) -> np.ndarray:
+    """``indices`` as a 1-d int64 array; ``TypeError`` for anything but integers (floats, bools)."""
+    array = np.asarray(indices)
+    if array.dtype.kind not in "iu" or array.ndim > 1:
+        raise TypeError(f"indices must be a 1-d sequence of integers, got {array.dtype} of shape {array.shape}")
+    return array.reshape(-1).astype(np.int64)
+
+
 class HostReader:
     """Reads batches of image field ``field`` of ``dataset`` (a packed dataset: ``encoded``,
     ``source_of``) for ``ops`` (a list of ``slipstream.ops`` or a ``Pipeline``; see the module doc)."""
@@ -71,6 +79,8 @@ class HostReader:
     def __init__(self, dataset: Any, field: str, ops: Sequence[Op] | Pipeline):
         if not callable(getattr(dataset, "encoded", None)) or not callable(getattr(dataset, "source_of", None)):
             raise TypeError(f"the device stage reads packed files (ss.open(path)), got {type(dataset).__name__}")
+        if field not in dataset.fields:
+            raise KeyError(f"no field {field!r} to read; the data has {list(dataset.fields)}")
         self.dataset, self.field, self.pipeline = dataset, field, _pipeline(ops)
 
     def _where(self, index: int) -> str:
@@ -89,13 +99,16 @@ class HostReader:
     def read(self, indices: Sequence[int] | np.ndarray, seed: int, epoch: int) -> HostBatch:
         """Samples ``indices`` (the loader's indices, which key the draws) of ``epoch`` under
         ``seed``: their bytes, header sizes and windows (module doc)."""
-        return self.read_draws(indices, Draws(seed, epoch, np.asarray(indices, np.int64).reshape(-1)))
+        keys = _indices(indices)
+        if len(keys) and int(keys.min()) < 0:
+            raise IndexError(f"sample index {int(keys.min())} is negative: the draws are keyed by the loader's (non-negative) indices")
+        return self.read_draws(keys, Draws(seed, epoch, keys))
 
     def read_draws(self, indices: Sequence[int] | np.ndarray, draws: Draws) -> HostBatch:
         """``read`` of dataset samples ``indices`` with sample ``k`` drawing ``draws.take([k])`` (in a
         loader: ``sample_draws``, keyed by the loader's indices, which differ from the dataset's
         under a view)."""
-        indices = [int(i) for i in np.asarray(indices, np.int64).reshape(-1)]
+        indices = _indices(indices).tolist()
         if not indices:
             raise ValueError("a batch needs at least one index")
         if len(draws) != len(indices):

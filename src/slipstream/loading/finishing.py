@@ -5,7 +5,7 @@ A container may declare ``batch_finisher()``, returning an object with two metho
 device stage decodes and resamples images on a GPU there, ``slipstream.gpu``), and
 ``handoff(finished)``, run in the consumer's thread just before the batch is handed out (for a
 device: its stream waits for the finish's work). ``finisher_of(data)`` finds it (through an
-``obsview`` too).
+``obsview`` too; under other views it raises ``TypeError``).
 
 ``FinishingExecutor`` wraps a backend's executor with it, ``depth`` batches ahead: the consumer's
 ``next()`` tops up the finisher with the batches that follow (taken from the executor in the
@@ -32,18 +32,35 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
-from ..core.views import ObsView
+from ..core.views import BatchView, JoinedObs, MappedObs, ObsView
 from .buffers import Unshaped
 
 __all__ = ["FinishingExecutor", "finisher_of"]
 
 
 def finisher_of(data: Any) -> Any:
-    """``data.batch_finisher()`` (looked up through an ``obsview``), or None."""
-    if isinstance(data, ObsView):
+    """``data.batch_finisher()`` (looked up through ``obsview``s), or None. A finisher under another
+    view (``joinobs``, ``mapobs``, ``batchview``) cannot be applied to the batches that view makes:
+    ``TypeError`` rather than batches left unfinished."""
+    while isinstance(data, ObsView):
         data = data.data
     make = getattr(data, "batch_finisher", None)
-    return make() if callable(make) else None
+    if callable(make):
+        return make()
+    if _finishes_below(data):
+        raise TypeError(
+            f"a device-mapped view (ss.open(p).map(..., device=...)) under {type(data).__name__} cannot finish its "
+            "batches there: read it directly or through ss.obsview / ss.splitobs (map device fields last)"
+        )
+    return None
+
+
+def _finishes_below(data: Any, depth: int = 0) -> bool:
+    """Whether a view of ``core.views`` holds, at any depth, data with a batch finisher."""
+    if depth > 32 or not isinstance(data, (ObsView, MappedObs, BatchView, JoinedObs)):
+        return False
+    below = data.parts if isinstance(data, JoinedObs) else (data.data,)
+    return any(callable(getattr(part, "batch_finisher", None)) or _finishes_below(part, depth + 1) for part in below)
 
 
 class _Entry:

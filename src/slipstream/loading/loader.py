@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ..core.checks import check_int
 from ..core.closing import ClosingIterator
 from ..core.containers import numobs
 from ..core.spec import Spec
@@ -150,9 +151,7 @@ class DataLoader:
         self.collate, self.sampler, self.batch_sampler = collate, sampler, batch_sampler
         self.backend, self.timeout, self.worker_init, self.mp_context = backend, o.timeout, worker_init, mp_context
         self._order = o.epoch_order
-        if finish_ahead is not None and (isinstance(finish_ahead, bool) or not isinstance(finish_ahead, int) or finish_ahead < 1):
-            raise ValueError(f"finish_ahead must be a positive int or None, got {finish_ahead!r}")
-        self.finish_ahead = max(2, self.prefetch) if finish_ahead is None else finish_ahead
+        self.finish_ahead = max(2, self.prefetch) if finish_ahead is None else check_int("finish_ahead", finish_ahead, 1)
         self._backend = make_backend(
             backend, Settings(data, collate, self.workers, self.prefetch, self.in_order, self.timeout, worker_init, mp_context)
         )
@@ -196,11 +195,12 @@ class DataLoader:
         with self._lock:
             self._n = numobs(self.data)  # a container may grow or shrink between epochs (a replay buffer)
             start, seed = self._next, self.seed
-            # first: a sampler that fails changes nothing
+            # first: a sampler (or a finisher) that fails changes nothing
             if start.deal.fresh:
                 batches = self._order.batches(start.epoch, self._n, seed)
             else:  # the rest of an epoch begun with other batching (``loading.resume``)
                 batches = self._order.batches(start.epoch, self._n, seed, start.deal)
+            finisher = finisher_of(self.data)  # may raise (no CUDA...): before anything changes too
             total = len(batches) if isinstance(batches, list) else None
             progress = Progress(start.epoch, start.batch, start.done, total, start.deal)
             self._next, self._progress = Position(start.epoch + 1), progress
@@ -209,7 +209,6 @@ class DataLoader:
             ahead = read_ahead(todo(batches, progress), hint_of(self.data), 2 * (self.prefetch + max(1, self.workers)))
             plans = (self._plan(indices, BatchInfo(seed, start.epoch, k, stop), stats) for k, indices in ahead)
             reading = Reading(self._reader, self._buffers, self.collate, seed)
-            finisher = finisher_of(self.data)  # before the workers start: it may raise
             executor = self._backend.run(plans, reading, start.epoch, keep_going)
             if finisher is not None:
                 executor = FinishingExecutor(executor, finisher, self.finish_ahead, self.shape_batch, self.timeout)
