@@ -9,7 +9,6 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from gpudata import assert_finish_threads_end  # noqa: E402
 from gpudata import snap as _snap  # noqa: E402
 from packed import photo_like  # noqa: E402
 
@@ -199,32 +198,6 @@ def test_finish_ahead_takes_a_numpy_integer_as_prefetch_does(jpegs):
     assert loader.finish_ahead == 3
 
 
-@pytest.mark.parametrize("layout,dtype", [("channels_last", "bfloat16"), ("NHWC", None), ("NCHW", "float16"), ("channels_last", None)])
-def test_jax_device_prefetch_of_a_device_view_with_a_sharding_and_closing_midway(jpegs, layout, dtype):
-    jax = pytest.importorskip("jax")
-
-    from slipstream.jax import device_prefetch
-
-    path, _, _ = jpegs
-    pipe = PIPE[1:] + ([ops.Normalize((0.5, 0.5, 0.5), (0.2, 0.2, 0.2)), ops.ToCHW()] if dtype else [])
-    view = ss.open(path).map(image=pipe, device="cpu", cpu_share=0.5, layout=layout, dtype=dtype)
-    want = [b["image"].float().numpy() for b in _snap(ss.DataLoader(view, batch_size=4, seed=2, shuffle=True))]
-    sharding = jax.sharding.SingleDeviceSharding(jax.devices()[0])
-    got = []
-    for batch in device_prefetch(ss.DataLoader(view, batch_size=4, seed=2, shuffle=True, workers=2), size=3, device=sharding):
-        got.append(batch)  # kept: the loader's later batches must not change them
-    assert len(got) == len(want)
-    for batch, w in zip(got, want):
-        assert isinstance(batch["image"], jax.Array) and batch["image"].shape == w.shape
-        np.testing.assert_array_equal(np.asarray(batch["image"].astype("float32")), w)
-    # closing mid-way: no finish thread is left
-    loader = ss.DataLoader(view, batch_size=2, seed=2, workers=2, prefetch=3)
-    it = iter(device_prefetch(loader, size=3))
-    next(it)
-    it.close()
-    assert_finish_threads_end()
-
-
 @pytest.mark.parametrize("order", ["quasi_random", "random"])
 def test_elastic_resume_of_a_device_view_over_shards_gives_the_whole_runs_pixels(jpegs, order):
     _, a, b = jpegs
@@ -268,25 +241,6 @@ def test_a_device_view_under_joinobs_or_mapobs_is_finished_or_refused(jpegs, wra
         assert "device" in str(exc), str(exc)
     else:
         assert isinstance(batch["image"], torch.Tensor), f"image is {type(batch['image']).__name__} of {type(batch['image'][0]).__name__}"
-
-
-def test_jax_arrays_taken_through_dlpack_outlive_the_torch_tensors_and_the_finisher(jpegs):
-    pytest.importorskip("jax")
-    import gc
-
-    from slipstream.jax import device_prefetch
-
-    path, _, _ = jpegs
-    view = ss.open(path).map(image=PIPE[1:], device="cpu", layout="NHWC")
-    want = [b["image"].numpy().copy() for b in ss.DataLoader(view, batch_size=4, seed=1)]
-    got = [b["image"] for b in device_prefetch(ss.DataLoader(view, batch_size=4, seed=1, workers=2))]
-    gc.collect()
-    junk = [torch.full((4, 16, 16, 3), 7, dtype=torch.uint8) for _ in range(200)]  # reuse freed CPU memory
-    for _ in ss.DataLoader(view, batch_size=4, seed=2, workers=2):  # the finisher makes new tensors
-        pass
-    del junk
-    for g, w in zip(got, want):
-        np.testing.assert_array_equal(np.asarray(g), w)
 
 
 def test_device_stage_by_hand_equals_the_loader_for_cpu_share_0(jpegs):

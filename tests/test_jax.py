@@ -14,9 +14,12 @@ import pytest
 
 jax = pytest.importorskip("jax")
 
+from gpudata import assert_finish_threads_end, image_sets
+from gpudata import snap as _snap
 from helpers import run_python
 
 import slipstream as ss
+from slipstream import ops
 from slipstream.jax import DevicePrefetch, device_prefetch
 
 Pair = collections.namedtuple("Pair", "x y")
@@ -464,3 +467,53 @@ def test_a_device_stages_torch_images_arrive_as_jax_arrays(tmp_path, layout, dty
         assert isinstance(batch["image"], jax.Array) and batch["image"].shape == want.shape
         assert str(batch["image"].dtype) == (dtype or "uint8")
         np.testing.assert_array_equal(np.asarray(batch["image"].astype("float32")), want)
+
+
+# -- device views (slipstream.gpu): torch tensors through DLPack, with the loader's finisher
+
+VIEW_OPS = [ops.RandomResizedCrop(16), ops.RandomHorizontalFlip()]
+
+
+@pytest.mark.parametrize("layout,dtype", [("channels_last", "bfloat16"), ("NHWC", None), ("NCHW", "float16"), ("channels_last", None)])
+def test_jax_device_prefetch_of_a_device_view_with_a_sharding_and_closing_midway(tmp_path, layout, dtype):
+    pytest.importorskip("torch")
+
+    from slipstream.jax import device_prefetch
+
+    path = image_sets(tmp_path)["jpeg"]
+    pipe = VIEW_OPS + ([ops.Normalize((0.5, 0.5, 0.5), (0.2, 0.2, 0.2)), ops.ToCHW()] if dtype else [])
+    view = ss.open(path).map(image=pipe, device="cpu", cpu_share=0.5, layout=layout, dtype=dtype)
+    want = [b["image"].float().numpy() for b in _snap(ss.DataLoader(view, batch_size=4, seed=2, shuffle=True))]
+    sharding = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    got = []
+    for batch in device_prefetch(ss.DataLoader(view, batch_size=4, seed=2, shuffle=True, workers=2), size=3, device=sharding):
+        got.append(batch)  # kept: the loader's later batches must not change them
+    assert len(got) == len(want)
+    for batch, w in zip(got, want):
+        assert isinstance(batch["image"], jax.Array) and batch["image"].shape == w.shape
+        np.testing.assert_array_equal(np.asarray(batch["image"].astype("float32")), w)
+    # closing mid-way: no finish thread is left
+    loader = ss.DataLoader(view, batch_size=2, seed=2, workers=2, prefetch=3)
+    it = iter(device_prefetch(loader, size=3))
+    next(it)
+    it.close()
+    assert_finish_threads_end()
+
+
+def test_jax_arrays_taken_through_dlpack_outlive_the_torch_tensors_and_the_finisher(tmp_path):
+    torch = pytest.importorskip("torch")
+    import gc
+
+    from slipstream.jax import device_prefetch
+
+    path = image_sets(tmp_path)["jpeg"]
+    view = ss.open(path).map(image=VIEW_OPS, device="cpu", layout="NHWC")
+    want = [b["image"].numpy().copy() for b in ss.DataLoader(view, batch_size=4, seed=1)]
+    got = [b["image"] for b in device_prefetch(ss.DataLoader(view, batch_size=4, seed=1, workers=2))]
+    gc.collect()
+    junk = [torch.full((4, 16, 16, 3), 7, dtype=torch.uint8) for _ in range(200)]  # reuse freed CPU memory
+    for _ in ss.DataLoader(view, batch_size=4, seed=2, workers=2):  # the finisher makes new tensors
+        pass
+    del junk
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g), w)
