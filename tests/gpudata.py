@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from packed import photo_like
 
 import slipstream as ss
@@ -33,6 +34,15 @@ def image_sets(root: Path, n: int = 20, seed: int = 1) -> dict[str, Path]:
         "mixed_jpeg": write("mj.arrow", mixed, F.Image(codec="jpeg")),
         "root": root,
     }
+
+
+N_IMAGES = 20  # image_sets' default
+
+
+@pytest.fixture(scope="module", name="data")
+def data_fixture(tmp_path_factory: Any) -> dict[str, Path]:
+    """``image_sets`` once per test module, as the fixture ``data`` (import this to use it)."""
+    return image_sets(tmp_path_factory.mktemp("gpu"), N_IMAGES)
 
 
 def snap(batches: Any) -> list[dict]:

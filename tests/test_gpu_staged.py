@@ -8,20 +8,15 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from gpudata import image_sets  # noqa: E402
+from gpudata import N_IMAGES, data_fixture  # noqa: E402, F401 - the fixture ``data``
 from packed import photo_like  # noqa: E402
 
 import slipstream as ss  # noqa: E402
 from slipstream import fields as F  # noqa: E402
 from slipstream import ops  # noqa: E402
 
-N = 20
+N = N_IMAGES
 PIPE = [ops.RandomResizedCrop(16), ops.RandomHorizontalFlip()]
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    return image_sets(tmp_path_factory.mktemp("gpu"))
 
 
 

@@ -37,13 +37,16 @@ class HostBatch:
     ``codecs`` (names), ``data`` (encoded bytes, uint8 arrays), ``shapes`` int64 (n, 3) (height,
     width from the header; channels the decoder outputs), and the resampling arguments ``boxes``
     float64 (n, 4) (top, left, height, width in source pixels), ``flips`` bool (n,), ``size``
-    (out_h, out_w)."""
+    (out_h, out_w); also ``stored`` int64 (n, 3), the stored shapes, and ``colorspaces``, each
+    JPEG's colour space as libjpeg names it ("YCbCr", "Gray", "RGB", "CMYK", "YCCK"; None for the
+    other codecs), from the one header parse."""
 
-    __slots__ = ("boxes", "codecs", "data", "flips", "indices", "shapes", "size")
+    __slots__ = ("boxes", "codecs", "colorspaces", "data", "flips", "indices", "shapes", "size", "stored")
 
-    def __init__(self, indices: list[int], codecs: list[str], data: list[Any], shapes: np.ndarray, boxes: np.ndarray, flips: np.ndarray, size: tuple[int, int]):
+    def __init__(self, indices: list[int], codecs: list[str], data: list[Any], shapes: np.ndarray, boxes: np.ndarray, flips: np.ndarray, size: tuple[int, int], stored: np.ndarray, colorspaces: list[str | None]):
         self.indices, self.codecs, self.data, self.shapes = indices, codecs, data, shapes
         self.boxes, self.flips, self.size = boxes, flips, size
+        self.stored, self.colorspaces = stored, colorspaces
 
     def __len__(self) -> int:
         return len(self.indices)
@@ -86,15 +89,24 @@ class HostReader:
     def _where(self, index: int) -> str:
         return f"sample {index}, field {self.field!r}"
 
-    def _sample(self, index: int) -> tuple[str, Any, tuple[int, int, int]]:
-        """(codec, bytes, (height, width, decoded channels)) of one sample, its header checked."""
+    def _sample(self, index: int) -> tuple[str, Any, tuple[int, int, int], tuple[int, int, int], str | None]:
+        """(codec, bytes, (height, width, decoded channels), stored shape, JPEG colour space) of one
+        sample, its header parsed once and checked."""
         codec, data, stored = self.dataset.encoded(index, self.field)
-        if codec != "raw":
+        stored = tuple(int(v) for v in stored)
+        space = None
+        if codec == "jpeg":
+            try:
+                height, width, space = _imaging.jpeg_info(data)
+                found: tuple[int, int] | None = (int(height), int(width))
+            except (ValueError, RuntimeError, OSError):
+                found = None
+        elif codec != "raw":
             found = header_size(codec, data)
-            if found != tuple(stored[:2]):
-                message = _imaging.header_mismatch(tuple(stored), codec, found)
-                raise CorruptFileError(self.dataset.source_of(index), f"{self._where(index)}: {message}")
-        return codec, data, (int(stored[0]), int(stored[1]), int(self.pipeline.channels or stored[2]))
+        if codec != "raw" and found != stored[:2]:
+            message = _imaging.header_mismatch(stored, codec, found)
+            raise CorruptFileError(self.dataset.source_of(index), f"{self._where(index)}: {message}")
+        return codec, data, (stored[0], stored[1], int(self.pipeline.channels or stored[2])), stored, space
 
     def read(self, indices: Sequence[int] | np.ndarray, seed: int, epoch: int) -> HostBatch:
         """Samples ``indices`` (the loader's indices, which key the draws) of ``epoch`` under
@@ -114,7 +126,7 @@ class HostReader:
         if len(draws) != len(indices):
             raise ValueError(f"{len(draws)} draws for {len(indices)} samples")
         samples = [self._sample(i) for i in indices]
-        shapes = np.array([shape for _, _, shape in samples], np.int64)
+        shapes = np.array([sample[2] for sample in samples], np.int64)
         mixed = shapes[:, 2] != shapes[0, 2]
         if mixed.any():
             k = int(np.argmax(mixed))
@@ -134,4 +146,5 @@ class HostReader:
                 f"{self._where(indices[k])}: output size {windows.out_h[k]}x{windows.out_w[k]} differs from sample "
                 f"{indices[0]}'s {windows.out_h[0]}x{windows.out_w[0]} (one batch needs one output size: crop to it)"
             ) from None
-        return HostBatch(indices, [c for c, _, _ in samples], [d for _, d, _ in samples], shapes, boxes, flips, size)
+        codecs, data, _, stored, spaces = (list(column) for column in zip(*samples))
+        return HostBatch(indices, codecs, data, shapes, boxes, flips, size, np.array(stored, np.int64), spaces)

@@ -143,8 +143,7 @@ def _device_name(device: Any) -> str:
     return name
 
 
-def _check(options: dict[str, Any]) -> None:
-    dtype, layout, share = options["dtype"], options["layout"], options["cpu_share"]
+def _check(dtype: Any, layout: Any, share: Any) -> None:
     if dtype is not None and dtype not in DTYPE_NAMES:
         raise ValueError(f"dtype must be one of {DTYPE_NAMES}, got {dtype!r}")
     if layout is not None and layout not in LAYOUT_NAMES:
@@ -160,7 +159,7 @@ def device_map(data: Any, pipelines: dict[str, Any], device: Any, *, cpu_share: 
         raise TypeError(f"device= maps fields of packed files (ss.open(path)), got {type(data).__name__}")
     if not pipelines:
         raise TypeError("map needs at least one field=[ops...]")
-    _check({"dtype": dtype, "layout": layout, "cpu_share": cpu_share})
+    _check(dtype, layout, cpu_share)
     missing = [name for name in pipelines if name not in data.fields]
     if missing:
         raise KeyError(f"no field {missing[0]!r} to map; the data has {list(data.fields)}")

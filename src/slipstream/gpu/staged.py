@@ -29,14 +29,14 @@ import numpy as np
 
 from ..core.draws import Draws
 from ..core.errors import CorruptFileError
-from ..images import codecs as _imaging
 from ..images.pipeline import ImageDecodeError, ImageSource, Pipeline
 from ..ops import Normalize, Op, ToCHW, WindowError
-from .host import HostReader
+from .host import HostBatch, HostReader
 
 __all__ = ["SHARE_STREAM", "StagedField", "StagedImage"]
 
 SHARE_STREAM = 1 << 20  # the draw stream of the CPU share (ops draw from streams 0, 1, 2...)
+_DEVICE_SPACES = ("YCbCr", "Gray", "RGB")  # JPEG colour spaces nvJPEG decodes to RGB or gray as they are
 
 
 class StagedImage:
@@ -83,14 +83,9 @@ class StagedField:
         self.pipeline = self.reader.pipeline
         self.cpu_pipeline = _geometry_only(self.pipeline)
 
-    def _cpu_rows(self, codecs: list[str], data: list[Any], draws: Draws) -> np.ndarray:
+    def _cpu_rows(self, batch: HostBatch, draws: Draws) -> np.ndarray:
         """Which samples the CPU resamples (module doc)."""
-        mask = np.array([codec != "jpeg" for codec in codecs], bool)
-        for k in np.flatnonzero(~mask).tolist():  # CMYK / YCCK: nvJPEG's output is not RGB
-            try:
-                mask[k] = _imaging.jpeg_header(data[k]) is None
-            except (ValueError, RuntimeError):
-                mask[k] = True  # the CPU decoder names the damage
+        mask = np.array([codec != "jpeg" or space not in _DEVICE_SPACES for codec, space in zip(batch.codecs, batch.colorspaces)], bool)
         if self.cpu_share > 0.0:
             mask |= draws.uniforms(SHARE_STREAM, 1)[:, 0] < self.cpu_share
         return mask
@@ -99,21 +94,21 @@ class StagedField:
         """The staged rows of dataset samples ``indices`` (sample ``k`` drawing ``draws.take([k])``)."""
         batch = self.reader.read_draws(indices, draws)
         size = batch.size
-        on_cpu = self._cpu_rows(batch.codecs, batch.data, draws)
+        on_cpu = self._cpu_rows(batch, draws)
         out = []
         for k, index in enumerate(batch.indices):
             if on_cpu[k]:
-                out.append(StagedImage(index, size, pixels=self._resample_here(index, batch.codecs[k], batch.data[k], draws.take([k]))))
+                source = ImageSource(batch.codecs[k], batch.data[k], tuple(int(v) for v in batch.stored[k]))
+                out.append(StagedImage(index, size, pixels=self._resample_here(index, source, draws.take([k]))))
             else:
                 box = tuple(float(v) for v in batch.boxes[k])
                 out.append(StagedImage(index, size, codec=batch.codecs[k], data=batch.data[k], shape=tuple(int(v) for v in batch.shapes[k]), box=box, flip=bool(batch.flips[k])))
         return out
 
-    def _resample_here(self, index: int, codec: str, data: Any, draws: Draws) -> np.ndarray:
+    def _resample_here(self, index: int, source: ImageSource, draws: Draws) -> np.ndarray:
         """The CPU pipeline's uint8 (out_h, out_w, C) crop of one sample."""
-        stored = self.dataset.encoded(index, self.field, check=False)[2]
         try:
-            return self.cpu_pipeline.run(ImageSource(codec, data, tuple(int(v) for v in stored)), draws=draws)
+            return self.cpu_pipeline.run(source, draws=draws)
         except ImageDecodeError as exc:
             raise CorruptFileError(self.dataset.source_of(index), f"sample {index}, field {self.field!r}: {exc}") from exc
         except WindowError as exc:
