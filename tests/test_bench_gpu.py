@@ -18,7 +18,6 @@ SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_gpu.py"
 SMOKE_NEEDS = ("skimage", "simplejpeg", "PIL", "pyarrow")  # bench_images' photos and the packed file
 
 
-@pytest.mark.timeout(300)  # the first run makes bench_images' 2,000 JPEGs (~40 s on 2 cores); later runs reuse them
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is here: the benchmark would run for minutes")
 @pytest.mark.skipif(any(importlib.util.find_spec(m) is None for m in SMOKE_NEEDS), reason=f"needs {', '.join(SMOKE_NEEDS)}")
 def test_cpu_run_measures_every_section(tmp_path):

@@ -31,7 +31,6 @@ def test_without_cuda_it_says_it_skipped_and_exits_0(tmp_path):
     assert "CUDA" in json.loads(out.read_text())["skipped"]
 
 
-@pytest.mark.timeout(300)  # the first run makes bench_images' 2,000 JPEGs (~40 s on 2 cores); later runs reuse them
 @pytest.mark.skipif(any(importlib.util.find_spec(m) is None for m in SMOKE_NEEDS), reason=f"needs {', '.join(SMOKE_NEEDS)}")
 def test_cpu_smoke_measures_every_feed_and_the_sweep(tmp_path):
     from slipstream.loading.backends import BACKENDS

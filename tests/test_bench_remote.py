@@ -18,7 +18,6 @@ SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_remote.py"
 NEEDS = ("skimage", "simplejpeg", "PIL", "pyarrow", "s3fs", "moto", "boto3", "psutil")
 
 
-@pytest.mark.timeout(300)  # the first run makes bench_images' 2,000 JPEGs (~40 s on 2 cores); later runs reuse them
 @pytest.mark.skipif(any(importlib.util.find_spec(m) is None for m in NEEDS), reason=f"needs {', '.join(NEEDS)}")
 def test_quick_run_writes_every_figure(tmp_path):
     out = tmp_path / "remote.json"

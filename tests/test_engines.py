@@ -21,8 +21,6 @@ from slipstream.cli.main import main
 from slipstream.convert.sources import convert, open_source
 from slipstream.files.plan import probe_runs
 
-pytestmark = pytest.mark.timeout(120)
-
 
 def _unprobed(n: int, near: int) -> int:
     """An index at or after ``near`` the probe does not read (the probe runs in the driver)."""

@@ -40,8 +40,6 @@ from slipstream.engines import raytasks  # noqa: E402
 from slipstream.files.plan import probe_runs  # noqa: E402
 from slipstream.files.shardwrite import ShardJob  # noqa: E402
 
-pytestmark = pytest.mark.timeout(180)
-
 
 @pytest.fixture(scope="module", autouse=True)
 def local_ray() -> Iterator[None]:

@@ -288,7 +288,6 @@ def test_a_state_counting_more_batches_than_the_epoch_has_is_refused():
         x.load_state_dict({**x.state_dict(), "batch": 9})
 
 
-@pytest.mark.timeout(120)
 @pytest.mark.parametrize("backend", ["thread", "process"])
 def test_a_packed_file_in_quasi_random_order_moves_from_two_ranks_to_three(tmp_path, backend):
     """The whole path: a packed file (12 pages of 5 samples), quasi_random order, workers on each rank."""

@@ -23,8 +23,6 @@ from torch.utils.data import DistributedSampler  # noqa: E402
 
 import slipstream.torch as sst  # noqa: E402
 
-pytestmark = pytest.mark.timeout(120)
-
 N = 20  # samples
 BATCH = 2
 RESUMABLE = callable(getattr(sst.DataLoader, "state_dict", None)) and callable(

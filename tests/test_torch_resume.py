@@ -25,8 +25,6 @@ from torch.utils.data import DataLoader as TorchLoader
 
 from slipstream.torch import DataLoader
 
-pytestmark = pytest.mark.timeout(60)
-
 N = 10
 WORKERS = [
     pytest.param({}, id="workers0"),
