@@ -12,14 +12,28 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
-$(VENV)/.test: $(PY) pyproject.toml
-	@echo "== installing slipstream with its file formats (pyarrow, simplejpeg, Pillow, numba...) and test tools"
+# what `make demo` needs: slipstream with its file formats, no test tools (pip shows what it fetches)
+$(VENV)/.files: $(PY) pyproject.toml
+	@echo "== installing slipstream with its file formats: pyarrow, simplejpeg, Pillow, qoi, tqdm, numba (a minute or two;"
+	@echo "   the optional JPEG region decoder is compiled where a C compiler and libjpeg's headers are found)"
+	$(PY) -m pip install --progress-bar off -e '.[files]'
+	touch $@
+
+$(VENV)/.test: $(VENV)/.files
+	@echo "== installing the test tools: pytest, hypothesis, psutil, moto's S3 server, boto3, s3fs"
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
-$(VENV)/.torch: $(VENV)/.test
+$(VENV)/.torch: $(VENV)/.files
 	@echo "== installing PyTorch ($(TORCH)) to compare against (a minute or two)"
-	$(PY) -m pip install -q '$(TORCH)'
+	$(PY) -m pip install --progress-bar off '$(TORCH)'
+	touch $@
+
+# scikit-image's photos, for the benchmarks' smoke tests (tests/test_bench_gpu*.py, tests/test_bench_remote.py
+# skip without it) and `make bench`; not in the test extra: it brings SciPy (~40 MB)
+$(VENV)/.photos: $(VENV)/.files
+	@echo "== installing scikit-image (the benchmarks' photos) for the benchmarks' smoke tests"
+	$(PY) -m pip install -q 'scikit-image>=0.21'
 	touch $@
 
 # the JAX adapter's tests run on JAX's CPU backend
@@ -46,14 +60,14 @@ $(VENV)/.trainers: $(VENV)/.torch
 	$(PY) -m pip install -q 'accelerate>=1.0' 'pytorch-lightning>=2.2' 'transformers>=4.46'
 	touch $@
 
-$(VENV)/.bench: $(VENV)/.torch
-	$(PY) -m pip install -q psutil scikit-image
+$(VENV)/.bench: $(VENV)/.test $(VENV)/.torch $(VENV)/.photos
 	touch $@
 
 demo: $(VENV)/.torch
+	@echo "== slipstream demo: making, packing and loading 1,000 photo-like JPEGs"
 	$(PY) -m slipstream demo
 
-test: $(VENV)/.torch $(VENV)/.jax $(VENV)/.hf $(VENV)/.ray $(VENV)/.trainers
+test: $(VENV)/.test $(VENV)/.torch $(VENV)/.photos $(VENV)/.jax $(VENV)/.hf $(VENV)/.ray $(VENV)/.trainers
 	$(PY) -m pytest -q
 	# the fallbacks on their own: NumPy pixel kernels (no numba), whole-image JPEG decoding (no _roijpeg)
 	SLIPSTREAM_NO_NUMBA=1 SLIPSTREAM_NO_ROIJPEG=1 $(PY) -m pytest -q tests/test_kernels.py tests/test_mapfields.py tests/test_tasks.py

@@ -9,8 +9,10 @@ def test_the_demo_runs_and_prints_slipstream_throughput():
 
 # -- convert and inspect -------------------------------------------------------------------------------
 import os  # noqa: E402
+import shutil  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
@@ -210,3 +212,77 @@ def test_ray_takes_no_value_so_it_never_swallows_src_and_the_address_has_its_own
     capsys.readouterr()
     assert cli.main(["convert", "src.npy", "out", "--shard-size", "1M", "--processes", "--ray-address", "head:6379"]) == 2
     assert "--ray-address is for --ray" in capsys.readouterr().err and len(calls) == 3
+
+
+# -- validate, demo without the files extra, the Makefile (issue 22, item 21) ----------------------------
+
+
+def test_validate_checks_every_page_and_names_the_first_bad_one(tmp_path, capsys):
+    import slipstream as ss
+    from slipstream import fields as F
+    from slipstream.cli.main import main
+
+    good = tmp_path / "good.ss"
+    samples = _images_file(good, n=30)
+    shards = tmp_path / "shards"
+    ss.write(shards, [{"x": i} for i in range(50)], {"x": F.Int()}, shard_size=300, page_size=128, progress=False)
+    assert main(["validate", str(good), str(shards)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    pages = ss.open(good).num_pages
+    assert out[0] == f"{good}: ok, 30 samples, {pages} pages, every page matches its checksum"
+    assert out[1].startswith(f"{shards}: ok, 50 samples, ") and " shards, every page matches" in out[1]
+    data = bytearray(good.read_bytes())
+    raw = next(s["image"].tobytes() for s in samples if data.find(s["image"].tobytes()) >= 0)  # a raw-stored image
+    data[data.find(raw) + 5] ^= 0xFF
+    flipped = tmp_path / "flipped.ss"
+    flipped.write_bytes(bytes(data))
+    assert main(["validate", str(flipped), str(good), str(tmp_path / "missing.ss")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == f"{good}: ok, 30 samples, {pages} pages, every page matches its checksum\n"  # the others still checked
+    err = captured.err.splitlines()
+    assert len(err) == 2 and all(line.startswith("slipstream validate: ") for line in err), err
+    assert "fails its checksum" in err[0] and "page " in err[0] and "missing.ss" in err[1]
+    assert "Traceback" not in captured.err
+
+
+@pytest.mark.parametrize("module", ["simplejpeg", "PIL", "pyarrow"])
+def test_the_demo_without_the_files_extra_says_what_to_install_and_exits_2(module):
+    result = run_python(  # as a core-only install: the module cannot be imported
+        f"""
+        import sys
+        sys.modules[{module!r}] = None
+        from slipstream.cli.main import main
+        sys.exit(main(["demo", "--samples", "8"]))
+        """
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stdout == "" and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.startswith("slipstream demo: ") and result.stderr.count("\n") == 1, result.stderr
+    assert "pip install 'slipstream[files]'" in result.stderr and {"PIL": "Pillow"}.get(module, module) in result.stderr
+
+
+def _make_dry_run(target, tmp_path):
+    """The commands ``make TARGET`` would run for a new virtual environment (``make -n``: nothing runs)."""
+    root = Path(__file__).resolve().parents[1]
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    result = subprocess.run(["make", "-n", target, f"VENV={tmp_path / 'venv'}"], capture_output=True, text=True, cwd=root, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_make_demo_installs_the_files_extra_and_torch_only_and_says_so(tmp_path):
+    commands = _make_dry_run("demo", tmp_path)
+    installs = [line.split("pip install", 1)[1] for line in commands.splitlines() if "pip install" in line and "--upgrade pip" not in line]
+    assert len(installs) == 2 and "-e '.[files]'" in installs[0] and "torch" in installs[1], installs
+    for tool in ("[test]", "moto", "boto3", "hypothesis", "s3fs", "pytest", "scikit-image"):
+        assert not any(tool in line for line in installs), (tool, installs)
+    assert not any(" -q " in line for line in installs), installs  # pip's own lines show what it fetches
+    says = [line for line in commands.splitlines() if line.startswith("echo ")]
+    assert len(says) >= 4 and any("file formats" in line for line in says) and any("PyTorch" in line for line in says), says
+
+
+def test_make_test_installs_scikit_image_for_the_benchmarks_smoke_tests(tmp_path):
+    commands = _make_dry_run("test", tmp_path)
+    assert "scikit-image" in commands and "-e '.[test]'" in commands
+    assert commands.index("scikit-image") < commands.index("pytest -q")

@@ -9,13 +9,19 @@
    and the torchvision-equivalent PIL pipeline (decode, RandomResizedCrop with torchvision's
    sampling, bilinear resize, flip, CHW tensor), when torch is installed.
 Prints images/s for both (median of a few epochs after a warm-up) and the ratio.
+
+``main`` is the command: it first checks that the ``files`` extra is installed (pyarrow,
+simplejpeg, Pillow: ``REQUIRED``) and, when one is missing, says what to install and returns 2
+before making anything.
 """
 
 from __future__ import annotations
 
+import importlib
 import io
 import math
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -29,6 +35,36 @@ from .. import fields as F
 from .. import ops
 from ..core.optional import optional
 from ..images import kernels
+
+
+# what the demo cannot run without: the files extra's packed files, JPEG encoder and image library
+REQUIRED = {"pyarrow": "pyarrow (packed files)", "simplejpeg": "simplejpeg (JPEG)", "PIL": "Pillow (the photo-like images)"}
+
+
+def missing_requirements() -> list[str]:
+    """The descriptions of ``REQUIRED``'s modules that cannot be imported here."""
+    missing = []
+    for module, what in REQUIRED.items():
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            missing.append(what)
+    return missing
+
+
+def main(n: int = 1000, batch_size: int = 64, workers: int = 2) -> int:
+    """``slipstream demo``: 0 after the run, 2 (what to install, on stderr) when the files extra is missing."""
+    missing = missing_requirements()
+    if missing:
+        print(
+            f"slipstream demo: {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not installed here; the demo packs "
+            "and decodes JPEGs, which needs the files extra: pip install 'slipstream[files]' (add torch to compare with "
+            "torch.utils.data; `make demo` installs both in a virtual environment)",
+            file=sys.stderr,
+        )
+        return 2
+    run(n=n, batch_size=batch_size, workers=workers)
+    return 0
 
 
 def photo_like(height: int, width: int, seed: int) -> np.ndarray:
