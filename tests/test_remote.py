@@ -55,6 +55,7 @@ from remote_helpers import (
 )
 
 import slipstream as ss
+from slipstream.remote.cachedir import TAG
 
 HELPERS = Path(__file__).resolve().parent / "remote_helpers.py"
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -438,7 +439,7 @@ def test_a_warm_cache_serves_a_second_open(
     before = proxy.counts()
     assert_same(epoch(first, shuffle=True), want, "cold epoch")
     assert _delta(before, proxy.counts())["ranged_gets"] >= data.pages()
-    assert fetcher_stats(first)["cache_bytes"] == data.page_bytes()  # every page, once
+    assert fetcher_stats(first)["cache_bytes"] == data.page_bytes() + TAG * data.pages()  # every page, once (and its seal)
 
     second = ss.open(data.url, cache_dir=tmp_path, cache_limit="5MB")
     before = proxy.counts()

@@ -44,6 +44,7 @@ from hypothesis import strategies as st
 import slipstream as ss
 from slipstream import fields as F
 from slipstream.remote.cache import PageCache
+from slipstream.remote.cachedir import TAG, seal
 from slipstream.remote.fetch import range_key
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
@@ -57,8 +58,9 @@ TIMEOUT = 60.0  # the most any child may take (they take about a second)
 
 
 def files(folder: Path) -> dict[str, int]:
-    """name -> size of every file in the cache folder but its lock file."""
-    return {p.name: p.stat().st_size for p in folder.iterdir() if p.name != ".lock"}
+    """name -> size of every file in the cache folder but its lock and key files (a page's file is its bytes
+    and its ``TAG``-byte seal)."""
+    return {p.name: p.stat().st_size for p in folder.iterdir() if p.name not in (".lock", ".key")}
 
 
 def _scan(folder: Path) -> dict[str, tuple[int, int, int]] | None:
@@ -66,7 +68,7 @@ def _scan(folder: Path) -> dict[str, tuple[int, int, int]] | None:
     try:
         with os.scandir(folder) as found:
             for entry in found:
-                if entry.name != ".lock":
+                if entry.name not in (".lock", ".key"):
                     st = entry.stat()
                     out[entry.name] = (st.st_ino, st.st_size, st.st_mtime_ns)
     except FileNotFoundError:  # removed between the listing and the stat
@@ -195,9 +197,9 @@ def test_put_then_get_round_trip(tmp_path: Path) -> None:
     cache = PageCache(tmp_path / "c", 10_000)
     assert cache.usage() == 0 and not cache.has("a") and cache.get("a", 3) is None
     assert cache.put("a", b"abc") is True
-    assert cache.has("a") and cache.get("a", 3) == b"abc" and cache.usage() == 3
+    assert cache.has("a") and cache.get("a", 3) == b"abc" and cache.usage() == 3 + TAG  # the page and its seal
     assert cache.put("a", b"xyz") is True  # the same key again: replaced, counted once
-    assert cache.get("a", 3) == b"xyz" and cache.usage() == 3
+    assert cache.get("a", 3) == b"xyz" and cache.usage() == 3 + TAG
     assert cache.put("empty", b"") is True and cache.get("empty", 0) == b""
     assert sorted(files(tmp_path / "c")) == ["a.page", "empty.page"]
     assert PageCache(tmp_path / "c", 10_000).get("a", 3) == b"xyz"  # it is the folder: another instance finds it
@@ -219,7 +221,7 @@ def _age(cache: PageCache, times: dict[str, int]) -> None:
 
 
 def test_eviction_removes_the_least_recently_used_first(tmp_path: Path) -> None:
-    cache = PageCache(tmp_path, 300)
+    cache = PageCache(tmp_path, 3 * (100 + TAG))
     for key in "abc":
         assert cache.put(key, key.encode() * 100)
     _age(cache, {"a": 1_000_000, "b": 1_000_001, "c": 1_000_002})
@@ -232,7 +234,7 @@ def test_eviction_removes_the_least_recently_used_first(tmp_path: Path) -> None:
     _age(cache, {"b": 1_000_020, "d": 1_000_021, "e": 1_000_022})
     assert cache.put("f", b"f" * 150)  # needs two pages' room: the two oldest go
     assert [cache.has(k) for k in "bdef"] == [False, False, True, True]
-    assert cache.usage() == 250
+    assert cache.usage() == 250 + 2 * TAG
 
 
 def test_a_page_larger_than_the_limit_is_refused_and_evicts_nothing(tmp_path: Path) -> None:
@@ -240,8 +242,9 @@ def test_a_page_larger_than_the_limit_is_refused_and_evicts_nothing(tmp_path: Pa
     assert cache.put("a", b"a" * 400) and cache.put("b", b"b" * 400)
     before = files(tmp_path)
     assert cache.put("huge", b"h" * 1001) is False
-    assert files(tmp_path) == before and not cache.has("huge") and cache.usage() == 800
-    assert cache.put("whole", b"w" * 1000) is True  # exactly the limit fits, with everything else evicted
+    assert files(tmp_path) == before and not cache.has("huge") and cache.usage() == 800 + 2 * TAG
+    assert cache.put("too", b"t" * (1001 - TAG)) is False  # the seal counts: its file would be over the limit
+    assert cache.put("whole", b"w" * (1000 - TAG)) is True  # exactly the limit fits, with everything else evicted
     assert files(tmp_path) == {"whole.page": 1000}
     assert PageCache(tmp_path / "tiny", 0).put("x", b"x") is False  # a limit below a page never waits
 
@@ -253,7 +256,7 @@ def test_orphaned_temporary_files_are_never_served_and_go_at_the_next_put(tmp_pa
     (tmp_path / "k.4242.tmp").write_bytes(b"k" * 10)
     (tmp_path / "j.4243.tmp").write_bytes(b"j" * 5)
     assert cache.get("k", 10) is None and not cache.has("k") and cache.get("j", 10) is None
-    assert cache.usage() == 10  # only pages count
+    assert cache.usage() == 10 + TAG  # only pages count
     assert cache.put("new", b"n" * 10)
     assert sorted(files(tmp_path)) == ["new.page", "old.page"]
 
@@ -262,7 +265,7 @@ def test_an_orphan_does_not_block_its_own_key(tmp_path: Path) -> None:
     cache = PageCache(tmp_path, 100)
     (tmp_path / f"k.{os.getpid()}.tmp").write_bytes(b"x" * 100)  # this very process's name, left by a crash before a restart
     assert cache.put("k", b"k" * 60) and cache.get("k", 60) == b"k" * 60
-    assert files(tmp_path) == {"k.page": 60}
+    assert files(tmp_path) == {"k.page": 60 + TAG}
 
 
 _ops = st.lists(
@@ -285,7 +288,7 @@ def test_property_the_limit_holds_and_gets_return_the_last_put_or_none(limit: in
             if op == "put":
                 data = (f"{n}:{k}|".encode() * (size // 4 + 1))[:size]  # differs from every other put's bytes
                 stored = cache.put(key, data)
-                assert stored == (size <= limit)  # one process: refused only when larger than the whole limit
+                assert stored == (size + TAG <= limit)  # one process: refused only when its file is larger than the whole limit
                 last[key] = data
                 if stored:
                     assert cache.get(key, size) == data
@@ -327,16 +330,16 @@ cache = PageCache(folder, limit)
 peak = {"bytes": 0, "tmp": 0}
 real_replace = os.replace
 
-def replace_at_peak(source, target):
+def replace_at_peak(source, target, **where):
     # put() calls this holding the lock, its temporary file complete: the most the folder holds
     total = tmp = 0
     with os.scandir(folder) as found:
         for entry in found:
-            if entry.name != ".lock":
+            if entry.name not in (".lock", ".key"):
                 total += entry.stat().st_size
                 tmp += entry.name.endswith(".tmp")
     peak["bytes"], peak["tmp"] = max(peak["bytes"], total), max(peak["tmp"], tmp)
-    real_replace(source, target)
+    real_replace(source, target, **where)
 
 os.replace = replace_at_peak
 rng = random.Random(seed)
@@ -519,7 +522,7 @@ def test_a_killed_lock_holder_does_not_keep_the_lock(tmp_path: Path, children: l
     child.kill()
     assert child.proc.returncode == -signal.SIGKILL
     assert put_within(cache, "after", b"a" * 10) is True  # the kernel released the dead holder's lock
-    assert files(folder) == {"before.page": 10, "after.page": 10}  # the half-written page went with that put
+    assert files(folder) == {"before.page": 10 + TAG, "after.page": 10 + TAG}  # the half-written page went with that put
     assert cache.get("victim", 100_000) is None and cache.get("before", 10) == b"b" * 10
 
 
@@ -585,7 +588,8 @@ class Remote:
         names = files(folder)
         assert all(name.endswith(".page") for name in names), sorted(names)
         for name in names:
-            assert (folder / name).read_bytes() == self.pages[name[: -len(".page")]], f"{name} holds other bytes than its page"
+            page = self.pages[name[: -len(".page")]]
+            assert (folder / name).read_bytes()[:-TAG] == page, f"{name} holds other bytes than its page"
         return len(names)
 
 
@@ -703,17 +707,18 @@ def test_processes_killed_mid_download_and_mid_write_leave_no_bad_page(
     assert orphan.parent == pages_folder and names.pop(orphan.name) == len(remote.pages[orphan_key]) // 2  # half written
     assert len(names) == 3 and all(name.endswith(".page") for name in names)
     for name in names:
-        assert (pages_folder / name).read_bytes() == remote.pages[name[: -len(".page")]]
+        assert (pages_folder / name).read_bytes()[:-TAG] == remote.pages[name[: -len(".page")]]
 
     # 3. what other crashes and damage leave: a whole-length temporary file of garbage for a page not cached,
-    #    and a cached page whose bytes were damaged on disk (right length, wrong bytes)
+    #    and a cached page whose bytes were damaged on disk (right length, the good page's seal, wrong bytes)
     keys = list(remote.pages)
     uncached = [k for k in keys if not (pages_folder / f"{k}.page").exists() and k != orphan_key]
     garbage_key, damaged_key = uncached[-1], uncached[-2]
     (pages_folder / f"{garbage_key}.99999.tmp").write_bytes(b"\0" * len(remote.pages[garbage_key]))
     damaged = bytearray(remote.pages[damaged_key])
     damaged[len(damaged) // 2] ^= 0xFF
-    (pages_folder / f"{damaged_key}.page").write_bytes(bytes(damaged))
+    good_seal = seal((pages_folder / ".key").read_bytes(), f"{damaged_key}.page", remote.pages[damaged_key])
+    (pages_folder / f"{damaged_key}.page").write_bytes(bytes(damaged) + good_seal)
     cache = PageCache(pages_folder, 10**7)
     assert cache.get(garbage_key, len(remote.pages[garbage_key])) is None  # a temporary file is never served
     cached_good = sum(1 for k in keys if (pages_folder / f"{k}.page").exists() and k != damaged_key)

@@ -1,10 +1,21 @@
 """A local disk cache of remote pages, bounded in bytes, shared by every process on a node.
 
-``PageCache(folder, limit)``: ``get(key, length)`` returns a cached page's bytes (None when absent
-or not ``length`` bytes long), and marks it as just used; ``put(key, data)`` stores one, evicting
-the least recently used pages first, and returns whether it was stored; ``usage()`` is the bytes
-held. Keys are hex names (the reader makes them from the object, range and checksum, so a page of
+``PageCache(folder, limit)``: ``get(key, length)`` returns a cached page's bytes (None when absent,
+not ``length`` bytes long, or not sealed by this cache), and marks it as just used; ``put(key,
+data)`` stores one, evicting the least recently used pages first, and returns whether it was
+stored; ``usage()`` is the bytes its page files take on disk (each page plus its 32-byte seal).
+Keys are hex names (the reader makes them from the object, range and checksum, so a page of
 changed data has another key).
+
+Who can put a page there (``remote.cachedir``): the folder is private to its user (made 0700; one
+of another user, or one that others can write, is refused with a ``PermissionError`` saying how to
+fix it), its files 0600, and every page carries a keyed BLAKE2b seal, made when it is written and
+checked at every read with the folder's secret key: a page that fails it (placed there by anything
+but a slipstream process of this cache, or damaged) is a miss, so the reader downloads the page
+again and its good copy replaces the file. (A miss, not an error: the store holds the truth, and
+the cache is only a copy of it.) An entry is used only when it is a regular file of the expected
+size, opened without following links and without blocking (a FIFO or a link under a page's name is
+a miss, never a wait).
 
 How it stays correct with many processes and crashes:
 
@@ -15,32 +26,44 @@ How it stays correct with many processes and crashes:
 * The lock is a POSIX record lock (``lockf``) on ``<folder>/.lock``: the kernel releases it when
   its holder exits or is killed, so no crash leaves it held, and a process forked while one of its
   parent's threads holds it does not inherit it (an ``flock`` would stay held by the child's copy
-  of the descriptor for the child's whole life). It is held only to evict and write one page.
+  of the descriptor for the child's whole life). It is held only to evict and write one page (and
+  once, to make the folder's key).
 * Eviction removes the entries with the oldest modification time (``get`` touches an entry when it
   is read) until the new page fits. A reader holds a page through a memory map of its file (or its
   own copy, fresh from a download): evicting the file never changes what any reader holds, so no
   page in use is lost, and the files in the folder stay within the limit at all times (a page
   evicted while mapped keeps its blocks until the reader drops it: at most the pages each process
-  keeps decoded). A page larger than the whole limit is not stored
+  keeps decoded). A page whose file would be larger than the whole limit is not stored
   (``put`` returns False and the caller serves it from memory), so a limit below a page (or below
   a shard) is allowed and never waits.
+* A folder that cannot be written (a full disk, a read-only file system) stores nothing: ``put``
+  returns False and the caller serves the page from memory; pages already there (sealed while it
+  was writable) are still read.
 * A restart (or another loader) finds every page already there: the cache is its folder.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import mmap
 import os
 import secrets
+import stat
+import weakref
+from collections.abc import Iterator
+from hmac import compare_digest
 from pathlib import Path
+from typing import Any
 
 from ..core.processlock import ProcessLock
+from .cachedir import NEW, TAG, load_key, open_entry, open_private, seal
 
 __all__ = ["PageCache"]
 
 _SUFFIX = ".page"
 _TEMPORARY = ".tmp"
+_LOCK = ".lock"
 
 
 class PageCache:
@@ -49,83 +72,135 @@ class PageCache:
     def __init__(self, folder: str | os.PathLike, limit: int):
         self.folder = Path(folder)
         self.limit = int(limit)
-        self.folder.mkdir(parents=True, exist_ok=True)
-        self._lock_path = self.folder / ".lock"
         self._threads = _folder_lock(self.folder)  # one put at a time per folder in this process (see _folder_lock)
+        self._dir = open_private(self.folder)  # (raises for a folder that is not private; None: cannot be made)
+        self._key: bytes | None = None
+        self.rejected = 0  # entries of the right size whose seal failed, in this process
+        if self._dir is not None:
+            weakref.finalize(self, os.close, self._dir)
+            self._key = load_key(self._dir, self._locked)
 
-    def _path(self, key: str) -> Path:
-        return self.folder / (key + _SUFFIX)
+    @property
+    def writable(self) -> bool:
+        """Whether pages can be read and stored here at all (False: a folder that could not be made,
+        or no key could be: every page is served from memory)."""
+        return self._key is not None
 
     def get(self, key: str, length: int) -> memoryview | None:
-        """The page ``key`` if cached and ``length`` bytes long (marked as just used), else None: a
-        read-only view of the file's memory map (no copy; the page stays readable through it even
-        if evicted meanwhile, its disk blocks held until the view is dropped)."""
-        path = self._path(key)
-        try:
-            with open(path, "rb") as handle:
-                if os.fstat(handle.fileno()).st_size != length:
-                    return None
-                data = memoryview(mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if length else b"")
-        except FileNotFoundError:
+        """The page ``key`` if cached, ``length`` bytes long and sealed by this cache (marked as just
+        used), else None: a read-only view of the file's memory map (no copy; the page stays
+        readable through it even if evicted meanwhile, its disk blocks held until the view is
+        dropped)."""
+        if self._key is None:
+            return None
+        name = key + _SUFFIX
+        fd = open_entry(self._dir, name, length + TAG)  # type: ignore[arg-type]
+        if fd is None:
             return None
         try:
-            os.utime(path)
-        except FileNotFoundError:  # evicted since it was mapped: the mapping is still the page
-            pass
+            view = memoryview(mmap.mmap(fd, 0, access=mmap.ACCESS_READ))
+        except (OSError, ValueError):
+            return None
+        finally:
+            os.close(fd)
+        data = view[:length]
+        if not compare_digest(seal(self._key, name, data), view[length:]):
+            self.rejected += 1
+            return None
+        with contextlib.suppress(OSError):  # evicted since it was mapped (the mapping is still the page), or read-only
+            os.utime(name, dir_fd=self._dir, follow_symlinks=False)
         return data
 
     def has(self, key: str) -> bool:
         """Whether page ``key`` is cached now (it may be evicted the moment after)."""
-        return self._path(key).exists()
+        if self._key is None:
+            return False
+        try:
+            return stat.S_ISREG(os.stat(key + _SUFFIX, dir_fd=self._dir, follow_symlinks=False).st_mode)
+        except OSError:
+            return False
 
     def put(self, key: str, data: bytes) -> bool:
         """Store page ``key``; False when it cannot fit under the limit even with every other page
         evicted, or cannot be written (a full or read-only disk: the caller serves it from memory)."""
-        if len(data) > self.limit:
+        size = len(data) + TAG
+        if size > self.limit or self._key is None:
             return False
-        with self._threads, open(self._lock_path, "a+b") as lock:
-            fcntl.lockf(lock, fcntl.LOCK_EX)  # released when closed, or when this process dies; never inherited by a fork
-            entries = self._entries(orphans=True)
-            used = sum(size for _, size, _ in entries)
-            for path, size, _ in sorted(entries, key=lambda entry: entry[2]):  # oldest first
-                if used + len(data) <= self.limit:
-                    break
-                path.unlink(missing_ok=True)
-                used -= size
-            if used + len(data) > self.limit:  # (other processes' pages appeared meanwhile: none left to evict)
-                return False
-            temporary = self.folder / f"{key}.{os.getpid()}.{secrets.token_hex(4)}{_TEMPORARY}"
-            try:
-                with open(temporary, "wb") as handle:
-                    handle.write(data)
-                os.replace(temporary, self._path(key))
-            except OSError:
-                temporary.unlink(missing_ok=True)
-                return False
-            except BaseException:
-                temporary.unlink(missing_ok=True)
-                raise
+        name = key + _SUFFIX
+        try:
+            with self._locked():
+                entries = self._entries(orphans=True)
+                used = sum(size for _, size, _ in entries)
+                for entry, bytes_, _ in sorted(entries, key=lambda entry: entry[2]):  # oldest first
+                    if used + size <= self.limit:
+                        break
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(entry, dir_fd=self._dir)
+                    used -= bytes_
+                if used + size > self.limit:  # (other processes' pages appeared meanwhile: none left to evict)
+                    return False
+                temporary = f"{key}.{os.getpid()}.{secrets.token_hex(4)}{_TEMPORARY}"
+                try:  # (through open(), by its full path, with an opener that makes it private, in the folder held)
+                    with open(self.folder / temporary, "wb", opener=self._opener(temporary)) as handle:
+                        handle.write(data)
+                        handle.write(seal(self._key, name, data))
+                    os.replace(temporary, name, src_dir_fd=self._dir, dst_dir_fd=self._dir)
+                except BaseException:
+                    with contextlib.suppress(OSError):
+                        os.unlink(temporary, dir_fd=self._dir)
+                    raise
+        except OSError:
+            return False
         return True
 
-    def _entries(self, orphans: bool = False) -> list[tuple[Path, int, int]]:
-        """(path, size, last use in ns) of every page; with ``orphans`` (only while the lock is
+    def _opener(self, name: str) -> Any:
+        return lambda _path, _flags: os.open(name, NEW, 0o600, dir_fd=self._dir)
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """The cache's lock: this process's thread lock for the folder, then the file lock."""
+        with self._threads:
+            fd = os.open(_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600, dir_fd=self._dir)
+            try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise OSError(f"{self.folder / _LOCK} is not a regular file")
+                fcntl.lockf(fd, fcntl.LOCK_EX)  # released when closed, or when this process dies; never inherited by a fork
+                yield
+            finally:
+                os.close(fd)
+
+    def _entries(self, orphans: bool = False) -> list[tuple[str, int, int]]:
+        """(name, size, last use in ns) of every page file; with ``orphans`` (only while the lock is
         held) temporary files are removed."""
-        out = []
-        with os.scandir(self.folder) as found:
-            for entry in found:
-                try:
-                    if orphans and entry.name.endswith(_TEMPORARY):
-                        os.unlink(entry.path)
-                    elif entry.name.endswith(_SUFFIX):
-                        st = entry.stat()
-                        out.append((Path(entry.path), st.st_size, st.st_mtime_ns))
-                except FileNotFoundError:
-                    continue
+        out: list[tuple[str, int, int]] = []
+        if self._dir is None:
+            return out
+        fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=self._dir)  # (its own read position)
+        try:
+            with os.scandir(fd) as found:
+                for entry in found:
+                    try:
+                        if orphans and entry.name.endswith(_TEMPORARY):
+                            os.unlink(entry.name, dir_fd=self._dir)
+                        elif entry.name.endswith(_SUFFIX):
+                            st = entry.stat(follow_symlinks=False)
+                            if stat.S_ISREG(st.st_mode):
+                                out.append((entry.name, st.st_size, st.st_mtime_ns))
+                    except FileNotFoundError:
+                        continue
+        finally:
+            os.close(fd)
         return out
 
     def usage(self) -> int:
-        """Bytes of cached pages now."""
+        """Bytes of cached page files now."""
         return sum(size for _, size, _ in self._entries())
+
+    def __getstate__(self) -> dict[str, Any]:  # (a copy or another process opens the folder again, and checks it)
+        return {"folder": str(self.folder), "limit": self.limit}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["folder"], state["limit"])  # type: ignore[misc]
 
 
 _FOLDER_LOCKS: dict[str, ProcessLock] = {}

@@ -1,0 +1,164 @@
+"""The page cache's folder: private to its user, held open, and the key its pages are sealed with.
+
+Why both a private folder and a key. A cached page is used as if it had come from the store, so
+whoever can write a file there decides what the loader reads; a CRC-32 (the index's checksum)
+guards against accidents only, since anyone can forge bytes that match it. So:
+
+* **The folder is private** (``open_private``): made mode 0700 when slipstream creates it; a folder
+  that exists must belong to this user (the effective uid) and be writable by no one else, or it
+  is refused with a ``PermissionError`` that names it, its owner and mode, and the fix (``chmod
+  700``, or another ``SLIPSTREAM_CACHE_DIR`` / ``cache_dir``). One of ours that others may read or
+  enter is made 0700 on the spot (its pages are a dataset's data). Files in it are made 0600. The
+  folder is held by a descriptor for the cache's life and every entry is reached through it, so
+  a folder renamed or replaced after the check (by whoever can write its parent) is never used;
+  another process checks it again when it opens the cache.
+* **Each page is sealed** (``seal``): a 32-byte BLAKE2b MAC, keyed with this folder's secret (a
+  random 32-byte ``.key`` file, 0600, made once by whichever process comes first, under the
+  cache's lock), over the entry's name, length and bytes, written after the page at write time and
+  checked at every read. A page is therefore used only if a slipstream process holding this
+  cache's key wrote it: a file placed there any other way (by another tool, a restored backup, a
+  copy from another cache, while the folder was shared or before its mode was fixed) is not
+  served, even with a matching CRC, and a damaged one is caught by 256 bits, not 32. Every process
+  on the node reads the same key file, so they all accept the same pages. The key is as secret
+  as the folder: anyone who can read it (this user, root) can seal pages; they can also change
+  this user's code, so the cache claims no more than that.
+
+Entries are opened with ``O_NOFOLLOW | O_NONBLOCK`` and used only when they are regular files of
+the expected size (``open_entry``): a symbolic link, FIFO, socket, device or folder under an
+entry's name is a miss, never a wait. A folder that cannot be made or written (a read-only file
+system) gives no descriptor or no key: the cache is then empty and takes nothing, and every page
+is served from memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import secrets
+import stat
+import struct
+from collections.abc import Callable
+from pathlib import Path
+from typing import ContextManager
+
+__all__ = ["KEY", "TAG", "load_key", "open_entry", "open_private", "seal"]
+
+KEY = ".key"  # the folder's secret
+TAG = 32  # bytes of the seal after each page
+_KEY_BYTES = 32
+_PERSON = b"slipstream-pg-v1"  # (16 bytes: BLAKE2b's personalization) the seal's format
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC  # a file this process makes, private
+
+
+def open_private(folder: Path) -> int | None:
+    """A descriptor of ``folder`` (made 0700 if missing) once it is known to be private (see the
+    module doc); None when it cannot be made (a read-only or unwritable parent). Raises
+    ``PermissionError`` for a folder of another user or one that others can write."""
+    try:
+        os.makedirs(folder, 0o700, exist_ok=True)
+    except FileExistsError:
+        raise NotADirectoryError(f"slipstream: the page cache folder {folder} exists and is not a folder") from None
+    except OSError:  # EROFS, EACCES...: no cache, pages are served from memory
+        return None
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        mode = stat.S_IMODE(st.st_mode)
+        if st.st_uid != os.geteuid():
+            raise PermissionError(
+                f"slipstream: refusing the page cache folder {folder}: it belongs to uid {st.st_uid} ({_user(st.st_uid)}), "
+                f"mode {mode:04o}, not to this user (uid {os.geteuid()}), so the pages in it may have been written by "
+                f"someone else. Use a folder of your own: set SLIPSTREAM_CACHE_DIR (or ss.open(..., cache_dir=...)) to a "
+                f"path that does not exist yet, and slipstream creates it private (mode 0700)"
+            )
+        if mode & 0o022:
+            raise PermissionError(
+                f"slipstream: refusing the page cache folder {folder}: its mode is {mode:04o} (owner uid {st.st_uid}), "
+                f"writable by its group or by others, who could plant or change cached pages (and read a private "
+                f"dataset's). Make it private with `chmod 700 {folder}`, or set SLIPSTREAM_CACHE_DIR (or "
+                f"ss.open(..., cache_dir=...)) to another folder, which slipstream creates private (mode 0700)"
+            )
+        if mode & 0o077:  # ours, readable by others: private from now on
+            with contextlib.suppress(OSError):  # (a read-only file system: nothing more is written there)
+                os.fchmod(fd, mode & ~0o077)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_entry(dir_fd: int, name: str, size: int) -> int | None:
+    """A read descriptor of entry ``name`` when it is a regular file of ``size`` bytes, else None
+    (missing, a link, a FIFO or any other kind of file, another size, unreadable)."""
+    try:
+        fd = os.open(name, _READ, dir_fd=dir_fd)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        st = None
+    if st is None or not stat.S_ISREG(st.st_mode) or st.st_size != size:
+        os.close(fd)
+        return None
+    return fd
+
+
+def seal(key: bytes, name: str, data: bytes | memoryview) -> bytes:
+    """The MAC stored after entry ``name``'s bytes ``data`` (see the module doc)."""
+    mac = hashlib.blake2b(key=key, digest_size=TAG, person=_PERSON)
+    mac.update(name.encode())
+    mac.update(struct.pack("<Q", len(data)))
+    mac.update(data)
+    return mac.digest()
+
+
+def load_key(dir_fd: int, locked: Callable[[], ContextManager[object]]) -> bytes | None:
+    """The folder's key, made if missing or unusable (under ``locked()``: the cache's lock, so the
+    processes that start together agree on one); None when it can be neither read nor made (a
+    read-only file system without one)."""
+    key = _read_key(dir_fd)
+    if key is not None:
+        return key
+    try:
+        with locked():
+            key = _read_key(dir_fd)  # made meanwhile by another process
+            if key is None:
+                key = secrets.token_bytes(_KEY_BYTES)
+                temporary = f"{KEY}.{os.getpid()}.{secrets.token_hex(4)}.tmp"  # (an orphan goes with the next put)
+                fd = os.open(temporary, NEW, 0o600, dir_fd=dir_fd)
+                try:
+                    os.write(fd, key)
+                finally:
+                    os.close(fd)
+                os.replace(temporary, KEY, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)  # (replaces one that is not a key)
+    except OSError:
+        return None
+    return key
+
+
+def _read_key(dir_fd: int) -> bytes | None:
+    fd = open_entry(dir_fd, KEY, _KEY_BYTES)
+    if fd is None:
+        return None
+    try:
+        st = os.fstat(fd)
+        if st.st_uid != os.geteuid() or stat.S_IMODE(st.st_mode) & 0o077:
+            return None
+        key = os.read(fd, _KEY_BYTES)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return key if len(key) == _KEY_BYTES else None
+
+
+def _user(uid: int) -> str:
+    try:
+        import pwd
+
+        return pwd.getpwuid(uid).pw_name
+    except (ImportError, KeyError):
+        return "no user name"
