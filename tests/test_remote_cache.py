@@ -657,6 +657,24 @@ def test_two_processes_sharing_a_cache_read_everything_and_keep_under_the_limit(
     remote.check_cache(pages_folder)
 
 
+def test_three_processes_sharing_a_two_page_cache_under_faults_read_the_same_right_data(
+    remote: Remote, tmp_path: Path, children: list[Child]
+) -> None:
+    folder = tmp_path / "cache"
+    limit = 2 * (max(len(page) for page in remote.pages.values()) + TAG)  # two pages and their seals
+    remote.proxy.set_faults(["503", "flip", "truncate"], every=3)  # every third ranged GET goes wrong
+    children += [remote.reader(folder, limit, order=order, wait=True) for order in ("forward", "backward", "forward")]
+    for child in children:
+        assert child.line() == "ready"
+    for child in children:
+        child.send("go")
+    for child in children:
+        remote.check_read(child.result())  # every sample right, in every process
+    assert remote.proxy.counts()["faults"]
+    assert PageCache(folder / "pages", limit).usage() <= limit
+    remote.check_cache(folder / "pages")  # whole, sealed pages only
+
+
 def test_a_restart_reads_from_the_cache(remote: Remote, tmp_path: Path, children: list[Child]) -> None:
     folder = tmp_path / "cache"
     before = remote.ranged_gets()

@@ -5,6 +5,11 @@
 ``obsview`` of an ``obsview`` indexes the original data through one composed index array, so a
 stack of ten views costs one lookup. Views read their parent on access and hold no copies;
 they are as thread-safe as the data under them.
+
+Views pass on what the loader asks of remote data (``remote``, ``prefetch(indices)``: read-ahead,
+in the data's own indices) and, where it has pages, the page layout (``page_starts()``, for
+``order="quasi_random"``): ``obsview``, ``mapobs`` and ``joinobs`` of packed data are read ahead
+and page by page as the data itself; ``batchview`` passes on read-ahead.
 """
 
 from __future__ import annotations
@@ -65,6 +70,25 @@ class ObsView:
     def getobs_into(self, buffer: Any, i: int) -> Any:
         return getobs_into(buffer, self.data, int(self.indices[_check_index(self, i)]))
 
+    @property
+    def remote(self) -> bool:
+        """Whether the data under the view fetches its pages from far away."""
+        return bool(getattr(self.data, "remote", False))
+
+    def prefetch(self, indices: Any) -> None:
+        """The read-ahead hint for observations ``indices`` of the view, as the data's (``PackedDataset.prefetch``)."""
+        _hint(self.data, self.indices[_within(indices, len(self))])
+
+    @property
+    def page_starts(self) -> Callable[[], np.ndarray]:
+        """``page_starts()``: the first view position of each run of positions whose observations lie
+        in one page of the data (for page-aware orders). A view in the data's order (a slice,
+        ``splitobs`` without shuffle) has the data's pages, cut at its ends; a shuffled one, runs of
+        about one observation (a page-aware order over it reads about as randomly as "random").
+        Absent (``AttributeError``) when the data has no pages."""
+        starts = _page_starts_of(self.data)
+        return lambda: _runs(starts(), self.indices)
+
     def __repr__(self) -> str:
         return f"ObsView({type(self.data).__name__}, {len(self)} observations)"
 
@@ -88,6 +112,19 @@ class MappedObs:
 
     def __getitem__(self, i: int) -> Any:
         return self.fn(getobs(self.data, _check_index(self, i)))
+
+    @property
+    def remote(self) -> bool:
+        return bool(getattr(self.data, "remote", False))
+
+    def prefetch(self, indices: Any) -> None:
+        """The data's read-ahead hint (observation ``i`` is the data's ``i``)."""
+        _hint(self.data, _within(indices, len(self)))
+
+    @property
+    def page_starts(self) -> Callable[[], np.ndarray]:
+        """The data's ``page_starts`` (absent when it has none)."""
+        return _page_starts_of(self.data)
 
     def __repr__(self) -> str:
         return f"MappedObs({getattr(self.fn, '__name__', self.fn)!s}, {self.data!r})"
@@ -119,6 +156,16 @@ class BatchView:
             return getobs(self.data, indices)
         samples = [getobs(self.data, i) for i in indices]
         return (self.collate or default_collate)(samples)
+
+    @property
+    def remote(self) -> bool:
+        return bool(getattr(self.data, "remote", False))
+
+    def prefetch(self, indices: Any) -> None:
+        """The data's read-ahead hint for the observations of batches ``indices``."""
+        ks = _within(indices, len(self))
+        rows = (ks[:, None] * self.batch_size + np.arange(self.batch_size)).ravel()
+        _hint(self.data, rows[rows < self._n])
 
     def __repr__(self) -> str:
         return f"BatchView({len(self)} batches of {self.batch_size})"
@@ -187,6 +234,24 @@ class JoinedObs:
         data, j = self._locate(i)
         return getobs_into(buffer, data, j)
 
+    @property
+    def remote(self) -> bool:
+        return any(getattr(part, "remote", False) for part in self.parts)
+
+    def prefetch(self, indices: Any) -> None:
+        """Each part's read-ahead hint, for the observations ``indices`` that lie in it."""
+        idx = _within(indices, len(self))
+        part_of = np.searchsorted(self.offsets, idx, side="right") - 1
+        for k in np.unique(part_of).tolist():
+            _hint(self.parts[k], idx[part_of == k] - int(self.offsets[k]))
+
+    @property
+    def page_starts(self) -> Callable[[], np.ndarray]:
+        """The parts' pages, one after another (absent unless every part has pages)."""
+        starts = [_page_starts_of(part) for part in self.parts]
+        offsets = self.offsets[:-1].tolist()
+        return lambda: np.concatenate([np.zeros(0, np.int64), *(np.asarray(f(), np.int64) + k for f, k in zip(starts, offsets))])
+
     def __repr__(self) -> str:
         return f"JoinedObs({len(self.parts)} parts, {len(self)} observations)"
 
@@ -194,6 +259,34 @@ class JoinedObs:
 def joinobs(*datas: Any) -> JoinedObs:
     """A container of all observations of ``datas`` in sequence (nested joins flatten)."""
     return JoinedObs(*datas)
+
+
+def _within(indices: Any, n: int) -> np.ndarray:
+    """A read-ahead hint's indices that lie in ``0..n-1`` (a hint never raises; the others are dropped)."""
+    idx = np.asarray(indices, dtype=np.int64).ravel()
+    return idx[(idx >= 0) & (idx < n)]
+
+
+def _hint(data: Any, indices: np.ndarray) -> None:
+    prefetch = getattr(data, "prefetch", None)
+    if callable(prefetch) and getattr(data, "remote", False) and len(indices):
+        prefetch(indices)
+
+
+def _page_starts_of(data: Any) -> Callable[[], np.ndarray]:
+    """``data.page_starts``, or ``AttributeError`` (so that a view of data without pages has none either)."""
+    starts = getattr(data, "page_starts", None)
+    if not callable(starts):
+        raise AttributeError(f"{type(data).__name__} has no page_starts(): its observations are not kept in pages")
+    return starts
+
+
+def _runs(page_starts: Any, indices: np.ndarray) -> np.ndarray:
+    """The first position of each run of ``indices`` that lie in one page (pages begin at ``page_starts``)."""
+    if not len(indices):
+        return np.zeros(0, np.int64)
+    page = np.searchsorted(np.asarray(page_starts), indices, side="right")
+    return np.flatnonzero(np.r_[True, page[1:] != page[:-1]]).astype(np.int64)
 
 
 def _check_positive_int(name: str, value: Any) -> None:

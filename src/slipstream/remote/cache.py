@@ -86,6 +86,10 @@ class PageCache:
         or no key could be: every page is served from memory)."""
         return self._key is not None
 
+    def fits(self, length: int) -> bool:
+        """Whether a page of ``length`` bytes can be stored here at all (its file within the limit)."""
+        return self._key is not None and length + TAG <= self.limit
+
     def get(self, key: str, length: int) -> memoryview | None:
         """The page ``key`` if cached, ``length`` bytes long and sealed by this cache (marked as just
         used), else None: a read-only view of the file's memory map (no copy; the page stays

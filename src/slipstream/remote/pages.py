@@ -9,10 +9,20 @@ served from the cache) checks the object's size against the entry, in the downlo
 object of another size changed since it was indexed (``ShardMismatchError``); a missing one is a
 ``MissingShardError`` naming it. Pages whose bytes fail their checksum the same way three times raise
 ``ChecksumError`` naming the page and its samples.
+
+``prefetch(pages)`` starts downloads of pages the loader will read next. Given inside
+``shared_only()`` (the loader does so when other processes read the batches: process or helper
+workers), a hint is for the shared disk cache only: pages it cannot hold (larger than its whole
+limit, or a cache that cannot be written) are not fetched, since this process would hold them for
+no one; each worker then downloads what it reads (a warning says so once, with the fix).
 """
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from ..core.errors import ChecksumError, CorruptFileError, MissingShardError, ShardMismatchError
@@ -23,7 +33,20 @@ from ..files.local import PageMeta
 from ..files.pagememory import RecentPages
 from .fetch import Fetcher
 
-__all__ = ["RemotePages"]
+__all__ = ["RemotePages", "shared_only"]
+
+_SHARED_ONLY: ContextVar[bool] = ContextVar("slipstream_prefetch_shared_only", default=False)
+_WARNED: set[str] = set()  # cache folders warned about in this process
+
+
+@contextmanager
+def shared_only() -> Iterator[None]:
+    """Read-ahead hints given inside fill only the shared disk cache (see the module doc)."""
+    token = _SHARED_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _SHARED_ONLY.reset(token)
 
 
 class RemotePages:
@@ -97,8 +120,33 @@ class RemotePages:
         """Nothing to watch: each page's bytes are checked as they arrive."""
 
     def prefetch(self, pages: list[int]) -> None:
-        """Start fetching ``pages`` (the object's size is checked first, in the download's thread)."""
-        self.fetcher.prefetch([(self.name, *self._range(p), self.checksum, self._check_size) for p in pages])
+        """Start fetching ``pages`` (the object's size is checked first, in the download's thread);
+        inside ``shared_only()``, only those the disk cache can hold."""
+        ranges = [self._range(p) for p in pages]
+        if _SHARED_ONLY.get():
+            cache = self.fetcher.cache
+            fit = [span for span in ranges if cache.fits(span[1] - span[0])]
+            if len(fit) < len(ranges):
+                self._warn(max(stop - start for start, stop, _ in ranges))
+            ranges = fit
+        self.fetcher.prefetch([(self.name, *span, self.checksum, self._check_size) for span in ranges])
+
+    def _warn(self, length: int) -> None:
+        cache = self.fetcher.cache
+        if str(cache.folder) in _WARNED:
+            return
+        _WARNED.add(str(cache.folder))
+        why = (
+            f"cache_limit={cache.limit} bytes holds no page of {length} bytes (and its seal)"
+            if cache.writable
+            else "the cache folder cannot be written"
+        )
+        warnings.warn(
+            f"slipstream: {why} ({cache.folder}): worker processes cannot share pages through it, so each downloads "
+            "the pages it reads itself. Give ss.open a cache_limit of several pages (and a writable cache_dir), "
+            "or read with backend='thread' (or 'helper': one process)",
+            stacklevel=2,
+        )
 
     def __getstate__(self) -> dict[str, Any]:
         return {"fetcher": self.fetcher, "url": self.name, "entry": self.entry, "schema": self.schema, "recent": self.recent}
