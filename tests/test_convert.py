@@ -412,3 +412,55 @@ def test_shard_size_writes_a_sharded_folder_of_the_same_samples(tree: Path, tmp_
     assert _convert(tree, folder, "--shard-size", "1M", "--force") == 2
     assert "exists and is not an empty folder" in capsys.readouterr().err
     assert len(ss.open(folder)) == len(one)
+
+
+# -- bad files skipped on request; what the JPEG codec does said ------------------------------------------
+def test_skip_bad_writes_every_good_image_in_order_and_lists_each_bad_one(broken_tree: Path, tmp_path: Path, capsys):
+    (broken_tree / "cat" / "3.jpg").write_bytes(b"GIF89a not really")
+    out = tmp_path / "out.ss"
+    assert _convert(broken_tree, out) == 2  # strict by default: the first bad file, and the way out
+    err = capsys.readouterr().err
+    assert f"sample 3 (file {broken_tree / 'cat' / '3.jpg'}), field 'image':" in err and "pass --skip-bad" in err and not out.exists()
+    assert _convert(broken_tree, out, "--skip-bad") == 0
+    captured = capsys.readouterr()
+    lines = [line for line in captured.err.splitlines() if "skipped" in line]
+    assert lines == [
+        f"slipstream convert: skipped sample 3 (file {broken_tree / 'cat' / '3.jpg'}), field 'image': ValueError: bytes that are not an image Pillow can read (starting b'GIF89a n')",
+        f"slipstream convert: skipped sample 6 (file {broken_tree / 'dog' / '1.jpg'}), field 'image': ValueError: the JPEG bytes do not decode: "
+        + lines[1].split("the JPEG bytes do not decode: ", 1)[1],
+    ]
+    assert "7 samples (2 skipped, listed in the metadata)" in captured.out
+    ds = ss.open(out)
+    assert [ds[i]["path"] for i in range(len(ds))] == ["cat/0.jpg", "cat/1.jpg", "cat/2.jpg", "cat/z.png", "dog/0.jpg", "dog/2.jpg", "dog/z.png"]
+    assert [(e["sample"], e["origin"]) for e in ds.metadata["skipped"]] == [(3, f"file {broken_tree / 'cat' / '3.jpg'}"), (6, f"file {broken_tree / 'dog' / '1.jpg'}")]
+    assert ds.metadata["class_names"] == {"label": ["cat", "dog"]}
+    shards = tmp_path / "shards"
+    assert _convert(broken_tree, shards, "--skip-bad", "--shard-size", "2kB") == 0
+    assert ss.open(shards).metadata == ds.metadata and len(ss.open(shards)) == 7
+
+
+def test_convert_says_when_images_are_re_encoded_as_lossy_jpeg(tree: Path, tmp_path: Path, capsys):
+    assert _convert(tree, tmp_path / "a.ss") == 0
+    assert "note: 2 of 8 images are not JPEG files (PNG): stored as JPEG (quality 90), which is lossy: --codec png" in capsys.readouterr().err
+    assert _convert(tree, tmp_path / "b.ss", "--codec", "png") == 0
+    assert "lossy" not in capsys.readouterr().err
+    for png in tree.glob("*/z.png"):
+        png.unlink()
+    assert _convert(tree, tmp_path / "c.ss") == 0
+    assert "lossy" not in capsys.readouterr().err  # JPEG files are kept as they are
+
+
+def test_convert_of_a_parquet_column_of_png_images_says_it_is_lossy(tmp_path: Path, capsys):
+    path = tmp_path / "png.parquet"
+    pq.write_table(pa.table({"image": [_png(_pixels(i, 8, 8)) for i in range(3)]}), path)
+    assert _convert(path, tmp_path / "png.ss") == 0
+    assert "note: image column 'image' holds PNG images (its first row): stored as JPEG" in capsys.readouterr().err
+
+
+def test_a_hugging_face_json_column_converts_to_its_values(tmp_path: Path):
+    folder = tmp_path / "hfjson"
+    texts = pa.array(['{"a":1,"b":[0.13436424411240122]}', '"x"', "null"])
+    _save_to_disk(folder, [pa.table({"j": pa.ExtensionArray.from_storage(pa.json_(), texts)})], {"j": {"_type": "Json"}})
+    assert _convert(folder, tmp_path / "j.ss") == 0
+    ds = ss.open(tmp_path / "j.ss")
+    assert ds.fields == {"j": F.JSON()} and [ds[i]["j"] for i in range(3)] == [{"a": 1, "b": [0.13436424411240122]}, "x", None]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 
@@ -278,3 +279,48 @@ def test_without_datasets_the_error_says_what_to_install(packed_path):
     result = run_python(code)
     assert result.returncode != 0
     assert "Error: ss.to_huggingface needs Hugging Face datasets: pip install 'slipstream[hf]'" in result.stderr
+
+
+# -- what datasets' Json decoding would change, and sharded folders ----------------------------------
+def test_json_that_datasets_would_decode_differently_is_refused_naming_the_sample(tmp_path):
+    """datasets decodes Json with pandas' ujson: lone surrogates vanish, floats round, big integers fail."""
+    path = tmp_path / "json.arrow"
+    values = [{"ok": [1, "é😀", None]}, {"name": "\ud800x"}, 0.13436424411240122, 2**70, ["\udfff"]]
+    ss.write(path, [{"j": v, "i": k} for k, v in enumerate(values)], {"j": F.JSON(), "i": F.Int()}, progress=False)
+    with pytest.raises(ValueError, match=r"json.arrow: field 'j', sample 1: datasets' Json feature .* json_as_text=True"):
+        ss.to_huggingface(path)
+    for k, value in enumerate(values):  # each alone: what ujson reads back the same passes (a lone low surrogate does)
+        one = tmp_path / f"one{k}.arrow"
+        ss.write(one, [{"j": "plain"}, {"j": value}], {"j": F.JSON()}, progress=False)
+        if k in (0, 4):
+            assert ss.to_huggingface(one)[1]["j"] == value
+        else:
+            with pytest.raises(ValueError, match="sample 1: datasets' Json feature"):
+                ss.to_huggingface(one)
+    text = ss.to_huggingface(path, json_as_text=True)
+    assert text.features["j"] == datasets.Value("large_string")
+    assert [json.loads(row) for row in text["j"]] == values  # exact, surrogates and all
+    assert pickle.loads(pickle.dumps(text))[1]["j"] == text[1]["j"]
+    assert ss.to_huggingface(path, fields=["i"])["i"] == list(range(5))
+
+
+def test_a_sharded_folder_is_one_dataset_of_its_shards_in_order(tmp_path):
+    folder = tmp_path / "shards"
+    samples = [{"image": photo_like(8, 9 + i % 3, seed=i), "label": i % 3, "text": f"t{i}"} for i in range(40)]
+    fields = {"image": F.Image(codec="png"), "label": F.Int(), "text": F.Text()}
+    ss.write(folder, samples, fields, progress=False, shard_size="2kB", page_size=600, metadata={"class_names": {"label": ["a", "b", "c"]}})
+    opened = ss.open(folder)
+    assert len(opened.shards) > 3
+    for source in (folder, str(folder), opened):
+        ds = ss.to_huggingface(source)
+        assert len(ds) == 40 and ds.features["label"] == datasets.ClassLabel(names=["a", "b", "c"])
+        assert ds["text"] == [f"t{i}" for i in range(40)]
+        assert all(np.array_equal(_pixels(ds[i]["image"]), samples[i]["image"]) for i in (0, 17, 39))
+    again = pickle.loads(pickle.dumps(ss.to_huggingface(folder)))
+    assert again["label"] == [i % 3 for i in range(40)]
+    assert ss.to_huggingface(folder, fields=["text"]).column_names == ["text"]
+    assert ss.to_huggingface(opened, fields=["label"])["label"][5] == 2
+    ss.write(tmp_path / "b.arrow", samples[:3], fields, progress=False)
+    assert ss.to_huggingface(ss.open([tmp_path / "b.arrow", tmp_path / "b.arrow"]))["text"] == ["t0", "t1", "t2"] * 2
+    with pytest.raises(ss.MissingShardError, match="index.json"):
+        ss.to_huggingface(tmp_path)  # a folder that is not a dataset: said so, not IsADirectoryError

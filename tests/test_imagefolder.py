@@ -113,3 +113,51 @@ def test_ss_write_of_an_image_folder_names_the_file_that_fails(tmp_path):
     (root / "cat" / "b.jpg").write_bytes(simplejpeg.encode_jpeg(image)[:100])  # cut short
     with pytest.raises(ValueError, match=r"sample 1 \(file .*b\.jpg\), field 'image'"):
         ss.write(tmp_path / "out.arrow", ss.imagefolder(root), fields={"image": F.Image(codec="png"), "label": F.Int()})
+
+
+# -- what a newcomer writes first ------------------------------------------------------------------
+def test_ss_write_of_an_image_folder_stores_what_convert_stores_class_names_included(folder, tmp_path):
+    from slipstream.convert.sources import convert
+
+    plain = ss.open(ss.write(tmp_path / "plain.arrow", ss.imagefolder(folder), progress=False))
+    converted, _ = convert(folder, tmp_path / "converted.arrow", progress=False)
+    assert plain.fields == ss.open(converted).fields == {"image": F.Image(codec="jpeg", channels=3), "label": F.Int(), "path": F.Text()}
+    assert plain.metadata == ss.open(converted).metadata == {"class_names": {"label": ["cat", "dog"]}}
+    assert all(plain.encoded(k, "image")[1].tobytes() == ss.open(converted).encoded(k, "image")[1].tobytes() for k in range(12))
+    chosen = ss.open(ss.write(tmp_path / "chosen.arrow", ss.imagefolder(folder), {"image": F.Image(codec="png"), "label": F.Int()}, progress=False))
+    assert chosen.metadata == {"class_names": {"label": ["cat", "dog"]}}  # fields= keeps them too
+    no_label = ss.write(tmp_path / "nolabel.arrow", ss.imagefolder(folder), {"path": F.Text()}, progress=False)
+    assert ss.open(no_label).metadata == {}
+
+
+def test_the_readmes_packed_file_snippet_trains_on_a_folder_of_mixed_size_photos(folder, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train").symlink_to(folder, target_is_directory=True)
+    ss.write("train.arrow", ss.imagefolder("train/"), fields={"image": F.Image(codec="jpeg", quality=90, max_side=512, channels=3), "label": F.Int()})
+    ds = ss.open("train.arrow")
+    ds.validate()
+    assert ds.metadata["class_names"]["label"] == ["cat", "dog"]
+    assert len({ds[k]["image"].shape for k in range(12)}) > 1  # photos of several sizes
+    train = ds.map(image=[ops.RandomResizedCrop(224), ops.RandomHorizontalFlip(), ops.ToCHW()])
+    loader = ss.DataLoader(train, batch_size=256, order="quasi_random", seed=0, workers=2, rank=0, world_size=1)
+    batches = list(loader)
+    assert [b["image"].shape for b in batches] == [(12, 3, 224, 224)] and batches[0]["image"].dtype == np.uint8
+    with pytest.raises(ValueError, match=r"crop them to one: ds\.map"):
+        list(ss.DataLoader(ds, batch_size=256))  # without the pipeline: the error says what to add
+
+
+def test_mapped_folder_errors_name_the_file_and_the_fix(folder, tmp_path):
+    broken = tmp_path / "broken"
+    for cls in ("cat", "dog"):
+        (broken / cls).mkdir(parents=True)
+        for k in range(3):
+            (broken / cls / f"{k}.jpg").write_bytes((folder / cls / "0.jpg").read_bytes())
+    (broken / "dog" / "1.jpg").write_bytes(b"not a jpeg")
+    mapped = ss.mapfields(ss.imagefolder(broken), image=[ops.CenterCrop(8)])
+    with pytest.raises(ValueError, match=rf"sample 4 \(file {broken / 'dog' / '1.jpg'}\), field 'image': .*damaged .*--skip-bad"):
+        mapped[4]
+    with pytest.raises(ValueError, match=rf"sample 0 \(file {broken / 'cat' / '0.jpg'}\), field 'image': CenterCrop of \(80, 80\)"):
+        ss.mapfields(ss.imagefolder(broken), image=[ops.CenterCrop(80)])[0]
+    gray = ss.mapfields(ss.imagefolder(folder), image=[ops.CenterCrop(16)])  # sample 2 is a grayscale JPEG
+    with pytest.raises(ValueError, match=r"sample 2 .*\(16, 16, 1\).*\(16, 16, 3\).*put ops\.ToRGB\(\) in the pipeline"):
+        list(ss.DataLoader(gray, batch_size=4))

@@ -300,7 +300,7 @@ def _with_cli_hint(exc: BaseException) -> BaseException:
     """``exc`` with ss.write's way out (``on_error='skip'``) said as this command's option."""
     notes = getattr(exc, "__notes__", None)
     if isinstance(notes, list):
-        notes[:] = ["pass --skip-bad to write the other samples and list those that fail" if note == SKIP_HINT else note for note in notes]
+        notes[:] = ["fix or remove that file, or pass --skip-bad to write the others and list those that fail" if note == SKIP_HINT else note for note in notes]
     return exc
 
 

@@ -31,6 +31,7 @@ class Source:
     fields: dict[str, Field]
     notes: list[str] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
+    cautions: list[str] = field(default_factory=list)  # how the data is stored that the user may not expect (the CLI prints them)
 
     def __len__(self) -> int:
         return len(self.data)

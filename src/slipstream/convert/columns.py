@@ -4,6 +4,7 @@ its values, row by row (images stored as structs or bytes, arrays, strings, nest
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,6 +102,12 @@ class ImageStructValues:
         return out
 
 
+def json_values(array: Any, first_row: int) -> list[Any]:
+    """Values of a Hugging Face ``Json`` column (JSON text, in an extension array or as strings), decoded."""
+    storage = getattr(array, "storage", array)
+    return [json.loads(text) for text in plain(storage).to_pylist()]
+
+
 class ArrayValues:
     """Values of a Hugging Face ArrayND column: one NumPy array of ``dtype`` per row."""
 
@@ -111,8 +118,9 @@ class ArrayValues:
         return [np.asarray(v, dtype=self.dtype) for v in array.to_pylist()]
 
 
-def arrow_column(where: Path, name: str, typ: Any, first: Callable[[], Any], image: F.Image) -> Column:
-    """The field for a column from its Arrow type (``first()`` gives its first values, to sniff image bytes)."""
+def arrow_column(where: Path, name: str, typ: Any, first: Callable[[], Any], image: F.Image, base: Path | None = None) -> Column:
+    """The field for a column from its Arrow type (``first()`` gives its first values, to sniff image
+    bytes; ``base``: the folder relative image paths are under, default ``where``'s)."""
     pa = _pa()
     value_type = typ.value_type if pa.types.is_dictionary(typ) else typ
     if pa.types.is_boolean(value_type):
@@ -129,7 +137,8 @@ def arrow_column(where: Path, name: str, typ: Any, first: Callable[[], Any], ima
             return Column(name, copy.deepcopy(image), list_values)
         return Column(name, F.Bytes(), list_values)
     if is_image_struct(value_type):
-        return Column(name, copy.deepcopy(image), ImageStructValues(where, name, where.parent if where.is_file() else where))
+        base = base if base is not None else (where.parent if where.is_file() else where)
+        return Column(name, copy.deepcopy(image), ImageStructValues(where, name, base))
     if is_nested(value_type):
         return Column(name, F.JSON(), list_values)
     raise ConvertError(
@@ -142,15 +151,19 @@ _HF_ARRAYS = {"Array2D": 2, "Array3D": 3, "Array4D": 4, "Array5D": 5}
 _HF_UNSUPPORTED = ("Audio", "Video", "Pdf", "Nifti")
 
 
-def hf_column(where: Path, name: str, feature: Any, typ: Any, first: Callable[[], Any], image: F.Image) -> Column:
-    """The field for a column from its Hugging Face feature (the Arrow type where the feature says no more)."""
+def hf_column(where: Path, name: str, feature: Any, typ: Any, first: Callable[[], Any], image: F.Image, base: Path | None = None) -> Column:
+    """The field for a column from its Hugging Face feature (the Arrow type where the feature says
+    no more); ``base``: the folder relative image paths are under (default ``where``'s)."""
     kind = feature.get("_type") if isinstance(feature, dict) else None
     if kind == "Image":
         if not is_image_struct(typ) and not is_binary(typ):
             raise ConvertError(f"{where}: column {name!r} is an Image feature stored as {typ}, expected a struct of bytes and path")
         if is_binary(typ):
             return Column(name, copy.deepcopy(image), list_values)
-        return Column(name, copy.deepcopy(image), ImageStructValues(where, name, where if where.is_dir() else where.parent))
+        base = base if base is not None else (where if where.is_dir() else where.parent)
+        return Column(name, copy.deepcopy(image), ImageStructValues(where, name, base))
+    if kind == "Json":
+        return Column(name, F.JSON(), json_values)
     if kind == "ClassLabel":
         names = feature.get("names")
         valid = isinstance(names, list) and all(isinstance(n, str) for n in names)
@@ -167,4 +180,4 @@ def hf_column(where: Path, name: str, feature: Any, typ: Any, first: Callable[[]
         raise ConvertError(
             f"{where}: column {name!r} is a Hugging Face {kind} feature, which slipstream does not convert: drop the column first"
         )
-    return arrow_column(where, name, typ, first, image)
+    return arrow_column(where, name, typ, first, image, base)

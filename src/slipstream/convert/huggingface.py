@@ -1,9 +1,12 @@
-"""``ss.to_huggingface``: a packed file as a Hugging Face ``datasets.Dataset``, in one call, memory-mapped.
+"""``ss.to_huggingface``: a packed file (or a sharded folder) as a Hugging Face ``datasets.Dataset``, in one call, memory-mapped.
 
-Each page of the file becomes one chunk of an Arrow table whose columns point into the file's memory
-map (only small offset buffers are made), wrapped in a ``datasets.Dataset`` with features declared
-from the file's field specs: images as ``Image``, labels as ``ClassLabel`` when class names are known,
-JSON as ``Json``, arrays as fixed lists or ``ArrayND``. ``datasets`` is imported only when called.
+Each page of the file (of every shard, in order) becomes one chunk of an Arrow table whose columns
+point into the file's memory map (only small offset buffers are made), wrapped in a
+``datasets.Dataset`` with features declared from the file's field specs: images as ``Image``,
+labels as ``ClassLabel`` when class names are known, JSON as ``Json`` (checked to decode to the
+stored value: ``datasets`` decodes it with pandas' ujson, which rounds floats, drops lone
+surrogates and refuses integers beyond 64 bits), arrays as fixed lists or ``ArrayND``.
+``datasets`` is imported only when called.
 """
 
 from __future__ import annotations
@@ -22,13 +25,15 @@ from ..core.errors import CorruptFileError
 from ..core.optional import require
 from ..files.field import Field
 from ..files.field import pyarrow_module as _pa
+from ..files.folder import open_folder
 from ..files.packed import PackedDataset
+from ..files.shards import ShardedDataset
 from ..images import codecs as _imaging
+from .hfjson import check_json
 
 __all__ = ["to_huggingface"]
 
 _HF_ARRAYS = {2: "Array2D", 3: "Array3D", 4: "Array4D", 5: "Array5D"}
-
 
 def _datasets() -> Any:
     return require("datasets", extra="hf", purpose="ss.to_huggingface needs Hugging Face datasets")
@@ -37,8 +42,9 @@ def _datasets() -> Any:
 class _Converter:
     """How one field's column becomes a ``datasets`` column: ``array(page_array)`` per page, then ``feature()``."""
 
-    def __init__(self, path: Path, name: str, field: Field, hf: Any, encode_raw: bool, names: Sequence[str] | None):
+    def __init__(self, path: Path, name: str, field: Field, hf: Any, encode_raw: bool, names: Sequence[str] | None, json_as_text: bool = False):
         self.path, self.name, self.field, self.hf, self.encode_raw, self.names = path, name, field, hf, encode_raw, names
+        self.json_as_text = json_as_text or not hasattr(hf, "Json")  # older datasets: the JSON text itself
         self.trailing: tuple[int, ...] | None = None  # ragged arrays: the dimensions after the first, when all agree
 
     def where(self) -> str:
@@ -88,12 +94,13 @@ class _Converter:
 
     def _array_json(self, array: Any, first: int) -> Any:
         pa = _pa()
-        if not hasattr(self.hf, "Json"):  # older datasets: the JSON text itself
+        if self.json_as_text:
             return array
+        check_json(array, self.hf.Json().decode_example, lambda row: f"{self.where()}, sample {first + row}")
         return pa.ExtensionArray.from_storage(pa.json_(), array.cast(pa.string()))  # new offsets only; the text is shared
 
     def _feature_json(self) -> Any:
-        return self.hf.Json() if hasattr(self.hf, "Json") else self.hf.Value("large_string")
+        return self.hf.Value("large_string") if self.json_as_text else self.hf.Json()
 
     # -- images --------------------------------------------------------------------------------
     def _array_image(self, array: Any, first: int) -> Any:
@@ -214,7 +221,7 @@ def _nested(values: Any, count: int, shape: Sequence[int]) -> Any:
     return nested
 
 
-def _class_names(packed: PackedDataset, given: Mapping[str, Sequence[str]] | None) -> dict[str, list[str]]:
+def _class_names(packed: Any, where: str, given: Mapping[str, Sequence[str]] | None) -> dict[str, list[str]]:
     """Class names per ``F.Int`` field: those the file records (``metadata["class_names"]``, as
     ``slipstream convert`` and ``ss.write(metadata=...)`` store them; entries that are not a list of
     str for an ``F.Int`` field read are ignored), overridden by ``given`` (checked: ``ValueError``)."""
@@ -225,9 +232,9 @@ def _class_names(packed: PackedDataset, given: Mapping[str, Sequence[str]] | Non
             names[field] = list(labels)
     for field, labels in (given or {}).items():
         if field not in packed.fields:
-            raise ValueError(f"{packed.path}: class_names names field {field!r}, which is not read (fields: {list(packed.fields)})")
+            raise ValueError(f"{where}: class_names names field {field!r}, which is not read (fields: {list(packed.fields)})")
         if packed.fields[field].kind != "int":
-            raise ValueError(f"{packed.path}: class_names names field {field!r}, a {packed.fields[field]!r} field; class labels are F.Int fields")
+            raise ValueError(f"{where}: class_names names field {field!r}, a {packed.fields[field]!r} field; class labels are F.Int fields")
         if isinstance(labels, str) or not all(isinstance(label, str) for label in labels):
             raise TypeError(f"class_names[{field!r}] must be a sequence of str, got {labels!r}")
         names[field] = list(labels)
@@ -235,32 +242,41 @@ def _class_names(packed: PackedDataset, given: Mapping[str, Sequence[str]] | Non
 
 
 class _Reopen:
-    """Pickles a ``to_huggingface`` table as how to rebuild it (path and options), never as its data."""
+    """Pickles a ``to_huggingface`` table as how to rebuild it (its files, fields and options), never as its data."""
 
-    def __init__(self, path: str, fields: list[str], class_names: dict[str, list[str]], encode_raw: bool, stamp: tuple[int, ...]):
-        self.args = (path, fields, class_names, encode_raw, list(stamp))
+    def __init__(self, paths: list[str], fields: list[str], names: dict[str, list[str]], raw: bool, stamps: list[Any], text: bool = False):
+        self.args = (list(paths), fields, names, raw, [list(stamp) for stamp in stamps], text)
 
     def table(self) -> Any:
-        path, fields, class_names, encode_raw, stamp = self.args
-        packed = PackedDataset(path, fields=fields)
-        if list(packed.identity) != stamp:
-            raise RuntimeError(f"{path}: the packed file changed since ss.to_huggingface opened it; open it again")
-        return _build(Path(path), packed, class_names, encode_raw)[0]
+        paths, fields, class_names, encode_raw, stamps, json_as_text = self.args
+        shards = [PackedDataset(path, fields=fields) for path in paths]
+        for shard, path, stamp in zip(shards, paths, stamps):
+            if list(shard.identity) != stamp:
+                raise RuntimeError(f"{path}: the packed file changed since ss.to_huggingface opened it; open it again")
+        return _build(shards, class_names, encode_raw, json_as_text)[0]
 
 
-def _build(path: Path, packed: PackedDataset, class_names: dict[str, list[str]], encode_raw: bool) -> tuple[Any, Any]:
-    """(Arrow table over the memory-mapped pages, datasets Features) for the fields of ``packed``."""
+def _build(shards: list[PackedDataset], class_names: dict[str, list[str]], encode_raw: bool, json_as_text: bool = False) -> tuple[Any, Any]:
+    """(Arrow table over the memory-mapped pages of every shard, in order, datasets Features) for the fields of ``shards``."""
     pa = _pa()
     hf = _datasets()
-    reader = pa.ipc.open_file(pa.memory_map(str(path)))
-    converters = {name: _Converter(path, name, field, hf, encode_raw, class_names.get(name)) for name, field in packed.fields.items()}
-    columns = [reader.schema.get_field_index(name) for name in converters]
-    starts = packed.page_starts()
+    first_shard = shards[0]
+    converters = {
+        name: _Converter(first_shard.path, name, field, hf, encode_raw, class_names.get(name), json_as_text) for name, field in first_shard.fields.items()
+    }
     chunks: list[list[Any]] = [[] for _ in converters]
-    for p in range(reader.num_record_batches):
-        batch = reader.get_batch(p)
-        for k, (converter, column) in enumerate(zip(converters.values(), columns)):
-            chunks[k].append(converter.array(batch.column(column), int(starts[p])))
+    offset = 0
+    for shard in shards:
+        reader = pa.ipc.open_file(pa.memory_map(str(shard.path)))
+        columns = [reader.schema.get_field_index(name) for name in converters]
+        starts = shard.page_starts()
+        for converter in converters.values():
+            converter.path = shard.path  # errors name the shard that holds the sample
+        for p in range(reader.num_record_batches):
+            batch = reader.get_batch(p)
+            for k, (converter, column) in enumerate(zip(converters.values(), columns)):
+                chunks[k].append(converter.array(batch.column(column), offset + int(starts[p])))
+        offset += len(shard)
     features = hf.Features({name: converter.feature() for name, converter in converters.items()})
     schema = features.arrow_schema
     arrays = []
@@ -272,16 +288,48 @@ def _build(path: Path, packed: PackedDataset, class_names: dict[str, list[str]],
     return pa.Table.from_arrays(arrays, schema=schema), features
 
 
+def _opened(source: Any, fields: Sequence[str] | None) -> tuple[Any, list[PackedDataset], str]:
+    """(the dataset, its local shards in order, how errors name it) for ``to_huggingface``'s ``source``."""
+    wanted = list(fields) if fields is not None else None
+    if isinstance(source, (PackedDataset, ShardedDataset)):
+        _check_local(source.shards if isinstance(source, ShardedDataset) else [source])
+        if wanted is not None:  # the same files, those fields
+            source = PackedDataset(source.path, fields=wanted) if isinstance(source, PackedDataset) else ShardedDataset([s.path for s in source.shards], fields=wanted)
+        dataset = source
+    elif isinstance(source, (str, os.PathLike)):
+        if Path(source).is_dir():
+            dataset = open_folder(Path(source), fields=wanted)  # each shard checked against index.json
+        else:
+            dataset = PackedDataset(source, fields=wanted)
+    else:
+        raise TypeError(f"ss.to_huggingface takes a packed file's path, a sharded dataset's folder or an ss.open dataset, got {type(source).__name__}")
+    shards = dataset.shards if isinstance(dataset, ShardedDataset) else [dataset]
+    where = str(shards[0].path) if isinstance(dataset, PackedDataset) else f"{shards[0].path.parent} ({len(shards)} shards)"
+    return dataset, shards, where
+
+
+def _check_local(shards: list[PackedDataset]) -> None:
+    remote = [shard.path for shard in shards if shard.remote]
+    if remote:
+        raise ValueError(
+            f"{remote[0]}: ss.to_huggingface memory-maps local packed files; this one is read from object storage: copy "
+            "the file (or the folder) to a local disk and pass its path"
+        )
+
+
 def to_huggingface(
-    source: str | os.PathLike | PackedDataset,
+    source: str | os.PathLike | PackedDataset | ShardedDataset,
     *,
     fields: Sequence[str] | None = None,
     class_names: Mapping[str, Sequence[str]] | None = None,
     encode_raw: bool = False,
+    json_as_text: bool = False,
 ) -> Any:
     """Open a packed file as a Hugging Face ``datasets.Dataset`` (needs ``pip install 'slipstream[hf]'``).
 
-    ``source``: a path, or an ``ss.open`` dataset (its path and fields). The dataset's columns are
+    ``source``: a path, a sharded dataset's folder (``ss.write(..., shard_size=...)``: its shards
+    in order, each checked against ``index.json``), or an ``ss.open`` dataset of local files (its
+    paths and fields). The dataset's columns are
     views of the file's memory map, one chunk per page: nothing is copied but offsets (raw images
     with ``encode_raw=True`` and bool arrays excepted), and pickling it (``map(num_proc=...)``,
     spawned workers) sends the path, not the data. Features, by field kind:
@@ -293,8 +341,13 @@ def to_huggingface(
     * ``F.Int``: ``ClassLabel`` with ``class_names[field]``, else with the names the file records
       (``ss.open(path).metadata["class_names"][field]``, as ``slipstream convert`` stores them),
       else ``Value("int64")``; labels outside the names raise ``ValueError``. ``F.Float``, ``F.Bool``, ``F.Text``, ``F.Bytes``: ``Value`` of the
-      column's type; ``F.JSON``: ``Json`` (decoded to the value ``ss.open`` gives), or the JSON
-      text with a ``datasets`` that has no ``Json`` feature.
+      column's type; ``F.JSON``: ``Json``, decoded to the value ``ss.open`` gives: ``datasets``
+      decodes it with pandas' ujson, which rounds many floats (0.13436424411240122 reads as
+      0.134364244112401), drops lone surrogates and refuses integers beyond 64 bits, so rows that
+      hold those are decoded both ways as the dataset is built and one that differs raises
+      ``ValueError`` naming it. ``json_as_text=True`` gives the JSON text instead
+      (``Value("large_string")``: ``json.loads`` reads the exact value), as with a ``datasets``
+      that has no ``Json`` feature.
     * ``F.Array``: ``Value`` (shape ``()``), ``Sequence(length=n)`` (1-d), ``Array2D``..``Array5D``;
       ragged arrays as ``Sequence`` (1-d) or ``ArrayND`` with a free first dimension when the other
       dimensions agree; others (and complex dtypes) raise ``ValueError`` naming the field:
@@ -302,16 +355,13 @@ def to_huggingface(
 
     Bad files raise ``ss.open``'s errors (``ss.PackedFileError`` subclasses naming the path).
     """
-    packed = source if isinstance(source, PackedDataset) else PackedDataset(source, fields=list(fields) if fields is not None else None)
-    if isinstance(source, PackedDataset) and fields is not None:
-        packed = PackedDataset(source.path, fields=list(fields))
+    dataset, shards, where = _opened(source, fields)
     hf = _datasets()
-    path = packed.path
-    names = _class_names(packed, class_names)
-    table, features = _build(path, packed, names, encode_raw)
-    reopen = _Reopen(str(path.resolve()), list(packed.fields), names, encode_raw, packed.identity)
+    names = _class_names(dataset, where, class_names)
+    table, features = _build(shards, names, encode_raw, json_as_text)
+    reopen = _Reopen([str(shard.path.resolve()) for shard in shards], list(dataset.fields), names, encode_raw, [shard.identity for shard in shards], json_as_text)
     fingerprint = _fingerprint(reopen)
-    info = hf.DatasetInfo(description=f"slipstream packed file {path}", features=features)
+    info = hf.DatasetInfo(description=f"slipstream packed file {where}", features=features)
     return hf.Dataset(_packed_table(table, reopen), info=info, fingerprint=fingerprint)
 
 

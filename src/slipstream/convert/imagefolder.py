@@ -8,6 +8,12 @@ or, with ``decode=True``, a uint8 (H, W, C) array with ``channels`` channels (3 
 torchvision's ImageFolder gives; None keeps each file's own). Encoded bytes keep the file's own
 channels: pack them with ``F.Image(channels=3)``, or map them with ``ops.ToRGB()``.
 
+``ss.write(path, ss.imagefolder(root))`` stores what ``slipstream convert root path`` stores: the
+fields ``default_fields()`` gives (``image`` as ``F.Image(codec="jpeg", channels=3)``: JPEG files
+that need no resize are kept byte for byte, other formats (PNG...) are re-encoded as JPEG, lossy;
+pass ``fields=`` with ``F.Image(codec="png")`` to keep them lossless) and the class names
+(``default_metadata``: ``ss.open(path).metadata["class_names"]["label"]``), also with ``fields=``.
+
 A relative ``root`` stays relative in the samples' ``path``, but its files are read from the
 folder that was current when the tree was listed, in whichever process reads them (a worker
 process, a Ray task on another node's working directory).
@@ -19,6 +25,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .. import fields as F
 from ..images import codecs as _imaging
 
 __all__ = ["ImageFolder", "imagefolder"]
@@ -67,6 +74,15 @@ class ImageFolder:
     def sample_origin(self, index: int) -> str:
         """Where sample ``index`` comes from, for error messages (``ss.write`` uses it)."""
         return f"file {self.samples[index][0]}"
+
+    def default_fields(self) -> dict[str, Any]:
+        """The fields ``ss.write`` stores when given none, as ``slipstream convert`` does: ``image``
+        (JPEG, RGB, or each image's own channels with ``channels=None``), ``label``, ``path``."""
+        return {"image": F.Image(codec="jpeg", channels=self.channels), "label": F.Int(), "path": F.Text()}
+
+    def default_metadata(self, names: list[str]) -> dict[str, Any]:
+        """The class names, ``{"class_names": {"label": [...]}}``, when ``label`` is written."""
+        return {"class_names": {"label": list(self.classes)}} if "label" in names else {}
 
     def __repr__(self) -> str:
         return f"ss.imagefolder({str(self.root)!r}): {len(self)} images in {len(self.classes)} classes"

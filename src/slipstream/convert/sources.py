@@ -23,7 +23,11 @@
   otherwise.
 
 Packed files hold no nulls: a null value raises ``ConvertError`` naming the column and row.
-``convert(src, out, ...)`` opens the source and writes it with ``ss.write``.
+``convert(src, out, ...)`` opens the source and writes it with ``ss.write``; with the default
+``codec="jpeg"``, images that are not JPEG already (PNG, BMP, TIFF, raw pixels...) are re-encoded
+as JPEG, which is lossy: ``Source.cautions`` says so (``slipstream convert`` prints it), and
+``codec="png"`` keeps them lossless. ``on_error="skip"`` writes every sample that reads and
+encodes and lists the others in the metadata (``files.failures``).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from typing import Any
 
 from .. import fields as F
 from ..files.writer import write
+from ..images.codecs import sniff
 from .arrays import npy_source, npz_source
 from .base import SUPPORTED, ConvertError, Source
 from .imagefolder import EXTENSIONS, imagefolder
@@ -98,6 +103,7 @@ def convert(
     shard_size: int | str | None = None,
     engine: str | None = None,
     ray_address: str | None = None,
+    on_error: str = "raise",
 ) -> tuple[Path, Source]:
     """Convert ``src`` into the packed file ``out``; the image settings apply to every image field.
     Returns the written path and the source.
@@ -121,6 +127,11 @@ def convert(
     shards in local processes or Ray tasks, ``workers`` then being the processes (tasks in
     flight); ``ray_address`` names a Ray cluster (see ``ss.write``). The shards are the same,
     byte for byte, whatever the engine.
+
+    ``on_error="skip"`` leaves out the samples that fail to read or encode (a damaged image) and
+    writes the others, in order; ``ss.open(out).metadata["skipped"]`` lists each one left out
+    (``{"sample", "origin", "field", "error"}``; ``[]`` when none), and a ``SkippedSamplesWarning``
+    says how many. The default, "raise", stops at the first, naming its file.
     """
     out = _check_target(Path(src), Path(out), force) if shard_size is None else _check_folder_target(Path(src), Path(out))
     if channels not in ("auto", None, 1, 3) or isinstance(channels, bool):
@@ -128,12 +139,47 @@ def convert(
     typed = None if channels == "auto" else channels
     image = F.Image(codec=codec, quality=quality, max_side=max_side, min_side=min_side, policy=policy, channels=typed)
     source = open_source(src, image, folder_channels=3 if channels == "auto" else typed)
+    source.cautions.extend(_lossy(source, codec, quality))
     stored = {**source.metadata, **(metadata or {})}
     path = write(
         out, source.data, source.fields, workers=workers, progress=progress, page_size=page_size, metadata=stored, shard_size=shard_size,
-        engine=engine, ray_address=ray_address,
+        engine=engine, ray_address=ray_address, on_error=on_error,
     )  # fmt: skip
     return path, source
+
+
+def _lossy(source: Source, codec: str, quality: int) -> list[str]:
+    """What the JPEG codec does to images that are not JPEG already: an image folder's files by
+    their names, a table's image columns by their first image."""
+    if codec != "jpeg" or not any(isinstance(f, F.Image) for f in source.fields.values()):
+        return []
+    how = f"stored as JPEG (quality {quality}), which is lossy: --codec png (codec='png') keeps them lossless"
+    if isinstance(source.data, _FolderSamples):
+        others = [path for path, _ in source.data.folder.samples if not path.lower().endswith((".jpg", ".jpeg"))]
+        if not others:
+            return []
+        kinds = sorted({Path(path).suffix.lower().lstrip(".").upper() or "?" for path in others})
+        return [f"{len(others)} of {len(source.data.folder)} images are not JPEG files ({', '.join(kinds)}): {how}"]
+    notes = []
+    for column in getattr(source.data, "columns", []):
+        if isinstance(column.field, F.Image):
+            kind = _first_kind(source.data, column)
+            if kind != "jpeg":
+                notes.append(f"image column {column.name!r} holds {kind.upper() if kind else 'non-JPEG'} images (its first row): {how}")
+    return notes
+
+
+def _first_kind(rows: Any, column: Any) -> str | None:
+    """The codec of a table's first image in ``column`` (None when it cannot say)."""
+    try:
+        for part in rows.parts[:1]:
+            for batch in part.batches():
+                if batch.num_rows:
+                    value = column.values(batch.column(column.name).slice(0, 1), 0)[0]
+                    return sniff(value) if isinstance(value, (bytes, bytearray, memoryview)) else None
+    except Exception:  # noqa: BLE001 - a caution must not stop the conversion: reading it fails it clearly
+        return None
+    return None
 
 
 def _check_folder_target(src: Path, out: Path) -> Path:

@@ -61,7 +61,7 @@ def array_writer(slot: int, shape: tuple[int, ...], dtype: np.dtype) -> Writer:
             raise Mismatch(
                 ValueError,
                 f"has shape {found} but the first sample had shape {shape}: the default collate stacks "
-                f"equal shapes only (pass collate= to batch variable shapes)",
+                f"equal shapes only (pass collate= to batch variable shapes){_image_hint(found, shape)}",
             )
         # NumPy values must cast safely (int64 -> int8 could wrap, U5 -> U1 could cut); Python
         # numbers only need to fit, which NumPy checks as it stores them
@@ -91,6 +91,27 @@ def array_writer(slot: int, shape: tuple[int, ...], dtype: np.dtype) -> Writer:
             checked(storage, j, value)
 
     return write_array
+
+
+def _image_hint(found: tuple[int, ...], expected: tuple[int, ...]) -> str:
+    """The fix when two shapes look like images (H, W, C) or (C, H, W) with C 1 or 3 that differ:
+    in channels (grayscale beside RGB) or in size; "" for other shapes."""
+    if len(found) != 3 or len(expected) != 3:
+        return ""
+    for axis in (2, 0):  # channels last (H, W, C) or first (C, H, W)
+        if found[axis] in (1, 3) and expected[axis] in (1, 3):
+            if found[axis] != expected[axis]:
+                if [s for k, s in enumerate(found) if k != axis] == [s for k, s in enumerate(expected) if k != axis]:
+                    return (
+                        "; if these are images, they mix 1 and 3 channels (grayscale and RGB): put ops.ToRGB() in the pipeline, "
+                        "or pack with F.Image(channels=3)"
+                    )
+                return ""
+            return (
+                "; if these are images of several sizes, give them one in the pipeline: ss.mapfields(data, image=[ops.RandomResizedCrop(224)]) "
+                "(ds.map(image=[...]) on a packed file), ops.CenterCrop or ops.Resize((h, w)) for evaluation"
+            )
+    return ""
 
 
 def var_writer(array_slot: int, spill_slot: int, fits: Callable[[Any], bool]) -> Writer:
