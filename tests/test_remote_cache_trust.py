@@ -196,7 +196,7 @@ def test_the_cache_folder_and_its_files_are_made_private(open_tmp: Path) -> None
     remote = _open(folder, open_tmp / "cache")
     _labels(remote)
     pages = open_tmp / "cache" / "pages"
-    assert stat.S_IMODE(pages.stat().st_mode) == 0o700
+    assert stat.S_IMODE(pages.stat().st_mode) == stat.S_IMODE(pages.parent.stat().st_mode) == 0o700  # and the cache_dir
     modes = _modes(pages)
     assert len([n for n in modes if n.endswith(".page")]) == len(_pages(folder))
     assert set(modes.values()) == {0o600}, modes  # pages, the key and the lock
@@ -331,9 +331,10 @@ out["warm"] = epoch(os.path.join(mount, "warm"))  # a cache filled while it can 
 if how == "mount":
     subprocess.run(["mount", "-o", "remount,ro", mount], check=True)
 else:  # a folder this user cannot write (a user other than root)
-    for sub in ("empty", "warm", "warm/pages"):
+    for sub in ("", "empty", "warm", "warm/pages"):
         os.chmod(os.path.join(mount, sub), 0o500)
 out["empty"] = epoch(os.path.join(mount, "empty"))  # no pages folder, and none can be made
+out["missing"] = epoch(os.path.join(mount, "missing", "deeper"))  # no cache_dir either
 out["read_only_warm"] = epoch(os.path.join(mount, "warm"))
 print(json.dumps(out), flush=True)
 """
@@ -370,6 +371,7 @@ def test_a_cache_that_cannot_be_written_serves_pages_from_memory(tmp_path: Path,
     out = json.loads(got.stdout.splitlines()[-1])
     pages = len(_pages(folder))
     assert out["warm"] == {"labels": True, "loaded": True, "downloads": pages, "uncached": 0}
-    assert out["empty"]["labels"] and out["empty"]["loaded"] and out["empty"]["uncached"] == out["empty"]["downloads"] > 0
+    for name in ("empty", "missing"):
+        assert out[name]["labels"] and out[name]["loaded"] and out[name]["uncached"] == out[name]["downloads"] > 0
     # pages sealed while it could be written are still read
     assert out["read_only_warm"] == {"labels": True, "loaded": True, "downloads": 0, "uncached": 0}

@@ -44,7 +44,8 @@ def dataset(server: s3local.S3Server, tmp_path_factory: pytest.TempPathFactory) 
     """(local folder, its URL, pages, largest page in bytes): pages of about 10 samples in 3 shards."""
     local = tmp_path_factory.mktemp("readahead") / "ds"
     samples = [{"label": k, "x": np.arange(k, k + 250, dtype=np.float32)} for k in range(SAMPLES)]
-    ss.write(local, samples, {"label": F.Int(), "x": F.Array("float32", (250,))}, progress=False, page_size=10_000, shard_size=90_000)
+    fields = {"label": F.Int(), "x": F.Array("float32", (250,))}
+    ss.write(local, samples, fields, progress=False, page_size=10_000, shard_size=90_000)
     s3local.upload(server, local, BUCKET, "ds")
     index = json.loads((local / "index.json").read_text())
     pages = [page for shard in index["shards"] for page in shard["pages"]]

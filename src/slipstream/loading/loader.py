@@ -206,7 +206,7 @@ class DataLoader:
             self._next, self._progress = Position(start.epoch + 1), progress
             stop = threading.Event()  # readers see it between samples once the iterator is closed
             stats = self._stats = EpochStats(start.epoch)
-            hint = hint_of(self.data, elsewhere=self._backend.shares_memory)  # (slots in shared memory: workers in other processes)
+            hint = hint_of(self.data, elsewhere=self._backend.shares_memory)  # (shared slots: workers in other processes)
             ahead = read_ahead(todo(batches, progress), hint, 2 * (self.prefetch + max(1, self.workers)))
             plans = (self._plan(indices, BatchInfo(seed, start.epoch, k, stop), stats) for k, indices in ahead)
             reading = Reading(self._reader, self._buffers, self.collate, seed)

@@ -33,35 +33,41 @@ is served from memory.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import secrets
+import shutil
 import stat
 import struct
 from collections.abc import Callable
 from pathlib import Path
 from typing import ContextManager
 
-__all__ = ["KEY", "TAG", "load_key", "open_entry", "open_private", "seal"]
+__all__ = ["KEY", "TAG", "default_limit", "load_key", "open_entry", "open_private", "seal"]
 
 KEY = ".key"  # the folder's secret
 TAG = 32  # bytes of the seal after each page
 _KEY_BYTES = 32
+_DEFAULT_LIMIT = 20 * 10**9
 _PERSON = b"slipstream-pg-v1"  # (16 bytes: BLAKE2b's personalization) the seal's format
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_CANNOT_WRITE = frozenset({errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT})
 NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC  # a file this process makes, private
 
 
 def open_private(folder: Path) -> int | None:
-    """A descriptor of ``folder`` (made 0700 if missing) once it is known to be private (see the
-    module doc); None when it cannot be made (a read-only or unwritable parent). Raises
-    ``PermissionError`` for a folder of another user or one that others can write."""
+    """A descriptor of ``folder`` (made 0700 if missing, and so is its parent: the ``cache_dir``)
+    once it is known to be private (see the module doc); None when it cannot be made (a read-only
+    or unwritable place). Raises ``PermissionError`` for a folder of another user or one that
+    others can write."""
     try:
-        os.makedirs(folder, 0o700, exist_ok=True)
-    except FileExistsError:
-        raise NotADirectoryError(f"slipstream: the page cache folder {folder} exists and is not a folder") from None
-    except OSError:  # EROFS, EACCES...: no cache, pages are served from memory
-        return None
+        for made in (folder.parent, folder):
+            _make(made)
+    except OSError as exc:
+        if exc.errno in _CANNOT_WRITE:  # no cache: pages are served from memory
+            return None
+        raise
     fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         st = os.fstat(fd)
@@ -87,6 +93,18 @@ def open_private(folder: Path) -> int | None:
         os.close(fd)
         raise
     return fd
+
+
+def default_limit(folder: Path) -> int:
+    """The default ``cache_limit`` for ``folder``: 20 GB or half the free space where it is (or
+    would be made), whichever is less."""
+    place = Path(folder).absolute()
+    while not place.exists() and place != place.parent:
+        place = place.parent
+    try:
+        return min(_DEFAULT_LIMIT, shutil.disk_usage(place).free // 2)
+    except OSError:
+        return 0
 
 
 def open_entry(dir_fd: int, name: str, size: int) -> int | None:
@@ -153,6 +171,17 @@ def _read_key(dir_fd: int) -> bytes | None:
     finally:
         os.close(fd)
     return key if len(key) == _KEY_BYTES else None
+
+
+def _make(folder: Path) -> None:
+    """``folder`` made private (its parents as the system makes them), unless it is a folder already."""
+    if not folder.is_dir():
+        os.makedirs(folder.parent, exist_ok=True)
+        try:
+            os.mkdir(folder, 0o700)
+        except FileExistsError:
+            if not folder.is_dir():
+                raise NotADirectoryError(errno.ENOTDIR, "slipstream: a page cache folder's path holds a file", str(folder)) from None
 
 
 def _user(uid: int) -> str:

@@ -21,7 +21,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -32,13 +31,12 @@ from ..files.packed import PackedDataset
 from ..files.pagememory import RecentPages
 from ..files.shards import ShardedDataset
 from .cache import PageCache
+from .cachedir import default_limit
 from .fetch import Fetcher
 from .pages import RemotePages
 from .store import Store, is_url, join
 
 __all__ = ["default_cache_dir", "open"]
-
-_DEFAULT_LIMIT = 20 * 10**9
 
 
 def default_cache_dir() -> Path:
@@ -71,8 +69,7 @@ def open(  # noqa: A001
             return open_folder(Path(path), cache=cache, fields=fields)
         return PackedDataset(path, cache=cache, fields=fields)
     folder = default_cache_dir() if cache_dir is None else Path(cache_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    limit = parse_size(cache_limit, "cache_limit") if cache_limit is not None else min(_DEFAULT_LIMIT, shutil.disk_usage(folder).free // 2)
+    limit = parse_size(cache_limit, "cache_limit") if cache_limit is not None else default_limit(folder)  # (the cache makes the folder)
     fetcher = Fetcher(Store(filesystem, storage_options, timeout), PageCache(folder / "pages", limit), retry_budget, readahead, keep)
     recent = RecentPages(keep)  # the decoded pages each process keeps, over all the shards
     if paths is not None:
