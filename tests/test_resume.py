@@ -311,3 +311,94 @@ def test_a_packed_file_in_quasi_random_order_moves_from_two_ranks_to_three(tmp_p
             x.load_state_dict(json.loads(json.dumps(state)))
             seen.update(i for batch in x for i in batch["i"].tolist())
     assert set(seen) == set(range(60)) and sum(seen.values()) == 60  # 36 left for 3 ranks: no padding
+
+
+# -- what a state is refused for (issue 22, item 8) ------------------------------------------------
+
+
+def _written(tmp_path, name, page_size, n=200, fields=("i",)):
+    from slipstream import fields as F
+
+    rows = [{f: i for f in fields} for i in range(n)]
+    return ss.write(tmp_path / name, rows, {f: F.Int() for f in fields}, page_size=page_size)
+
+
+def test_a_quasi_random_state_is_refused_over_the_same_samples_written_with_another_page_size(tmp_path):
+    """Before: the state was taken, and 50 of 200 samples came twice, 50 never."""
+    small, large = _written(tmp_path, "small.arrow", 80), _written(tmp_path, "large.arrow", 200)
+    assert ss.open(small).num_pages != ss.open(large).num_pages
+
+    def make(path, **kwargs):
+        return ss.DataLoader(ss.open(path), 10, order="quasi_random", seed=1, **kwargs)
+
+    old = make(small)
+    it = iter(old)
+    seen = Counter(i for _ in range(10) for i in next(it)["i"].tolist())
+    state = json.loads(json.dumps(old.state_dict()))
+    assert state["num_pages"] == ss.open(small).num_pages and isinstance(state["page_layout"], str)
+    with pytest.raises(ValueError, match="num_pages=.*page_layout=.*this loader's data has num_pages=.*another page size"):
+        make(large).load_state_dict(state)
+    with pytest.raises(ValueError, match="page_layout"):  # on other ranks (elastic) alike
+        make(large, rank=1, world_size=2).load_state_dict(state)
+    again = make(_written(tmp_path, "same.arrow", 80))  # the same samples and pages, written again
+    again.load_state_dict(state)
+    seen.update(i for batch in again for i in batch["i"].tolist())
+    assert seen == Counter(range(200))
+    # between epochs nothing of the epoch was handed out: any page layout resumes it
+    between = {**state, "epoch": 1, "batch": 0}
+    fresh = make(large)
+    fresh.load_state_dict(between)
+    assert sorted(i for batch in fresh for i in batch["i"].tolist()) == list(range(200))
+    # a state saved before the layout was recorded is taken as it was (module doc of loading.resume)
+    older = {k: v for k, v in state.items() if k not in ("num_pages", "page_layout", "fields")}
+    make(large).load_state_dict(older)
+
+
+def test_the_other_orders_do_not_depend_on_the_page_layout(tmp_path):
+    small, large = _written(tmp_path, "small.arrow", 80), _written(tmp_path, "large.arrow", 200)
+    for order in ("random", "sequential"):
+        old = ss.DataLoader(ss.open(small), 10, order=order, seed=1)
+        it = iter(old)
+        seen = [i for _ in range(5) for i in next(it)["i"].tolist()]
+        state = old.state_dict()
+        assert "page_layout" not in state
+        new = ss.DataLoader(ss.open(large), 10, order=order, seed=1)
+        new.load_state_dict(state)
+        assert sorted(seen + [i for batch in new for i in batch["i"].tolist()]) == list(range(200))
+
+
+def test_a_state_over_other_fields_is_refused(tmp_path):
+    path = _written(tmp_path, "d.arrow", 80, n=40, fields=("i", "j"))
+    old = ss.DataLoader(ss.open(path), 4, shuffle=True, seed=3)
+    next(iter(old))
+    state = json.loads(json.dumps(old.state_dict()))
+    assert state["fields"] == ["i", "j"]
+    with pytest.raises(ValueError, match=r"fields=\['i', 'j'\] but this loader has fields=\['i'\].*remove 'fields'"):
+        ss.DataLoader(ss.open(path, fields=["i"]), 4, shuffle=True, seed=3).load_state_dict(state)
+    other = ss.DataLoader(ss.open(path, fields=["i"]), 4, shuffle=True, seed=3)
+    other.load_state_dict({k: v for k, v in state.items() if k != "fields"})  # the documented way to resume anyway
+    assert len(list(other)) == 9
+    ss.DataLoader(ss.open(path, fields=["j", "i"]), 4, shuffle=True, seed=3).load_state_dict(state)  # names, not their order
+    assert "fields" not in loader(10, 2, 0, 1, False, "random").state_dict()  # data that declares none records none
+
+
+def test_an_explicit_seed_that_conflicts_with_the_state_is_refused_not_replaced():
+    """Before: load_state_dict silently replaced seed=2 by the state's 1."""
+    old = loader(40, 4, 0, 1, False, "random")  # seed=3
+    take(iter(old), 2)
+    state = old.state_dict()
+    other = ss.DataLoader(Paged(40), 4, order="random", seed=4)
+    with pytest.raises(ValueError, match="state was saved with seed=3 but this loader was made with seed=4.*seed=3"):
+        other.load_state_dict(state)
+    assert other.seed == 4 and other.state_dict()["batch"] == 0  # nothing changed
+    with pytest.raises(ValueError, match="seed=3 but this loader was made with seed=4"):  # elastic too
+        ss.DataLoader(Paged(40), 5, order="random", seed=4, rank=0, world_size=2).load_state_dict(state)
+    drawn = ss.DataLoader(Paged(40), 4, order="random")  # no seed=: the state's is taken
+    drawn.load_state_dict(state)
+    assert drawn.seed == 3 and [b.tolist() for b in drawn] == [b.tolist() for b in _rest(state)]
+
+
+def _rest(state):
+    x = loader(40, 4, 0, 1, False, "random")
+    x.load_state_dict(state)
+    return list(x)

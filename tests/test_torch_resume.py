@@ -20,7 +20,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from helpers import assert_resumes_exactly, assert_same, run_python, snapshot
-from torch.utils.data import BatchSampler, IterableDataset, RandomSampler, SequentialSampler, get_worker_info
+from torch.utils.data import BatchSampler, DistributedSampler, IterableDataset, RandomSampler, SequentialSampler, get_worker_info
 from torch.utils.data import DataLoader as TorchLoader
 
 from slipstream.torch import DataLoader
@@ -543,3 +543,73 @@ def test_an_iterable_dataset_read_out_of_order_resumes_each_workers_stream():
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["first"] == [0, 1, 2]
     assert got["rest"] == [10, 11, 12, 13, 3]
+
+
+# -- a sampler that keeps an epoch (issue 22, item 9) --------------------------------------------
+
+
+def _distributed(batched: bool = False, **workers):
+    """A loader over 40 rows through a DistributedSampler (rank 0 of 2), as ``sampler=`` or inside
+    a ``BatchSampler`` given as ``batch_sampler=``; the sampler too."""
+    sampler = DistributedSampler(range(40), num_replicas=2, rank=0, shuffle=True, seed=0)
+    if batched:
+        return sampler, DataLoader(list(range(40)), batch_sampler=BatchSampler(sampler, 2, False), **workers)
+    return sampler, DataLoader(list(range(40)), batch_size=2, sampler=sampler, **workers)
+
+
+def _interrupted(batched: bool = False, **workers):
+    """Epochs 0 and 1, then 4 batches of epoch 2 (set_epoch called before each, as torch asks):
+    the batches handed out, the state (through JSON) and the uninterrupted rest."""
+    sampler, loader = _distributed(batched, **workers)
+    for epoch in range(2):
+        sampler.set_epoch(epoch)
+        list(loader)
+    sampler.set_epoch(2)
+    it = iter(loader)
+    seen = [i for _ in range(4) for i in next(it).tolist()]
+    state = json.loads(json.dumps(loader.state_dict()))
+    return seen, state, [i for batch in it for i in batch.tolist()]
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["sampler", "batch_sampler"])
+@pytest.mark.parametrize("workers", WORKERS)
+def test_a_distributed_sampler_resumes_its_epoch_without_set_epoch(batched, workers):
+    """Before: the resumed rest came from epoch 0's permutation (2 samples twice, 7 lost)."""
+    seen, state, rest = _interrupted(batched, **workers)
+    assert state["draws"]["sampler_epochs"] == {"batch_sampler.sampler" if batched else "sampler": 2}
+    sampler, fresh = _distributed(batched, **workers)
+    fresh.load_state_dict(state)
+    assert sampler.epoch == 2  # load_state_dict set it
+    got = [i for batch in fresh for i in batch.tolist()]
+    reference = DistributedSampler(range(40), num_replicas=2, rank=0, shuffle=True, seed=0)
+    reference.set_epoch(2)
+    assert got == rest and seen + got == list(reference)  # nothing twice, nothing lost
+
+
+def test_a_distributed_sampler_moved_to_another_epoch_after_loading_is_refused():
+    _, state, rest = _interrupted()
+    sampler, fresh = _distributed()
+    fresh.load_state_dict(state)
+    sampler.set_epoch(0)  # the user's loop numbered its epochs from 0 again
+    with pytest.raises(ValueError, match=r"drawn from loader.sampler \(DistributedSampler\) at set_epoch\(2\), but it is now at epoch 0"):
+        iter(fresh)
+    sampler.set_epoch(2)  # the refusal changed nothing: the right epoch resumes
+    assert [i for batch in fresh for i in batch.tolist()] == rest
+    sampler.set_epoch(0)  # set_epoch between iter() and the draw (num_workers=0 draws at the first next())
+    fresh.load_state_dict(state)
+    it = iter(fresh)
+    sampler.set_epoch(1)
+    with pytest.raises(ValueError, match="at set_epoch\\(2\\), but it is now at epoch 1"):
+        next(it)
+
+
+def test_a_state_without_sampler_epochs_still_loads():
+    """A state saved before the sampler's epoch was recorded resumes as it did (unchecked)."""
+    _, state, rest = _interrupted()
+    del state["draws"]["sampler_epochs"]
+    sampler, fresh = _distributed()
+    fresh.load_state_dict(state)
+    sampler.set_epoch(2)
+    assert [i for batch in fresh for i in batch.tolist()] == rest
+    with pytest.raises(ValueError, match="sampler_epochs"):
+        _distributed()[1].load_state_dict({**state, "draws": {**state["draws"], "sampler_epochs": {"sampler": -1}}})

@@ -26,8 +26,9 @@ class ImageColumn(Column):
         self.offsets, self.data = binary_views(array.field("data"))
 
     def shape(self, row: int) -> tuple[int, int, int]:
-        """The stored (H, W, C), checked against the stored bytes (``ValueError`` for damage), so no
-        buffer is ever sized from a damaged header."""
+        """The stored (H, W, C), checked against the stored bytes (``ValueError`` for damage: a header
+        that disagrees, or one that declares more pixels than the bytes can encode, stored shape and
+        all: ``codecs.check_encoded_size``), so no buffer is ever sized from a damaged header."""
         shape = int(self.heights[row]), int(self.widths[row]), int(self.channels[row])
         _check_shape(self.codec(row), self.encoded(row), shape)
         return shape
@@ -89,6 +90,7 @@ def _check_shape(codec: str, data: np.ndarray, shape: tuple[int, int, int], head
     found = _imaging.header_size(codec, data)
     if found != (height, width):
         raise ValueError(_imaging.header_mismatch(shape, codec, found))
+    _imaging.check_encoded_size(codec, data)  # a header the bytes cannot fill (stored shape and all): damage
 
 
 class Image(Field):

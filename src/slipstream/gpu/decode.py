@@ -93,6 +93,7 @@ def _cpu(codec: str, data: np.ndarray, shape: Any, channels: int | None, fast: b
             raise ValueError(f"cannot decode jpeg image: {exc}") from exc
         if shape is not None and (height, width) != tuple(shape[:2]):  # before a damaged header sizes a buffer
             raise ValueError(f"the jpeg image decodes to shape {(height, width, want)} but its stored shape is {tuple(shape)}")
+        _imaging.check_encoded_size("jpeg", data)  # ... or one that declares more than the bytes can fill
         try:
             buffer = np.empty((height, width, want), np.uint8)
             image = _imaging.decode_jpeg_scaled(data, "GRAY" if want == 1 else "RGB", buffer, True, 1, height, width)

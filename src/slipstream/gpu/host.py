@@ -9,7 +9,9 @@ loader reads samples ``indices`` of ``epoch`` under ``seed``. The windows are in
 device decodes every image at full size (no DCT downscale, as ``ops.Decode(exact=True)``).
 
 Errors name the sample: a stored shape its header disagrees with raises ``CorruptFileError`` (as
-the CPU path does when it decodes those bytes), a window an op cannot place (a crop larger than the
+the CPU path does when it decodes those bytes), and so does a header that declares more pixels
+than its bytes can encode (``images.codecs.check_encoded_size``: no buffer, on the host or the
+device, is sized by it), a window an op cannot place (a crop larger than the
 image) ``ValueError``, samples of different channel counts (a file packed with each image's own
 channels, without ``ops.ToRGB()``) ``ValueError``, and outputs of different sizes (a ``Resize`` that keeps the aspect ratio)
 ``ValueError``: one batch tensor needs one size.
@@ -106,6 +108,11 @@ class HostReader:
         if codec != "raw" and found != stored[:2]:
             message = _imaging.header_mismatch(stored, codec, found)
             raise CorruptFileError(self.dataset.source_of(index), f"{self._where(index)}: {message}")
+        if codec != "raw":  # a header (and stored shape) the bytes cannot fill sizes no buffer, here or on the device
+            try:
+                _imaging.check_encoded_size(codec, data)
+            except ValueError as exc:
+                raise CorruptFileError(self.dataset.source_of(index), f"{self._where(index)}: {exc}") from None
         return codec, data, (stored[0], stored[1], int(self.pipeline.channels or stored[2])), stored, space
 
     def read(self, indices: Sequence[int] | np.ndarray, seed: int, epoch: int) -> HostBatch:

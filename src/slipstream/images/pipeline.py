@@ -149,11 +149,13 @@ class ImageSource:
     def _check_jpeg_size(self) -> bool:
         """Check the JPEG's own size against ``shape`` (the stored one, for a packed file: damage
         there must not size the buffers, nor reshape the pixels on one path and fail on another).
-        Returns whether the region decoder handles its colour space (not CMYK/YCCK: those are
-        decoded whole, and simplejpeg converts them to RGB)."""
+        A header that declares more pixels than the bytes can encode is damage too, stored shape and
+        all (``codecs.check_encoded_size``). Returns whether the region decoder handles its colour
+        space (not CMYK/YCCK: those are decoded whole, and simplejpeg converts them to RGB)."""
         height, width, colorspace = _imaging.jpeg_info(self.data)
         if (height, width) != self.shape[:2]:
             raise ValueError(f"the jpeg image is {height}x{width} but its stored shape is {self.shape}")
+        _imaging.check_encoded_size("jpeg", self.data)  # a header (and stored shape) the bytes cannot fill: no buffer for it
         return colorspace in ("Gray", "YCbCr", "RGB")
 
     def _decode_region(self, region: tuple[int, int, int, int], options: Decode, factor: int, shape: tuple[int, int, int]) -> np.ndarray:

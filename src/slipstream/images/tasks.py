@@ -13,9 +13,11 @@ row, with the GIL released for the whole chunk.
 Samples it does not handle go through ``one(j)`` (the per-sample path, which computes the same
 windows from the same draws and so the same pixels, or raises the error that names the sample):
 other codecs (PNG, QOI), raw pixels of another channel count, outputs of another shape than the
-batch's, a window an op cannot place, CMYK or progressive JPEGs with scans missing, and any JPEG
-the compiled decoder refuses. Without the extension (not built, or ``SLIPSTREAM_NO_ROIJPEG=1``)
-and for pipelines with custom ops every sample goes through ``one``: the same batches, slower.
+batch's, a window an op cannot place, CMYK or progressive JPEGs with scans missing, a JPEG whose
+stored shape is more than its bytes can encode (no canvas is sized for it: the per-sample path
+refuses it, see ``codecs.check_encoded_size``), and any JPEG the compiled decoder refuses.
+Without the extension (not built, or ``SLIPSTREAM_NO_ROIJPEG=1``) and for pipelines with custom
+ops every sample goes through ``one``: the same batches, slower.
 """
 
 from __future__ import annotations
@@ -201,11 +203,17 @@ def _compiled(pipeline: Pipeline, table: ImageTable, draws: Draws, target: np.nd
     if not possible.all():  # damaged shapes: the per-sample path names the sample
         return none
     jpeg, raw = table.codecs == _JPEG, table.codecs == _RAW
+    # a JPEG whose stored shape (as its header, checked in C) declares more than its bytes can encode
+    # would size a canvas for nothing: the per-sample path refuses it (``codecs.check_encoded_size``;
+    # this is that bound at its loosest, 1 bit per block of a component sampled at 1/4 each way, and
+    # an arithmetic-coded JPEG it sends there is decoded there as any other)
+    blocks = ((heights.astype(np.uint64) + 31) // 32) * ((widths.astype(np.uint64) + 31) // 32)
+    plausible = ~jpeg | (table.sizes * np.uint64(8) >= blocks)
     placed = _place(pipeline, heights, widths, table.shapes, jpeg, draws)
     if not placed.valid.any():
         return placed.valid
     eligible = (
-        placed.valid
+        placed.valid & plausible
         & (placed.out_hw[:, 0] == out_h) & (placed.out_hw[:, 1] == out_w)
         & ((pipeline.channels is not None) | (own == channels))
         & ((jpeg & (table.marks[table.slots] != WHOLE)) | (raw & (own == channels)))

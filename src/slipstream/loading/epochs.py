@@ -21,6 +21,7 @@ drawn as torch draws it). Indices from samplers and user orders are checked once
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import math
 from collections.abc import Iterable, Iterator
@@ -39,6 +40,7 @@ __all__ = [
     "UserOrder",
     "as_indices",
     "check_indices",
+    "page_layout",
 ]
 
 Batches = list[np.ndarray] | Iterator[np.ndarray]
@@ -69,6 +71,14 @@ def as_indices(values: Iterable[Any], n: int, source: str) -> np.ndarray:
         kind = f"{indices.dtype} values" if indices.ndim == 1 else f"an array of shape {indices.shape}"
         raise TypeError(f"the {source} must give integer sample indices, got {kind}")
     return check_indices(indices.astype(np.intp, copy=False), n, source)
+
+
+def page_layout(page_starts: Any) -> dict[str, Any]:
+    """``num_pages`` and ``page_layout`` (the first 16 hex digits of the SHA-256 of the pages'
+    first sample indices as little-endian int64) of a paged container: small, JSON-serializable,
+    and different for another page layout of the same samples."""
+    starts = np.ascontiguousarray(np.asarray(page_starts).reshape(-1), dtype="<i8")
+    return {"num_pages": len(starts), "page_layout": hashlib.sha256(starts.tobytes()).hexdigest()[:16]}
 
 
 def _set_epoch(source: Any, epoch: int) -> None:
@@ -107,6 +117,15 @@ class IndexOrder(_Sharded):
     def units(self, n: int) -> int:
         """The length of the epoch's global order of a container of ``n`` observations."""
         return n
+
+    def layout(self) -> dict[str, Any]:
+        """What the order depends on besides the length and the seed, as a state records it:
+        for "quasi_random", the data's page layout (``num_pages`` and ``page_layout``, a digest of
+        ``page_starts()``: the same samples written with another page size give another order);
+        nothing for the others."""
+        if self.kind != "quasi_random":
+            return {}
+        return page_layout(self.data.page_starts())
 
     def batches(self, epoch: int, n: int, seed: int, deal: Deal = FRESH) -> list[np.ndarray]:
         if self.kind == "random":

@@ -85,7 +85,8 @@ def todo(batches: list[np.ndarray] | Iterator[np.ndarray], progress: Progress) -
 
 def state_dict(position: Position, seed: int, identity: dict[str, Any]) -> dict[str, Any]:
     """The checkpoint of ``position``: version, seed, epoch, batch, done_ahead, deal, and
-    ``identity`` (num_observations, world_size, rank, batch_size, drop_last, order)."""
+    ``identity`` (num_observations, world_size, rank, batch_size, drop_last, order; fields and,
+    for "quasi_random", num_pages and page_layout: see ``loading.resume``)."""
     return {
         "version": STATE_VERSION,
         "seed": seed,

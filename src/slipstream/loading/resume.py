@@ -19,6 +19,18 @@ Which orders can move: the built-in ones ("sequential", "random", "quasi_random"
 sampler that gives the same global order for an epoch in both jobs (seeded by the epoch, not
 sharded by rank: the loader shards it), and a sized batch sampler (its batches are dealt whole).
 An order object (``order=``) or a sampler without ``__len__`` resumes only with the same batching.
+
+What a state is refused for (``ValueError`` naming the key, both values and what to do): other
+data or another order than the one its position counts in. It records ``num_observations`` and
+``order``; for "quasi_random", the page layout the order was drawn over (``num_pages`` and
+``page_layout``, a digest of ``page_starts()``: the same samples re-written with another page size
+give another order, and resuming one in the other would repeat some samples and skip others); and
+``fields``, the field names of data that declares them (a packed file, and views of one). A state
+saved between epochs (nothing of its epoch handed out) resumes over any page layout: its position
+depends on none. A loader made with an explicit ``seed=`` refuses a state of another seed (one made
+without takes the state's). A state saved before these keys existed lacks them and is taken as it
+was before: what it does not record is not checked (remove ``fields`` from a state to resume it
+over other fields of the same samples).
 """
 
 from __future__ import annotations
@@ -31,14 +43,30 @@ from ..core.checks import check_flag, check_int
 from ..core.deals import FRESH, Deal, batches_per_rank, consumed_after
 from .progress import STATE_VERSION, Position
 
-__all__ = ["Batching", "resume"]
+__all__ = ["Batching", "field_names", "resume"]
 
 _EVERY = 1 << 62  # "all its batches": a rank whose state is already at the next epoch
 
 
+def field_names(data: Any) -> tuple[str, ...] | None:
+    """The sorted field names of ``data`` when it declares them (``fields``, a mapping of names: a
+    packed file), or of the data a view reads (``data.data``: ``ss.open(p).map(...)``, obsview);
+    None for data that declares none."""
+    for _ in range(8):
+        fields = getattr(data, "fields", None)
+        if isinstance(fields, Mapping) and all(isinstance(name, str) for name in fields):
+            return tuple(sorted(fields))
+        data = getattr(data, "data", None)
+        if data is None:
+            return None
+    return None
+
+
 @dataclass(frozen=True)
 class Batching:
-    """What a loader deals an epoch with; ``order`` is the loader's epoch order (``loading.epochs``)."""
+    """What a loader deals an epoch with; ``order`` is the loader's epoch order (``loading.epochs``);
+    ``seed`` the loader's own when it was given one (None: drawn, the state's is taken); ``fields``
+    the data's field names when it declares them."""
 
     num_observations: int
     world_size: int
@@ -46,13 +74,21 @@ class Batching:
     batch_size: int
     drop_last: bool
     order: Any
+    seed: int | None = None
+    fields: tuple[str, ...] | None = None
 
     def identity(self) -> dict[str, Any]:
         """The fields a state records of it."""
-        return {
+        ident = {
             "num_observations": self.num_observations, "world_size": self.world_size, "rank": self.rank,
             "batch_size": self.batch_size, "drop_last": self.drop_last, "order": self.order.kind,
         }  # fmt: skip
+        layout = getattr(self.order, "layout", None)
+        if callable(layout):
+            ident.update(layout())
+        if self.fields is not None:
+            ident["fields"] = list(self.fields)
+        return ident
 
 
 @dataclass(frozen=True)
@@ -78,11 +114,17 @@ def resume(state: Mapping[str, Any] | Sequence[Mapping[str, Any]], here: Batchin
     states = list(state) if listed and isinstance(state, Sequence) else [state]
     if not states or not all(isinstance(s, Mapping) for s in states):
         raise TypeError(f"state must be a dict from state_dict() (or a list of them, one per rank), got {type(state).__name__}")
-    saved = [_parse(s, here) for s in states]
+    mine = here.identity()
+    saved = [_parse(s, here, mine) for s in states]
     first = saved[0]
     for key in ("seed", "world_size", "batch_size", "drop_last"):
         if any(getattr(other, key) != getattr(first, key) for other in saved):
             raise ValueError(f"the states disagree on {key}: they must be saved by the ranks of one job at one step")
+    if here.seed is not None and first.seed != here.seed:
+        raise ValueError(
+            f"state was saved with seed={first.seed} but this loader was made with seed={here.seed}: the order and "
+            f"sample_rng() follow the seed, so make the loader with seed={first.seed} (or without seed=, to take the state's)"
+        )
     if listed and sorted(s.rank for s in saved) != list(range(first.world_size)):
         ranks = sorted(s.rank for s in saved)
         raise ValueError(f"a list of states needs one per rank of the old job (ranks 0..{first.world_size - 1}), got ranks {ranks}")
@@ -155,23 +197,51 @@ def _redealt(saved: list[_Saved], epoch: int, here: Batching) -> Position:
     return Position(epoch, 0, frozenset(), deal)
 
 
-def _parse(state: Mapping[str, Any], here: Batching) -> _Saved:
+_HINTS = {
+    "num_pages": (
+        "a quasi_random order is drawn over the data's pages, so over these pages (the same samples written with "
+        "another page size, or other data) its position would repeat some samples and skip others: resume over the "
+        "data it was saved with (a state saved between epochs resumes over any page layout)"
+    ),
+    "fields": (
+        "this is other data than the state's: resume over the data it was saved with (to resume over other fields "
+        "of the same samples, remove 'fields' from the state)"
+    ),
+}
+_HINTS["page_layout"] = _HINTS["num_pages"]
+_PAGES = ("num_pages", "page_layout")
+
+
+def _check_identity(state: Mapping[str, Any], mine: dict[str, Any], saved: _Saved) -> None:
+    """``ValueError`` for a state saved over other data or another order than ``mine`` describes
+    (the keys a state lacks are not checked: see the module doc)."""
+    between = not saved.batch and not saved.done and saved.deal.fresh  # nothing of its epoch handed out
+    for key in ("num_observations", "order", "fields", *_PAGES):
+        if key not in state or state[key] == mine.get(key):
+            continue
+        hint = f": {_HINTS[key]}" if key in _HINTS else ""
+        if key in _PAGES:
+            if between:
+                continue  # its position holds over any pages
+            saved_pages = f"num_pages={state.get('num_pages')!r}, page_layout={state.get('page_layout')!r}"
+            mine_pages = f"num_pages={mine.get('num_pages')!r}, page_layout={mine.get('page_layout')!r}"
+            raise ValueError(f"state was saved with {saved_pages} but this loader's data has {mine_pages}{hint}")
+        raise ValueError(f"state was saved with {key}={state[key]!r} but this loader has {key}={mine.get(key)!r}{hint}")
+
+
+def _parse(state: Mapping[str, Any], here: Batching, mine: dict[str, Any]) -> _Saved:
     missing = {"version", "seed", "epoch", "batch"} - state.keys()
     if missing:
         raise ValueError(f"state lacks {sorted(missing)}: expected the dict that state_dict() returned")
     version = state["version"]
     if version not in (1, STATE_VERSION):
         raise ValueError(f"state version {version} is not supported (expected {STATE_VERSION} or 1)")
-    mine = here.identity()
-    for key in ("num_observations", "order"):
-        if key in state and state[key] != mine[key]:
-            raise ValueError(f"state was saved with {key}={state[key]!r} but this loader has {key}={mine[key]!r}")
     batch = check_int("state['batch']", state["batch"], 0)
     world_size = check_int("state['world_size']", state.get("world_size", here.world_size), 1)
     rank = check_int("state['rank']", state.get("rank", here.rank), 0)
     if rank >= world_size:
         raise ValueError(f"state['rank'] is {rank}, not a rank of its world_size {world_size}")
-    return _Saved(
+    parsed = _Saved(
         seed=check_int("state['seed']", state["seed"], 0),
         epoch=check_int("state['epoch']", state["epoch"], 0),
         batch=batch,
@@ -182,3 +252,5 @@ def _parse(state: Mapping[str, Any], here: Batching) -> _Saved:
         batch_size=check_int("state['batch_size']", state.get("batch_size", here.batch_size), 1),
         drop_last=check_flag("state['drop_last']", state.get("drop_last", here.drop_last)),
     )
+    _check_identity(state, mine, parsed)
+    return parsed

@@ -117,8 +117,11 @@ the batches handed out are dropped: exact for a dataset that yields the same str
 cost of reading them. torch's global generator is the user's: the resumed draws leave it as it was
 (or advanced as in the interrupted run, if it is at the state they were drawn from), and the
 epochs after the resumed one draw from it as torch's do; ``seed=`` or ``generator=`` make every
-epoch reproducible. Loading into a loader built with another dataset size, batching or sampling
-raises ``ValueError``.
+epoch reproducible. A sampler that keeps an epoch (``DistributedSampler``: ``epoch`` and
+``set_epoch``, which torch leaves to the user) is put back at the epoch the interrupted one drew
+at by ``load_state_dict``, so the rest comes from the same permutation without a ``set_epoch``
+call; one moved to another epoch before the resumed epoch draws raises ``ValueError``. Loading
+into a loader built with another dataset size, batching or sampling raises ``ValueError``.
 """
 
 from ..core.optional import require

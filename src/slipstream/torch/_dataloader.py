@@ -42,6 +42,7 @@ from ._mapepoch import _MapEpoch
 from ._maploader import make_map_loader
 from ._record import EpochRecord, SamplerDraws
 from ._rngstate import generators, replayed, restart_from, states
+from ._samplerepochs import check_epochs, epoch_samplers, epochs_of, set_epochs
 from ._state import Resume, build, read
 
 _BACKENDS = ("process", "thread")
@@ -147,6 +148,9 @@ class DataLoader(_tud.DataLoader[_T_co]):
         return self.__iter__()
 
     def __iter__(self) -> _LoaderIter:  # type: ignore[override]
+        samplers = epoch_samplers(self)
+        if self._resume is not None and self._resume.draws is not None and self._resume.draws.sampler_epochs:
+            check_epochs(samplers, self._resume.draws.sampler_epochs)  # before anything changes: iter() may be called again
         resume, self._resume = self._resume, None
         draws = None if resume is None else resume.draws
         gens = generators(self)
@@ -165,8 +169,10 @@ class DataLoader(_tud.DataLoader[_T_co]):
                 base_seed, shared_seed = self._draw_seeds(record)
             self._draws.replay = draws.sampler
         record.draw_states = draws.sampler if draws is not None else states(gens)
+        record.sampler_epochs = epochs_of(samplers)  # (the draw records them again when it draws)
         previous, self._record = self._record, record
-        self._draws.generators, self._draws.record = gens, record
+        self._draws.generators, self._draws.record, self._draws.samplers = gens, record, samplers
+        self._draws.replay_epochs = None if draws is None else draws.sampler_epochs
         if iterable:
             if self.num_workers == 0:
                 dataset = _seeded_pipe(self.dataset, shared_seed, 1, 0) if shared_seed is not None else self.dataset
@@ -314,6 +320,10 @@ class DataLoader(_tud.DataLoader[_T_co]):
 
         The loader's own generators (``generator=``, a sampler's ``generator``) are set to their
         saved states now; torch's global generator is left as it is (see ``slipstream.torch``).
+        A sampler that keeps an epoch (``DistributedSampler``: ``epoch``, ``set_epoch``) is set to
+        the epoch the interrupted epoch drew at, so the rest comes from the same permutation without
+        a ``set_epoch`` call; the resumed ``iter()`` raises ``ValueError`` if ``set_epoch`` moved it
+        to another epoch since (call ``set_epoch`` with the saved epoch's number, or not at all).
         Raises TypeError if ``state_dict`` is not a dict, ValueError if it is not such a state or
         was saved by a DataLoader built with a different dataset size, batching or sampling.
         """
@@ -321,6 +331,8 @@ class DataLoader(_tud.DataLoader[_T_co]):
         self.close()  # workers seeded for another run: the next iter() starts them as the state says
         self._ss = None
         restart_from(generators(self), resume.generators)
+        if resume.draws is not None and resume.draws.sampler_epochs:  # a DistributedSampler back at the epoch that drew
+            set_epochs(epoch_samplers(self), resume.draws.sampler_epochs)
         self._base_seed = resume.base_seed if self.persistent_workers and self.num_workers > 0 else None
         self._epochs, self._record, self._resume = resume.epoch, None, resume
 

@@ -134,6 +134,8 @@ def make_map_loader(dl: Any, base_seed: int) -> tuple[_SSLoader, _SamplerOrder |
             )
         elif dl.worker_init_fn is not None:
             kwargs.update(worker_init=dl.worker_init_fn)
-    if collate is None:
-        return _MapLoader(data, dl.collate_fn, **kwargs), order
-    return _SSLoader(data, **kwargs), order
+    loader = _MapLoader(data, dl.collate_fn, **kwargs) if collate is None else _SSLoader(data, **kwargs)
+    # without seed=, the core's seed is derived from torch's generator here: a loaded state's is
+    # taken (the drop-in's own identity checks seed= against the state's)
+    loader._seed_given = dl.seed is not None
+    return loader, order

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import torch
 
 from ._rngstate import replayed, restart_from, states
+from ._samplerepochs import check_epochs, epochs_of
 
 _T = TypeVar("_T")
 
@@ -53,6 +54,7 @@ class EpochRecord:
     iter_states: dict[str, torch.Tensor] = field(default_factory=dict)
     draw_states: dict[str, torch.Tensor] = field(default_factory=dict)
     drew_base_seed: bool = True
+    sampler_epochs: dict[str, int] = field(default_factory=dict)  # the epochs of the samplers that keep one, at the draw
     workers: list[int] | None = None  # IterableDataset out of order: batches taken from each worker
     worker_pulls: list[int] = field(default_factory=list)  # the workers of the latest batches taken
 
@@ -99,16 +101,23 @@ class EpochRecord:
 
 class SamplerDraws:
     """Called around each epoch's sampler draw (``draw(lazy)``: the batches, drawn at once unless
-    ``lazy``). The loader sets ``record``, ``generators`` and, for a resumed epoch, ``replay``
-    before the epoch starts."""
+    ``lazy``). The loader sets ``record``, ``generators``, ``samplers`` (those that keep an epoch:
+    ``_samplerepochs``) and, for a resumed epoch, ``replay`` and ``replay_epochs`` before the epoch
+    starts. A resumed epoch whose sampler was moved to another epoch since raises ``ValueError``."""
 
     def __init__(self) -> None:
         self.record: EpochRecord | None = None
         self.generators: dict[str, torch.Generator] = {}
+        self.samplers: dict[str, Any] = {}
         self.replay: dict[str, torch.Tensor] | None = None
+        self.replay_epochs: dict[str, int] | None = None
 
     def __call__(self, draw: Callable[[], _T], lazy: bool) -> _T:
         replay, self.replay = self.replay, None
+        replay_epochs, self.replay_epochs = self.replay_epochs, None
+        if replay is not None and replay_epochs:
+            check_epochs(self.samplers, replay_epochs)  # set_epoch called between iter() and the draw
+        epochs = epochs_of(self.samplers)
         before = replay if replay is not None else states(self.generators)
         if replay is None:
             drawn = draw()
@@ -120,7 +129,7 @@ class SamplerDraws:
                 drawn = draw()
         record = self.record
         if record is not None:
-            record.draw_states = before
+            record.draw_states, record.sampler_epochs = before, epochs
             if isinstance(drawn, list):
                 record.total = len(drawn)
         return drawn

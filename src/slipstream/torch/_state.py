@@ -7,7 +7,9 @@ The state (JSON-serializable; generator states are base64 text) holds:
   on, counts as handed out);
 * ``draws`` (None at an epoch boundary): how the epoch in progress drew, to draw again:
   ``iter`` the generators' states at its ``iter()`` (before torch's base seed), ``sampler`` their
-  states before its sampler's draw, ``drew_base_seed``;
+  states before its sampler's draw, ``drew_base_seed``, and ``sampler_epochs``: the epoch of each
+  sampler that keeps one (``DistributedSampler``) at the draw, which the resumed epoch draws at
+  (``_samplerepochs``; a state without it is resumed unchecked, as before);
 * ``generators``: the private generators' states now (the loader's ``generator``, a sampler's own);
   torch's global generator is the user's and is not saved;
 * ``base_seed``: persistent workers' base seed (drawn once, as torch does), else None;
@@ -35,6 +37,7 @@ import torch.utils.data as _tud
 from ._datasets import _length
 from ._record import EpochRecord
 from ._rngstate import GLOBAL, decode, encode, generators, states
+from ._samplerepochs import parse_epochs
 
 FORMAT = "slipstream.torch.DataLoader"
 VERSION = 1
@@ -45,6 +48,7 @@ class Draws:
     iter: dict[str, torch.Tensor]
     sampler: dict[str, torch.Tensor]
     drew_base_seed: bool
+    sampler_epochs: dict[str, int] | None = None  # None: a state saved before they were recorded
 
 
 @dataclass
@@ -119,6 +123,7 @@ def build(loader: Any, record: EpochRecord | None, core: Any) -> dict[str, Any]:
         "iter": _encoded(record.iter_states),
         "sampler": _encoded(record.draw_states),
         "drew_base_seed": record.drew_base_seed,
+        "sampler_epochs": dict(record.sampler_epochs),
     }
     if iterable:
         state["worker_batches"] = record.worker_batches()
@@ -171,6 +176,7 @@ def read(loader: Any, state: Any) -> Resume:
             _decoded(draws.get("iter"), "draws.iter", names),
             _decoded(draws.get("sampler"), "draws.sampler", names),
             draws["drew_base_seed"],
+            parse_epochs(draws.get("sampler_epochs")),
         )
     workers = _worker_batches(loader, state, draws is not None)
     behind = state.get("loader_behind", False)

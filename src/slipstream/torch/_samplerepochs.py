@@ -1,0 +1,77 @@
+"""The epochs of a loader's samplers that keep one (``DistributedSampler``: ``epoch`` and ``set_epoch``).
+
+torch leaves ``set_epoch`` to the user, and such a sampler's permutation is a function of its
+epoch: a resumed epoch drawn at another epoch than the interrupted one would hand out another
+permutation's rest (repeating some samples, losing others). So a mid-epoch state records each
+such sampler's epoch when the epoch drew (``draws.sampler_epochs``), ``load_state_dict`` sets the
+samplers to it, and the resumed epoch refuses to draw from a sampler moved to another epoch since
+(``set_epoch`` called after ``load_state_dict`` with another number): ``ValueError`` saying which
+``set_epoch`` call the resumed epoch needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["check_epochs", "epoch_samplers", "epochs_of", "parse_epochs", "set_epochs"]
+
+
+def _keeps_epoch(obj: Any) -> bool:
+    epoch = getattr(obj, "epoch", None)
+    return isinstance(epoch, int) and not isinstance(epoch, bool) and callable(getattr(obj, "set_epoch", None))
+
+
+def epoch_samplers(loader: Any) -> dict[str, Any]:
+    """The loader's samplers that keep an epoch, by where they are: "sampler", "batch_sampler",
+    "batch_sampler.sampler" (a ``BatchSampler`` over a ``DistributedSampler``); each object once."""
+    batch_sampler = getattr(loader, "batch_sampler", None)
+    found: dict[str, Any] = {}
+    seen: set[int] = set()
+    for name, obj in (
+        ("sampler", loader.sampler),
+        ("batch_sampler", batch_sampler),
+        ("batch_sampler.sampler", getattr(batch_sampler, "sampler", None)),
+    ):
+        if obj is not None and id(obj) not in seen and _keeps_epoch(obj):
+            seen.add(id(obj))
+            found[name] = obj
+    return found
+
+
+def epochs_of(samplers: Mapping[str, Any]) -> dict[str, int]:
+    """Each sampler's epoch now."""
+    return {name: int(obj.epoch) for name, obj in samplers.items()}
+
+
+def parse_epochs(value: Any) -> dict[str, int] | None:
+    """``state["draws"]["sampler_epochs"]`` checked (None: a state saved before it was recorded)."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0 for k, v in value.items()
+    ):
+        raise ValueError(f"state['draws']['sampler_epochs'] must map sampler names to epochs >= 0, got {value!r:.200}")
+    return dict(value)
+
+
+def set_epochs(samplers: Mapping[str, Any], saved: Mapping[str, int]) -> None:
+    """Put each sampler the resumed epoch drew from back at the epoch it drew at."""
+    for name, epoch in saved.items():
+        obj = samplers.get(name)
+        if obj is not None and obj.epoch != epoch:
+            obj.set_epoch(epoch)
+
+
+def check_epochs(samplers: Mapping[str, Any], saved: Mapping[str, int]) -> None:
+    """``ValueError`` unless every sampler the resumed epoch drew from is at the epoch it drew at."""
+    for name, epoch in saved.items():
+        obj = samplers.get(name)
+        if obj is not None and obj.epoch != epoch:
+            kind = type(obj).__name__
+            raise ValueError(
+                f"the resumed epoch was drawn from loader.{name} ({kind}) at set_epoch({epoch}), but it is now at epoch "
+                f"{obj.epoch} (set_epoch({obj.epoch}) was called after load_state_dict, which set it to {epoch}): the rest "
+                f"of the epoch would come from another permutation, repeating some samples and losing others. Call "
+                f"set_epoch({epoch}) for the resumed epoch (or leave it: load_state_dict sets it), then the next epoch's number"
+            )
