@@ -80,8 +80,29 @@ class MappedFields:
         try:
             value = sample[name]  # type: ignore[index]
         except (KeyError, TypeError):
-            raise KeyError(f"sample {index} has no field {name!r} to map") from None
-        return ImageSource.of(value, f"sample {index}, field {name!r}")
+            raise KeyError(f"sample {index}{self._origin(index)} has no field {name!r} to map") from None
+        try:
+            return ImageSource.of(value, f"sample {index}{self._origin(index)}, field {name!r}")
+        except ValueError as exc:
+            if not isinstance(value, (bytes, bytearray, memoryview)):
+                raise
+            raise ValueError(f"{exc}: {_DAMAGED_HINT}") from exc
+
+    def _origin(self, index: int) -> str:
+        """`` (file x.jpg)`` when the data names where sample ``index`` comes from (``sample_origin``), else ""."""
+        origin = self.sample_origin(index)
+        return f" ({origin})" if origin else ""
+
+    def sample_origin(self, index: int) -> str | None:
+        """Where sample ``index`` comes from (the data's ``sample_origin``, such as ``ss.imagefolder``'s
+        "file root/cat/1.jpg"), for error messages; None when the data does not say."""
+        origin = getattr(self.data, "sample_origin", None)
+        if not callable(origin):
+            return None
+        try:
+            return str(origin(index))
+        except Exception:  # noqa: BLE001 - naming the sample must not hide the error itself
+            return None
 
     def _run(self, index: int, name: str, sample: Mapping | None, out: Any = None, draws: Draws | None = None) -> Any:
         """Field ``name`` of sample ``index`` through its pipeline (with ``draws``, default the
@@ -97,14 +118,14 @@ class MappedFields:
         except ImageDecodeError as exc:
             if self._packed:
                 raise CorruptFileError(self.data.source_of(index), f"sample {index}, field {name!r}: {exc}") from exc
-            raise ValueError(f"sample {index}, field {name!r}: {exc}") from exc
+            raise ValueError(f"sample {index}{self._origin(index)}, field {name!r}: {exc}: {_DAMAGED_HINT}") from exc
         except WindowError as exc:  # an op that cannot apply to this image (a crop larger than it)
-            raise ValueError(f"sample {index}, field {name!r}: {exc}") from exc
+            raise ValueError(f"sample {index}{self._origin(index)}, field {name!r}: {exc}") from exc
         if self._packed:
             self._checked[name][index] = source.checked
         if not self._declared and out is not None and result is not out and _channels_differ(np.shape(result), out.shape):
             raise ValueError(
-                f"sample {index}, field {name!r}: the pipeline gives shape {np.shape(result)} but the batch holds "
+                f"sample {index}{self._origin(index)}, field {name!r}: the pipeline gives shape {np.shape(result)} but the batch holds "
                 f"{out.shape} (the first sample's): the images mix 1 and 3 channels; put ops.ToRGB() in the "
                 f"pipeline, or pack with F.Image(channels=3)"
             )
@@ -172,6 +193,10 @@ class MappedFields:
         return f"MappedFields({self.data!r}, {self.pipelines!r})"
 
 
+_DAMAGED_HINT = (
+    "the image is damaged or not an image at all: replace or remove it (slipstream convert --skip-bad, or "
+    "ss.write(..., on_error='skip'), packs the others and lists the ones it leaves out)"
+)
 _CHANNELS_HINT = "the images mix 1 and 3 channels: put ops.ToRGB() in the pipeline, or pack with F.Image(channels=3)"
 _SIZES_HINT = (
     "to batch the images, give them one shape and dtype: a fixed-size ops.RandomResizedCrop, ops.CenterCrop or "
