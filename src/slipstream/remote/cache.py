@@ -9,7 +9,7 @@ changed data has another key).
 
 Who can put a page there (``remote.cachedir``): the folder is private to its user (made 0700; one
 of another user, or one that others can write, is refused with a ``PermissionError`` saying how to
-fix it), its files 0600, and every page carries a keyed BLAKE2b seal, made when it is written and
+fix it), its files 0600, and every page carries a keyed seal (HMAC-SHA256), made when it is written and
 checked at every read with the folder's secret key: a page that fails it (placed there by anything
 but a slipstream process of this cache, or damaged) is a miss, so the reader downloads the page
 again and its good copy replaces the file. (A miss, not an error: the store holds the truth, and

@@ -12,7 +12,7 @@ guards against accidents only, since anyone can forge bytes that match it. So:
   folder is held by a descriptor for the cache's life and every entry is reached through it, so
   a folder renamed or replaced after the check (by whoever can write its parent) is never used;
   another process checks it again when it opens the cache.
-* **Each page is sealed** (``seal``): a 32-byte BLAKE2b MAC, keyed with this folder's secret (a
+* **Each page is sealed** (``seal``): a 32-byte HMAC-SHA256, keyed with this folder's secret (a
   random 32-byte ``.key`` file, 0600, made once by whichever process comes first, under the
   cache's lock), over the entry's name, length and bytes, written after the page at write time and
   checked at every read. A page is therefore used only if a slipstream process holding this
@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
+import hmac
 import os
 import secrets
 import shutil
@@ -50,7 +50,7 @@ KEY = ".key"  # the folder's secret
 TAG = 32  # bytes of the seal after each page
 _KEY_BYTES = 32
 _DEFAULT_LIMIT = 20 * 10**9
-_PERSON = b"slipstream-pg-v1"  # (16 bytes: BLAKE2b's personalization) the seal's format
+_DOMAIN = b"slipstream page seal v1\0"  # what the MAC is of, and the seal's format
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _CANNOT_WRITE = frozenset({errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT})
 NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC  # a file this process makes, private
@@ -126,7 +126,7 @@ def open_entry(dir_fd: int, name: str, size: int) -> int | None:
 
 def seal(key: bytes, name: str, data: bytes | memoryview) -> bytes:
     """The MAC stored after entry ``name``'s bytes ``data`` (see the module doc)."""
-    mac = hashlib.blake2b(key=key, digest_size=TAG, person=_PERSON)
+    mac = hmac.new(key, _DOMAIN, "sha256")  # (OpenSSL's: about 1.7 GB/s a core, the GIL released)
     mac.update(name.encode())
     mac.update(struct.pack("<Q", len(data)))
     mac.update(data)
@@ -181,7 +181,7 @@ def _make(folder: Path) -> None:
             os.mkdir(folder, 0o700)
         except FileExistsError:
             if not folder.is_dir():
-                raise NotADirectoryError(errno.ENOTDIR, "slipstream: a page cache folder's path holds a file", str(folder)) from None
+                raise NotADirectoryError(errno.ENOTDIR, "slipstream: a file is where the page cache's folder goes", str(folder)) from None
 
 
 def _user(uid: int) -> str:
