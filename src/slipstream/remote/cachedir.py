@@ -181,7 +181,8 @@ def _make(folder: Path) -> None:
             os.mkdir(folder, 0o700)
         except FileExistsError:
             if not folder.is_dir():
-                raise NotADirectoryError(errno.ENOTDIR, "slipstream: a file is where the page cache's folder goes", str(folder)) from None
+                message = "slipstream: a file is where the page cache's folder goes"
+                raise NotADirectoryError(errno.ENOTDIR, message, str(folder)) from None
 
 
 def _user(uid: int) -> str:
