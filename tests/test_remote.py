@@ -78,6 +78,10 @@ class Data:
         """The dataset number of shard ``k``'s first sample."""
         return sum(entry["samples"] for entry in self.index["shards"][:k])
 
+    def first_page(self, k: int) -> int:
+        """The dataset number of shard ``k``'s first page."""
+        return sum(len(entry["pages"]) for entry in self.index["shards"][:k])
+
     def pages(self) -> int:
         return sum(len(entry["pages"]) for entry in self.index["shards"])
 
@@ -396,7 +400,7 @@ def test_an_object_with_other_bytes_is_a_checksum_error(
         epoch(remote, order="quasi_random")
     with pytest.raises(ss.ChecksumError, match=re.escape(f"{url}: page {page}")) as e:
         remote.validate()
-    assert e.value.page == page
+    assert e.value.page == data.first_page(k) + page  # the dataset's page number (the message names the shard's too)
 
 
 def test_a_remote_checksum_error_locates_its_page(data: Data, server: s3local.S3Server, s3_env: None, tmp_path: Path) -> None:
@@ -408,7 +412,10 @@ def test_a_remote_checksum_error_locates_its_page(data: Data, server: s3local.S3
     starts = shard.page_starts()
     with pytest.raises(ss.ChecksumError) as e:
         remote[data.first_sample(k) + i]
-    assert e.value.page == page and e.value.samples == range(int(starts[page]), int(starts[page + 1]))
+    first = data.first_sample(k)  # the page and samples in the dataset's numbers, as ds[i] counts them
+    assert e.value.page == data.first_page(k) + page and e.value.samples == range(first + int(starts[page]), first + int(starts[page + 1]))
+    assert f"page {page} (samples {starts[page]}..{starts[page + 1] - 1})" in str(e.value)  # the shard's own, in the message
+    assert f"in the dataset: page {data.first_page(k) + page}, samples {first + starts[page]}..{first + starts[page + 1] - 1}" in str(e.value)
 
 
 # ------------------------------------------------------------------------- 5. read-ahead, 6. warm cache

@@ -145,3 +145,116 @@ def test_an_object_that_always_differs_is_a_checksum_error(tmp_path):
     fetcher = Fetcher(Changed(), PageCache(tmp_path, 10**6), budget=10, readahead=1)
     with pytest.raises(ChecksumError, match="the same wrong bytes three times"):
         fetcher.fetch("u", *_range(2), zlib.crc32)
+
+
+# -- what came back, classified by cause ------------------------------------------------------------
+
+
+class _Answers(_Store):
+    """Serves BLOB (``size`` bytes of it now) through ``answer(a, b, data)``; counts reads and sizes."""
+
+    def __init__(self, answer, size: int = len(BLOB)) -> None:
+        super().__init__()
+        self.answer, self.now, self.sizes = answer, size, 0
+
+    def read(self, url: str, a: int, b: int) -> bytes:
+        self.reads.append(a)
+        return self.answer(a, b, BLOB[: self.now][a:b])
+
+    def size(self, url: str) -> int:
+        self.sizes += 1
+        return self.now
+
+
+def test_a_body_longer_than_the_range_is_a_server_ignoring_ranges_read_once(tmp_path):
+    from slipstream.core.errors import RemoteReadError
+
+    store = _Answers(lambda a, b, data: BLOB)  # the whole object, whatever the range
+    fetcher = Fetcher(store, PageCache(tmp_path, 10**6), budget=30, readahead=1)
+    with pytest.raises(RemoteReadError, match="ignores ranged reads") as caught:
+        fetcher.fetch("u", *_range(3), zlib.crc32)
+    assert store.reads == [3000] and caught.value.attempts == 1 and fetcher.stats()["retries"] == 0
+
+
+def test_a_range_past_the_end_of_a_shortened_object_is_a_shard_mismatch_read_once(tmp_path):
+    from slipstream.core.errors import ShardMismatchError
+
+    class RangeNotSatisfiable(OSError):
+        def __init__(self) -> None:
+            super().__init__(22, "The requested range is not satisfiable")
+            self.__cause__ = type("ClientError", (Exception,), {})("InvalidRange")
+            self.__cause__.response = {"Error": {"Code": "InvalidRange"}, "ResponseMetadata": {"HTTPStatusCode": 416}}
+
+    def answer(a, b, data):
+        raise RangeNotSatisfiable()
+
+    store = _Answers(answer, size=2000)
+    fetcher = Fetcher(store, PageCache(tmp_path, 10**6), budget=30, readahead=1)
+    with pytest.raises(ShardMismatchError, match=r"u: bytes 5000\.\.6000 lie past its end .*416.*changed since"):
+        fetcher.fetch("u", *_range(5), zlib.crc32)
+    assert store.reads == [5000]
+
+
+def test_a_short_body_is_retried_unless_the_object_is_now_too_short(tmp_path):
+    from slipstream.core.errors import ShardMismatchError
+
+    cut = {"times": 2}
+
+    def answer(a, b, data):
+        if cut["times"]:
+            cut["times"] -= 1
+            return data[: len(data) // 2]  # a cut transfer: the object still holds the range
+        return data
+
+    store = _Answers(answer)
+    fetcher = Fetcher(store, PageCache(tmp_path, 10**6), budget=30, readahead=1)
+    assert fetcher.fetch("u", *_range(4), zlib.crc32) == BLOB[4000:5000]
+    assert len(store.reads) == 3 and store.sizes == 2 and fetcher.stats()["retries"] == 2
+
+    store = _Answers(lambda a, b, data: data, size=4500)  # the object was cut inside the range
+    fetcher = Fetcher(store, PageCache(tmp_path / "other", 10**6), budget=30, readahead=1)
+    with pytest.raises(ShardMismatchError, match=r"u: is 4500 bytes now, too short for bytes 4000\.\.5000"):
+        fetcher.fetch("u", *_range(4), zlib.crc32)
+    assert store.reads == [4000]
+
+
+def test_a_vanished_object_is_a_missing_shard_error_naming_it(tmp_path):
+    from slipstream.core.errors import MissingShardError
+
+    def answer(a, b, data):
+        raise FileNotFoundError("The specified key does not exist.")
+
+    store = _Answers(answer)
+    fetcher = Fetcher(store, PageCache(tmp_path, 10**6), budget=30, readahead=1)
+    with pytest.raises(MissingShardError, match=r"^s3://b/shard-00002\.arrow: the object is missing from the store") as caught:
+        fetcher.fetch("s3://b/shard-00002.arrow", *_range(2), zlib.crc32)
+    assert isinstance(caught.value, FileNotFoundError) and caught.value.path == "s3://b/shard-00002.arrow" and store.reads == [2000]
+
+
+def test_read_checked_reads_a_damaged_structure_again_and_the_same_bytes_three_times_are_corrupt(tmp_path):
+    from slipstream.core.errors import CorruptFileError
+
+    damaged = {"times": 2}
+
+    def answer(a, b, data):
+        if damaged["times"]:
+            damaged["times"] -= 1
+            return bytes([data[0] ^ 0xFF]) + data[1:]
+        return data
+
+    def parse(reads):
+        (part,) = reads.ranges([(0, 100)])
+        if part != BLOB[:100]:
+            raise CorruptFileError("u", "the footer cannot be read")
+        return "parsed"
+
+    store = _Answers(answer)
+    fetcher = Fetcher(store, PageCache(tmp_path, 10**6), budget=30, readahead=1)
+    assert fetcher.read_checked("u", parse, "its structure") == "parsed"
+    assert store.reads == [0, 0, 0] and fetcher.stats()["retries"] == 2
+
+    store = _Answers(lambda a, b, data: bytes(len(data)))  # what the object holds: the same bytes every time
+    fetcher = Fetcher(store, PageCache(tmp_path, 10**6), budget=30, readahead=1)
+    with pytest.raises(CorruptFileError, match="u: the footer cannot be read"):
+        fetcher.read_checked("u", parse, "its structure")
+    assert store.reads == [0, 0, 0]

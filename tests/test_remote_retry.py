@@ -266,3 +266,82 @@ def test_prepare_runs_once_outside_the_budget() -> None:
     made = []
     result = retrying(lambda: "ok", URL, 0, 10, budget=0.05, attempt_timeout=0.05, prepare=lambda: (made.append(1), real_time.sleep(0.2)))
     assert result == "ok" and made == [1]
+
+
+# -- classified by cause: permanent failures are attempted once -----------------------------------
+
+
+class ParamValidationError(Exception):
+    """Named as botocore's client-side error (an invalid bucket name): matched by name."""
+
+
+class _Answer(Exception):
+    """An error carrying an HTTP answer, shaped as botocore's ``ClientError``."""
+
+    def __init__(self, status: int, code: str = "") -> None:
+        super().__init__(f"HTTP {status} {code}")
+        self.response = {"Error": {"Code": code}, "ResponseMetadata": {"HTTPStatusCode": status}}
+
+
+def _translated(status: int, code: str = "") -> OSError:
+    """An ``OSError`` chained to its answer, as s3fs translates a ``ClientError``."""
+    error = OSError(5, f"translated {status}")
+    error.__cause__ = _Answer(status, code)
+    return error
+
+
+@pytest.mark.parametrize(
+    "error",
+    [ParamValidationError("Invalid bucket name"), _Answer(400, "InvalidArgument"), _translated(416, "InvalidRange"), _translated(403), _Answer(501)],
+    ids=["client-side", "400", "416-translated", "403-translated", "501"],
+)
+def test_a_permanent_failure_of_another_kind_is_a_remote_read_error_after_one_attempt(clock: Clock, jitter: Jitter, error: BaseException) -> None:
+    attempt = failing([error] * 5)
+    with pytest.raises(RemoteReadError, match="a permanent failure, not retried") as caught:
+        retrying(attempt, URL, 0, 100, budget=60.0)
+    assert len(attempt.calls) == 1 and caught.value.attempts == 1 and clock.waits == []
+    assert caught.value.__cause__ is error and caught.value.permanent
+
+
+@pytest.mark.parametrize(
+    "error",
+    [_Answer(503, "SlowDown"), _Answer(500), _Answer(429), _Answer(408), _Answer(400, "RequestTimeout"), _translated(503, "SlowDown"), OSError("cut")],
+    ids=["503", "500", "429", "408", "400-RequestTimeout", "503-translated", "plain"],
+)
+def test_transient_answers_are_still_retried(clock: Clock, jitter: Jitter, error: BaseException) -> None:
+    attempt = failing([error, error])
+    assert retrying(attempt, URL, 0, 100, budget=60.0) == "ok"
+    assert len(attempt.calls) == 3 and len(clock.waits) == 2
+
+
+def test_a_read_that_gave_up_within_a_larger_one_is_not_retried_again(clock: Clock, jitter: Jitter) -> None:
+    def inner() -> None:
+        retrying(failing([ConnectionResetError("reset")] * 100, clock=clock, takes=0.1), URL, 0, 10, budget=1.0)
+
+    calls: list[int] = []
+
+    def nested() -> None:
+        calls.append(1)
+        inner()
+
+    with pytest.raises(RemoteReadError, match="could not be read in"):
+        retrying(nested, URL, 0, 10, budget=60.0)
+    assert len(calls) == 1  # the inner read's budget was spent: the outer one does not spend its own again
+
+
+def test_credentials_never_reach_the_error_its_cause_or_a_permanent_error() -> None:
+    import traceback
+
+    secret = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYzz"
+    url = f"https://user:{secret}@example.invalid/data/shard-00000.arrow"
+
+    class Custom(Exception):
+        def __str__(self) -> str:  # text that does not come from args: replaced by a stand-in
+            return f"GET {url} failed"
+
+    for error, kind in [(ConnectionError(f"cannot reach {url}"), RemoteReadError), (Custom(), RemoteReadError), (PermissionError(13, "denied", url), PermissionError)]:
+        with pytest.raises(kind) as caught:
+            retrying(failing([error] * 1000), url, 0, 10, budget=0.2, base=0.01, cap=0.02)
+        shown = "".join(traceback.format_exception(caught.value)) + repr(caught.value) + repr(caught.value.__cause__)
+        assert secret not in shown and "user:" not in shown, shown
+        assert "https://***@example.invalid/data/shard-00000.arrow" in shown

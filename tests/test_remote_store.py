@@ -81,11 +81,16 @@ def test_an_index_that_does_not_match_its_objects_is_named_not_read_wrong(tmp_pa
         (lambda ix: ix["shards"][0].pop("bytes"), "must be integers"),
         (lambda ix: ix["shards"][0].__setitem__("file", "../../etc/passwd"), "not a plain file name"),
         (lambda ix: ix.__setitem__("shards", []), "lists no shards"),
+        (lambda ix: (ix["shards"].append(ix["shards"][0]), ix.__setitem__("samples", ix["samples"] + ix["shards"][0]["samples"])), "twice"),
     ]:
         bad = json.loads((folder / "index.json").read_text())
         damage(bad)
         with pytest.raises(ss.CorruptFileError, match=match):
             ss.open(_upload(memory, folder, f"bad{abs(hash(match))}", bad), cache_dir=tmp_path / "c2")
+    url = _upload(memory, folder, "deep")
+    memory.pipe_file("/deep/index.json", b'{"format": "slipstream.shards", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
+    with pytest.raises(ss.CorruptFileError, match="nested too deeply"):
+        ss.open(url, cache_dir=tmp_path / "c3")
 
 
 def test_a_remote_file_whose_footer_points_outside_it_fails_at_once(tmp_path):

@@ -90,3 +90,50 @@ def test_a_damaged_jpeg_in_a_later_shard_names_that_shard(tmp_path):
         list(ss.DataLoader(damaged, 24))
     with pytest.raises(ss.ChecksumError, match=r"shard-1\.arrow: page 0"):
         ss.open([s.path for s in shards.shards]).validate()
+
+
+def test_a_checksum_error_locates_its_page_and_samples_in_the_dataset(tmp_path):
+    shards, _ = _shards_and_whole(tmp_path)
+    shard = shards.shards[1]
+    starts = shard.page_starts()
+    assert shard.num_pages >= 2
+    starts = [*starts.tolist(), len(shard)][:3]
+    data = shard.encoded(int(starts[1]), "image")[1].tobytes()  # a JPEG of the shard's page 1
+    raw = bytearray(shard.path.read_bytes())
+    at = raw.find(data)
+    raw[at + len(data) // 2] ^= 0xFF
+    shard.path.write_bytes(bytes(raw))
+    with pytest.raises(ss.ChecksumError) as e:
+        ss.open([s.path for s in shards.shards]).validate()
+    first, pages_before = len(shards.shards[0]), shards.shards[0].num_pages  # shard 1 starts at sample 7
+    own = range(int(starts[1]), int(starts[2]))
+    assert e.value.samples == range(first + own.start, first + own.stop) and e.value.page == pages_before + 1
+    assert e.value.path == str(shard.path)
+    assert f"page 1 (samples {own.start}..{own.stop - 1})" in str(e.value)  # the shard's own numbers, named
+    assert f"in the dataset: page {pages_before + 1}, samples {first + own.start}..{first + own.stop - 1}" in str(e.value)
+
+
+def _folder(tmp_path: Any) -> Any:
+    samples = [{"label": k, "x": np.full(2, k, np.float32)} for k in range(60)]
+    return ss.write(tmp_path / "ds", samples, {"label": F.Int(), "x": F.Array("float32", (2,))}, progress=False, page_size=300, shard_size=900)
+
+
+def test_an_index_that_lists_one_shard_twice_is_refused(tmp_path):
+    import json
+
+    folder = _folder(tmp_path)
+    index = json.loads((folder / "index.json").read_text())
+    assert len(index["shards"]) >= 2
+    index["shards"].append(index["shards"][0])
+    index["samples"] += index["shards"][0]["samples"]  # consistent otherwise: only the repeat is wrong
+    (folder / "index.json").write_text(json.dumps(index))
+    with pytest.raises(ss.CorruptFileError, match=r"index\.json: not a valid sharded-dataset index: it lists shard 'shard-00000\.arrow' twice"):
+        ss.open(folder)
+
+
+@pytest.mark.parametrize("depth", [100_000, 3_000])
+def test_a_deeply_nested_index_is_a_corrupt_file_error(tmp_path, depth):
+    folder = _folder(tmp_path)
+    (folder / "index.json").write_text('{"format": "slipstream.shards", "x": ' + "[" * depth + "]" * depth + "}")
+    with pytest.raises(ss.CorruptFileError, match=r"index\.json: not a valid sharded-dataset index"):
+        ss.open(folder)

@@ -27,7 +27,9 @@ ranged GET for good. A dict ``{n: fault}`` faults exactly the listed GET numbers
 - ``slow``: the correct response, after ``slow`` seconds (2 by default);
 - ``truncate``: correct status and headers, but Content-Length and body cut to half the body (Content-Range
   still tells the full range), so the client sees a short but apparently complete response;
-- ``flip``: the byte in the middle of the body is inverted (XOR 0xFF); status and length unchanged.
+- ``flip``: the byte in the middle of the body is inverted (XOR 0xFF); status and length unchanged;
+- ``norange``: forwarded without its ``Range`` header, so the answer is ``200 OK`` with the whole object (a
+  server that ignores ranged reads).
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ if TYPE_CHECKING:
 HOST = "127.0.0.1"
 READY_PREFIX = "s3local ready "
 READY_TIMEOUT_S = 60.0
-FAULTS = ("drop", "503", "reset", "slow", "truncate", "flip")
+FAULTS = ("drop", "503", "reset", "slow", "truncate", "flip", "norange")
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 CONTROL_PREFIX = "/__proxy__/"
 
@@ -367,8 +369,8 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         length = self.headers.get("Content-Length")
         return self.rfile.read(int(length)) if length else None
 
-    def _forward(self, body: bytes | None) -> tuple[int, str, list[tuple[str, str]], bytes]:
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
+    def _forward(self, body: bytes | None, ranged: bool = True) -> tuple[int, str, list[tuple[str, str]], bytes]:
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP and (ranged or k.lower() != "range")}
         if body is not None:
             headers["Content-Length"] = str(len(body))
         while True:  # a kept-alive upstream connection may have been closed meanwhile: then retry on a new one
@@ -435,7 +437,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         if fault == "503":
             return self._reply(503, "Slow Down", [("Content-Type", "application/xml")], _SLOWDOWN)
         try:
-            status, reason, headers, data = self._forward(body)
+            status, reason, headers, data = self._forward(body, ranged=fault != "norange")
         except (ConnectionError, http.client.HTTPException, OSError) as e:
             return self._reply(502, "Bad Gateway", [("Content-Type", "text/plain")], f"s3local proxy: upstream: {e!r}".encode())
         if fault == "slow":

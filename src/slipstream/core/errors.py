@@ -3,7 +3,8 @@ built-in keeps working) and pickles: an error raised in a worker process reaches
 itself, with its type, message, notes and attributes.
 
     Exception
-    ├── PackedFileError                      a packed file cannot be used; ``path`` names it (catch this for "the file is bad")
+    ├── PackedFileError                      a packed file cannot be used; ``path`` names it (catch this for "the file is bad";
+    │                                        its path and message never show a credential: ``core.redact``)
     │   ├── NotAPackedFileError(ValueError)  not an Arrow IPC file, or an Arrow file slipstream did not write
     │   ├── FormatVersionError(ValueError)   written by a newer slipstream format than this one reads
     │   ├── TruncatedFileError(OSError)      the file ends early (an interrupted copy or download)
@@ -13,8 +14,10 @@ itself, with its type, message, notes and attributes.
     │   ├── ShardMismatchError(ValueError)   the shards of one dataset do not hold the same fields, or a shard
     │   │                                    differs from what the dataset's index says of it
     │   ├── MissingShardError(FileNotFoundError)  a shard (or a sharded dataset's index) is not where it should be
-    │   └── RemoteReadError(OSError)         a range of a remote object could not be read within the retry budget
-    │                                        (``url``, ``start``, ``stop``, ``attempts``; the last cause chained)
+    │   └── RemoteReadError(OSError)         a range of a remote object could not be read: transient failures past
+    │                                        the retry budget, or a permanent one, not retried (a client-side error,
+    │                                        a 4xx answer, a server ignoring ranged reads): ``url``, ``start``,
+    │                                        ``stop``, ``attempts``; the last cause chained
     └── Cancelled                            raised inside a reader between samples once the iterator that
                                              wanted the batch is closed; never reaches the user
     RuntimeError
@@ -41,6 +44,8 @@ raised: which sample, batch and epoch, or which worker and its traceback.
 """
 
 from __future__ import annotations
+
+from .redact import redact
 
 __all__ = [
     "Cancelled",
@@ -86,8 +91,8 @@ class PackedFileError(Exception):
     as itself, with its type, message, notes and attributes)."""
 
     def __init__(self, path: object, message: str):
-        super().__init__(f"{path}: {message}")
-        self.path = str(path)
+        super().__init__(redact(f"{path}: {message}"))  # (credentials never shown: core.redact)
+        self.path = redact(path)
 
     def __reduce__(self) -> tuple:
         return _rebuilt, (type(self), self.args, dict(self.__dict__))
@@ -110,7 +115,9 @@ class CorruptFileError(PackedFileError, ValueError):
 
 
 class ChecksumError(CorruptFileError):
-    """A page's checksum does not match its bytes; ``page`` and ``samples`` (a range) locate it."""
+    """A page's checksum does not match its bytes; ``page`` and ``samples`` (a range) locate it, in
+    the numbers of the dataset that raised it (a sharded dataset's, not its shard's: ``path`` names
+    the shard, and the message its own numbers too)."""
 
     def __init__(self, path: object, message: str, page: int, samples: range):
         super().__init__(path, message)
@@ -135,7 +142,7 @@ class RemoteReadError(PackedFileError, OSError):
 
     def __init__(self, url: object, message: str, start: int = 0, stop: int = 0, attempts: int = 0):
         super().__init__(url, message)
-        self.url, self.start, self.stop, self.attempts = str(url), start, stop, attempts
+        self.url, self.start, self.stop, self.attempts = redact(url), start, stop, attempts
 
 
 # -- worker processes --------------------------------------------------------------------------

@@ -7,7 +7,9 @@ block, and its header holds the page's custom metadata (first sample, rows, chec
 
 Contract: ``footer_length(tail)`` reads the footer's length from the file's last 10 bytes;
 ``page_blocks(footer)`` gives every page's ``(offset, length, header_length)``;
-``header_metadata(header)`` the custom metadata of one block's header bytes. Each raises
+``header_metadata(header)`` the custom metadata of one block's header bytes;
+``header_counts(header)`` its row count, body length and header length, as its message says them
+(for checking a block against the header it points to). Each raises
 ``ValueError`` saying what is malformed; a reader over a remote object fetches just these ranges
 (the tail, then each page's header) instead of the whole file. Only the flatbuffer reads these
 three need are implemented (tables, vectors of structs and of tables, strings).
@@ -19,12 +21,14 @@ import struct
 
 from . import format as _format
 
-__all__ = ["TAIL", "footer_length", "header_metadata", "page_blocks"]
+__all__ = ["TAIL", "footer_length", "header_counts", "header_metadata", "page_blocks"]
 
 TAIL = 4 + len(_format.MAGIC)  # int32 footer length, then the magic
 _CONTINUATION = b"\xff\xff\xff\xff"
 _FOOTER_RECORD_BATCHES = 3  # Footer: version, schema, dictionaries, recordBatches, custom_metadata
 _MESSAGE_CUSTOM_METADATA = 4  # Message: version, header_type, header, bodyLength, custom_metadata
+_MESSAGE_HEADER, _MESSAGE_BODY_LENGTH = 2, 3
+_RECORD_BATCH_LENGTH = 0  # RecordBatch: length (rows), nodes, buffers, compression
 _BLOCK = struct.Struct("<qi4xq")  # offset, metaDataLength, (padding), bodyLength
 
 
@@ -54,8 +58,8 @@ def page_blocks(footer: bytes) -> list[tuple[int, int, int]]:
     return blocks
 
 
-def header_metadata(header: bytes) -> dict[bytes, bytes]:
-    """The custom metadata in a record batch's message header (``header_length`` bytes of its block)."""
+def _message(header: bytes) -> _Flatbuffer:
+    """The flatbuffer of a record batch's message header (``header_length`` bytes of its block)."""
     if header[:4] == _CONTINUATION:
         header = header[4:]
     if len(header) < 4:
@@ -63,7 +67,29 @@ def header_metadata(header: bytes) -> dict[bytes, bytes]:
     (length,) = struct.unpack_from("<i", header)
     if not 0 < length <= len(header) - 4:
         raise ValueError(f"the page header says {length} bytes but {len(header) - 4} are there")
-    fb = _Flatbuffer(header[4 : 4 + length])
+    return _Flatbuffer(header[4 : 4 + length])
+
+
+def header_counts(header: bytes) -> tuple[int, int, int]:
+    """(rows, body length, header length) in bytes that a record batch's message header says: the
+    last is the length its block should give it (its prefix, flatbuffer and padding)."""
+    prefix = 8 if header[:4] == _CONTINUATION else 4
+    fb = _message(header)
+    declared = prefix + len(fb.data)
+    root = fb.root()
+    at = fb.field(root, _MESSAGE_BODY_LENGTH)
+    body = fb.unpack(_I64, at)[0] if at is not None else 0
+    at = fb.field(root, _MESSAGE_HEADER)
+    if at is None:
+        raise ValueError("the page header holds no record batch")
+    batch = fb.indirect(at)
+    at = fb.field(batch, _RECORD_BATCH_LENGTH)
+    return (fb.unpack(_I64, at)[0] if at is not None else 0), body, declared
+
+
+def header_metadata(header: bytes) -> dict[bytes, bytes]:
+    """The custom metadata in a record batch's message header (``header_length`` bytes of its block)."""
+    fb = _message(header)
     vector = fb.vector(fb.root(), _MESSAGE_CUSTOM_METADATA)
     if vector is None:
         return {}
@@ -124,4 +150,4 @@ class _Flatbuffer:
         return bytes(self.data[start : start + count])
 
 
-_U16, _U32, _I32 = struct.Struct("<H"), struct.Struct("<I"), struct.Struct("<i")
+_U16, _U32, _I32, _I64 = struct.Struct("<H"), struct.Struct("<I"), struct.Struct("<i"), struct.Struct("<q")

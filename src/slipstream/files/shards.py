@@ -7,7 +7,8 @@ of one shard, so ``page_starts()`` (``order="quasi_random"``) spans all shards. 
 packed file offers the rest of slipstream (``fields``, ``encoded``, ``locate_many``, ``page``,
 ``getobs_batch_into``, ``batch_spec``, ``map``), so image pipelines, whole image tasks, every
 backend and rank sharding work on it unchanged. The shards must hold the same fields (names and
-settings, the first shard's order); errors name the shard's file.
+settings, the first shard's order); errors name the shard's file, and a ``ChecksumError``'s
+``page`` and ``samples`` are the dataset's numbers (its message says the shard's own as well).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.errors import ShardMismatchError
+from ..core.errors import ChecksumError, ShardMismatchError
 from ..core.spec import Spec
 from .mapped import mapfields
 from .packed import PackedDataset, checked_indices
@@ -63,23 +64,45 @@ class ShardedDataset:
         """The first sample of every page of every shard, in dataset numbers (for page-aware orders)."""
         return self._page_starts.copy()
 
-    def _shard_of(self, index: Any) -> tuple[PackedDataset, int]:
+    def _located(self, s: int, error: ChecksumError) -> ChecksumError:
+        """``error`` (raised by shard ``s``, in its numbers) with the dataset's page and samples."""
+        first, page = int(self._sample_starts[s]), int(self._page_starts_of_shard[s])
+        samples = range(error.samples.start + first, error.samples.stop + first)
+        page = error.page + page if error.page >= 0 else error.page
+        text = str(error.args[0] if error.args else error)
+        message = text[len(error.path) + 2 :] if text.startswith(f"{error.path}: ") else text
+        if len(samples):
+            message += f"; in the dataset: page {page}, samples {samples.start}..{samples.stop - 1}"
+        located = ChecksumError(error.path, message, page, samples)
+        if getattr(error, "__notes__", None):
+            located.__notes__ = list(error.__notes__)
+        return located
+
+    def _where(self, index: Any) -> tuple[int, int]:
+        """(shard, sample in it) of sample ``index``."""
         if isinstance(index, (bool, np.bool_)) or not isinstance(index, (int, np.integer)):
             raise TypeError(f"sample index must be an integer, got {type(index).__name__}")
         i = int(index) + (self._n if int(index) < 0 else 0)
         if not 0 <= i < self._n:
             raise IndexError(f"sample index {index} is out of range for {self._n} samples in {len(self.shards)} shards")
         s = int(np.searchsorted(self._sample_starts, i, side="right")) - 1
-        return self.shards[s], i - int(self._sample_starts[s])
+        return s, i - int(self._sample_starts[s])
+
+    def _read(self, s: int, call: Any, *args: Any, **kwargs: Any) -> Any:
+        """``call(*args, **kwargs)``, a read of shard ``s``, its ``ChecksumError`` in the dataset's numbers."""
+        try:
+            return call(*args, **kwargs)
+        except ChecksumError as exc:
+            raise self._located(s, exc) from exc
 
     def source_of(self, index: int) -> Path:
         """The file that holds sample ``index``."""
-        return self._shard_of(index)[0].path
+        return self.shards[self._where(index)[0]].path
 
     def page(self, p: int) -> Any:
         """Page ``p`` (in dataset numbers)'s columns, from its shard."""
         s = int(np.searchsorted(self._page_starts_of_shard, p, side="right")) - 1
-        return self.shards[s].page(p - int(self._page_starts_of_shard[s]))
+        return self._read(s, self.shards[s].page, p - int(self._page_starts_of_shard[s]))
 
     def locate_many(self, indices: Any) -> tuple[np.ndarray, np.ndarray]:
         """(samples, pages) as ``PackedDataset.locate_many``, in dataset numbers."""
@@ -88,16 +111,16 @@ class ShardedDataset:
 
     # -- reading -----------------------------------------------------------------------------
     def __getitem__(self, index: int) -> dict[str, Any]:
-        shard, i = self._shard_of(index)
-        return shard[i]
+        s, i = self._where(index)
+        return self._read(s, self.shards[s].__getitem__, i)
 
     def getobs_into(self, buffer: Any, index: int, fields: Any = None) -> dict[str, Any]:
-        shard, i = self._shard_of(index)
-        return shard.getobs_into(buffer, i, fields=fields)
+        s, i = self._where(index)
+        return self._read(s, self.shards[s].getobs_into, buffer, i, fields=fields)
 
     def encoded(self, index: int, name: str, *, check: bool = True) -> tuple[str, Any, tuple[int, int, int]]:
-        shard, i = self._shard_of(index)
-        return shard.encoded(i, name, check=check)
+        s, i = self._where(index)
+        return self._read(s, self.shards[s].encoded, i, name, check=check)
 
     def getobs_batch_into(self, buffer: Any, indices: Any, fields: Any = None) -> dict[str, Any]:
         """``PackedDataset.getobs_batch_into`` over the shards: each shard reads its samples (into
@@ -111,7 +134,7 @@ class ShardedDataset:
             positions = np.flatnonzero(shard_of == s)
             local = idx[positions] - self._sample_starts[s]
             scratch = {name: _rows_like(get(name), len(positions)) for name in names}
-            parts.append((positions, self.shards[s].getobs_batch_into(scratch, local, fields=names)))
+            parts.append((positions, self._read(s, self.shards[s].getobs_batch_into, scratch, local, fields=names)))
         return {name: scatter_rows(get(name), len(idx), [(positions, value[name]) for positions, value in parts]) for name in names}
 
     # -- the rest of a packed file's face ------------------------------------------------------
@@ -121,8 +144,8 @@ class ShardedDataset:
 
     def validate(self) -> None:
         """Check every page of every shard against its checksum (``ChecksumError`` naming the shard)."""
-        for shard in self.shards:
-            shard.validate()
+        for s, shard in enumerate(self.shards):
+            self._read(s, shard.validate)
 
     @property
     def metadata(self) -> dict[str, Any]:

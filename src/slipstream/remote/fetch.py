@@ -6,17 +6,29 @@
 downloads of this process, a read-ahead download under way (joined, not repeated; one still queued
 is taken over and fetched at once, so a read never waits behind other read-ahead), the disk cache
 (checked again: a cache file is never trusted blindly), or a new download through ``remote.retry``
-(``before()`` first: the object's size check; short bodies and checksum mismatches count as
-transient failures; the same wrong bytes three times mean the object itself is not what was indexed, a
-``ChecksumError``). ``prefetch(ranges)`` queues downloads of ranges not cached nor under way (at
-most ``4 * readahead`` queued; more hints are dropped), run ``readahead`` at a time on daemon
-threads into the cache; it never raises (a failed read-ahead is fetched again, and fails with its
-error, when the range is read).
+(``before()`` first: the object's size check). What comes back is classified by its cause: a
+short body is a cut transfer (transient) unless the object is now too short to hold the range (a
+``ShardMismatchError``: it changed since it was indexed), and so is a 416 answer (the range lies
+past the object's end); a body longer than the range means the server ignores ranged reads (a
+permanent ``RemoteReadError``, not retried); a vanished object is a ``MissingShardError`` naming
+it; checksum mismatches are transient, and the same wrong bytes three times mean the object itself
+is not what was indexed, a ``ChecksumError``.
+
+``prefetch(ranges)`` queues downloads of ranges not cached nor under way (at most ``4 *
+readahead`` queued; more hints are dropped), run ``readahead`` at a time on daemon threads into
+the cache; it never raises (a failed read-ahead is fetched again, and fails with its error, when
+the range is read).
 
 Processes on one node share the cache; two of them may download the same page at once (the
 second rename wins, with the same bytes): a cost in bandwidth, never in correctness. Fork- and
 pickle-safe: threads, in-flight downloads and memory are per process, made again in a child.
 ``stats()`` counts this process's reads, hits, downloads, requests, retries and bytes.
+
+``read_checked(url, parse, what)`` reads a file's structure (its footer, schema and page headers,
+or a folder's ``index.json``), uncached, as page reads are checked: ``parse`` raising
+``CorruptFileError`` on what came is taken for a damaged transfer and everything is read again
+within the budget; the same bytes failing three times are what the object holds (the error is
+raised as itself).
 """
 
 from __future__ import annotations
@@ -31,9 +43,9 @@ from collections.abc import Callable
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from typing import Any
 
-from ..core.errors import ChecksumError
+from ..core.errors import ChecksumError, CorruptFileError, MissingShardError, RemoteReadError, ShardMismatchError
 from .cache import PageCache
-from .retry import retrying
+from .retry import http_status, retrying
 from .store import Store
 
 __all__ = ["Fetcher", "range_key"]
@@ -83,6 +95,33 @@ class _ShortRead(OSError):
 
 class _BadChecksum(OSError):
     """The bytes that came fail their checksum (a damaged transfer): transient, once."""
+
+
+class _BadStructure(OSError):
+    """A file's structure read from the bytes that came cannot be right (a damaged transfer): transient, twice."""
+
+
+class _Reads:
+    """The reads of one ``read_checked`` attempt, each uncached and retried, and what they gave."""
+
+    def __init__(self, fetcher: Fetcher, url: str):
+        self.fetcher, self.url, self.got = fetcher, url, []
+
+    def ranges(self, spans: list[tuple[int, int]]) -> list[bytes]:
+        parts = self.fetcher.read_ranges(self.url, spans)
+        self.got.extend(parts)
+        return parts
+
+    def whole(self) -> bytes:
+        data = self.fetcher.read_whole(self.url)
+        self.got.append(data)
+        return data
+
+    def digest(self) -> int:
+        crc = 0
+        for part in self.got:
+            crc = zlib.crc32(len(part).to_bytes(8, "little"), zlib.crc32(part, crc))
+        return crc
 
 
 class Fetcher:
@@ -212,9 +251,18 @@ class Fetcher:
 
         def attempt() -> bytes:
             self._count("requests")
-            data = self.store.read(url, start, stop)
+            data = self._request(url, start, stop)
             self._count("bytes", len(data))
-            if len(data) != stop - start:
+            if len(data) > stop - start:
+                error = RemoteReadError(
+                    url, f"bytes {start}..{stop}: the store answered with {len(data)} bytes for the {stop - start} asked for: it "
+                    "ignores ranged reads (the HTTP Range header), which slipstream needs; serve the files from a server or store "
+                    "that supports them", start, stop, 1,
+                )  # fmt: skip
+                error.permanent = True  # type: ignore[attr-defined]
+                raise error
+            if len(data) < stop - start:
+                self._check_holds(url, start, stop)  # (an object now too short is no cut transfer)
                 raise _ShortRead(f"{len(data)} bytes came of the {stop - start} asked for")
             if check is None:
                 return data
@@ -233,6 +281,54 @@ class Fetcher:
             return data
 
         return self._retried(attempt, url, f"bytes {start}..{stop}", start, stop)
+
+    def _request(self, url: str, start: int, stop: int) -> bytes:
+        """One ranged GET, its permanent failures named: a vanished object, a range past its end."""
+        try:
+            return self.store.read(url, start, stop)
+        except FileNotFoundError:
+            raise MissingShardError(url, "the object is missing from the store (deleted or moved since the dataset was indexed)") from None
+        except Exception as exc:
+            if http_status(exc) == 416:  # range not satisfiable: it starts past the object's end
+                raise ShardMismatchError(
+                    url, f"bytes {start}..{stop} lie past its end (the store answered 416, range not satisfiable): it is shorter "
+                    "than when it was indexed, so it changed since; re-index or rewrite the dataset"
+                ) from None
+            raise
+
+    def _check_holds(self, url: str, start: int, stop: int) -> None:
+        """``ShardMismatchError`` when the object is now too short to hold bytes ``start``..``stop``
+        (a short body from a shortened object, not a cut transfer)."""
+        try:
+            size = self.store.size(url)
+        except FileNotFoundError:
+            raise MissingShardError(url, "the object is missing from the store (deleted or moved since the dataset was indexed)") from None
+        except Exception:  # noqa: BLE001 - the size is not known: the short body is retried as a cut transfer
+            return
+        if size < stop:
+            raise ShardMismatchError(
+                url, f"is {size} bytes now, too short for bytes {start}..{stop} it held when indexed: it changed since; "
+                "re-index or rewrite the dataset"
+            )  # fmt: skip
+
+    def read_checked(self, url: str, parse: Callable[[_Reads], Any], what: str) -> Any:
+        """``parse(reads)``, its reads (``reads.ranges(spans)``, ``reads.whole()``) checked by ``parse``
+        itself: see the module doc."""
+        self._here()
+        bad: dict[int, int] = {}  # the bytes that failed (their digest) -> how often
+
+        def attempt() -> Any:
+            reads = _Reads(self, url)
+            try:
+                return parse(reads)
+            except CorruptFileError as exc:
+                digest = reads.digest()
+                bad[digest] = bad.get(digest, 0) + 1
+                if bad[digest] >= 3:  # the same bytes a third time: that is what the object holds
+                    raise
+                raise _BadStructure(f"{exc.args[0].split(': ', 1)[-1]} (read again: the transfer may have been damaged)") from None
+
+        return retrying(attempt, url, 0, 0, self.budget, on_retry=lambda: self._count("retries"), what=what)
 
     def read_ranges(self, url: str, ranges: list[tuple[int, int]]) -> list[bytes]:
         """Uncached, unchecked reads of ``ranges`` of ``url`` (a file's structure), concurrently, retried."""

@@ -16,6 +16,10 @@
   seconds, ``retry_budget`` the time one range may take with its retries (``remote.retry``),
   ``readahead`` the downloads in flight at once for pages the loader will read next, ``keep`` the
   pages each process keeps decoded in memory (over all the shards opened together).
+
+A remote object is named everywhere (``path``, ``source_of``, reprs, errors) by its URL with any
+credentials in it redacted (``Store.name``); an index or a file's structure that cannot be right
+is read again, as damaged pages are (``Fetcher.read_checked``), before it is called corrupt.
 """
 
 from __future__ import annotations
@@ -73,16 +77,17 @@ def open(  # noqa: A001
     fetcher = Fetcher(Store(filesystem, storage_options, timeout), PageCache(folder / "pages", limit), retry_budget, readahead, keep)
     recent = RecentPages(keep)  # the decoded pages each process keeps, over all the shards
     if paths is not None:
-        shards = [_remote_file(fetcher, str(p), fields, recent) if is_url(p) else PackedDataset(p, cache=cache, fields=fields) for p in paths]
+        names = [fetcher.store.name(str(p)) if is_url(p) else p for p in paths]  # (each checked before any request)
+        shards = [_remote_file(fetcher, p, fields, recent) if is_url(p) else PackedDataset(p, cache=cache, fields=fields) for p in names]
         return ShardedDataset([], fields=fields, shards=shards)
-    url = str(path)
+    url = fetcher.store.name(str(path))
+    where = join(url, INDEX)
     try:
-        raw = fetcher.read_whole(join(url, INDEX))
+        index = fetcher.read_checked(where, lambda reads: parse_index(reads.whole(), where), "the index")
     except (FileNotFoundError, NotADirectoryError):
         if url.endswith("/"):
             raise MissingShardError(url, f"no {INDEX} here: not a sharded dataset written by ss.write(..., shard_size=...) (or its upload is not complete)") from None
         return _remote_file(fetcher, url, fields, recent)
-    index = parse_index(raw, join(url, INDEX))
     shards = [
         PackedDataset(join(url, e["file"]), fields=fields, source=RemotePages(fetcher, join(url, e["file"]), e, index["schema"], recent))
         for e in index["shards"]
@@ -96,5 +101,5 @@ def _remote_file(fetcher: Fetcher, url: str, fields: list[str] | None, recent: R
         size = fetcher.size(url)
     except FileNotFoundError:
         raise MissingShardError(url, "no such object (and no index.json under it): expected a packed file or a sharded dataset's folder") from None
-    entry, schema = describe(url, size, lambda ranges: fetcher.read_ranges(url, ranges))
+    entry, schema = fetcher.read_checked(url, lambda reads: describe(url, size, reads.ranges), "its structure (footer, schema and page headers)")
     return PackedDataset(url, fields=fields, source=RemotePages(fetcher, url, entry, schema, recent))

@@ -16,6 +16,15 @@ A store is picklable and fork-safe: the filesystem is rebuilt in a new process (
 options, or by pickling the one given), never shared across a fork. Errors are the client's:
 ``FileNotFoundError`` for a missing object, ``PermissionError`` for refused credentials, other
 ``OSError``\\ s and client errors for the rest (``remote.retry`` tells which to retry).
+
+Credentials in a URL (``https://user:password@host/...``, a signed URL's ``?X-Amz-Signature=``)
+never leave the store: ``name(url)`` is the name slipstream uses for the object everywhere (its
+datasets' ``path``, reprs, errors, cache keys), the URL with its credentials redacted
+(``core.redact``); the store reads the real URL for a name it gave, or for a name joined under one
+(a folder's ``index.json`` and shards). The secrets are remembered for redaction in every process
+the store is sent to, and so are those of ``storage_options``. An ``s3://`` or ``gs://`` URL
+cannot carry credentials (the client would read ``key:secret@bucket`` as the bucket's name):
+``name`` refuses one with a ``ValueError`` saying where they go, before any request.
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ import threading
 from typing import Any
 
 from ..core.optional import require
+from ..core.redact import redact, redact_url, remember, remember_options
 
 __all__ = ["Store", "is_url", "join"]
 
@@ -45,14 +55,54 @@ class Store:
     def __init__(self, filesystem: Any = None, storage_options: dict[str, Any] | None = None, timeout: float = 30.0):
         self._given = filesystem
         self.storage_options = dict(storage_options or {})
+        remember_options(self.storage_options)
         self.timeout = float(timeout)
         self._fs: dict[str, Any] = {}  # protocol -> filesystem, in the process that made them
         self._pid = self._given_pid = os.getpid()
         self._lock = threading.Lock()
+        self._real: dict[str, str] = {}  # name (credentials redacted) -> the URL it stands for
+
+    # -- names: credentials stay here ----------------------------------------------------------
+    def name(self, url: str) -> str:
+        """The name of ``url`` to use everywhere else: the URL itself, or with its credentials
+        redacted (reads of that name, and of names under it, read ``url``). ``ValueError`` for
+        credentials in an ``s3://`` or ``gs://`` URL, and for a second URL that differs from one
+        named before only in its credentials."""
+        url = str(url)
+        shown = redact_url(url)
+        if shown == url:
+            return url
+        remember(url)
+        protocol = url.split("://", 1)[0].lower()
+        if protocol in _NO_USERINFO and shown.split("://", 1)[1].startswith("***@"):
+            raise ValueError(
+                f"{shown}: a {protocol}:// URL cannot carry credentials (the client would read them as part of the bucket's "
+                "name): give them in storage_options (for S3: key=..., secret=...; for GCS: token=...) or in the environment "
+                "(AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; GOOGLE_APPLICATION_CREDENTIALS)"
+            )
+        with self._lock:
+            known = self._real.setdefault(shown, url)
+        if known != url:
+            raise ValueError(f"{shown}: two URLs that differ only in their credentials cannot be opened together")
+        return shown
+
+    def _resolved(self, name: str) -> str:
+        """The URL a name stands for (``name`` itself when it names no credentials)."""
+        if not self._real:
+            return name
+        real = self._real.get(name)
+        if real is not None:
+            return real
+        for shown, url in list(self._real.items()):  # a name joined under one given (a folder's objects)
+            base = shown.rstrip("/") + "/"
+            if name.startswith(base) and "?" not in shown:
+                return url.rstrip("/") + "/" + name[len(base) :]
+        return name
 
     # -- the filesystem, per process ------------------------------------------------------------
     def _filesystem(self, url: str) -> tuple[Any, str]:
-        """(filesystem, path within it) for ``url``."""
+        """(filesystem, path within it) for ``url`` (a name this store gave, or a plain URL)."""
+        url = self._resolved(url)
         if self._pid != os.getpid():  # a forked child: nothing of the parent's client is usable here
             self._fs, self._pid, self._lock = {}, os.getpid(), threading.Lock()
         protocol = url.split("://", 1)[0] if "://" in url else ""  # (a plain path, for a filesystem given)
@@ -96,7 +146,7 @@ class Store:
         if _is_pyarrow(fs):
             info = fs.get_file_info(path)
             if info.type.name == "NotFound":
-                raise FileNotFoundError(url)
+                raise FileNotFoundError(redact(url))
             return int(info.size)
         return int(fs.size(path))
 
@@ -118,10 +168,15 @@ class Store:
 
     # -- pickling: options travel, connections do not --------------------------------------------
     def __getstate__(self) -> dict[str, Any]:
-        return {"filesystem": self._given, "storage_options": self.storage_options, "timeout": self.timeout}
+        return {"filesystem": self._given, "storage_options": self.storage_options, "timeout": self.timeout, "names": dict(self._real)}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["filesystem"], state["storage_options"], state["timeout"])  # type: ignore[misc]
+        for url in state.get("names", {}).values():
+            self.name(url)  # (its secrets remembered for redaction in this process too)
+
+    def __repr__(self) -> str:
+        return f"Store({type(self._given).__name__ if self._given is not None else 'fsspec'}, {len(self.storage_options)} storage options)"
 
 
 # what the clients read from the environment: a change makes another client (fsspec's own instance
@@ -131,6 +186,7 @@ _ENVIRONMENT = (
     "AWS_REGION", "AWS_PROFILE", "GOOGLE_APPLICATION_CREDENTIALS", "AZURE_STORAGE_ACCOUNT_NAME", "AZURE_STORAGE_CONNECTION_STRING",
 )  # fmt: skip
 _CLIENTS: dict[tuple, Any] = {}
+_NO_USERINFO = ("s3", "s3a", "gs", "gcs")  # schemes whose clients read a URL's user information as the bucket's name
 
 
 def _is_pyarrow(fs: Any) -> bool:
