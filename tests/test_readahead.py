@@ -125,3 +125,59 @@ def test_hints_for_other_processes_are_given_for_the_shared_cache_only():
     hint_of(data, elsewhere=True)([1])
     hint_of(data)([2])
     assert seen == [False, True, False]
+
+
+
+class _Cache:
+    """What a ``CacheWindow`` reads of a cache: its folder and limit; and which pages were retired."""
+
+    def __init__(self, limit):
+        self.folder, self.limit, self.retired = "/nowhere", limit, []
+
+    def retire(self, key):
+        self.retired.append(key)
+
+
+class _Pages(_Paged):
+    """Paged remote data whose hints go through the shared cache's window as ``RemotePages`` sends them."""
+
+    def __init__(self, n, cache, length):
+        super().__init__(n)
+        self.cache, self.length, self.fetched, self.yielded = cache, length, [], 0
+
+    def prefetch(self, indices):
+        from slipstream.remote import pages
+
+        window = pages._WINDOW.get()
+        for p in sorted({int(i) // 7 for i in indices}):
+            if window.admit(self.cache, f"page{p}", self.length):
+                self.fetched.append((p, window.batch, self.yielded))
+                assert window.used(self.cache) <= self.cache.limit  # what is read ahead fits beside what is being read
+
+
+@given(n=st.integers(0, 60), size=st.integers(1, 9), held=st.integers(0, 12), lead=st.integers(0, 3), depth=st.integers(1, 12))
+def test_read_ahead_for_other_processes_keeps_within_the_cache_and_behind_the_batches_the_workers_get_next(n, size, held, lead, depth):
+    from slipstream.loading.readahead import SharedHint
+    from slipstream.remote.cachedir import TAG
+
+    cache = _Cache(held * (100 + TAG))
+    data = _Pages(n, cache, 100)
+    handed: set[int] = set()
+    hint = hint_of(data, elsewhere=True, handed_out=handed.__contains__, lead=lead)
+    assert isinstance(hint, SharedHint)
+    batches = [np.arange(a, min(a + size, n)) for a in range(0, n, size)]
+    out = []
+    for k, indices in read_ahead(enumerate(batches), hint, depth):
+        out.append(k)
+        data.yielded += 1
+        if k >= lead:  # the consumer got the batch given ``lead`` batches ago (as many are read at once)
+            handed.add(k - lead)
+    assert out == list(range(len(batches)))
+    pages = [p for p, _, _ in data.fetched]
+    assert len(pages) == len(set(pages))  # no page fetched twice (pages here are read by consecutive batches only)
+    assert all(batch >= yielded + lead for _, batch, yielded in data.fetched)  # never among the next ``lead`` batches
+    if held == 0:
+        assert pages == []
+    if held * 7 >= n + 7 and depth >= lead:  # room for every page: as plain read-ahead, every batch after the first ``lead``
+        assert set(pages) == {int(i) // 7 for b in batches[lead:] for i in b} - {int(i) // 7 for b in batches[:lead] for i in b}
+    assert set(cache.retired) <= {f"page{p}" for p in range(n // 7 + 1)}

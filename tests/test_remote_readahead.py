@@ -6,6 +6,9 @@
 * With a cache smaller than a page, the trainer's process downloads nothing for workers in other processes
   (it would hold those pages for no one): the helper (one process) downloads each page once, as threads do,
   and process workers at most once each.
+* With a cache of a few pages, the trainer's read-ahead keeps to what the cache has room for beside the
+  batches being read: it evicts no page before a worker read it (the helper downloads each page about once,
+  process workers at most once each), and a retired page is the first the cache evicts.
 """
 
 from __future__ import annotations
@@ -118,3 +121,35 @@ def test_with_a_cache_smaller_than_a_page_the_trainer_downloads_nothing_for_work
         assert trainer <= 1
         assert gets == pages if backend == "helper" else pages <= gets <= 2 * pages  # each worker process: each page at most once
     assert sorted(os.listdir(tmp_path / "pages")) == [".key", ".lock"]  # nothing stored, nothing left half written
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("backend", ["helper", "process"])
+def test_with_a_cache_of_a_few_pages_the_trainers_read_ahead_evicts_no_page_before_the_workers_read_it(
+    dataset: tuple[Path, str, int, int], s3: s3local.ProxyHandle, tmp_path: Path, backend: str
+) -> None:
+    local, url, pages, largest = dataset
+    limit = 3 * (largest + 32) + 100  # three pages and their seals
+    remote = ss.open(url, cache_dir=tmp_path, cache_limit=limit)
+    before = s3.counts()["ranged_gets"]
+    assert_same(_epoch(remote, workers=2, backend=backend), _epoch(ss.open(local)))
+    gets = s3.counts()["ranged_gets"] - before
+    trainer = remote.remote_stats()["downloads"]
+    print(f"{backend}: {gets} ranged GETs for {pages} pages (the trainer's process: {trainer}); cache limit {limit} B")
+    if backend == "helper":  # one process reads every page: once each, but for a few the trainer fetched as the helper read them
+        assert gets <= pages * 1.25
+    else:  # the workers share what the cache holds; at worst each downloads each page it reads once, as with no cache at all
+        assert gets <= 2 * pages
+
+
+def test_a_retired_page_is_the_first_the_cache_evicts(tmp_path: Path) -> None:
+    from slipstream.remote.cache import PageCache
+
+    cache = PageCache(tmp_path / "pages", 3 * (100 + 32))
+    for key in ("aa", "bb", "cc"):
+        assert cache.put(key, bytes(100))
+    assert cache.get("aa", 100) is not None  # "bb" is now the least recently used page...
+    cache.retire("cc")  # ...but "cc" was read for the last time
+    cache.retire("dd")  # (a page not there: nothing to do)
+    assert cache.put("dd", bytes(100))
+    assert [cache.has(key) for key in ("aa", "bb", "cc", "dd")] == [True, True, False, True]

@@ -8,8 +8,14 @@ read. Other data is left alone: its batches are pulled exactly as before, one at
 
 When other processes read the batches (process and helper workers), the hints are given inside
 ``remote.pages.shared_only()``: they fill the disk cache the workers share, and pages it cannot
-hold are left to the worker that reads them (this process would download them for no one).
-Views of such data (``obsview``, ``splitobs``, ``mapobs``, ``joinobs``, ``batchview``) pass the
+hold are left to the worker that reads them (this process would download them for no one). The
+hints then keep to the epoch's ``CacheWindow`` (``remote.window``): a batch is hinted only once the
+cache has room for its pages beside those of every batch hinted or being read and not yet handed
+out (until then it waits, and is hinted as soon as batches handed out make room; one that reaches
+the workers unhinted is counted, its pages fetched by them), and never among the ``lead`` batches
+the workers are given next (they would read those pages before this process's download landed,
+and download them again). So read-ahead never evicts a page before the workers read it, and a cache
+of a few pages is filled no faster than it is read. Views of such data (``obsview``, ``splitobs``, ``mapobs``, ``joinobs``, ``batchview``) pass the
 hints on in the data's own indices.
 """
 
@@ -20,20 +26,47 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from ..remote.pages import shared_only
+from ..remote.window import CacheWindow
 
-__all__ = ["hint_of", "read_ahead"]
+__all__ = ["SharedHint", "hint_of", "read_ahead"]
 
 T = TypeVar("T")
 
 
-def hint_of(data: Any, elsewhere: bool = False) -> Callable[[Any], None] | None:
+class SharedHint:
+    """A hint for the shared cache: ``data.prefetch`` inside ``shared_only(window)``, where
+    ``window`` counts the cache's room for the epoch (see the module doc)."""
+
+    def __init__(self, prefetch: Callable[[Any], None], handed_out: Callable[[int], bool], lead: int):
+        self.prefetch, self.lead = prefetch, max(0, int(lead))
+        self.window = CacheWindow(handed_out)
+
+    def __call__(self, indices: Any) -> None:
+        with shared_only(self.window):
+            self.prefetch(indices)
+
+    def batch(self, k: int, indices: Any, counting: bool = False) -> bool:
+        """Hint (or, ``counting``, only count) batch ``k``; whether every page of it found room."""
+        window = self.window
+        window.batch, window.counting, window.short = k, counting, False
+        self(indices)
+        return not window.short
+
+
+def hint_of(
+    data: Any, elsewhere: bool = False, handed_out: Callable[[int], bool] | None = None, lead: int = 0
+) -> Callable[[Any], None] | None:
     """``data.prefetch`` when ``data`` reads remote pages, else None; with ``elsewhere`` (other
-    processes read the batches), given inside ``shared_only()`` (see the module doc)."""
+    processes read the batches), given inside ``shared_only()``, and with ``handed_out`` (whether
+    the consumer got batch ``k``) a ``SharedHint`` that keeps to the cache's room and stays ``lead``
+    batches ahead of the workers (see the module doc)."""
     prefetch = getattr(data, "prefetch", None)
     if not callable(prefetch) or not getattr(data, "remote", False):
         return None
     if not elsewhere:
         return prefetch
+    if handed_out is not None:
+        return SharedHint(prefetch, handed_out, lead)
 
     def for_the_shared_cache(indices: Any) -> None:
         with shared_only():
@@ -43,9 +76,13 @@ def hint_of(data: Any, elsewhere: bool = False) -> Callable[[Any], None] | None:
 
 
 def read_ahead(batches: Iterator[tuple[int, T]], hint: Callable[[Any], None] | None, depth: int) -> Iterator[tuple[int, T]]:
-    """``batches`` ((number, indices) pairs) unchanged, each one's indices hinted ``depth`` ahead."""
+    """``batches`` ((number, indices) pairs) unchanged, each one's indices hinted ``depth`` ahead
+    (a ``SharedHint``: up to ``depth`` ahead, as its window has room; see the module doc)."""
     if hint is None or depth < 1:
         yield from batches
+        return
+    if isinstance(hint, SharedHint):
+        yield from _within_the_cache(batches, hint, depth)
         return
     window: deque[tuple[int, T]] = deque()
     for pair in batches:
@@ -55,3 +92,33 @@ def read_ahead(batches: Iterator[tuple[int, T]], hint: Callable[[Any], None] | N
             yield window.popleft()
     while window:
         yield window.popleft()
+
+
+def _within_the_cache(batches: Iterator[tuple[int, T]], hint: SharedHint, depth: int) -> Iterator[tuple[int, T]]:
+    """``read_ahead`` for other processes' workers: batches hinted in order while the window has room."""
+    pending: deque[list[Any]] = deque()  # [(number, indices), hinted or counted]
+    source, more = iter(batches), True
+    while True:
+        while more and len(pending) <= max(depth, hint.lead):
+            pair = next(source, None)
+            if pair is None:
+                more = False
+            else:
+                pending.append([pair, False])
+        if not pending:
+            return
+        hint.window.release()
+        for position, entry in enumerate(pending):
+            if entry[1]:
+                continue
+            if position < hint.lead:  # the workers get it next, too soon to read it ahead: they fetch its pages
+                hint.batch(entry[0][0], entry[0][1], counting=True)
+                entry[1] = True
+            elif hint.batch(entry[0][0], entry[0][1]):
+                entry[1] = True
+            else:
+                break  # no room: this batch and the ones after it wait for batches to be handed out
+        pair, done = pending.popleft()
+        if not done:
+            hint.batch(pair[0], pair[1], counting=True)
+        yield pair

@@ -3,7 +3,8 @@
 ``PageCache(folder, limit)``: ``get(key, length)`` returns a cached page's bytes (None when absent,
 not ``length`` bytes long, or not sealed by this cache), and marks it as just used; ``put(key,
 data)`` stores one, evicting the least recently used pages first, and returns whether it was
-stored; ``usage()`` is the bytes its page files take on disk (each page plus its 32-byte seal).
+stored; ``retire(key)`` marks a page as the first to evict (a reader that knows it is done with
+it: the loader's read-ahead, so that eviction removes pages read before pages read ahead); ``usage()`` is the bytes its page files take on disk (each page plus its 32-byte seal).
 Keys are hex names (the reader makes them from the object, range and checksum, so a page of
 changed data has another key).
 
@@ -123,6 +124,13 @@ class PageCache:
             return stat.S_ISREG(os.stat(key + _SUFFIX, dir_fd=self._dir, follow_symlinks=False).st_mode)
         except OSError:
             return False
+
+    def retire(self, key: str) -> None:
+        """Mark page ``key`` (if cached) as used longest ago: the next eviction removes it first."""
+        if self._key is None:
+            return
+        with contextlib.suppress(OSError):  # (gone already, or a read-only folder: nothing to do)
+            os.utime(key + _SUFFIX, ns=(0, 0), dir_fd=self._dir, follow_symlinks=False)
 
     def put(self, key: str, data: bytes) -> bool:
         """Store page ``key``; False when it cannot fit under the limit even with every other page

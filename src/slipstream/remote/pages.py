@@ -14,7 +14,9 @@ object of another size changed since it was indexed (``ShardMismatchError``); a 
 ``shared_only()`` (the loader does so when other processes read the batches: process or helper
 workers), a hint is for the shared disk cache only: pages it cannot hold (larger than its whole
 limit, or a cache that cannot be written) are not fetched, since this process would hold them for
-no one; each worker then downloads what it reads (a warning says so once, with the fix).
+no one; each worker then downloads what it reads (a warning says so once, with the fix). Given
+inside ``shared_only(window)``, a hint also keeps to the epoch's ``CacheWindow`` (``remote.window``):
+pages for which the cache has no room beside those of the batches still to be read are not fetched.
 """
 
 from __future__ import annotations
@@ -31,21 +33,25 @@ from ..files import format as _format
 from ..files.field import pyarrow_module as _pa
 from ..files.local import PageMeta
 from ..files.pagememory import RecentPages
-from .fetch import Fetcher
+from .fetch import Fetcher, range_key
+from .window import CacheWindow
 
 __all__ = ["RemotePages", "shared_only"]
 
 _SHARED_ONLY: ContextVar[bool] = ContextVar("slipstream_prefetch_shared_only", default=False)
+_WINDOW: ContextVar[CacheWindow | None] = ContextVar("slipstream_prefetch_window", default=None)
 _WARNED: set[str] = set()  # cache folders warned about in this process
 
 
 @contextmanager
-def shared_only() -> Iterator[None]:
-    """Read-ahead hints given inside fill only the shared disk cache (see the module doc)."""
-    token = _SHARED_ONLY.set(True)
+def shared_only(window: CacheWindow | None = None) -> Iterator[None]:
+    """Read-ahead hints given inside fill only the shared disk cache, and with ``window`` only the
+    room it leaves there (see the module doc)."""
+    token, room = _SHARED_ONLY.set(True), _WINDOW.set(window)
     try:
         yield
     finally:
+        _WINDOW.reset(room)
         _SHARED_ONLY.reset(token)
 
 
@@ -121,13 +127,16 @@ class RemotePages:
 
     def prefetch(self, pages: list[int]) -> None:
         """Start fetching ``pages`` (the object's size is checked first, in the download's thread);
-        inside ``shared_only()``, only those the disk cache can hold."""
+        inside ``shared_only()``, only those the disk cache can hold (and its window has room for)."""
         ranges = [self._range(p) for p in pages]
         if _SHARED_ONLY.get():
             cache = self.fetcher.cache
             fit = [span for span in ranges if cache.fits(span[1] - span[0])]
             if len(fit) < len(ranges):
                 self._warn(max(stop - start for start, stop, _ in ranges))
+            window = _WINDOW.get()
+            if window is not None:
+                fit = [span for span in fit if window.admit(cache, range_key(self.name, *span), span[1] - span[0])]
             ranges = fit
         self.fetcher.prefetch([(self.name, *span, self.checksum, self._check_size) for span in ranges])
 
