@@ -8,7 +8,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
-import deadlines  # noqa: E402 - tools/, stdlib only
+import deadlines
 
 
 def test_every_test_allows_more_than_its_children_are_allowed():

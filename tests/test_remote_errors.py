@@ -208,6 +208,22 @@ def test_a_url_with_a_password_reads_and_shows_none_in_any_process(data: Data, f
     assert SECRET not in everything and urllib.parse.quote(SECRET, safe="") not in everything
 
 
+@pytest.mark.parametrize("files_server", [True], indirect=True)
+def test_inspect_and_validate_of_a_url_with_a_password_print_none_of_it(
+    data: Data, files_server: tuple[Any, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from slipstream.cli.main import main
+
+    _, base = files_server
+    monkeypatch.setenv("SLIPSTREAM_CACHE_DIR", str(tmp_path / "cache"))
+    assert main(["validate", base + "train/"]) == 0
+    assert main(["inspect", base + "train/"]) == 0
+    out = capsys.readouterr()
+    shown = out.out + out.err
+    assert "http://***@127.0.0.1:" in shown and "every page matches" in shown, shown
+    assert SECRET not in shown and urllib.parse.quote(SECRET, safe="") not in shown, shown
+
+
 @pytest.mark.parametrize("files_server", [False], indirect=True)
 def test_an_http_server_that_ignores_ranges_fails_at_once_and_its_password_is_never_shown(data: Data, files_server: tuple[Any, str], tmp_path: Path) -> None:
     handler, base = files_server

@@ -36,7 +36,7 @@ def ini_timeout(root: Path) -> float:
     """The suite-wide pytest timeout from pyproject.toml (0 when none is set)."""
     text = (root / "pyproject.toml").read_text()
     section = text.split("[tool.pytest.ini_options]", 1)[-1].split("\n[", 1)[0]
-    found = re.search(r"^timeout\s*=\s*([0-9.]+)", section, re.M)
+    found = re.search(r"^timeout\s*=\s*([0-9.]+)", section, re.MULTILINE)
     return float(found.group(1)) if found else 0.0
 
 
@@ -51,9 +51,8 @@ def _number(node: ast.AST | None, bindings: dict[str, float]) -> float | None:
 def _mark_timeout(decorators: list[ast.expr]) -> float | None:
     for deco in decorators:
         for node in ast.walk(deco):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "timeout":
-                if node.args:
-                    return _number(node.args[0], {})
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "timeout" and node.args:
+                return _number(node.args[0], {})
     return None
 
 

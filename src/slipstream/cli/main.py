@@ -7,8 +7,6 @@ import sys
 import warnings
 from typing import Any
 
-import numpy as np
-
 from .. import __version__
 from ..convert.sources import convert
 from ..core.errors import PackedFileError
@@ -16,13 +14,15 @@ from ..core.sizes import parse_size
 from ..files.failures import SKIP_HINT, SkippedSamplesWarning
 from ..files.failures import describe as describe_skipped
 from ..files.field import pyarrow_module
-from ..files.shards import ShardedDataset
 from ..loading.backends import BACKENDS
 from ..remote.open import open as open_any
 from .bench import PIPELINES, WARMUP_BATCHES
 from .bench import run as run_bench
 from .demo import main as run_demo
 from .info import run as run_info
+from .inspect import fail, human
+from .inspect import inspect as run_inspect
+from .inspect import validate as run_validate
 
 
 def _size(text: str) -> int:
@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         pa = pyarrow_module()  # convert and inspect read and write packed files
     except ImportError as exc:  # the install hint, on one line
-        return _fail(args.command, exc)
+        return fail(args.command, exc)
     if args.command == "convert":
         return _convert(args, pa)
     if args.command == "bench":
@@ -212,28 +212,13 @@ def main(argv: list[str] | None = None) -> int:
                 epochs=args.epochs, samples=args.samples, sweep=args.sweep, warmup=args.warmup,
             )  # fmt: skip
         except (OSError, PackedFileError) as exc:
-            return _fail("bench", exc)
+            return fail("bench", exc)
         except KeyboardInterrupt:
             print("slipstream bench: interrupted", file=sys.stderr)
             return 130
     if args.command == "validate":
-        return _validate(args.files, pa)
-    return _inspect(args.file, args.validate, pa)
-
-
-def _fail(command: str, exc: BaseException) -> int:
-    notes = " ".join(f"({note})" for note in getattr(exc, "__notes__", ()) if not note.startswith("(in a Ray task"))
-    message = " ".join(f"{exc} {notes}".split()) or type(exc).__name__  # one line, with where it happened (the notes)
-    print(f"slipstream {command}: {message}", file=sys.stderr)
-    return 2
-
-
-def _human(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"  # pragma: no cover
+        return run_validate(args.files, pa)
+    return run_inspect(args.file, args.validate, pa)
 
 
 def _channels(text: str) -> int | str | None:
@@ -282,7 +267,7 @@ def _convert(args: argparse.Namespace, pa: Any) -> int:
                 on_error="skip" if args.skip_bad else "raise",
             )
     except (ValueError, TypeError, OSError, ImportError, RuntimeError, pa.ArrowException) as exc:
-        return _fail("convert", _with_cli_hint(exc))
+        return fail("convert", _with_cli_hint(exc))
     fields = ", ".join(f"{name} ({field.kind})" for name, field in source.fields.items())
     size = sum(f.stat().st_size for f in path.iterdir()) if path.is_dir() else path.stat().st_size
     shards = f" in {len([f for f in path.iterdir() if f.suffix == '.arrow'])} shards" if path.is_dir() else ""
@@ -292,7 +277,7 @@ def _convert(args: argparse.Namespace, pa: Any) -> int:
     for caution in source.cautions:
         print(f"slipstream convert: note: {caution}", file=sys.stderr)
     written = f"{len(source) - len(skipped)} samples ({len(skipped)} skipped, listed in the metadata)" if skipped else f"{len(source)} samples"
-    print(f"{path}: {written} from the {source.kind} {source.path}; fields {fields}; {_human(size)}{shards}")
+    print(f"{path}: {written} from the {source.kind} {source.path}; fields {fields}; {human(size)}{shards}")
     return 0
 
 
@@ -302,102 +287,6 @@ def _with_cli_hint(exc: BaseException) -> BaseException:
     if isinstance(notes, list):
         notes[:] = ["fix or remove that file, or pass --skip-bad to write the others and list those that fail" if note == SKIP_HINT else note for note in notes]
     return exc
-
-
-def _settings(field: Any) -> str:
-    params = field.params()
-    if field.kind == "image":
-        if params.get("policy") != "smart":
-            params.pop("threshold", None)
-        if params.get("policy") != "proportion":
-            params.pop("proportion", None)
-            params.pop("seed", None)
-        if params.get("codec") != "jpeg":
-            params.pop("quality", None)
-    if field.kind == "array" and params.get("shape") is not None:
-        params.pop("ndim", None)
-    shown = [f"{k}={v}" for k, v in params.items() if v is not None]
-    return " ".join(shown) or "-"
-
-
-def _validate(files: list[str], pa: Any) -> int:
-    """``slipstream validate``: one line per file (stdout when it is intact, stderr naming the bad
-    page otherwise); 2 when any file fails."""
-    failed = 0
-    for file in files:
-        try:
-            ds = open_any(file)
-            ds.validate()
-        except (PackedFileError, OSError, ValueError, pa.ArrowException) as exc:
-            failed += 1
-            _fail("validate", exc)
-            continue
-        shards = f" in {len(ds.shards)} shards" if isinstance(ds, ShardedDataset) else ""
-        pages = f"{ds.num_pages} page{'' if ds.num_pages == 1 else 's'}"
-        print(f"{file}: ok, {len(ds)} samples, {pages}{shards}, every page matches its checksum", flush=True)
-    return 2 if failed else 0
-
-
-def _inspect(file: str, validate: bool, pa: Any) -> int:
-    try:
-        ds = open_any(file)
-        shards = ds.shards if isinstance(ds, ShardedDataset) else [ds]
-        names = list(ds.fields)
-        stored = dict.fromkeys(names, 0)
-        images = {n: {"codes": [], "heights": [], "widths": []} for n, f in ds.fields.items() if f.kind == "image"}
-        for shard in shards:
-            for name, nbytes in shard.stored_bytes().items():
-                stored[name] += nbytes
-            for p in range(shard.num_pages) if images else ():
-                columns = shard.page(p)
-                for name, acc in images.items():
-                    column = columns[name]
-                    acc["codes"].append(np.asarray(column.codes))
-                    acc["heights"].append(np.asarray(column.heights))
-                    acc["widths"].append(np.asarray(column.widths))
-        if validate:
-            ds.validate()
-    except (PackedFileError, OSError, ValueError, pa.ArrowException) as exc:
-        return _fail("inspect", exc)
-
-    n = len(ds)
-    size = sum(shard.file_size for shard in shards)
-    per = (lambda b: _human(b / n)) if n else (lambda b: "-")
-    meta = shards[0].format_metadata
-    out = [
-        f"file      {file}" + (f" ({len(shards)} shards)" if isinstance(ds, ShardedDataset) else ""),
-        f"format    {meta.get('format')} version {meta.get('version')}, pages of about {_human(meta.get('page_size', 0))}",
-        f"samples   {n}",
-        f"pages     {ds.num_pages}",
-        f"size      {_human(size)} ({size} bytes), {per(size)} per sample",
-        "",
-    ]
-    rows = [("field", "kind", "settings", "stored", "per sample")]
-    for name, field in ds.fields.items():
-        rows.append((name, field.kind, _settings(field), _human(stored[name]), per(stored[name])))
-    rows.append(("(all)", "", "", _human(sum(stored.values())), per(sum(stored.values()))))
-    widths = [max(len(r[c]) for r in rows) for c in range(4)]
-    out += ["  ".join(cell.ljust(w) for cell, w in zip(r[:4], widths)) + "  " + r[4] for r in rows]
-    codec_names = {code: codec for codec, code in meta.get("codecs", {}).items()}
-    for name, acc in images.items():
-        codes = np.concatenate(acc["codes"]) if acc["codes"] else np.zeros(0, np.int8)
-        if not len(codes):
-            out.append(f"image field {name!r}: no samples")
-            continue
-        values, counts = np.unique(codes, return_counts=True)
-        mix = ", ".join(f"{codec_names.get(int(v), f'code {int(v)}')} {c} ({100 * c / len(codes):.1f}%)" for v, c in zip(values, counts))
-        heights, widths_ = np.concatenate(acc["heights"]), np.concatenate(acc["widths"])
-        out.append("")
-        out.append(f"image field {name!r}: codecs {mix}")
-        out.append(
-            f"  mean height {heights.mean():.1f}, mean width {widths_.mean():.1f} "
-            f"(height {heights.min()}..{heights.max()}, width {widths_.min()}..{widths_.max()})"
-        )
-    if validate:
-        out.append("")
-        out.append(f"checksums ok ({ds.num_pages} page{'' if ds.num_pages == 1 else 's'})")
-    print("\n".join(out))
-    return 0
 
 
 if __name__ == "__main__":

@@ -366,12 +366,14 @@ class Fetcher:
         the disk cache), ``joined`` (waited for a read-ahead download under way), ``misses`` (had to
         download); ``hit_rate`` = hits / reads. Downloads: ``downloads`` (read-ahead ones too),
         ``requests`` (GETs sent, each retry one more), ``retries``, ``bytes``, ``uncached`` (pages
-        the cache could not take), ``dropped_hints``; ``cache_bytes`` on disk now."""
+        the cache could not take), ``dropped_hints``; ``cache_bytes`` on disk now; ``rejected``
+        (cached pages whose seal failed, downloaded again: ``remote.cache``)."""
         self._here()
         with self._lock:
             out: dict[str, Any] = dict(self._stats)
         out["hit_rate"] = out["hits"] / out["reads"] if out["reads"] else None
         out["cache_bytes"] = self.cache.usage()
+        out["rejected"] = self.cache.rejected
         return out
 
     def __getstate__(self) -> dict[str, Any]:
