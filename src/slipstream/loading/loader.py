@@ -26,7 +26,7 @@ from .plan import COLLATE, INTO, SAMPLES, BatchPlan, chunk_size
 from .progress import Position, Progress, state_dict, todo
 from .readahead import hint_of, read_ahead
 from .readers import BatchInfo, make_reader
-from .resume import Batching, resume
+from .resume import Batching, field_names, resume
 from .stats import EpochStats, clock
 
 __all__ = ["DataLoader", "LoaderIterator"]
@@ -145,6 +145,7 @@ class DataLoader:
             worker_init=worker_init,
         )  # fmt: skip
         self.data = data
+        self._seed_given = seed is not None  # an explicit seed is checked against a loaded state's, not replaced
         self.batch_size, self.workers, self.prefetch, self.seed = o.batch_size, o.workers, o.prefetch, o.seed
         self.rank, self.world_size = o.rank, o.world_size
         self.shuffle, self.drop_last, self.in_order, self.order = o.shuffle, o.drop_last, o.in_order, o.order
@@ -206,7 +207,9 @@ class DataLoader:
             self._next, self._progress = Position(start.epoch + 1), progress
             stop = threading.Event()  # readers see it between samples once the iterator is closed
             stats = self._stats = EpochStats(start.epoch)
-            hint = hint_of(self.data, elsewhere=self._backend.shares_memory)  # (shared slots: workers in other processes)
+            hint = hint_of(  # (shared slots: workers in other processes, whose reads the shared cache must have room for)
+                self.data, self._backend.shares_memory, lambda k: k < progress.batch or k in progress.done, self.prefetch
+            )
             ahead = read_ahead(todo(batches, progress), hint, 2 * (self.prefetch + max(1, self.workers)))
             plans = (self._plan(indices, BatchInfo(seed, start.epoch, k, stop), stats) for k, indices in ahead)
             reading = Reading(self._reader, self._buffers, self.collate, seed)
@@ -275,7 +278,8 @@ class DataLoader:
 
     # -- state -----------------------------------------------------------------------------
     def _batching(self) -> Batching:
-        return Batching(self._n, self.world_size, self.rank, self.batch_size, self.drop_last, self._order)
+        seed = self.seed if self._seed_given else None
+        return Batching(self._n, self.world_size, self.rank, self.batch_size, self.drop_last, self._order, seed, field_names(self.data))
 
     def state_dict(self) -> dict[str, Any]:
         """Where the run stands: a small JSON-serializable dict (see ``load_state_dict``).
@@ -286,7 +290,10 @@ class DataLoader:
         them (at most ``prefetch``), so they are not loaded twice. ``seed``; the batching the
         epoch was dealt with (``num_observations``, ``world_size``, ``rank``, ``batch_size``,
         ``drop_last``, ``order``); ``deal``: the part of the epoch's global order consumed before
-        it was dealt (nothing, unless it was resumed with other batching); ``version``.
+        it was dealt (nothing, unless it was resumed with other batching); ``version``. What
+        identifies the data the order was drawn over: ``fields`` (data that declares field names:
+        packed files and views of them) and, for ``order="quasi_random"``, ``num_pages`` and
+        ``page_layout`` (a digest of ``page_starts()``).
         """
         progress = self._progress
         position = self._next if progress is None else Position.after(progress)
@@ -300,8 +307,12 @@ class DataLoader:
         any one rank of the old job (they move in lockstep) has the rest of the epoch dealt afresh
         to this loader's ranks, equal batch counts each, nothing lost and nothing repeated beyond
         the new deal's padding; the following epochs are a fresh run's. With ``in_order=False``,
-        or ranks that stopped at different steps, pass all old ranks' states as a list. The data
-        (its length) and the order must be the same; ``loading.resume`` says which orders can move.
+        or ranks that stopped at different steps, pass all old ranks' states as a list.
+
+        The data and the order must be the state's: its length, its fields, the order and (for
+        "quasi_random") the page layout; else ``ValueError`` says which differs. A loader made with
+        ``seed=`` refuses a state of another seed; one made without takes the state's seed.
+        ``loading.resume`` says which orders can move, and how states saved before a key existed load.
         """
         self.seed, self._next = resume(state, self._batching())
         self._progress = None
