@@ -93,7 +93,9 @@ def main(argv: list[str] | None = None) -> int:
             print("ray is not installed: skipping engine='ray' (pip install 'slipstream[ray]')")
         else:
             t = time.perf_counter()
-            ray.init(num_cpus=cores, include_dashboard=False, log_to_driver=False)
+            from slipstream.engines.raytasks import start_local
+
+            start_local(num_cpus=cores, log_to_driver=False)  # every server on loopback, no dashboard
             started = time.perf_counter() - t
             engines["ray"] = {"engine": "ray"}
 

@@ -1,5 +1,6 @@
-"""Data for the engine tests (test_engines, test_ray): module-level, so spawned worker processes and
-Ray workers can import them (Ray gets them by value: see ``test_ray``)."""
+"""Data for the engine tests (test_engines, test_ray): module-level, so spawned worker processes can
+import them (Ray's workers cannot, tests/ not being on their path: engine="ray" sends this module
+by value, ``engines.raytasks.ship_modules``)."""
 
 from __future__ import annotations
 

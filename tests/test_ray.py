@@ -2,13 +2,19 @@
 with any number of tasks in flight; a killed task is retried and leaves nothing partial; an error
 in a task is raised here naming its shard and sample.
 
-One local Ray (2 CPUs, no dashboard) serves every test of this module, and is shut down after
-them, its processes checked gone. Skipped without Ray.
+One local Ray (2 CPUs, no dashboard, every server on loopback: ``raytasks.start_local``) serves
+every test of this module, and is shut down after them, its processes checked gone. The test
+modules the data come from are not on its workers' path: the engine sends them by value.
+Skipped without Ray.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import json
 import os
+import sys
+import textwrap
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
@@ -18,7 +24,6 @@ import pytest
 ray = pytest.importorskip("ray")
 psutil = pytest.importorskip("psutil")
 
-import enginedata  # noqa: E402 - after the skip
 from enginedata import (  # noqa: E402
     IMAGE_FIELDS,
     Dies,
@@ -31,7 +36,7 @@ from enginedata import (  # noqa: E402
     image_tree,
     parquet_set,
 )
-from helpers import run_python  # noqa: E402
+from helpers import SRC, run_python  # noqa: E402
 
 import slipstream as ss  # noqa: E402
 from slipstream.cli.main import main  # noqa: E402
@@ -44,8 +49,7 @@ from slipstream.files.shardwrite import ShardJob  # noqa: E402
 @pytest.fixture(scope="module", autouse=True)
 def local_ray() -> Iterator[None]:
     before = {p.pid for p in psutil.Process().children(recursive=True)}
-    ray.cloudpickle.register_pickle_by_value(enginedata)  # Ray's workers cannot import tests/ modules: send them by value
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    raytasks.start_local(num_cpus=2, log_to_driver=False)  # every server on loopback (see test_every_ray_server_listens_on_loopback_only)
     try:
         yield
     finally:
@@ -55,6 +59,32 @@ def local_ray() -> Iterator[None]:
         for process in alive:  # a leak fails the test run below, after being cleaned up
             process.kill()
         assert not alive, f"Ray left processes running: {[p.pid for p in alive]}"
+
+
+def _listening(processes: list[Any]) -> set[tuple[str, str]]:
+    """(process name, address) of every socket ``processes`` listen on (TCP) or are bound to (UDP)."""
+    found = set()
+    for process in processes:
+        try:
+            for conn in process.net_connections(kind="inet"):
+                if conn.laddr and (conn.status == psutil.CONN_LISTEN or conn.type == 2):
+                    found.add((process.name(), conn.laddr.ip))
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
+def _loopback(ip: str) -> bool:
+    address = ipaddress.ip_address(ip)
+    return address.is_loopback or (isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None and address.ipv4_mapped.is_loopback)
+
+
+def test_every_ray_server_listens_on_loopback_only():
+    ray.get(ray.remote(lambda: 1).remote())  # a worker started too
+    servers = _listening([psutil.Process(), *psutil.Process().children(recursive=True)])
+    assert {name for name, _ in servers} >= {"gcs_server", "raylet"}, servers
+    assert all(_loopback(ip) for _, ip in servers), servers
+    assert ray.util.get_node_ip_address() == raytasks.LOOPBACK
 
 
 def _unprobed(n: int, near: int) -> int:
@@ -119,20 +149,32 @@ def test_a_task_that_dies_every_time_is_a_worker_error_naming_its_shard(tmp_path
     assert "index.json" not in names and not [name for name in names if name.startswith(".")]
 
 
-def test_without_a_connection_a_local_ray_is_started_for_the_write_and_shut_down_after(tmp_path: Any):
+def test_without_a_connection_a_local_ray_is_started_for_the_write_on_loopback_and_shut_down_after(tmp_path: Any):
     out = run_python(
         f"""
-        import ray, slipstream as ss
+        import json, psutil, ray, slipstream as ss
         from slipstream import fields as F
+        seen = []
+        shutdown = ray.shutdown
+        def looking_first():  # what the Ray started for the write listens on, just before the write stops it
+            for process in [psutil.Process(), *psutil.Process().children(recursive=True)]:
+                try:
+                    seen.extend([process.name(), c.laddr.ip] for c in process.net_connections(kind="inet") if c.laddr and (c.status == psutil.CONN_LISTEN or c.type == 2))
+                except psutil.Error:
+                    pass
+            shutdown()
+        ray.shutdown = looking_first
         folder = ss.write({str(tmp_path / "ds")!r}, [{{"a": k}} for k in range(50)], {{"a": F.Int()}}, shard_size=200, engine="ray", progress=False)
         assert not ray.is_initialized()
-        print(len(ss.open(folder)), len(ss.open(folder).shards))
+        print(len(ss.open(folder)), len(ss.open(folder).shards), json.dumps(seen))
         """,
         timeout=120,
     )
     assert out.returncode == 0, out.stderr[-3000:]
-    count, shards = map(int, out.stdout.split())
-    assert count == 50 and shards > 1
+    count, shards, seen = out.stdout.split(maxsplit=2)
+    assert int(count) == 50 and int(shards) > 1
+    servers = {tuple(pair) for pair in json.loads(seen)}
+    assert {name for name, _ in servers} >= {"gcs_server", "raylet"} and all(_loopback(ip) for _, ip in servers), servers
 
 
 def test_a_relative_output_folder_is_the_callers_not_the_ray_workers(tmp_path, monkeypatch):
@@ -181,3 +223,113 @@ def test_a_task_error_ray_cannot_rebuild_is_not_called_retried():
         raytasks._result(stub, None, ShardJob(3, 30, 40))
     message = str(info.value)
     assert "shard-00003.arrow (samples 30..39)" in message and "Failed to deserialize" in message and "retr" not in message, message
+
+
+def _package(root: Any, name: str) -> None:
+    """``root/name``: a package whose container's samples come from a function of another of its modules."""
+    (root / name).mkdir(parents=True)
+    (root / name / "__init__.py").write_text("")
+    (root / name / "util.py").write_text("def square(i):\n    return {'x': i * i, 'name': f'n{i}'}\n")
+    (root / name / "data.py").write_text(
+        textwrap.dedent(
+            """
+            from . import util
+
+            class Squares:
+                def __init__(self, n):
+                    self.n = n
+
+                def __len__(self):
+                    return self.n
+
+                def __getitem__(self, i):
+                    if not 0 <= i < self.n:
+                        raise IndexError(i)
+                    return util.square(i)
+            """
+        )
+    )
+
+
+def test_data_from_a_module_the_workers_cannot_import_is_sent_by_value(tmp_path, monkeypatch):
+    name = f"squares_{os.getpid()}_{tmp_path.name.replace('-', '_')}"
+    _package(tmp_path / "mods", name)
+    monkeypatch.syspath_prepend(str(tmp_path / "mods"))  # on this process's path only, as a script's sys.path.insert
+    import importlib
+
+    module = importlib.import_module(f"{name}.data")
+    try:
+        data, fields = module.Squares(60), {"x": ss.fields.Int(), "name": ss.fields.Text()}
+        settings = {"progress": False, "shard_size": 400}
+        expected = files_of(ss.write(tmp_path / "one", data, fields, **settings))
+        assert len(expected) > 2
+        assert files_of(ss.write(tmp_path / "ray", data, fields, engine="ray", **settings)) == expected
+        assert name not in ray.cloudpickle.list_registry_pickle_by_value()  # for the write only
+    finally:
+        for loaded in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
+            del sys.modules[loaded]
+
+
+def test_a_module_the_workers_have_but_cannot_import_is_named_with_what_to_do(tmp_path):
+    (tmp_path / "mods").mkdir()
+    (tmp_path / "mods" / "licensed_x.py").write_text(
+        textwrap.dedent(
+            """
+            import os
+            if os.getpid() != int(os.environ["DRIVER_PID"]):
+                raise ImportError("the licence server cannot be reached from here")
+
+            class Items:
+                def __len__(self):
+                    return 30
+
+                def __getitem__(self, i):
+                    if not 0 <= i < 30:
+                        raise IndexError(i)
+                    return {"x": i}
+            """
+        )
+    )
+    out = run_python(
+        f"""
+        import os
+        os.environ["DRIVER_PID"] = str(os.getpid())  # (the Ray started for the write, and its workers, inherit it)
+        import slipstream as ss
+        from slipstream import fields as F
+        from licensed_x import Items
+        try:
+            ss.write({str(tmp_path / "ds")!r}, Items(), {{"x": F.Int()}}, shard_size=200, engine="ray", progress=False)
+        except ss.WorkerError as exc:
+            print(exc)
+        print(sorted(os.listdir({str(tmp_path / "ds")!r})))
+        """,
+        timeout=120,
+        env={"PYTHONPATH": f"{SRC}{os.pathsep}{tmp_path / 'mods'}"},
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    message, listing = out.stdout.strip().rsplit("\n", 1)
+    assert "the Ray workers cannot import 'licensed_x'" in message and "the licence server cannot be reached from here" in message, message
+    assert "install 'licensed_x' on every node" in message and "runtime_env={'py_modules': [" in message and "licensed_x.py" in message, message
+    assert listing == "[]"  # refused before any shard was written
+
+
+def test_a_worker_that_cannot_load_the_data_says_what_to_do_and_other_ray_errors_stay_as_they_are(monkeypatch):
+    class Ref:
+        def hex(self) -> str:
+            return "ref-of-a-test"
+
+    def failing(error: BaseException) -> Any:
+        def get(ref: Any) -> Any:
+            raise error
+
+        return SimpleNamespace(get=get)
+
+    monkeypatch.setattr(raytasks, "_held", {})
+    monkeypatch.setattr(raytasks, "_ray", lambda: failing(ray.exceptions.RaySystemError("No module named 'elsewhere_x'")))
+    with pytest.raises(ss.WorkerError, match=r"could not load the data it was sent \(RaySystemError: System error: No module named 'elsewhere_x'\)") as info:
+        raytasks._data([Ref()])
+    assert "runtime_env={'py_modules':" in str(info.value)
+    lost = ray.exceptions.ObjectLostError("ref-of-a-test", "owner", "")
+    monkeypatch.setattr(raytasks, "_ray", lambda: failing(lost))
+    with pytest.raises(ray.exceptions.ObjectLostError):
+        raytasks._data([Ref()])

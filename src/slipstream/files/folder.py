@@ -17,6 +17,11 @@ temporary files (``.*.partial``) behind, never a new index. ``append=True`` adds
 the index to name them all; the data must have the same fields, and the dataset's page size and
 metadata are kept. Writing into a folder that holds anything but a sharded dataset to append to
 is refused before any sample is encoded.
+
+Writes of one folder take turns (``writing``: its lock, ``files.writelock``, held from numbering
+the shards to committing the index, the folder checked again under it): two appends both land; a
+second write of a new folder is a ``FileExistsError`` once the first filled it. A failing write
+removes only the files it committed (each checked to be that file still), never another write's.
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ from __future__ import annotations
 import base64
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +38,10 @@ from ..core.errors import CorruptFileError, MissingShardError, ShardMismatchErro
 from . import format as _format
 from .field import Field, field_from_spec
 from .field import pyarrow_module as _pa
-from .layout import TAIL, footer_length, header_metadata, page_blocks
+from .layout import TAIL, footer_length, header_counts, header_metadata, page_blocks
 from .local import page_meta
 from .shards import ShardedDataset
+from .writelock import LOCK, locked
 
 __all__ = [
     "INDEX",
@@ -42,6 +49,7 @@ __all__ = [
     "appended",
     "check_target",
     "describe",
+    "file_identity",
     "first_number",
     "make_index",
     "open_folder",
@@ -51,6 +59,7 @@ __all__ = [
     "remove_shards",
     "write_index",
     "write_shards",
+    "writing",
 ]
 
 INDEX = "index.json"
@@ -64,7 +73,11 @@ ReadMany = Callable[[list[tuple[int, int]]], list[bytes]]  # byte ranges [start,
 def describe(name: str, size: int, read_many: ReadMany) -> tuple[dict[str, Any], Any]:
     """(index entry, Arrow schema) of the packed file ``name`` of ``size`` bytes, read
     through ``read_many``: its tail and footer, then each page's header (one batch of reads).
-    ``CorruptFileError`` naming ``name`` when the structure cannot be right."""
+    ``CorruptFileError`` naming ``name`` when the structure cannot be right: what each part says is
+    checked against the others (each block's lengths and rows against its page's header, each page's
+    first sample against the pages before it, the schema at the start against the footer's copy and
+    the pages' schema checksum), so one damaged byte read anywhere in it is found, not taken for the
+    file's layout (a remote reader reads it again: ``Fetcher.read_checked``)."""
     try:
         if size < 2 * TAIL:
             raise ValueError(f"{size} bytes is too short for a packed file")
@@ -84,9 +97,12 @@ def describe(name: str, size: int, read_many: ReadMany) -> tuple[dict[str, Any],
         head, headers = parts[0], parts[1:]
         if head[: len(_format.MAGIC)] != _format.MAGIC:
             raise ValueError("it does not start as an Arrow IPC file")
-        pages, schema_crc = [], -1
+        pages, schema_crc, total = [], -1, 0
         for k, ((offset, page_length, header), raw) in enumerate(zip(blocks, headers)):
-            first, rows, crc, page_schema_crc = page_meta(header_metadata(raw))
+            meta = header_metadata(raw)
+            first, rows, crc, page_schema_crc = page_meta(meta)
+            _check_block(k, page_length, header, raw, meta, first, rows, total)
+            total += max(rows, 0)
             schema_crc = page_schema_crc if k == 0 else schema_crc
             pages.append([offset, page_length, header, rows, crc])
     except ValueError as exc:
@@ -94,7 +110,45 @@ def describe(name: str, size: int, read_many: ReadMany) -> tuple[dict[str, Any],
             raise
         raise CorruptFileError(name, f"the file's structure cannot be read: {exc}") from None
     entry = {"file": name, "bytes": size, "samples": sum(page[3] for page in pages), "schema_crc32": schema_crc, "pages": pages}
-    return entry, _schema(head[8:], name)
+    schema = _schema(head[8:], name)
+    _check_schema(name, schema, head, footer, tail, schema_crc if pages else None)
+    return entry, schema
+
+
+_PAGE_KEYS = (_format.PAGE_FIRST, _format.PAGE_ROWS, _format.PAGE_CRC, _format.PAGE_SCHEMA_CRC)
+
+
+def _check_block(k: int, page_length: int, header: int, raw: bytes, meta: dict[bytes, bytes], first: int, rows: int, total: int) -> None:
+    """``ValueError`` unless page ``k``'s block (its length and header length, from the footer)
+    and its header (``raw``: the rows, body length and header length its message says; ``meta``:
+    its metadata, with its first sample and rows) agree, and it starts where the pages before it
+    ended (``total``). A page of slipstream's has all of slipstream's keys (a file with none is
+    not slipstream's: that is for its reader to say)."""
+    said_rows, body, said_header = header_counts(raw)
+    if said_header != header or body != page_length - header:
+        raise ValueError(f"page {k}'s block ({header} + {page_length - header} bytes) does not match its header ({said_header} + {body} bytes)")
+    missing = [key.decode() for key in _PAGE_KEYS if key not in meta]
+    if missing and len(missing) < len(_PAGE_KEYS):
+        raise ValueError(f"page {k}'s header lacks {', '.join(missing)}")
+    if not missing and (first != total or rows != said_rows):
+        raise ValueError(f"page {k} says it holds {rows} samples from sample {first}; its message holds {said_rows} rows and the pages before it {total}")
+
+
+def _check_schema(name: str, schema: Any, head: bytes, footer: bytes, tail: bytes, schema_crc: int | None) -> None:
+    """``CorruptFileError`` unless the schema at the start of the file is the footer's copy of it
+    and (when the pages vouch for one: ``schema_crc``) its slipstream metadata has their checksum."""
+    pa = _pa()
+    import pyarrow.ipc  # noqa: F401
+
+    try:
+        copy = pa.ipc.open_file(pa.py_buffer(head + footer + tail)).schema  # (the footer, read without the pages)
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise CorruptFileError(name, f"the file's footer cannot be read: {exc}") from None
+    if not copy.equals(schema, check_metadata=True):
+        raise CorruptFileError(name, "the schema at the start of the file differs from its footer's copy")
+    raw = (schema.metadata or {}).get(_format.META_KEY)
+    if raw is not None and schema_crc is not None and schema_crc != -1 and _format.metadata_checksum(raw) != schema_crc:
+        raise CorruptFileError(name, "the schema metadata does not match the checksum its pages were written with")
 
 
 def _schema(raw: bytes, name: str) -> Any:
@@ -133,7 +187,8 @@ def make_index(entries: list[dict[str, Any]], schema: bytes) -> dict[str, Any]:
 
 def parse_index(raw: bytes, where: str) -> dict[str, Any]:
     """A sharded dataset's index from its bytes, checked for shape (``CorruptFileError`` naming
-    ``where``); ``"schema"`` decoded to the Arrow schema."""
+    ``where``: for JSON nested too deeply as well, and for a shard listed twice); ``"schema"``
+    decoded to the Arrow schema."""
     pa = _pa()
     import pyarrow.ipc  # noqa: F401
 
@@ -146,8 +201,17 @@ def parse_index(raw: bytes, where: str) -> dict[str, Any]:
         schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(index["schema"])))
         if not isinstance(index["shards"], list) or not index["shards"]:
             raise ValueError("it lists no shards")
+        names: set[str] = set()
         for entry in index["shards"]:
             _check_entry(entry)
+            if entry["file"] in names:  # (read twice, its samples would count twice)
+                raise ValueError(f"it lists shard {entry['file']!r} twice")
+            names.add(entry["file"])
+        total = sum(entry["samples"] for entry in index["shards"])
+        if "samples" in index and index["samples"] != total:
+            raise ValueError(f"it says {index['samples']!r} samples but its shards hold {total}")
+    except RecursionError:  # (JSON nested deeper than Python's parser goes: no index is)
+        raise CorruptFileError(where, "not a valid sharded-dataset index: its JSON is nested too deeply to be one") from None
     except (ValueError, KeyError, TypeError, pa.ArrowException) as exc:
         raise CorruptFileError(where, f"not a valid sharded-dataset index: {exc}") from None
     index["schema"] = schema
@@ -194,7 +258,7 @@ def check_target(folder: Path, append: bool) -> dict[str, Any] | None:
     None (``folder`` must be new or empty)."""
     if append:
         return read_local_index(folder)
-    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+    if folder.exists() and (not folder.is_dir() or any(entry.name != LOCK for entry in folder.iterdir())):
         raise FileExistsError(
             f"{folder}: exists and is not an empty folder; ss.write(..., shard_size=...) writes a new sharded dataset "
             "there (append=True adds shards to one; remove it to rewrite)"
@@ -202,48 +266,78 @@ def check_target(folder: Path, append: bool) -> dict[str, Any] | None:
     return None
 
 
+@contextmanager
+def writing(folder: Path, existing: dict[str, Any] | None) -> Iterator[dict[str, Any] | None]:
+    """Hold ``folder``'s write lock (making the folder when new) while a write of it decides its shard
+    numbers, writes and commits; yields the index to append to, read again under the lock (another
+    append may have committed since ``existing`` was read), or None for a new dataset, the folder
+    checked empty again (``FileExistsError`` when another write filled it meanwhile). A dataset whose
+    schema is no longer ``existing``'s (replaced meanwhile) is a ``ValueError``: nothing is written."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with locked(folder):
+        try:
+            fresh = check_target(folder, existing is not None)
+        except FileExistsError as exc:
+            raise FileExistsError(f"{exc}. Another write of this folder may have filled it since this one began; this write wrote nothing there") from None
+        if existing is not None and not fresh["schema"].equals(existing["schema"], check_metadata=True):
+            raise ValueError(f"{folder}: the dataset was replaced by one with other fields or settings while this append waited for another write of it; nothing was appended")
+        yield fresh
+
+
+def file_identity(path: Path) -> tuple[int, ...] | None:
+    """What tells the file at ``path`` from any other later put there (None when there is none)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
 def write_shards(
     folder: Path, schema: Any, pages: Iterator[Any], shard_size: int, existing: dict[str, Any] | None,
     write_file: Callable[[Path, Callable[[int], bool]], bool], temporary: Callable[[Path], Path], commit: Callable[[Path, Path], None],
 ) -> Path:  # fmt: skip
     """Write the shards (``write_file(partial, stop)`` writes pages to one file until ``stop(bytes)``),
-    then the index naming the existing shards (when appending) and the new ones. A failure removes
-    the shards this write added (and its temporary files) before it propagates."""
-    folder.mkdir(parents=True, exist_ok=True)
-    entries = list(existing["shards"]) if existing is not None else []
-    number = first_number(existing)
-    added: list[Path] = []  # the shards this write committed, removed again if it fails
-    done = False
-    try:
-        while not done:
-            name = SHARD.format(number)
-            final = folder / name
-            partial = temporary(final)
-            try:
-                done = write_file(partial, lambda nbytes: nbytes >= shard_size)
-                entry, _ = describe(name, partial.stat().st_size, read_local(partial))
-                if entry["samples"] == 0 and (entries or number > 0):
-                    partial.unlink()  # the pages ran out exactly as the last shard filled
-                    break
-                commit(partial, final)
-            except BaseException:
-                partial.unlink(missing_ok=True)
-                raise
-            added.append(final)
-            entries.append(entry)
-            number += 1
-        write_index(folder, entries, schema, temporary, commit)
-    except BaseException:
-        remove_shards(added)
-        raise
+    then the index naming the existing shards (when appending) and the new ones, holding the
+    folder's write lock (``writing``: ``existing`` is read again under it). A failure removes the
+    shards this write added (and its temporary files) before it propagates."""
+    with writing(folder, existing) as current:
+        entries = list(current["shards"]) if current is not None else []
+        number = first_number(current)
+        added: dict[Path, tuple[int, ...] | None] = {}  # the shards this write committed (as committed), removed again if it fails
+        done = False
+        try:
+            while not done:
+                name = SHARD.format(number)
+                final = folder / name
+                partial = temporary(final)
+                try:
+                    done = write_file(partial, lambda nbytes: nbytes >= shard_size)
+                    entry, _ = describe(name, partial.stat().st_size, read_local(partial))
+                    if entry["samples"] == 0 and (entries or number > 0):
+                        partial.unlink()  # the pages ran out exactly as the last shard filled
+                        break
+                    commit(partial, final)
+                except BaseException:
+                    partial.unlink(missing_ok=True)
+                    raise
+                added[final] = file_identity(final)
+                entries.append(entry)
+                number += 1
+            write_index(folder, entries, schema, temporary, commit)
+        except BaseException:
+            remove_shards(added)
+            raise
     return folder
 
 
-def remove_shards(paths: list[Path]) -> None:
-    """Remove the shard files ``paths`` a failing write added (those that exist), so that the
-    folder is again what it was: empty, or the dataset its index (unchanged) describes."""
-    for path in paths:
-        path.unlink(missing_ok=True)
+def remove_shards(added: Mapping[Path, tuple[int, ...] | None]) -> None:
+    """Remove the shard files a failing write added, each only while it is still the file that write
+    committed (``added``: path -> its ``file_identity`` then), so that the folder is again what it
+    was (empty, or the dataset its index, unchanged, describes) and no other write's file is lost."""
+    for path, identity in added.items():
+        if identity is not None and file_identity(path) == identity:
+            path.unlink(missing_ok=True)
 
 
 def first_number(existing: dict[str, Any] | None) -> int:

@@ -42,9 +42,13 @@ def naming(origin: Callable[[int], str] | None) -> Callable[[int, str], str]:
     """``where(index, name)``: how errors name a sample's field ("sample 3 (file x.jpg), field 'image'")."""
 
     def where(index: int, name: str) -> str:
-        if origin is None:
+        try:
+            named = origin(index) if origin is not None else None
+        except Exception:  # noqa: BLE001 - naming the sample must not hide the error itself
+            named = None
+        if not named:
             return f"sample {index}, field {name!r}"
-        return f"sample {index} ({origin(index)}), field {name!r}"
+        return f"sample {index} ({named}), field {name!r}"
 
     return where
 

@@ -11,7 +11,9 @@ Contract for failures:
 
 * an exception removes the shard's temporary file and propagates as itself, with a note naming
   the shard and its samples (an encoding error already names its sample and field; an error
-  reading a sample gets a note naming it);
+  reading a sample gets a note naming it), marked as raised for that sample (``failures.mark``);
+* with ``spec.on_error == "skip"`` a sample that fails to read or encode is left out instead, and
+  the shard's entry lists it under ``"skipped"`` (``failures``: the driver takes the lists out);
 * a process killed mid-shard leaves its temporary file behind, never a file named like a shard:
   ``sweep(folder, token)`` removes every temporary file of the write ``token`` (the driver runs it
   when the write ends, failed or not). A retried task writes a new temporary file and renames it
@@ -32,6 +34,7 @@ from typing import Any
 from ..core.containers import getobs, numobs
 from ..core.errors import add_note
 from . import folder as _folder
+from .failures import Skips, mark, sample_origin_note
 from .field import Field
 from .pagewrite import field_value, is_container
 
@@ -67,6 +70,7 @@ class ShardSpec:
     schema: Any
     fields: dict[str, Field]
     page_size: int
+    on_error: str = "raise"  # or "skip": samples that fail are left out and listed (``failures``)
 
 
 def is_splittable(data: Any) -> bool:
@@ -95,6 +99,7 @@ def chunks(data: Any, start: int, stop: int, size: Callable[[], int]) -> Iterato
                 chunk = []
     except Exception as exc:
         add_note(exc, f"while reading sample {index}")
+        mark(exc, index, skippable=False)  # the rows after it cannot be read past it
         raise
     if index != stop:
         raise ValueError(f"{type(data).__name__}.read_rows({start}, {stop}) gave {index - start} samples, expected {stop - start}")
@@ -115,29 +120,33 @@ def _read(data: Any, index: int) -> Any:
     try:
         return getobs(data, index)
     except Exception as exc:
-        add_note(exc, f"while reading sample {index}{_origin(data, index)}")
+        add_note(exc, f"while reading sample {index}{sample_origin_note(data, index)}")
         raise
 
 
-def encode_chunk(data: Any, fields: dict[str, Field], where: Callable[[int, str], str], chunk: list[tuple[int, Any]]) -> list[tuple[Any, ...]]:
-    """The encoded rows of ``chunk`` (a row: one encoded value per field, in ``fields``' order)."""
+def encode_chunk(
+    data: Any, fields: dict[str, Field], where: Callable[[int, str], str], chunk: list[tuple[int, Any]], skips: Skips | None = None
+) -> list[tuple[Any, ...]]:
+    """The encoded rows of ``chunk`` (a row: one encoded value per field, in ``fields``' order). A
+    sample that fails to read or encode raises, marked as that sample's (``failures.mark``), or
+    with ``skips`` is left out and added to them."""
     names = list(fields)
     rows = []
     for index, sample in chunk:
-        if sample is _UNREAD:
-            sample = _read(data, index)
-        rows.append(tuple(fields[n].encode(field_value(sample, n, index), index, where(index, n)) for n in names))
+        name = None  # the field being encoded
+        try:
+            if sample is _UNREAD:
+                sample = _read(data, index)
+            row = []
+            for name in names:
+                row.append(fields[name].encode(field_value(sample, name, index), index, where(index, name)))
+            rows.append(tuple(row))
+        except Exception as exc:
+            if skips is None or isinstance(exc, MemoryError):
+                mark(exc, index, stage="read" if name is None else "encode")
+                raise
+            skips.add(index, exc, name, where(index, name) if name is not None else None)
     return rows
-
-
-def _origin(data: Any, index: int) -> str:
-    origin = getattr(data, "sample_origin", None)
-    if not callable(origin):
-        return ""
-    try:
-        return f" ({origin(index)})"
-    except Exception:  # noqa: BLE001 - naming the sample must not hide the error itself
-        return ""
 
 
 def write_shard(data: Any, spec: ShardSpec, job: ShardJob, *, threads: int = 0, progress: Any = None) -> dict[str, Any]:
@@ -157,12 +166,15 @@ def write_shard(data: Any, spec: ShardSpec, job: ShardJob, *, threads: int = 0, 
             raise IndexError(f"samples {job.start}..{job.stop} are not within the {numobs(data)} samples of the data")
         chunking = Chunking()
         parts = chunks(data, job.start, job.stop, lambda: chunking.size)
-        rows = loadparallel(parts, lambda chunk: encode_chunk(data, spec.fields, where, chunk), workers=threads, prefetch=threads + 1)
+        skips = Skips(origin if callable(origin) else None) if spec.on_error == "skip" else None
+        rows = loadparallel(parts, lambda chunk: encode_chunk(data, spec.fields, where, chunk, skips), workers=threads, prefetch=threads + 1)
         pages = paged(spec.fields, iter(rows), spec.page_size, chunking, progress)
         partial = temporary(final, spec.token)
         write_pages(partial, spec.schema, spec.fields, pages)
         entry, _ = _folder.describe(job.name, partial.stat().st_size, _folder.read_local(partial))
         commit(partial, final)
+        if skips is not None:
+            entry["skipped"] = skips.entries()  # taken out of the entry by the driver (failures.record_in_shards)
         return entry
     except BaseException as exc:
         if partial is not None:

@@ -18,6 +18,7 @@ import copy
 import json
 import os
 import sys
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,8 @@ from ..core.optional import require
 from ..core.sizes import parse_size
 from ..engines import check_engine
 from ..loading.parallel import loadparallel
+from . import described as _described
+from . import failures as _failures
 from . import folder as _folder
 from . import format as _format
 from . import shardwrite
@@ -115,9 +118,15 @@ def infer_fields(sample: Any) -> dict[str, Field]:
             out[name] = F.Bytes()
         elif isinstance(value, np.ndarray) and value.dtype.kind in "biufc":
             out[name] = F.Array(dtype=value.dtype, shape=value.shape)
+        elif _is_pil_image(value):
+            out[name] = F.Image(codec="png")  # lossless: pass fields= for JPEG (photos)
         else:
             out[name] = F.JSON()
     return out
+
+
+def _is_pil_image(value: Any) -> bool:
+    return any(cls.__module__.startswith("PIL.") and cls.__name__ == "Image" for cls in type(value).__mro__)
 
 
 def write(
@@ -133,19 +142,31 @@ def write(
     append: bool = False,
     engine: str | None = None,
     ray_address: str | None = None,
+    on_error: str = "raise",
 ) -> Path:
     """Pack ``data`` (a container or an iterable of dict samples) into the file ``path``.
 
     ``fields`` maps each stored key to its field (``slipstream.fields``); keys a sample has beyond
-    them are ignored, and a missing one raises ``ValueError`` naming the sample. When None, fields
-    are inferred from the first sample. ``workers`` encoding threads (default: the CPU count, at
+    them are ignored, and a missing one raises ``ValueError`` naming the sample. When None, the
+    data's own (``data.default_fields()``: ``ss.imagefolder``'s image, label and path, a Hugging
+    Face dataset's features), else fields inferred from the first sample (a PIL image as
+    ``F.Image(codec="png")``). ``workers`` encoding threads (default: the CPU count, at
     most 8). ``progress``: a tqdm bar (default: when stderr is a terminal). ``metadata``: a dict of
     your own (class names, a source, a license) with string keys and JSON values, stored in the
-    file and read back as ``ss.open(path).metadata``. Returns the path.
+    file and read back as ``ss.open(path).metadata``, over what the data records of itself
+    (``data.default_metadata(names)``: an image folder's or a ``ClassLabel``'s class names, as
+    ``{"class_names": {field: [names]}}``, for the fields written). Returns the path.
+
+    A Hugging Face ``datasets.Dataset`` is read as Arrow (``convert.hfrows``): ``Image`` columns
+    as their stored bytes (a JPEG kept as it is), ``ClassLabel`` names kept, with or without ``fields``.
 
     The file appears at ``path`` only once complete (see the module docstring); an iterable's
     samples are stored as they were when yielded. An error names the sample, and where it came
-    from when the container says (``data.sample_origin(index)``, e.g. ``ss.imagefolder``'s files).
+    from when the container says (``data.sample_origin(index)``, e.g. ``ss.imagefolder``'s files),
+    and the field, in its first line, with slipstream's own frames left out of its traceback.
+    ``on_error="skip"`` leaves out the samples that fail to read or encode and lists them in the
+    metadata, ``ss.open(path).metadata["skipped"]`` (each ``{"sample", "origin", "field", "error"}``,
+    ``[]`` when none failed), with a ``SkippedSamplesWarning`` (``files.failures``).
 
     ``shard_size`` makes ``path`` a folder of shards and their ``index.json`` (``files.folder``).
     A container, or a file set (``len`` and ``read_rows(start, stop)``: ``slipstream convert``'s
@@ -158,6 +179,32 @@ def write(
     local Ray started for this write (``engines.raytasks``). Every engine writes the same bytes
     as the others for the same data and settings; only containers and file sets can use one.
     """
+    on_error = _failures.check_on_error(on_error)
+    report: list[Any] = []  # (skipped entries, total) of a write with on_error="skip"
+    try:
+        written = _write(
+            path, data, fields, workers=workers, progress=progress, page_size=page_size, metadata=metadata, shard_size=shard_size,
+            append=append, engine=engine, ray_address=ray_address, on_error=on_error, report=report,
+        )  # fmt: skip
+    except Exception as exc:
+        if _failures.failed_sample(exc) is None:
+            raise
+        raise _failures.shortened(exc)  # noqa: B904 - itself, its traceback without slipstream's frames
+    if report and report[0]:
+        warnings.warn(_failures.warning(written, *report), stacklevel=2)
+    return written
+
+
+def _write(
+    path: str | os.PathLike, data: Any, fields: Mapping[str, Field] | None, *, workers: int | None, progress: bool | None, page_size: int,
+    metadata: Mapping[str, Any] | None, shard_size: int | str | None, append: bool, engine: str | None, ray_address: str | None, on_error: str,
+    report: list[Any],
+) -> Path:  # fmt: skip
+    """``write`` (see there), its errors as raised; with a skip policy ``report`` gets
+    ``[skipped entries, total samples]``."""
+    data = _described.adapted(data, fields)  # a Hugging Face dataset as its rows
+    skip = on_error == "skip"
+    fields = _described.default_fields(data, fields)
     origin = getattr(data, "sample_origin", None)
     origin = origin if callable(origin) else None
     _pa()  # pyarrow, or ImportError naming the extra
@@ -178,17 +225,32 @@ def write(
         raise IsADirectoryError(f"{path}: is a folder; ss.write writes a file (such as {path / 'data.arrow'})")
     if not path.parent.is_dir():
         raise FileNotFoundError(f"{path}: the folder {path.parent} does not exist; create it first")
+    if skip and existing is not None:
+        raise ValueError(
+            f"{path}: on_error='skip' lists the samples it leaves out in the dataset's metadata, which append=True keeps as it "
+            "is: write the new samples into a new folder, or use on_error='raise'"
+        )
     user_metadata = _checked_metadata(metadata)
-    if _planned(data, shard_size, check_engine(engine), ray_address):
+    if existing is None:
+        user_metadata = _failures.with_empty_list(_described.stored_metadata(data, fields, user_metadata), skip, user_metadata)
+    planned = _planned(data, shard_size, check_engine(engine), ray_address)
+    if skip and shard_size is not None and not planned:
+        raise TypeError(
+            f"{path}: on_error='skip' with shard_size= needs a container (len(data) and data[i]) or a file set, which are "
+            f"split into shards up front; got {type(data).__name__}, which can only be streamed: write one file (no shard_size), "
+            "or pass a container"
+        )
+    if planned:
         return _write_planned(
             path, data, fields, page_size=page_size, user_metadata=user_metadata, shard_size=shard_size, existing=existing,
-            engine=engine, workers=workers, progress=progress, ray_address=ray_address, where=naming(origin),
+            engine=engine, workers=workers, progress=progress, ray_address=ray_address, where=naming(origin), on_error=on_error,
+            report=report,
         )  # fmt: skip
     chunking = Chunking()
     container = is_container(data)
     if container:  # its samples are read in the workers
         total = numobs(data)
-        first = getobs(data, 0) if total else None
+        first = _failures.first_sample(data, total, skip)
     else:
         make_chunks, total, first = _chunks(data, chunking)
     where = naming(origin)
@@ -196,9 +258,10 @@ def write(
     names = list(fields)
     chunks = shardwrite.chunks(data, 0, total, lambda: chunking.size) if container else make_chunks(names)
     schema = _schema(fields, page_size, user_metadata)
+    skips = _failures.Skips(origin) if skip else None
 
     def encode(chunk: list[tuple[int, Any]]) -> list[tuple[Any, ...]]:
-        return shardwrite.encode_chunk(data, fields, where, chunk)
+        return shardwrite.encode_chunk(data, fields, where, chunk, skips)
 
     workers = _default_workers() if workers is None else workers
     schema = _appended_schema(path, schema, existing)
@@ -213,6 +276,8 @@ def write(
                 path, schema, pages, shard_size, existing, lambda part, stop: write_pages(part, schema, fields, pages, stop), temporary, commit
             )
         write_pages(partial, schema, fields, pages)
+        if skips is not None and len(skips):
+            partial = _failures.listed(partial, path, schema, skips.entries(), temporary)
         commit(partial, path)
     except BaseException:
         if partial is not None:
@@ -221,6 +286,8 @@ def write(
     finally:
         if bar is not None:
             bar.close()
+    if skips is not None:
+        report[:] = [skips.entries(), total]
     return path
 
 
@@ -247,12 +314,14 @@ def _planned(data: Any, shard_size: int | None, engine: str | None, ray_address:
 def _write_planned(
     path: Path, data: Any, fields: Mapping[str, Field] | None, *, page_size: int, user_metadata: dict[str, Any], shard_size: int,
     existing: dict[str, Any] | None, engine: str | None, workers: int | None, progress: bool | None, ray_address: str | None,
-    where: Callable[[int, str], str],
+    where: Callable[[int, str], str], on_error: str = "raise", report: list[Any] | None = None,
 ) -> Path:  # fmt: skip
     """``write`` of a container or file set into a sharded folder, by ``files.planned``."""
     from .planned import first_sample, write_planned
 
-    fields = _settled_fields(fields, first_sample(data), where)
+    skip = on_error == "skip"
+    first = _failures.first_sample(data, numobs(data), skip) if is_container(data) else first_sample(data)
+    fields = _settled_fields(fields, first, where)
     schema = _appended_schema(path, _schema(fields, page_size, user_metadata), existing)
     if engine is None and workers is None:
         workers = _default_workers()
@@ -260,13 +329,16 @@ def _write_planned(
     try:
         how = f" ({engine})" if engine is not None else ""
         bar = _bar(progress, numobs(data), f"packing {path.name}{how}")
-        return write_planned(
+        written = write_planned(
             path, data, fields, schema, page_size=page_size, shard_size=shard_size, existing=existing, engine=engine, workers=workers,
-            progress=bar, ray_address=ray_address, temporary=temporary, commit=commit, where=where,
+            progress=bar, ray_address=ray_address, temporary=temporary, commit=commit, where=where, on_error=on_error,
         )  # fmt: skip
     finally:
         if bar is not None:
             bar.close()
+    if skip and report is not None:
+        report[:] = [_failures.skipped_of(_folder.read_local_index(path.absolute())["schema"]) or [], numobs(data)]
+    return written
 
 
 def _schema(fields: dict[str, Field], page_size: int, user_metadata: dict[str, Any]) -> Any:
