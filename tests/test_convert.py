@@ -414,6 +414,17 @@ def test_shard_size_writes_a_sharded_folder_of_the_same_samples(tree: Path, tmp_
     assert len(ss.open(folder)) == len(one)
 
 
+def test_a_folder_holding_only_a_killed_writers_lock_file_is_an_empty_folder_to_convert(tree: Path, tmp_path: Path):
+    from slipstream.files.writelock import LOCK
+
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    (folder / LOCK).write_text("4242 elsewhere\n")  # what a writer killed before its first shard leaves
+    single = tmp_path / "one.ss"
+    assert _convert(tree, single) == 0 and _convert(tree, folder, "--shard-size", "1k") == 0
+    assert [s["path"] for s in ss.open(folder)] == [s["path"] for s in ss.open(single)]
+
+
 # -- bad files skipped on request; what the JPEG codec does said ------------------------------------------
 def test_skip_bad_writes_every_good_image_in_order_and_lists_each_bad_one(broken_tree: Path, tmp_path: Path, capsys):
     (broken_tree / "cat" / "3.jpg").write_bytes(b"GIF89a not really")

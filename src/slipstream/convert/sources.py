@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import fields as F
+from ..files.writelock import LOCK
 from ..files.writer import write
 from ..images.codecs import sniff
 from .arrays import npy_source, npz_source
@@ -188,7 +189,7 @@ def _check_folder_target(src: Path, out: Path) -> Path:
         raise ConvertError(f"{out}: the output would be inside or over the source")
     if not out.parent.is_dir():
         raise FileNotFoundError(f"{out}: the output's folder {out.parent} does not exist; create it first")
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+    if out.exists() and (not out.is_dir() or any(entry.name != LOCK for entry in out.iterdir())):  # (a killed writer's lock: empty)
         raise FileExistsError(f"{out}: exists and is not an empty folder; a sharded output needs a new or empty folder (remove it to rewrite)")
     return out
 
