@@ -101,3 +101,26 @@ def test_the_secrets_are_held_once_each() -> None:
     remember("https://u:heldOnce123@h/x")
     remember("https://u:heldOnce123@h/y")
     assert sum(1 for s in redact_module._secrets if s == "heldOnce123") == 1
+
+
+PLAIN = "wJalrXUtnFEMI9K7MDENGbPxRfiCYzz9"  # a password an HTTP client reads from either URL below (no '/')
+
+
+def _everything(error: BaseException) -> str:
+    return "".join(traceback.format_exception(error)) + repr(error) + repr(getattr(error, "__dict__", {}))
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"http://reader@example.com:{PLAIN}@127.0.0.1:9/train/",  # an e-mail address as the user name
+        f"http://reader:{PLAIN}'x@127.0.0.1:9/train/",  # a quote in the password
+    ],
+    ids=["email-user", "quote-in-password"],
+)
+def test_credentials_the_client_reads_from_a_url_are_never_shown(url: str, tmp_path) -> None:
+    pytest.importorskip("aiohttp")
+    assert PLAIN not in Store().name(url)  # the name every repr, path and error uses
+    with pytest.raises(ss.RemoteReadError) as caught:  # nothing listens on port 9: refused at once
+        ss.open(url, cache_dir=tmp_path, retry_budget=0.5, timeout=0.5)
+    assert PLAIN not in _everything(caught.value), _everything(caught.value)[-400:]

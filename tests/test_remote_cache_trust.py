@@ -375,3 +375,22 @@ def test_a_cache_that_cannot_be_written_serves_pages_from_memory(tmp_path: Path,
         assert out[name]["labels"] and out[name]["loaded"] and out[name]["uncached"] == out[name]["downloads"] > 0
     # pages sealed while it could be written are still read
     assert out["read_only_warm"] == {"labels": True, "loaded": True, "downloads": 0, "uncached": 0}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make a link owned by another user")
+def test_a_pages_folder_replaced_by_another_users_link_is_not_followed(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"  # a cache_dir others can write (a team's cache folder, no sticky bit)
+    shared.mkdir()
+    shared.chmod(0o777)
+    victim = tmp_path / "home"  # a folder of this user's, elsewhere
+    victim.mkdir()
+    victim.chmod(0o755)
+    (victim / "draft.tmp").write_text("this user's work")
+    link = shared / "pages"
+    link.symlink_to(victim)  # planted by uid 4242
+    os.lchown(link, 4242, 4242)
+    with pytest.raises(PermissionError, match="symbolic link"):
+        PageCache(link, 10**6)
+    assert (victim / "draft.tmp").exists(), "the cache deleted a file in the folder another user's link pointed it at"
+    assert stat.S_IMODE(victim.stat().st_mode) == 0o755, "the cache changed the mode of the link's target"
+    assert not (victim / ".key").exists() and not (victim / "k.page").exists(), "the cache wrote into the link's target"

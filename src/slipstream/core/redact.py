@@ -36,15 +36,17 @@ __all__ = ["MASK", "RedactedError", "has_credentials", "redact", "redact_url", "
 
 MASK = "***"
 
-# a URL's scheme, then (optionally) its user information: a user part up to ':' or '@', and a
-# password that may hold '/', ':' and '@' (AWS secret keys hold '/'; not every user encodes them)
-# up to the '@' that the host follows (no '@' between it and the first '/', '?', '#' or the end)
+# a URL's scheme, then (optionally) its user information, up to the last '@' before the host (no
+# '@' between it and the first '/', '?', '#' or the end), as HTTP clients split it: a user part up
+# to ':' that may hold '@' (an e-mail address), and a password that may hold anything but white
+# space ('/', ':', '@', quotes: AWS secret keys hold '/'; not every user encodes them). Reading too
+# much as credentials only hides more of a message; reading too little would show a secret.
 _USERINFO = re.compile(
-    r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^\s/?#@:\"'<>\[\]]*)(?P<password>:[^\s\"'<>]*?)?@(?=[^@/?#\s\"'<>]*(?:[/?#\s\"'<>]|$))"
+    r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^\s/?#:\[\]]*?)(?P<password>:[^\s]*?)?@(?=[^@/?#\s]*(?:[/?#\s]|$))"
 )
 _QUERY = re.compile(r"(?P<lead>[?&;](?:amp;)?)(?P<name>[^\s=&;#\"'<>?]*)=(?P<value>[^\s&;#\"'<>]*)")
 _SENSITIVE = re.compile(r"sig|token|secret|pass|pwd|cred|key|auth|session", re.IGNORECASE)
-_URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'<>]*")
+_URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]*://\S*")  # (to the next white space: a password may hold quotes)
 _CONTAINER_SCHEMES = ("az://", "abfs://", "abfss://", "adl://", "wasb://", "wasbs://")  # container@account: not a secret
 _ENVIRONMENT = (
     "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AZURE_STORAGE_KEY", "AZURE_STORAGE_ACCOUNT_KEY",
@@ -81,7 +83,7 @@ def redact_url(url: str) -> str:
 
 def _url_in_text(match: re.Match) -> str:
     url = match[0]
-    body = url.rstrip(".,:;)]}")  # (the punctuation after a URL in a sentence is not part of it)
+    body = url.rstrip(".,:;)]}>\"'")  # (the punctuation or quote after a URL in a sentence or repr is not part of it)
     return redact_url(body) + url[len(body) :]
 
 

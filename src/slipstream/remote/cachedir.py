@@ -59,8 +59,8 @@ NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC  # a f
 def open_private(folder: Path) -> int | None:
     """A descriptor of ``folder`` (made 0700 if missing, and so is its parent: the ``cache_dir``)
     once it is known to be private (see the module doc); None when it cannot be made (a read-only
-    or unwritable place). Raises ``PermissionError`` for a folder of another user or one that
-    others can write."""
+    or unwritable place). Raises ``PermissionError`` for a folder of another user, one that others
+    can write, or a symbolic link in the folder's place (its parents may be links)."""
     try:
         for made in (folder.parent, folder):
             _make(made)
@@ -68,7 +68,16 @@ def open_private(folder: Path) -> int | None:
         if exc.errno in _CANNOT_WRITE:  # no cache: pages are served from memory
             return None
         raise
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:  # (never through a link: one planted where the folder goes would aim the cache at another's folder)
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.ENOTDIR) or not folder.is_symlink():
+            raise
+        raise PermissionError(
+            f"slipstream: refusing the page cache folder {folder}: it is a symbolic link (to {os.readlink(folder)}), "
+            f"which slipstream never makes there, so someone else may have put it there to aim the cache at another "
+            f"folder. Remove the link, or set SLIPSTREAM_CACHE_DIR (or ss.open(..., cache_dir=...)) to a folder of your own"
+        ) from None
     try:
         st = os.fstat(fd)
         mode = stat.S_IMODE(st.st_mode)
