@@ -58,9 +58,13 @@ TIMEOUT = 60.0  # the most any child may take (they take about a second)
 
 
 def files(folder: Path) -> dict[str, int]:
-    """name -> size of every file in the cache folder but its lock and key files (a page's file is its bytes
-    and its ``TAG``-byte seal)."""
-    return {p.name: p.stat().st_size for p in folder.iterdir() if p.name not in (".lock", ".key")}
+    """name -> size of every file in the cache folder but its lock, key and claim files (a page's file is its
+    bytes and its ``TAG``-byte seal; a claim file is empty, there while a page is downloaded)."""
+    return {p.name: p.stat().st_size for p in folder.iterdir() if p.name not in (".lock", ".key") and p.suffix != ".claim"}
+
+
+def claim_files(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.suffix == ".claim")
 
 
 def _scan(folder: Path) -> dict[str, tuple[int, int, int]] | None:
@@ -711,6 +715,11 @@ def test_processes_killed_mid_download_and_mid_write_leave_no_bad_page(
     assert stuck.proc.returncode == -signal.SIGKILL
     remote.proxy.set_faults(None)
     assert files(pages_folder) == {}  # nothing came: nothing cached, nothing half there
+    # the killed downloader's claim file is left, and held by no one: a claim of that page is taken at once
+    (left,) = claim_files(pages_folder)
+    waits: list[int] = []
+    with PageCache(pages_folder, 10**7).claim(left[: -len(".claim")], 100, 30.0, lambda: waits.append(1)) as held:
+        assert held and not waits
 
     # 2. killed half way through writing a page into the cache (lock held), after caching three pages
     assert writer.line() == "ready"
@@ -751,3 +760,4 @@ def test_processes_killed_mid_download_and_mid_write_leave_no_bad_page(
     # only whole pages remain (the orphans went with its first put), each with its page's bytes: what a
     # restart reads from the cache (test_a_restart_reads_from_the_cache)
     assert remote.check_cache(pages_folder) == len(keys)
+    assert claim_files(pages_folder) == []  # the killed writer's claim went with a put (no one held it)

@@ -37,9 +37,14 @@ How it stays correct with many processes and crashes:
   keeps decoded). A page whose file would be larger than the whole limit is not stored
   (``put`` returns False and the caller serves it from memory), so a limit below a page (or below
   a shard) is allowed and never waits.
+* Processes that miss the same page at once download it once: ``claim(key, length, wait)`` is held
+  while one downloads it (an ``flock`` on a per-page claim file, which the kernel drops when its
+  holder dies: ``remote.claims``), and another waits for it, at most ``wait`` seconds, then finds
+  the page cached (or, the holder's download failed, downloads it itself). A page the cache cannot
+  store takes no claim (nothing to share).
 * A folder that cannot be written (a full disk, a read-only file system) stores nothing: ``put``
   returns False and the caller serves the page from memory; pages already there (sealed while it
-  was writable) are still read.
+  was writable) are still read. A read-only one takes no claims (none can be made there).
 * A restart (or another loader) finds every page already there: the cache is its folder.
 """
 
@@ -52,12 +57,13 @@ import os
 import secrets
 import stat
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from hmac import compare_digest
 from pathlib import Path
 from typing import Any
 
 from ..core.processlock import ProcessLock
+from . import claims
 from .cachedir import NEW, TAG, load_key, open_entry, open_private, seal
 
 __all__ = ["PageCache"]
@@ -132,6 +138,18 @@ class PageCache:
         with contextlib.suppress(OSError):  # (gone already, or a read-only folder: nothing to do)
             os.utime(key + _SUFFIX, ns=(0, 0), dir_fd=self._dir, follow_symlinks=False)
 
+    @contextlib.contextmanager
+    def claim(self, key: str, length: int, wait: float, on_wait: Callable[[], None] | None = None) -> Iterator[bool]:
+        """The claim to download page ``key`` (``length`` bytes), across the processes sharing this
+        cache: yields True once held, after waiting at most ``wait`` seconds for another holder
+        (``on_wait()`` once when that wait starts); False when not taken (the wait ran out, or a page
+        this cache cannot store: nothing to share, so no claim). See ``remote.claims``."""
+        if not self.fits(length):
+            yield False
+            return
+        with claims.claim(self._dir, key + claims.SUFFIX, wait, on_wait) as held:  # type: ignore[arg-type]
+            yield held  # (this cache, and so the folder's descriptor, kept open meanwhile)
+
     def put(self, key: str, data: bytes) -> bool:
         """Store page ``key``; False when it cannot fit under the limit even with every other page
         evicted, or cannot be written (a full or read-only disk: the caller serves it from memory)."""
@@ -183,7 +201,7 @@ class PageCache:
 
     def _entries(self, orphans: bool = False) -> list[tuple[str, int, int]]:
         """(name, size, last use in ns) of every page file; with ``orphans`` (only while the lock is
-        held) temporary files are removed."""
+        held) temporary files are removed, and so are claim files no one holds."""
         out: list[tuple[str, int, int]] = []
         if self._dir is None:
             return out
@@ -194,6 +212,8 @@ class PageCache:
                     try:
                         if orphans and entry.name.endswith(_TEMPORARY):
                             os.unlink(entry.name, dir_fd=self._dir)
+                        elif orphans and entry.name.endswith(claims.SUFFIX):  # a killed downloader's, if unheld
+                            claims.sweep(self._dir, entry.name)
                         elif entry.name.endswith(_SUFFIX):
                             st = entry.stat(follow_symlinks=False)
                             if stat.S_ISREG(st.st_mode):

@@ -19,9 +19,11 @@ readahead`` queued; more hints are dropped), run ``readahead`` at a time on daem
 the cache; it never raises (a failed read-ahead is fetched again, and fails with its error, when
 the range is read).
 
-Processes on one node share the cache; two of them may download the same page at once (the
-second rename wins, with the same bytes): a cost in bandwidth, never in correctness. Fork- and
-pickle-safe: threads, in-flight downloads and memory are per process, made again in a child.
+Processes on one node share the cache and download a page once: a download holds the page's claim
+(``PageCache.claim``), and one that finds it held by another process (or another fetcher) waits
+for it, at most the store's request timeout (and never past the budget), then takes the page from
+the cache, or downloads it itself when it is not there (the holder failed, or the wait ran out).
+Fork- and pickle-safe: threads, in-flight downloads and memory are per process, made again in a child.
 ``stats()`` counts this process's reads, hits, downloads, requests, retries and bytes.
 
 ``read_checked(url, parse, what)`` reads a file's structure (its footer, schema and page headers,
@@ -138,7 +140,8 @@ class Fetcher:
         self._queued = 0  # read-ahead downloads waiting for a thread
         self._memory: OrderedDict[str, bytes] = OrderedDict()  # the most recent downloads, checked
         self._pool: _DaemonPool | None = None
-        self._stats = dict.fromkeys(("reads", "hits", "joined", "misses", "downloads", "requests", "bytes", "retries", "uncached", "dropped_hints"), 0)
+        names = ("reads", "hits", "joined", "misses", "downloads", "requests", "bytes", "retries", "uncached", "dropped_hints", "waited")  # fmt: skip
+        self._stats = dict.fromkeys(names, 0)
 
     def _here(self) -> None:
         if self._pid != os.getpid():  # a forked child: the parent's threads and locks are not ours
@@ -227,16 +230,20 @@ class Fetcher:
 
     def _download(self, future: Future, key: str, url: str, start: int, stop: int, crc: int, check: Check, before: Before) -> None:
         try:
-            self._count("downloads")
-            if before is not None:
-                before()
-            data = self._downloaded(url, start, stop, crc, check)
-            if not self.cache.put(key, data):
-                self._count("uncached")
-            with self._lock:  # kept a while: the read this was fetched for is usually near
-                self._memory[key] = data
-                while len(self._memory) > self.keep:
-                    self._memory.popitem(last=False)
+            wait = min(self.budget, getattr(self.store, "timeout", None) or self.budget)
+            with self.cache.claim(key, stop - start, wait, lambda: self._count("waited")):
+                data = self._cached(key, stop - start, crc, check)  # (stored by the claim's previous holder)
+                if data is None:
+                    self._count("downloads")
+                    if before is not None:
+                        before()
+                    data = self._downloaded(url, start, stop, crc, check)
+                    if not self.cache.put(key, data):
+                        self._count("uncached")
+                    with self._lock:  # kept a while: the read this was fetched for is usually near
+                        self._memory[key] = data
+                        while len(self._memory) > self.keep:
+                            self._memory.popitem(last=False)
             future.set_result(data)
         except BaseException as exc:  # noqa: BLE001 - the reader gets it from the future
             future.set_exception(exc)
@@ -366,7 +373,8 @@ class Fetcher:
         the disk cache), ``joined`` (waited for a read-ahead download under way), ``misses`` (had to
         download); ``hit_rate`` = hits / reads. Downloads: ``downloads`` (read-ahead ones too),
         ``requests`` (GETs sent, each retry one more), ``retries``, ``bytes``, ``uncached`` (pages
-        the cache could not take), ``dropped_hints``; ``cache_bytes`` on disk now; ``rejected``
+        the cache could not take), ``dropped_hints``, ``waited`` (for another process's download of
+        the page, to share it); ``cache_bytes`` on disk now; ``rejected``
         (cached pages whose seal failed, downloaded again: ``remote.cache``)."""
         self._here()
         with self._lock:
