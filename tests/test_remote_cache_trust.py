@@ -157,6 +157,27 @@ def test_a_page_sealed_by_the_cache_is_served_and_one_changed_after_is_not(tmp_p
     assert cache.put("k", b"0123456789") and bytes(PageCache(tmp_path / "c", 10_000).get("k", 10)) == b"0123456789"
 
 
+def test_a_page_is_checked_once_per_process_until_its_file_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from slipstream.remote import cache as cache_module
+
+    checked: list[str] = []
+    real = cache_module.seal
+    monkeypatch.setattr(cache_module, "seal", lambda key, name, data: (checked.append(name), real(key, name, data))[1])
+    cache = PageCache(tmp_path / "c", 10_000)
+    assert cache.put("k", b"0123456789")
+    checked.clear()
+    assert [bytes(cache.get("k", 10)) for _ in range(3)] == [b"0123456789"] * 3
+    assert checked == ["k.page"]  # the first read checks the seal, the next two know the file
+    path = tmp_path / "c" / "k.page"
+    shown = path.stat()
+    forged = bytearray(path.read_bytes())
+    forged[3] ^= 1
+    (tmp_path / "c" / "planted").write_bytes(bytes(forged))
+    os.utime(tmp_path / "c" / "planted", ns=(shown.st_atime_ns, shown.st_mtime_ns))  # the same time, another file
+    os.replace(tmp_path / "c" / "planted", path)
+    assert cache.get("k", 10) is None and cache.rejected == 1 and checked == ["k.page"] * 2
+
+
 def test_processes_sharing_a_cache_accept_each_others_pages(tmp_path: Path) -> None:
     folder = tmp_path / "shared"
     code = """

@@ -56,6 +56,7 @@ import mmap
 import os
 import secrets
 import stat
+import time
 import weakref
 from collections.abc import Callable, Iterator
 from hmac import compare_digest
@@ -71,6 +72,7 @@ __all__ = ["PageCache"]
 _SUFFIX = ".page"
 _TEMPORARY = ".tmp"
 _LOCK = ".lock"
+_VERIFIED = 1 << 16  # entries whose verified state a process remembers (forgotten all at once past it)
 
 
 class PageCache:
@@ -83,6 +85,7 @@ class PageCache:
         self._dir = open_private(self.folder)  # (raises for a folder that is not private; None: cannot be made)
         self._key: bytes | None = None
         self.rejected = 0  # entries of the right size whose seal failed, in this process
+        self._verified: dict[str, tuple[int, int]] = {}  # entry -> (inode, modification time) when its seal last held here
         if self._dir is not None:
             weakref.finalize(self, os.close, self._dir)
             self._key = load_key(self._dir, self._locked)
@@ -101,7 +104,9 @@ class PageCache:
         """The page ``key`` if cached, ``length`` bytes long and sealed by this cache (marked as just
         used), else None: a read-only view of the file's memory map (no copy; the page stays
         readable through it even if evicted meanwhile, its disk blocks held until the view is
-        dropped)."""
+        dropped). The seal is checked once per file and process: a file this process verified
+        and last touched (the same inode, the modification time it set) is not checked again,
+        since only a page's own writer (a new file) or this user could change it since."""
         if self._key is None:
             return None
         name = key + _SUFFIX
@@ -109,18 +114,27 @@ class PageCache:
         if fd is None:
             return None
         try:
+            st = os.fstat(fd)
             view = memoryview(mmap.mmap(fd, 0, access=mmap.ACCESS_READ))
+            data = view[:length]
+            if self._verified.get(name) != (st.st_ino, st.st_mtime_ns) and not compare_digest(seal(self._key, name, data), view[length:]):
+                self.rejected += 1
+                self._verified.pop(name, None)
+                return None
+            try:  # marked as just used, at a time this process knows (evicted since it was mapped, or read-only: as it was)
+                now = time.time_ns()
+                os.utime(fd, ns=(now, now))
+                st = os.fstat(fd)
+            except OSError:
+                pass
+            if len(self._verified) >= _VERIFIED:
+                self._verified.clear()
+            self._verified[name] = (st.st_ino, st.st_mtime_ns)
+            return data
         except (OSError, ValueError):
             return None
         finally:
             os.close(fd)
-        data = view[:length]
-        if not compare_digest(seal(self._key, name, data), view[length:]):
-            self.rejected += 1
-            return None
-        with contextlib.suppress(OSError):  # evicted since it was mapped (the mapping is still the page), or read-only
-            os.utime(name, dir_fd=self._dir, follow_symlinks=False)
-        return data
 
     def has(self, key: str) -> bool:
         """Whether page ``key`` is cached now (it may be evicted the moment after)."""
