@@ -158,3 +158,25 @@ def test_what_the_skip_policy_cannot_do_is_refused_before_any_work(tmp_path):
     with pytest.raises(ValueError, match="append=True keeps as it is"):
         ss.write(folder, samples, shard_size="1MB", append=True, on_error="skip")
     assert not (tmp_path / "a.arrow").exists() and not (tmp_path / "b").exists()
+
+
+class _AllBad:
+    def __len__(self) -> int:
+        return 5
+
+    def __getitem__(self, i: int):
+        if not 0 <= i < 5:
+            raise IndexError(i)
+        raise ValueError(f"broken sample {i}")
+
+
+@pytest.mark.parametrize("shard_size", [None, 300], ids=["file", "shards"])
+def test_a_skip_write_in_which_every_sample_fails_says_so_and_does_not_suggest_skip(tmp_path, shard_size):
+    """A skip write of a container none of whose samples reads says that every sample failed (and
+    the first's error), not the first's error with advice to pass the policy it was given."""
+    path = tmp_path / ("out" if shard_size else "out.arrow")
+    with pytest.raises(Exception) as caught:
+        ss.write(path, _AllBad(), {"x": F.Int()}, on_error="skip", shard_size=shard_size, progress=False)
+    text = "\n".join([str(caught.value), *getattr(caught.value, "__notes__", [])])
+    assert "pass on_error='skip'" not in text, text
+    assert "every sample failed" in text, text

@@ -209,9 +209,11 @@ def describe(entry: dict[str, Any]) -> str:
     return f"sample {entry['sample']}{origin}{field}: {entry['error']}"
 
 
-def all_failed(where: Any, skipped: list[dict[str, Any]]) -> str:
-    """The message of a write with ``on_error="skip"`` in which every sample failed."""
-    return f"{where}: every sample failed ({len(skipped)}), so nothing was written; the first: {describe(skipped[0])}"
+def all_failed(where: Any, skipped: list[dict[str, Any]], count: int | None = None) -> str:
+    """The message of a write with ``on_error="skip"`` in which every sample (``count``, or as
+    many as ``skipped`` lists) failed."""
+    count = len(skipped) if count is None else count
+    return f"{where}: every sample failed ({count}), so nothing was written; the first: {describe(skipped[0])}"
 
 
 def copy_pages(source: Path, target: Path, schema: Any) -> int:
@@ -273,9 +275,11 @@ def with_empty_list(metadata: dict[str, Any], skip: bool, user: dict[str, Any]) 
     return {**metadata, KEY: []}
 
 
-def first_sample(data: Any, total: int, skip: bool) -> Any:
+def first_sample(data: Any, total: int, skip: bool, where: Any = "the write") -> Any:
     """A container's first sample (None when empty) to settle the fields from; with ``skip``, the
-    first that reads (sample 0's failure when none does). A failure is marked as its sample's."""
+    first that reads. A failure is marked as its sample's; with ``skip``, none reading is a
+    ``ValueError`` that says every sample failed (``all_failed``, naming ``where``), the first's
+    error chained."""
     failure = None
     for index in range(total if skip else min(total, 1)):
         try:
@@ -287,7 +291,10 @@ def first_sample(data: Any, total: int, skip: bool) -> Any:
                 raise
             failure = failure or exc
     if failure is not None:
-        raise failure
+        origin = getattr(data, "sample_origin", None)
+        skips = Skips(origin if callable(origin) else None)
+        skips.add(0, failure)
+        raise ValueError(all_failed(where, skips.entries(), total)) from failure
     return None
 
 

@@ -13,20 +13,27 @@ the second waits for the first, then sees what it left (``files.folder.writing``
   writer that waited on a file removed meanwhile takes the lock again on the file now there (it
   checks that the file it locked is still the folder's), so two writers never hold it at once. A
   killed writer's lock file is left behind, unlocked; the next writer takes it and removes it.
-* The holder writes its pid and host into the file. A process whose parent holds the lock (a
-  worker process that runs the script's write again: a script without the ``__main__`` guard) is
-  refused at once with a ``RuntimeError`` instead of waiting forever for a parent that waits for it.
+* The holder writes its pid and host into the file (who holds it, for a person who finds it).
+* A worker process still starting (``multiprocessing`` runs the main script again in it: a script
+  without the ``__main__`` guard that writes with ``engine="processes"``) is refused at once with a
+  ``RuntimeError`` instead of waiting forever for a parent that waits for it; any other process,
+  the holder's children too, waits its turn.
+* The file is opened without following links and used only when it is a regular file: anything
+  else there is refused (``FileExistsError`` naming it), never written through.
 * A file system that refuses locks (some FUSE and network mounts) is a ``RuntimeWarning`` and the
-  write goes ahead unlocked: concurrent writes of one folder there are not kept apart.
+  write goes ahead unlocked (the file left as it is): concurrent writes of one folder there are
+  not kept apart.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import multiprocessing
 import os
 import socket
+import stat
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -59,31 +66,51 @@ def _same_file(fd: int, path: Path) -> bool:
     return (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino)
 
 
-def _holder(fd: int) -> str:
-    """What the lock's holder wrote in it: ``"<pid> <host>"`` (empty when it did not)."""
-    try:
-        return os.pread(fd, 512, 0).decode("utf-8", "replace").strip()
-    except OSError:
-        return ""
-
-
-def _refuse_endless_wait(fd: int, path: Path) -> None:
-    """``RuntimeError`` when the lock is held by this process's parent, or this is a worker process
-    still starting (``multiprocessing`` runs the main script again in it): waiting would never end."""
-    holder = _holder(fd).split()
-    parent = len(holder) == 2 and holder[0] == str(os.getppid()) and holder[1] == socket.gethostname()
-    starting = getattr(multiprocessing.current_process(), "_inheriting", False)
-    if parent or starting:
-        why = f"its holder is this process's parent (pid {holder[0]})" if parent else "this is a worker process still starting"
+def _refuse_endless_wait(path: Path) -> None:
+    """``RuntimeError`` when this is a worker process still starting (``multiprocessing`` runs the
+    main script again in it, while its parent holds the lock): waiting would never end. A process
+    that is merely the holder's child (a rank a launcher started, a script's subprocess) waits its
+    turn as any writer does."""
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
         raise RuntimeError(
-            f"{path.parent}: this write would wait forever for the folder's write lock ({why}): a worker process must not "
-            "write the folder its parent is writing. Worker processes run the main script again: a script that writes with "
-            "engine='processes' must keep its code under if __name__ == \"__main__\":"
+            f"{path.parent}: this write would wait forever for the folder's write lock (this is a worker process still "
+            "starting): a worker process must not write the folder its parent is writing. Worker processes run the main "
+            "script again: a script that writes with engine='processes' must keep its code under if __name__ == \"__main__\":"
         )
 
 
+def _open(path: Path) -> tuple[int, bool]:
+    """(a read-write descriptor of the lock file, whether this call made it), never through a
+    link: ``FileExistsError`` naming it when a link, FIFO or anything but a regular file is there
+    (whoever can write the folder could otherwise aim the writer at another file)."""
+    flags = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    fd = None
+    for extra in (os.O_CREAT | os.O_EXCL, 0):  # made here, or opened as it is (a race between the two: try again)
+        try:
+            fd = os.open(path, flags | extra, 0o666)
+            break
+        except FileExistsError:
+            continue
+        except FileNotFoundError:
+            return _open(path)
+        except OSError as exc:
+            if exc.errno not in (errno.ELOOP, errno.ENXIO, errno.EISDIR):
+                raise
+            break
+    if fd is not None and stat.S_ISREG(os.fstat(fd).st_mode):
+        return fd, extra != 0
+    if fd is not None:
+        os.close(fd)
+    raise FileExistsError(
+        errno.EEXIST,
+        f"{path.parent}: {LOCK} there is not a regular file (a link, a FIFO or a folder, which slipstream never makes): "
+        "refusing to write the folder through it; remove it if no write of the folder is under way",
+        str(path),
+    )
+
+
 def _record(fd: int) -> None:
-    """Write this process's pid and host into the lock file (for ``_refuse_endless_wait``)."""
+    """Write this process's pid and host into the lock file (who holds it, for a person who finds it)."""
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()} {socket.gethostname()}\n".encode(), 0)
@@ -94,22 +121,21 @@ def _record(fd: int) -> None:
 def _acquire(path: Path) -> int | None:
     """A descriptor of ``path`` holding its lock (None where the file system refuses locks)."""
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        fd, made = _open(path)
         try:
             try:
                 fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as busy:
                 if busy.errno not in (errno.EACCES, errno.EAGAIN):
                     raise
-                _refuse_endless_wait(fd, path)
+                _refuse_endless_wait(path)
                 fcntl.lockf(fd, fcntl.LOCK_EX)  # another write of the folder: wait for it to end
         except OSError as exc:
+            if exc.errno in _UNSUPPORTED and made and _same_file(fd, path):
+                with contextlib.suppress(OSError):  # (made by this call: no lock to keep; one found there may be held)
+                    os.unlink(path)
             os.close(fd)
             if exc.errno in _UNSUPPORTED:
-                try:
-                    os.unlink(path)  # (no lock to keep: the folder holds only the dataset)
-                except OSError:
-                    pass
                 warnings.warn(
                     f"{path.parent}: this file system refuses file locks ({exc}); the write goes ahead unlocked, so another write "
                     "of this folder at the same time could replace its shards: run one write of a folder at a time here",

@@ -250,7 +250,7 @@ def _write(
     container = is_container(data)
     if container:  # its samples are read in the workers
         total = numobs(data)
-        first = _failures.first_sample(data, total, skip)
+        first = _failures.first_sample(data, total, skip, path)
     else:
         make_chunks, total, first = _chunks(data, chunking)
     where = naming(origin)
@@ -320,7 +320,7 @@ def _write_planned(
     from .planned import first_sample, write_planned
 
     skip = on_error == "skip"
-    first = _failures.first_sample(data, numobs(data), skip) if is_container(data) else first_sample(data)
+    first = _failures.first_sample(data, numobs(data), skip, path) if is_container(data) else first_sample(data)
     fields = _settled_fields(fields, first, where)
     schema = _appended_schema(path, _schema(fields, page_size, user_metadata), existing)
     if engine is None and workers is None:
