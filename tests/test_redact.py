@@ -44,6 +44,13 @@ def test_a_remembered_secret_is_redacted_outside_any_url_too() -> None:
     assert redact("optionSecret123 and endpointSecret7") == "*** and ***"
 
 
+def test_an_azure_connection_string_and_its_account_key_are_redacted() -> None:
+    connection = "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=azureAccountKey0==;EndpointSuffix=core.windows.net"
+    remember_options({"connection_string": connection})
+    assert redact(f"bad options: {connection}") == "bad options: ***"
+    assert redact("signature made with azureAccountKey0==") == "signature made with ***"
+
+
 def test_an_environment_secret_is_redacted_when_long_enough(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "environmentSecret42")
     assert redact("signed with environmentSecret42") == "signed with ***"

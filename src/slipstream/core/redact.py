@@ -46,6 +46,7 @@ _USERINFO = re.compile(
 )
 _QUERY = re.compile(r"(?P<lead>[?&;](?:amp;)?)(?P<name>[^\s=&;#\"'<>?]*)=(?P<value>[^\s&;#\"'<>]*)")
 _SENSITIVE = re.compile(r"sig|token|secret|pass|pwd|cred|key|auth|session", re.IGNORECASE)
+_CONNECTION = re.compile(r"conn", re.IGNORECASE)  # (an Azure connection_string holds its account key)
 _URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]*://\S*")  # (to the next white space: a password may hold quotes)
 _CONTAINER_SCHEMES = ("az://", "abfs://", "abfss://", "adl://", "wasb://", "wasbs://")  # container@account: not a secret
 _ENVIRONMENT = (
@@ -137,8 +138,10 @@ def remember(url: str) -> None:
 
 def remember_options(options: Any, _depth: int = 0) -> None:
     """``remember`` the credentials of ``storage_options`` (nested dicts too): the string values of
-    keys that name one (``secret``, ``token``, ``password``, ``key``...), and the credentials of
-    every URL among the values (an ``endpoint_url`` with user information)."""
+    keys that name one (``secret``, ``token``, ``password``, ``key``..., and a ``connection_string``
+    whole), the sensitive parts of a ``name=value;...`` string (its ``AccountKey``, its
+    ``SharedAccessSignature``), and the credentials of every URL among the values (an
+    ``endpoint_url`` with user information)."""
     if _depth > 8 or not isinstance(options, dict):
         return
     for name, value in options.items():
@@ -147,8 +150,12 @@ def remember_options(options: Any, _depth: int = 0) -> None:
         elif isinstance(value, str):
             if "://" in value:
                 remember(value)
-            elif _SENSITIVE.search(str(name)):
+            elif _SENSITIVE.search(str(name)) or _CONNECTION.search(str(name)):
                 _add(value)
+            for part in value.split(";") if "=" in value and ";" in value else ():  # a connection string's AccountKey=...
+                label, _, secret = part.partition("=")
+                if secret and _SENSITIVE.search(label):
+                    _add(secret)
 
 
 _TEXT_ATTRIBUTES = ("strerror", "filename", "filename2", "msg", "message", "reason", "url", "path")
