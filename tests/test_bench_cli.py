@@ -182,6 +182,8 @@ def test_suggestions_after_a_sweep_follow_its_result():
     single = bench.suggestions([_result("thread", 2, 500, busy=0.3)], 4, **fast)
     assert any("--sweep measures them" in tip for tip in single) and any("try backend='process'" in tip for tip in single)
     assert bench.suggestions([_result("thread", 4, 500)], 4, **fast) == []
+    # threads with nothing to do (a file of a few samples) are not said to be held back by the GIL
+    assert not any("GIL" in tip for tip in bench.suggestions([_result("thread", 4, 500, busy=0.05)], 8, **fast))
     # the fast paths are named when the pipeline resamples images, never for a plain read rate
     slow = {"region_decoder": "not built", "numba": "missing"}
     assert len(bench.suggestions([_result("thread", 4, 500)], 4, **slow)) == 2

@@ -258,7 +258,8 @@ def suggestions(
             tips.append(f"the fastest run used every usable core ({cores}): only more cores would load faster")
         return tips
     threads = [r for r in results if r["backend"] == "thread"]
-    if threads and threads[0]["workers"] > 1 and (threads[0]["stats"]["worker_busy"] or 0) < 0.6:
+    busy, waited = (threads[0]["stats"].get("worker_busy") or 0, threads[0]["stats"].get("wait_fraction") or 0) if threads else (0, 0)
+    if threads and threads[0]["workers"] > 1 and 0.2 <= busy < 0.6 and waited >= 0.5:  # (busier: not the GIL; idler: no work, a tiny file)
         tips.append(
             "the worker threads are idle a good part of the time while the consumer waits: the GIL limits them; "
             "try backend='process' (or --sweep to compare)"
