@@ -161,3 +161,16 @@ def test_mapped_folder_errors_name_the_file_and_the_fix(folder, tmp_path):
     gray = ss.mapfields(ss.imagefolder(folder), image=[ops.CenterCrop(16)])  # sample 2 is a grayscale JPEG
     with pytest.raises(ValueError, match=r"sample 2 .*\(16, 16, 1\).*\(16, 16, 3\).*put ops\.ToRGB\(\) in the pipeline"):
         list(ss.DataLoader(gray, batch_size=4))
+
+
+def test_a_loaders_shape_mismatch_names_the_file_of_the_sample(folder):
+    with pytest.raises(ValueError) as caught:  # sample 1 is another size than sample 0
+        list(ss.DataLoader(ss.imagefolder(folder, decode=True), batch_size=4))
+    shown = "\n".join([str(caught.value), *getattr(caught.value, "__notes__", [])])
+    assert f"sample 1 (file {folder / 'cat' / '1.png'})" in shown, shown
+    gray = ss.mapfields(ss.imagefolder(folder), image=[ops.CenterCrop(16)])  # sample 2 is a grayscale JPEG
+    for workers in (0, 2):
+        with pytest.raises(ValueError) as caught:
+            list(ss.DataLoader(gray, batch_size=4, workers=workers))
+        shown = "\n".join([str(caught.value), *getattr(caught.value, "__notes__", [])])
+        assert f"sample 2 (file {folder / 'cat' / '2.jpg'})" in shown and "ops.ToRGB()" in shown, shown

@@ -36,8 +36,11 @@ class Unshaped:
 class Buffers:
     """The batch slots of one loader: ``pool`` is None until the structure is known."""
 
-    def __init__(self, batch_size: int, capacity: int, allocate: Callable[..., Any], declared: Spec | None):
+    def __init__(
+        self, batch_size: int, capacity: int, allocate: Callable[..., Any], declared: Spec | None, origin: Callable[[int], str] = lambda i: ""
+    ):
         self.batch_size, self.capacity, self.allocate = batch_size, capacity, allocate
+        self.origin = origin  # sample i -> " (file x.jpg)" or "", for the errors that name a sample
         self._lock = threading.Lock()
         self.pool: SlotPool | None = None if declared is None else self._make(declared)
 
@@ -60,7 +63,7 @@ class Buffers:
             pool = self._make(Spec.of(samples[0]))
         storage = pool.acquire(len(samples))
         for j, (i, sample) in enumerate(zip(indices.tolist(), samples)):
-            pool.spec.write(storage, j, sample, f"sample {i} ({unshaped.info})")
+            pool.spec.write(storage, j, sample, f"sample {i}{self.origin(i)} ({unshaped.info})")
         if fresh:
             with self._lock:
                 if self.pool is None:

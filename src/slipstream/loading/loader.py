@@ -158,7 +158,7 @@ class DataLoader:
         )
         self._reader = make_reader(data)
         declared = self._reader.declared if collate is None else None
-        self._buffers = Buffers(self.batch_size, self.prefetch + 4, self._backend.allocate, declared)
+        self._buffers = Buffers(self.batch_size, self.prefetch + 4, self._backend.allocate, declared, self._reader.origin)
         self._next = Position()  # where the next iterator starts (after load_state_dict: mid-epoch)
         self._progress: Progress | None = None  # the most recent iterator's, kept after it is gone
         self._stats: EpochStats | None = None  # ... and its counters (see ``stats``)

@@ -73,6 +73,18 @@ class Reader:
     def resolve(self, indices: np.ndarray) -> np.ndarray:
         return indices if self.index_map is None else self.index_map[indices]
 
+    def origin(self, i: int) -> str:
+        """`` (file x.jpg)``: where the loader's sample ``i`` comes from, when the data says
+        (``data.sample_origin(index)``, as ``ss.imagefolder`` and the views mapped over it do), else ""."""
+        name = getattr(self.data, "sample_origin", None)
+        if not callable(name):
+            return ""
+        try:
+            found = name(int(self.resolve(np.asarray([i]))[0]))
+        except Exception:  # noqa: BLE001 - naming the sample must never hide its error
+            return ""
+        return f" ({found})" if found else ""
+
     def read(self, spec: Spec, storage: list[Any], a: int, indices: np.ndarray, info: BatchInfo) -> None:
         """Fill rows ``a..`` of ``storage`` (laid out by ``spec``) with observations ``indices``."""
         raise NotImplementedError
@@ -89,7 +101,7 @@ class Reader:
                 try:
                     out.append(getobs(data, idx))
                 except BaseException as exc:
-                    add_note(exc, f"slipstream: raised while loading sample {i} ({info})")
+                    add_note(exc, f"slipstream: raised while loading sample {i}{self.origin(i)} ({info})")
                     raise
         return out
 
@@ -140,7 +152,7 @@ class _SampleReader(Reader):
                     else:
                         write(storage, j, data[idx], i)
                 except BaseException as exc:
-                    add_note(exc, f"slipstream: raised while loading sample {i} ({info})")
+                    add_note(exc, f"slipstream: raised while loading sample {i}{self.origin(i)} ({info})")
                     raise
 
 
