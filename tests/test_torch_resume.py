@@ -613,3 +613,54 @@ def test_a_state_without_sampler_epochs_still_loads():
     assert [i for batch in fresh for i in batch.tolist()] == rest
     with pytest.raises(ValueError, match="sampler_epochs"):
         _distributed()[1].load_state_dict({**state, "draws": {**state["draws"], "sampler_epochs": {"sampler": -1}}})
+
+
+EPOCH_N = 40
+
+
+class EpochSampler(torch.utils.data.Sampler):
+    """A sampler whose permutation is a function of the epoch it is told (``set_epoch``), as
+    ``DistributedSampler``'s is, but which keeps that epoch under another name than ``epoch``."""
+
+    def __init__(self) -> None:
+        self._epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self._epoch = epoch
+
+    def __len__(self) -> int:
+        return EPOCH_N
+
+    def __iter__(self):
+        generator = torch.Generator().manual_seed(100 + self._epoch)
+        return iter(torch.randperm(EPOCH_N, generator=generator).tolist())
+
+
+def _make() -> tuple[DataLoader, EpochSampler]:
+    sampler = EpochSampler()
+    return DataLoader(list(range(EPOCH_N)), batch_size=4, sampler=sampler), sampler
+
+
+def test_a_sampler_with_set_epoch_but_no_epoch_attribute_is_refused_mid_epoch_not_resumed_from_another_permutation():
+    """A sampler whose epoch the drop-in cannot read cannot be put back at it: a mid-epoch state is
+    refused, naming the fix; a state between epochs still loads."""
+    loader, sampler = _make()
+    sampler.set_epoch(1)
+    whole = [i for batch in loader for i in batch.tolist()]  # epoch 1, uninterrupted
+    loader, sampler = _make()
+    sampler.set_epoch(1)
+    it = iter(loader)
+    seen = [i for _ in range(3) for i in next(it).tolist()]
+    state = loader.state_dict()
+    del it
+
+    resumed, _ = _make()  # a restarted job: the sampler is back at epoch 0, as DistributedSampler's is
+    with pytest.raises(ValueError, match=r"loader.sampler \(EpochSampler\) has set_epoch\(\) but no integer `epoch`"):
+        resumed.load_state_dict(state)
+    assert len(seen) == 12 and len(whole) == EPOCH_N
+    between, _ = _make()
+    list(between)
+    fresh, sampler = _make()
+    fresh.load_state_dict(between.state_dict())  # an epoch's start: nothing to put back
+    sampler.set_epoch(1)
+    assert sorted(i for batch in fresh for i in batch.tolist()) == list(range(EPOCH_N))

@@ -42,7 +42,7 @@ from ._mapepoch import _MapEpoch
 from ._maploader import make_map_loader
 from ._record import EpochRecord, SamplerDraws
 from ._rngstate import generators, replayed, restart_from, states
-from ._samplerepochs import check_epochs, epoch_samplers, epochs_of, set_epochs
+from ._samplerepochs import check_epochs, check_readable, epoch_samplers, epochs_of, set_epochs
 from ._state import Resume, build, read
 
 _BACKENDS = ("process", "thread")
@@ -324,10 +324,14 @@ class DataLoader(_tud.DataLoader[_T_co]):
         the epoch the interrupted epoch drew at, so the rest comes from the same permutation without
         a ``set_epoch`` call; the resumed ``iter()`` raises ``ValueError`` if ``set_epoch`` moved it
         to another epoch since (call ``set_epoch`` with the saved epoch's number, or not at all).
+        A mid-epoch state is refused (``ValueError``) for a sampler with ``set_epoch`` but no
+        integer ``epoch`` to read it by: it could not be put back at its epoch.
         Raises TypeError if ``state_dict`` is not a dict, ValueError if it is not such a state or
         was saved by a DataLoader built with a different dataset size, batching or sampling.
         """
         resume = read(self, state_dict)
+        if resume.draws is not None:  # mid-epoch: its samplers' epochs must be known (before anything changes)
+            check_readable(self)
         self.close()  # workers seeded for another run: the next iter() starts them as the state says
         self._ss = None
         restart_from(generators(self), resume.generators)

@@ -6,7 +6,9 @@ permutation's rest (repeating some samples, losing others). So a mid-epoch state
 such sampler's epoch when the epoch drew (``draws.sampler_epochs``), ``load_state_dict`` sets the
 samplers to it, and the resumed epoch refuses to draw from a sampler moved to another epoch since
 (``set_epoch`` called after ``load_state_dict`` with another number): ``ValueError`` saying which
-``set_epoch`` call the resumed epoch needs.
+``set_epoch`` call the resumed epoch needs. A sampler with ``set_epoch`` whose epoch cannot be
+read (no integer ``epoch`` attribute) cannot be put back at its epoch, so a mid-epoch state is
+refused for it (``check_readable``) rather than resumed from whatever epoch it is at.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["check_epochs", "epoch_samplers", "epochs_of", "parse_epochs", "set_epochs"]
+__all__ = ["check_epochs", "check_readable", "epoch_samplers", "epochs_of", "parse_epochs", "set_epochs"]
 
 
 def _keeps_epoch(obj: Any) -> bool:
@@ -22,17 +24,35 @@ def _keeps_epoch(obj: Any) -> bool:
     return isinstance(epoch, int) and not isinstance(epoch, bool) and callable(getattr(obj, "set_epoch", None))
 
 
+def _samplers(loader: Any) -> list[tuple[str, Any]]:
+    batch_sampler = getattr(loader, "batch_sampler", None)
+    return [
+        ("sampler", getattr(loader, "sampler", None)),
+        ("batch_sampler", batch_sampler),
+        ("batch_sampler.sampler", getattr(batch_sampler, "sampler", None)),
+    ]
+
+
+def check_readable(loader: Any) -> None:
+    """``ValueError`` when one of the loader's samplers has ``set_epoch`` but no integer ``epoch``
+    to read it by (a mid-epoch state cannot put it back at the epoch the interrupted epoch drew at)."""
+    for name, obj in _samplers(loader):
+        if obj is not None and callable(getattr(obj, "set_epoch", None)) and not _keeps_epoch(obj):
+            kind = type(obj).__name__
+            raise ValueError(
+                f"cannot resume mid-epoch: loader.{name} ({kind}) has set_epoch() but no integer `epoch` attribute, so the "
+                f"loader can neither record the epoch its order was drawn at nor set it back, and the rest of the epoch could "
+                f"come from another epoch's permutation (repeating some samples, losing others). Keep the epoch in "
+                f"`self.epoch` (as DistributedSampler does) and the state records and restores it; or resume at an epoch's start"
+            )
+
+
 def epoch_samplers(loader: Any) -> dict[str, Any]:
     """The loader's samplers that keep an epoch, by where they are: "sampler", "batch_sampler",
     "batch_sampler.sampler" (a ``BatchSampler`` over a ``DistributedSampler``); each object once."""
-    batch_sampler = getattr(loader, "batch_sampler", None)
     found: dict[str, Any] = {}
     seen: set[int] = set()
-    for name, obj in (
-        ("sampler", loader.sampler),
-        ("batch_sampler", batch_sampler),
-        ("batch_sampler.sampler", getattr(batch_sampler, "sampler", None)),
-    ):
+    for name, obj in _samplers(loader):
         if obj is not None and id(obj) not in seen and _keeps_epoch(obj):
             seen.add(id(obj))
             found[name] = obj
