@@ -145,7 +145,9 @@ class DataLoader:
             worker_init=worker_init,
         )  # fmt: skip
         self.data = data
-        self._seed_given = seed is not None  # an explicit seed is checked against a loaded state's, not replaced
+        # whether seed= was given: a loaded state of another seed is then refused, not taken (a wrapper
+        # that derives the seed itself, as the torch drop-in does, sets it False)
+        self.seed_given = seed is not None
         self.batch_size, self.workers, self.prefetch, self.seed = o.batch_size, o.workers, o.prefetch, o.seed
         self.rank, self.world_size = o.rank, o.world_size
         self.shuffle, self.drop_last, self.in_order, self.order = o.shuffle, o.drop_last, o.in_order, o.order
@@ -278,7 +280,7 @@ class DataLoader:
 
     # -- state -----------------------------------------------------------------------------
     def _batching(self) -> Batching:
-        seed = self.seed if self._seed_given else None
+        seed = self.seed if self.seed_given else None
         return Batching(self._n, self.world_size, self.rank, self.batch_size, self.drop_last, self._order, seed, field_names(self.data))
 
     def state_dict(self) -> dict[str, Any]:

@@ -137,5 +137,5 @@ def make_map_loader(dl: Any, base_seed: int) -> tuple[_SSLoader, _SamplerOrder |
     loader = _MapLoader(data, dl.collate_fn, **kwargs) if collate is None else _SSLoader(data, **kwargs)
     # without seed=, the core's seed is derived from torch's generator here: a loaded state's is
     # taken (the drop-in's own identity checks seed= against the state's)
-    loader._seed_given = dl.seed is not None
+    loader.seed_given = dl.seed is not None
     return loader, order
