@@ -260,7 +260,9 @@ def test_a_file_system_without_locks_is_warned_about_and_the_write_goes_ahead(tm
     monkeypatch.setattr(writelock.fcntl, "lockf", refuse)
     with pytest.warns(RuntimeWarning, match="this file system refuses file locks"):
         folder = _base(tmp_path / "ds")
-    assert _values(folder) == list(range(10)) and not [name for name in os.listdir(folder) if name.startswith(".")]
+    assert _values(folder) == list(range(10))
+    # the lock file is left as it is (it may be another writer's); every later write takes it as empty
+    assert [name for name in os.listdir(folder) if name.startswith(".")] == [LOCK]
 
 
 def _blocked_lock_waiters(path: Path) -> int:
@@ -368,3 +370,84 @@ def test_a_child_process_appending_while_its_parent_holds_the_lock_waits_its_tur
         if child is not None and child.poll() is None:
             child.kill()
     assert _values(folder) == list(range(10)) + list(range(100, 110))
+
+
+def test_a_transient_enolck_while_waiting_for_a_held_lock_does_not_let_the_write_go_ahead(tmp_path):
+    """A wait for a lock another writer holds (locks work here) that fails with ENOLCK (an NFS lock
+    daemon briefly unreachable) is an error: the write never goes ahead beside the holder."""
+    folder = tmp_path / "f"
+    folder.mkdir()
+    child = textwrap.dedent(
+        f"""
+        import errno, fcntl, warnings
+        from pathlib import Path
+        from slipstream.files import writelock
+        real = fcntl.lockf
+        def lockf(fd, op):
+            if op & fcntl.LOCK_NB:
+                return real(fd, op)  # (busy: the parent holds it)
+            raise OSError(errno.ENOLCK, "No locks available")
+        writelock.fcntl.lockf = lockf
+        warnings.simplefilter("ignore")
+        try:
+            with writelock.locked(Path({str(folder)!r})):
+                print("ENTERED while another writer holds the lock")
+        except OSError as exc:
+            print("REFUSED", exc)
+        """
+    )
+    with writelock.locked(folder):
+        out = run_python(child, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "ENTERED" not in out.stdout, out.stdout
+
+
+def test_a_writer_that_made_the_lock_file_does_not_remove_it_when_another_writer_locked_it_first(tmp_path):
+    """Writer A makes the lock file; before A's lockf, writer B opens that file and locks it; A's
+    lockf then fails with ENOLCK: A leaves the file B holds."""
+    folder = tmp_path / "f"
+    folder.mkdir()
+    path = folder / LOCK
+    code = textwrap.dedent(
+        f"""
+        import errno, sys, warnings
+        from pathlib import Path
+        from slipstream.files import writelock
+        def lockf(fd, op):
+            print("CREATED", flush=True)
+            sys.stdin.readline()  # the other writer has locked the file meanwhile
+            raise OSError(errno.ENOLCK, "No locks available")
+        writelock.fcntl.lockf = lockf
+        warnings.simplefilter("ignore")
+        with writelock.locked(Path({str(folder)!r})):
+            pass
+        print("DONE", flush=True)
+        """
+    )
+    import fcntl
+
+    a = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": SRC},
+    )  # fmt: skip
+    fd = None
+    try:
+        assert a.stdout.readline().strip() == "CREATED", a.stderr.read()
+        fd = os.open(path, os.O_RDWR)  # writer B, as _open does for a file that is there
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        a.stdin.write("go\n")
+        a.stdin.flush()
+        assert a.wait(timeout=60) == 0, a.stderr.read()
+        assert path.exists() and os.stat(path).st_ino == os.fstat(fd).st_ino, "writer A removed the lock file writer B holds"
+    finally:
+        if fd is not None:
+            os.close(fd)
+        if a.poll() is None:
+            a.kill()
+
+
+def test_a_missing_folder_is_a_clear_error_not_a_recursion_error(tmp_path):
+    """A folder that is gone (removed between ``writing``'s mkdir and the lock) is a clear
+    ``FileNotFoundError``."""
+    with pytest.raises(FileNotFoundError), writelock.locked(Path(tmp_path / "gone")):
+        pass

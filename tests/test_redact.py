@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pickle
+import subprocess
 import traceback
 
 import pytest
+from helpers import run_python
 
 import slipstream as ss
 from slipstream.core import redact as redact_module
@@ -131,3 +133,40 @@ def test_credentials_the_client_reads_from_a_url_are_never_shown(url: str, tmp_p
     with pytest.raises(ss.RemoteReadError) as caught:  # nothing listens on port 9: refused at once
         ss.open(url, cache_dir=tmp_path, retry_budget=0.5, timeout=0.5)
     assert PLAIN not in _everything(caught.value), _everything(caught.value)[-400:]
+
+
+_SLOW = {
+    # a compact JSON list of URLs of an endpoint with a port (an index, a listing quoted in a message)
+    "json_urls": "json.dumps([f'http://127.0.0.1:9000/bucket/shard-{i:05d}.arrow' for i in range(20000)], separators=(',', ':'))",
+    # URLs joined by commas (the same, unquoted)
+    "comma_urls": "','.join(f'http://127.0.0.1:9000/bucket/shard-{i:05d}.arrow' for i in range(20000))",
+    # a long run of scheme characters (a base64/hex-ish blob with '-', '.' or '+') then a URL
+    "scheme_chars": "'a-' * 500000 + ' s3://bucket/key'",
+}
+
+
+@pytest.mark.parametrize("text", list(_SLOW), ids=list(_SLOW))
+def test_redact_of_a_megabyte_of_text_does_not_take_quadratic_time(text):
+    """Redaction is linear in the text's length: about 1 MB of URLs, or of scheme characters before
+    one, is done long before a deadline that a quadratic scan would pass (minutes)."""
+    code = f"import json\nfrom slipstream.core.redact import redact\ntext = {_SLOW[text]}\nredact(text)\nprint('DONE', len(text))\n"
+    try:
+        out = run_python(code, timeout=30)  # a deadline for a hang, not a speed check
+    except subprocess.TimeoutExpired:
+        pytest.fail("redact() of about 1 MB of text ran past 30 s: it is not linear in the text's length")
+    assert out.returncode == 0 and "DONE" in out.stdout, out.stderr[-2000:]
+
+
+def test_a_url_with_a_port_and_an_at_sign_in_its_path_is_not_taken_for_credentials():
+    """``http://host:9000/bucket/model@v2/train.arrow`` has no user information (the authority ends
+    at the first '/', and ``9000`` is a port): its name is itself, and two datasets under it open
+    together."""
+    from slipstream.core.redact import redact_url
+    from slipstream.remote.store import Store
+
+    a = "http://127.0.0.1:9000/bucket/model@v2/train.arrow"
+    b = "http://127.0.0.1:9000/other/model@v2/train.arrow"
+    assert redact_url(a) == a
+    store = Store()
+    assert store.name(a) == a
+    assert store.name(b) == b

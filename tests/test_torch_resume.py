@@ -664,3 +664,31 @@ def test_a_sampler_with_set_epoch_but_no_epoch_attribute_is_refused_mid_epoch_no
     fresh.load_state_dict(between.state_dict())  # an epoch's start: nothing to put back
     sampler.set_epoch(1)
     assert sorted(i for batch in fresh for i in batch.tolist()) == list(range(EPOCH_N))
+
+
+def test_a_distributed_sampler_under_a_batch_sampler_shard_is_resumed_at_its_epoch_or_refused():
+    """accelerate's ``BatchSamplerShard(BatchSampler(DistributedSampler))`` keeps the sampler at
+    ``batch_sampler.batch_sampler.sampler``: a restarted job (the sampler back at epoch 0) resumes
+    the interrupted epoch's rest, from its epoch's permutation."""
+    torch = pytest.importorskip("torch")
+    accelerate = pytest.importorskip("accelerate.data_loader")
+    from torch.utils.data import BatchSampler, DistributedSampler
+
+    def make():
+        sampler = DistributedSampler(range(40), num_replicas=1, rank=0, shuffle=True, seed=0)
+        return sampler, DataLoader(list(range(40)), batch_sampler=accelerate.BatchSamplerShard(BatchSampler(sampler, 4, False)))
+
+    sampler, loader = make()
+    for epoch in range(2):
+        sampler.set_epoch(epoch)
+        list(loader)
+    sampler.set_epoch(2)
+    it = iter(loader)
+    seen = [i for _ in range(3) for i in next(it).tolist()]
+    state = json.loads(json.dumps(loader.state_dict()))
+    rest = [i for batch in it for i in batch.tolist()]
+    assert torch is not None
+    _, fresh = make()
+    fresh.load_state_dict(state)
+    got = [i for batch in fresh for i in batch.tolist()]
+    assert got == rest, f"resumed from another epoch's permutation: {len(set(seen) & set(got))} repeated, {40 - len(set(seen) | set(got))} lost"

@@ -30,24 +30,20 @@ import os
 import re
 import threading
 import urllib.parse
+from collections.abc import Iterator
 from typing import Any
 
 __all__ = ["MASK", "RedactedError", "has_credentials", "redact", "redact_url", "remember", "remember_options", "scrubbed"]
 
 MASK = "***"
 
-# a URL's scheme, then (optionally) its user information, up to the last '@' before the host (no
-# '@' between it and the first '/', '?', '#' or the end), as HTTP clients split it: a user part up
-# to ':' that may hold '@' (an e-mail address), and a password that may hold anything but white
-# space ('/', ':', '@', quotes: AWS secret keys hold '/'; not every user encodes them). Reading too
-# much as credentials only hides more of a message; reading too little would show a secret.
-_USERINFO = re.compile(
-    r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^\s/?#:\[\]]*?)(?P<password>:[^\s]*?)?@(?=[^@/?#\s]*(?:[/?#\s]|$))"
-)
 _QUERY = re.compile(r"(?P<lead>[?&;](?:amp;)?)(?P<name>[^\s=&;#\"'<>?]*)=(?P<value>[^\s&;#\"'<>]*)")
 _SENSITIVE = re.compile(r"sig|token|secret|pass|pwd|cred|key|auth|session", re.IGNORECASE)
 _CONNECTION = re.compile(r"conn", re.IGNORECASE)  # (an Azure connection_string holds its account key)
-_URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]*://\S*")  # (to the next white space: a password may hold quotes)
+_SPACE = re.compile(r"\s")
+_DELIMITER = re.compile(r"[/?#]")
+_SCHEME = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-")
+_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _CONTAINER_SCHEMES = ("az://", "abfs://", "abfss://", "adl://", "wasb://", "wasbs://")  # container@account: not a secret
 _ENVIRONMENT = (
     "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AZURE_STORAGE_KEY", "AZURE_STORAGE_ACCOUNT_KEY",
@@ -64,10 +60,59 @@ class RedactedError(Exception):
     in place: its message is ``"<its type>: <its text, redacted>"``."""
 
 
-def _user(match: re.Match) -> str:
-    if match["password"] is None and match["scheme"].lower() in _CONTAINER_SCHEMES:
-        return match[0]
-    return f"{match['scheme']}{MASK}@"
+def _urls(text: str) -> Iterator[tuple[int, int, int]]:
+    """(start, end of its ``scheme://``, end) of every URL in ``text``, in order, in linear time: a
+    scheme (a letter, then letters, digits, ``+ . -``) before each ``://``, the URL running to the
+    next white space (a password may hold quotes) or to the next URL's scheme (a URL in a query)."""
+    found: list[tuple[int, int]] = []
+    at = floor = 0
+    while (k := text.find("://", at)) >= 0:
+        start = k
+        while start > floor and text[start - 1] in _SCHEME:
+            start -= 1
+        while start < k and text[start] not in _LETTERS:
+            start += 1
+        if start < k:
+            found.append((start, k + 3))
+        at = floor = k + 3
+    space = -1
+    for i, (start, body) in enumerate(found):
+        if space < body:
+            match = _SPACE.search(text, body)
+            space = match.start() if match else len(text)
+        following = found[i + 1][0] if i + 1 < len(found) else len(text)
+        yield start, body, min(space, following)
+
+
+def _userinfo(rest: str) -> tuple[str, str | None] | None:
+    """(user, password or None) of a URL whose text after ``scheme://`` is ``rest``, or None when
+    it has no user information. As HTTP clients read it: the authority runs to the first ``/``,
+    ``?`` or ``#`` and its user information to its last ``@`` (a user may be an e-mail address, a
+    password may hold quotes). One more form is read, since not every user encodes a password:
+    ``user:pass/word@host``, a password holding ``/``, ``?`` or ``#`` (AWS secret keys hold ``/``),
+    up to the ``@`` that a host follows; never ``host:port/...@...`` (a path with an ``@``) or an
+    IPv6 ``[...]`` host. Reading too much as credentials only hides more of a message; reading too
+    little would show a secret."""
+    found = _DELIMITER.search(rest)
+    authority_end = found.start() if found else len(rest)
+    at = rest.rfind("@", 0, authority_end)
+    if at < 0:
+        colon = rest.find(":", 0, authority_end)
+        after = rest[colon + 1 : authority_end]
+        if colon <= 0 or rest.startswith("[") or not after or after.isdigit():
+            return None
+        first = rest.find("@", authority_end)
+        if first < 0:
+            return None
+        found = _DELIMITER.search(rest, first + 1)
+        at = rest.rfind("@", first, found.start() if found else len(rest))
+    user, colon, password = rest[:at].partition(":")
+    return user, (password if colon else None)
+
+
+def _is_container(scheme: str, info: tuple[str, str | None]) -> bool:
+    """An Azure ``container@account`` URL: its user part names a container, not a secret."""
+    return info[1] is None and scheme.lower() in _CONTAINER_SCHEMES
 
 
 def _query(match: re.Match) -> str:
@@ -78,21 +123,35 @@ def _query(match: re.Match) -> str:
 
 def redact_url(url: str) -> str:
     """``url`` with its user information and credential parameters replaced by ``***``."""
-    url = _USERINFO.sub(_user, url)
-    return _QUERY.sub(_query, url) if "?" in url else url
+    out, last = [], 0
+    for start, body, end in _urls(url):
+        rest = url[body:end]
+        info = _userinfo(rest)
+        if info is not None and not _is_container(url[start:body], info):
+            at = len(info[0]) + (0 if info[1] is None else 1 + len(info[1]))
+            rest = f"{MASK}{rest[at:]}"
+        out += [url[last:body], _QUERY.sub(_query, rest) if "?" in rest else rest]
+        last = end
+    return "".join(out) + url[last:] if out else url
 
 
-def _url_in_text(match: re.Match) -> str:
-    url = match[0]
-    body = url.rstrip(".,:;)]}>\"'")  # (the punctuation or quote after a URL in a sentence or repr is not part of it)
-    return redact_url(body) + url[len(body) :]
+def _in_text(text: str) -> str:
+    """``text`` with each URL in it redacted (the punctuation or quote after a URL in a sentence or
+    repr is not part of it)."""
+    out, last = [], 0
+    for start, _, end in _urls(text):
+        url = text[start:end]
+        body = url.rstrip(".,:;)]}>\"'")
+        out += [text[last:start], redact_url(body), url[len(body) :]]
+        last = end
+    return "".join(out) + text[last:] if out else text
 
 
 def redact(text: Any) -> str:
     """``str(text)`` with every credential in it replaced by ``***`` (see the module doc)."""
     text = str(text)
     if "://" in text:
-        text = _URL.sub(_url_in_text, text)
+        text = _in_text(text)
     for secret in _known():
         if secret in text:
             text = text.replace(secret, MASK)
@@ -123,14 +182,16 @@ def remember(url: str) -> None:
     """Redact, from now on in this process, the credentials in ``url`` wherever they appear: its
     user information (the password; the user part when it stands alone, as a token does) and its
     credential parameters."""
-    for match in _USERINFO.finditer(url):
-        if match["password"] is None and match["scheme"].lower() in _CONTAINER_SCHEMES:
+    for start, body, end in _urls(url):
+        info = _userinfo(url[body:end])
+        if info is None or _is_container(url[start:body], info):
             continue
-        if match["password"] is None:
-            _add(match["user"])  # (a token in the user's place)
+        user, password = info
+        if password is None:
+            _add(user)  # (a token in the user's place)
         else:
-            _add(match["password"][1:])
-            _add(match["user"] + match["password"])
+            _add(password)
+            _add(f"{user}:{password}")
     for match in _QUERY.finditer(url):
         if _SENSITIVE.search(match["name"]) and match["value"]:
             _add(match["value"])

@@ -21,13 +21,13 @@ the second waits for the first, then sees what it left (``files.folder.writing``
 * The file is opened without following links and used only when it is a regular file: anything
   else there is refused (``FileExistsError`` naming it), never written through.
 * A file system that refuses locks (some FUSE and network mounts) is a ``RuntimeWarning`` and the
-  write goes ahead unlocked (the file left as it is): concurrent writes of one folder there are
-  not kept apart.
+  write goes ahead unlocked (the lock file left as it is: it may be another writer's), so concurrent
+  writes of one folder there are not kept apart. A wait for a lock that another writer holds never
+  goes ahead unlocked: a failure there is an ``OSError``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
 import multiprocessing
@@ -41,13 +41,17 @@ from pathlib import Path
 
 from ..core.processlock import ProcessLock
 
-__all__ = ["LOCK", "locked"]
+__all__ = ["LOCK", "WaitFailedError", "locked"]
 
 LOCK = ".slipstream-write.lock"
 
 _THREAD_LOCKS: dict[str, ProcessLock] = {}
 _THREAD_LOCKS_LOCK = ProcessLock()
 _UNSUPPORTED = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL, errno.EBADF}
+
+
+class WaitFailedError(OSError):
+    """The wait for a lock another writer holds failed (locks work there): the write does not go ahead."""
 
 
 def _thread_lock(folder: Path) -> ProcessLock:
@@ -79,26 +83,26 @@ def _refuse_endless_wait(path: Path) -> None:
         )
 
 
-def _open(path: Path) -> tuple[int, bool]:
-    """(a read-write descriptor of the lock file, whether this call made it), never through a
-    link: ``FileExistsError`` naming it when a link, FIFO or anything but a regular file is there
-    (whoever can write the folder could otherwise aim the writer at another file)."""
+def _open(path: Path) -> int:
+    """A read-write descriptor of the lock file (made if missing), never through a link:
+    ``FileExistsError`` naming it when a link, FIFO or anything but a regular file is there
+    (whoever can write the folder could otherwise aim the writer at another file);
+    ``FileNotFoundError`` when the folder is not there."""
     flags = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     fd = None
-    for extra in (os.O_CREAT | os.O_EXCL, 0):  # made here, or opened as it is (a race between the two: try again)
+    for _ in range(100):  # (made, or opened as it is; removed between the two by its holder: again)
         try:
-            fd = os.open(path, flags | extra, 0o666)
+            fd = os.open(path, flags | os.O_CREAT, 0o666)
             break
-        except FileExistsError:
-            continue
         except FileNotFoundError:
-            return _open(path)
+            if not path.parent.is_dir():
+                raise FileNotFoundError(errno.ENOENT, f"{path.parent}: the folder to write is not there", str(path.parent)) from None
         except OSError as exc:
             if exc.errno not in (errno.ELOOP, errno.ENXIO, errno.EISDIR):
                 raise
             break
     if fd is not None and stat.S_ISREG(os.fstat(fd).st_mode):
-        return fd, extra != 0
+        return fd
     if fd is not None:
         os.close(fd)
     raise FileExistsError(
@@ -121,7 +125,7 @@ def _record(fd: int) -> None:
 def _acquire(path: Path) -> int | None:
     """A descriptor of ``path`` holding its lock (None where the file system refuses locks)."""
     while True:
-        fd, made = _open(path)
+        fd = _open(path)
         try:
             try:
                 fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -129,13 +133,15 @@ def _acquire(path: Path) -> int | None:
                 if busy.errno not in (errno.EACCES, errno.EAGAIN):
                     raise
                 _refuse_endless_wait(path)
-                fcntl.lockf(fd, fcntl.LOCK_EX)  # another write of the folder: wait for it to end
+                try:
+                    fcntl.lockf(fd, fcntl.LOCK_EX)  # another write of the folder: wait for it to end
+                except OSError as exc:  # (locks work here, and another writer holds this one: never go ahead)
+                    raise WaitFailedError(
+                        exc.errno, f"{path.parent}: waiting for another write of this folder to end failed ({exc}); write it again", str(path)
+                    ) from exc
         except OSError as exc:
-            if exc.errno in _UNSUPPORTED and made and _same_file(fd, path):
-                with contextlib.suppress(OSError):  # (made by this call: no lock to keep; one found there may be held)
-                    os.unlink(path)
             os.close(fd)
-            if exc.errno in _UNSUPPORTED:
+            if exc.errno in _UNSUPPORTED and not isinstance(exc, WaitFailedError):  # (the file is left: it may be another writer's)
                 warnings.warn(
                     f"{path.parent}: this file system refuses file locks ({exc}); the write goes ahead unlocked, so another write "
                     "of this folder at the same time could replace its shards: run one write of a folder at a time here",

@@ -24,13 +24,25 @@ def _keeps_epoch(obj: Any) -> bool:
     return isinstance(epoch, int) and not isinstance(epoch, bool) and callable(getattr(obj, "set_epoch", None))
 
 
+_DEPTH = 4  # sampler wrappers looked through (accelerate's BatchSamplerShard(BatchSampler(DistributedSampler)): 3)
+
+
 def _samplers(loader: Any) -> list[tuple[str, Any]]:
-    batch_sampler = getattr(loader, "batch_sampler", None)
-    return [
-        ("sampler", getattr(loader, "sampler", None)),
-        ("batch_sampler", batch_sampler),
-        ("batch_sampler.sampler", getattr(batch_sampler, "sampler", None)),
-    ]
+    """The loader's samplers and those they wrap (their ``sampler`` and ``batch_sampler``), each
+    object once, by the path it is reached by: "sampler", "batch_sampler", "batch_sampler.sampler",
+    "batch_sampler.batch_sampler.sampler"..., at most ``_DEPTH`` attributes deep."""
+    found: list[tuple[str, Any]] = []
+    seen: set[int] = set()
+    todo = [(name, getattr(loader, name, None)) for name in ("sampler", "batch_sampler")]
+    while todo:
+        name, obj = todo.pop(0)
+        if obj is None or id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        found.append((name, obj))
+        if name.count(".") + 1 < _DEPTH:
+            todo += [(f"{name}.{inner}", getattr(obj, inner, None)) for inner in ("sampler", "batch_sampler")]
+    return found
 
 
 def check_readable(loader: Any) -> None:
@@ -48,15 +60,10 @@ def check_readable(loader: Any) -> None:
 
 
 def epoch_samplers(loader: Any) -> dict[str, Any]:
-    """The loader's samplers that keep an epoch, by where they are: "sampler", "batch_sampler",
-    "batch_sampler.sampler" (a ``BatchSampler`` over a ``DistributedSampler``); each object once."""
-    found: dict[str, Any] = {}
-    seen: set[int] = set()
-    for name, obj in _samplers(loader):
-        if obj is not None and id(obj) not in seen and _keeps_epoch(obj):
-            seen.add(id(obj))
-            found[name] = obj
-    return found
+    """The loader's samplers that keep an epoch, by where they are (see ``_samplers``: a
+    ``DistributedSampler`` under a ``BatchSampler``, or under accelerate's ``BatchSamplerShard``
+    too); each object once."""
+    return {name: obj for name, obj in _samplers(loader) if _keeps_epoch(obj)}
 
 
 def epochs_of(samplers: Mapping[str, Any]) -> dict[str, int]:
