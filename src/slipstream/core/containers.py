@@ -21,7 +21,21 @@ import numpy as np
 
 from . import nested
 
-__all__ = ["getobs", "getobs_into", "is_group", "numobs", "write_obs"]
+__all__ = ["getobs", "getobs_into", "is_group", "numobs", "origin_note", "write_obs"]
+
+
+def origin_note(data: Any, index: int) -> str:
+    """`` (file x.jpg)``: where observation ``index`` of ``data`` comes from, for error messages,
+    when the container says (the optional ``data.sample_origin(index)``, as ``ss.imagefolder``
+    has), else "". Never raises: naming a sample must not hide its error."""
+    origin = getattr(data, "sample_origin", None)
+    if not callable(origin):
+        return ""
+    try:
+        found = origin(index)
+    except Exception:  # noqa: BLE001 - naming the sample must not hide the error itself
+        return ""
+    return f" ({found})" if found else ""
 
 
 def is_group(data: Any) -> bool:

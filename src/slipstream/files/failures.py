@@ -32,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..core.containers import getobs
+from ..core.containers import getobs, origin_note
 from ..core.errors import add_note
 from . import folder as _folder
 from . import format as _format
@@ -51,7 +51,6 @@ __all__ = [
     "listed",
     "mark",
     "record_in_shards",
-    "sample_origin_note",
     "shortened",
     "skipped_of",
     "warning",
@@ -134,17 +133,6 @@ def _outside(tb: types.TracebackType | None) -> types.TracebackType | None:
     for frame in reversed(kept):
         out = types.TracebackType(out, frame.tb_frame, frame.tb_lasti, frame.tb_lineno)
     return out
-
-
-def sample_origin_note(data: Any, index: int) -> str:
-    """`` (file x.jpg)``: where sample ``index`` of ``data`` comes from (``data.sample_origin``), or ""."""
-    origin = getattr(data, "sample_origin", None)
-    if not callable(origin):
-        return ""
-    try:
-        return f" ({origin(index)})"
-    except Exception:  # noqa: BLE001 - naming the sample must not hide the error itself
-        return ""
 
 
 # -- the samples left out --------------------------------------------------------------------
@@ -285,7 +273,7 @@ def first_sample(data: Any, total: int, skip: bool, where: Any = "the write") ->
         try:
             return getobs(data, index)
         except Exception as exc:
-            add_note(exc, f"while reading sample {index}{sample_origin_note(data, index)}")
+            add_note(exc, f"while reading sample {index}{origin_note(data, index)}")
             mark(exc, index)
             if not skip:
                 raise

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.containers import getobs, numobs, write_obs
+from ..core.containers import getobs, numobs, origin_note, write_obs
 from ..core.draws import Draws
 from ..core.errors import CorruptFileError
 from ..core.nodes import CollatedNode, VarNode
@@ -80,18 +80,13 @@ class MappedFields:
         try:
             value = sample[name]  # type: ignore[index]
         except (KeyError, TypeError):
-            raise KeyError(f"sample {index}{self._origin(index)} has no field {name!r} to map") from None
+            raise KeyError(f"sample {index}{origin_note(self.data, index)} has no field {name!r} to map") from None
         try:
-            return ImageSource.of(value, f"sample {index}{self._origin(index)}, field {name!r}")
+            return ImageSource.of(value, f"sample {index}{origin_note(self.data, index)}, field {name!r}")
         except ValueError as exc:
             if not isinstance(value, (bytes, bytearray, memoryview)):
                 raise
             raise ValueError(f"{exc}: {_DAMAGED_HINT}") from exc
-
-    def _origin(self, index: int) -> str:
-        """`` (file x.jpg)`` when the data names where sample ``index`` comes from (``sample_origin``), else ""."""
-        origin = self.sample_origin(index)
-        return f" ({origin})" if origin else ""
 
     def sample_origin(self, index: int) -> str | None:
         """Where sample ``index`` comes from (the data's ``sample_origin``, such as ``ss.imagefolder``'s
@@ -118,14 +113,14 @@ class MappedFields:
         except ImageDecodeError as exc:
             if self._packed:
                 raise CorruptFileError(self.data.source_of(index), f"sample {index}, field {name!r}: {exc}") from exc
-            raise ValueError(f"sample {index}{self._origin(index)}, field {name!r}: {exc}: {_DAMAGED_HINT}") from exc
+            raise ValueError(f"sample {index}{origin_note(self.data, index)}, field {name!r}: {exc}: {_DAMAGED_HINT}") from exc
         except WindowError as exc:  # an op that cannot apply to this image (a crop larger than it)
-            raise ValueError(f"sample {index}{self._origin(index)}, field {name!r}: {exc}") from exc
+            raise ValueError(f"sample {index}{origin_note(self.data, index)}, field {name!r}: {exc}") from exc
         if self._packed:
             self._checked[name][index] = source.checked
         if not self._declared and out is not None and result is not out and _channels_differ(np.shape(result), out.shape):
             raise ValueError(
-                f"sample {index}{self._origin(index)}, field {name!r}: the pipeline gives shape {np.shape(result)} but the batch holds "
+                f"sample {index}{origin_note(self.data, index)}, field {name!r}: the pipeline gives shape {np.shape(result)} but the batch holds "
                 f"{out.shape} (the first sample's): the images mix 1 and 3 channels; put ops.ToRGB() in the "
                 f"pipeline, or pack with F.Image(channels=3)"
             )

@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core.containers import getobs, numobs
+from ..core.containers import getobs, numobs, origin_note
 from ..core.errors import add_note
 from . import folder as _folder
-from .failures import Skips, mark, sample_origin_note
+from .failures import Skips, mark
 from .field import Field
 from .pagewrite import field_value, is_container
 
@@ -120,7 +120,7 @@ def _read(data: Any, index: int) -> Any:
     try:
         return getobs(data, index)
     except Exception as exc:
-        add_note(exc, f"while reading sample {index}{sample_origin_note(data, index)}")
+        add_note(exc, f"while reading sample {index}{origin_note(data, index)}")
         raise
 
 

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..core import stages
-from ..core.containers import getobs, getobs_into, is_group
+from ..core.containers import getobs, getobs_into, is_group, origin_note
 from ..core.errors import Cancelled, add_note
 from ..core.nodes import ArrayLeaf
 from ..core.rng import sample_context
@@ -75,15 +75,8 @@ class Reader:
 
     def origin(self, i: int) -> str:
         """`` (file x.jpg)``: where the loader's sample ``i`` comes from, when the data says
-        (``data.sample_origin(index)``, as ``ss.imagefolder`` and the views mapped over it do), else ""."""
-        name = getattr(self.data, "sample_origin", None)
-        if not callable(name):
-            return ""
-        try:
-            found = name(int(self.resolve(np.asarray([i]))[0]))
-        except Exception:  # noqa: BLE001 - naming the sample must never hide its error
-            return ""
-        return f" ({found})" if found else ""
+        (``core.containers.origin_note``), else ""."""
+        return origin_note(self.data, int(self.resolve(np.asarray([i]))[0]))
 
     def read(self, spec: Spec, storage: list[Any], a: int, indices: np.ndarray, info: BatchInfo) -> None:
         """Fill rows ``a..`` of ``storage`` (laid out by ``spec``) with observations ``indices``."""
