@@ -63,3 +63,15 @@ def test_it_pickles_as_a_fresh_lock():
         copy = pickle.loads(pickle.dumps(lock))
         with copy:  # not held: the copy is another lock
             pass
+
+
+def test_path_locks_give_one_lock_per_real_path(tmp_path):
+    from slipstream.core.processlock import PathLocks
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "a")
+    locks = PathLocks()
+    assert locks.of(tmp_path / "a") is locks.of(str(tmp_path / "link")) is locks.of(tmp_path / "b" / ".." / "a")
+    assert locks.of(tmp_path / "b") is not locks.of(tmp_path / "a")
+    assert PathLocks().of(tmp_path / "a") is not locks.of(tmp_path / "a")  # each table its own namespace

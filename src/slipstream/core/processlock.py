@@ -6,6 +6,10 @@ child forever (the thread that would release it does not exist there), so the ch
 takes a fresh lock there instead; it pickles as a fresh lock too. Use it for locks of objects that
 worker processes inherit or receive (a remote dataset's caches and counters); it guards only
 threads of one process against each other, never processes.
+
+``PathLocks`` hands out one ``ProcessLock`` per folder (by its real path): for a file lock, which
+belongs to the process rather than to a handle, so the threads of one process must take turns
+before it (two handles in two threads would both hold it, and closing either would release it).
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import os
 import threading
 from typing import Any
 
-__all__ = ["ProcessLock"]
+__all__ = ["PathLocks", "ProcessLock"]
 
 
 class ProcessLock:
@@ -40,3 +44,17 @@ class ProcessLock:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__()  # type: ignore[misc]
+
+
+class PathLocks:
+    """One ``ProcessLock`` per path in this process (``of(path)``, by its real path: see the module doc)."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, ProcessLock] = {}
+        self._lock = ProcessLock()
+
+    def of(self, path: str | os.PathLike) -> ProcessLock:
+        """The one lock of ``path`` in this process."""
+        key = os.path.realpath(path)
+        with self._lock:
+            return self._locks.setdefault(key, ProcessLock())

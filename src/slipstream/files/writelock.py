@@ -39,26 +39,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..core.processlock import ProcessLock
+from ..core.processlock import PathLocks
 
 __all__ = ["LOCK", "WaitFailedError", "locked"]
 
 LOCK = ".slipstream-write.lock"
 
-_THREAD_LOCKS: dict[str, ProcessLock] = {}
-_THREAD_LOCKS_LOCK = ProcessLock()
+_THREAD_LOCKS = PathLocks()  # one writer thread per folder in this process (the file lock is the process's)
 _UNSUPPORTED = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL, errno.EBADF}
 
 
 class WaitFailedError(OSError):
     """The wait for a lock another writer holds failed (locks work there): the write does not go ahead."""
-
-
-def _thread_lock(folder: Path) -> ProcessLock:
-    """This process's one thread lock for ``folder`` (the file lock is the process's, not a handle's)."""
-    key = os.path.realpath(folder)
-    with _THREAD_LOCKS_LOCK:
-        return _THREAD_LOCKS.setdefault(key, ProcessLock())
 
 
 def _same_file(fd: int, path: Path) -> bool:
@@ -163,7 +155,7 @@ def _acquire(path: Path) -> int | None:
 def locked(folder: Path) -> Iterator[None]:
     """Hold ``folder``'s write lock (see the module doc); ``folder`` must exist."""
     path = folder / LOCK
-    with _thread_lock(folder):
+    with _THREAD_LOCKS.of(folder):
         fd = _acquire(path)
         try:
             yield

@@ -63,7 +63,7 @@ from hmac import compare_digest
 from pathlib import Path
 from typing import Any
 
-from ..core.processlock import ProcessLock
+from ..core.processlock import PathLocks
 from . import claims
 from .cachedir import NEW, TAG, load_key, open_entry, open_private, seal
 
@@ -81,7 +81,7 @@ class PageCache:
     def __init__(self, folder: str | os.PathLike, limit: int):
         self.folder = Path(folder)
         self.limit = int(limit)
-        self._threads = _folder_lock(self.folder)  # one put at a time per folder in this process (see _folder_lock)
+        self._threads = _FOLDER_LOCKS.of(self.folder)  # one put at a time per folder in this process (core.processlock)
         self._dir = open_private(self.folder)  # (raises for a folder that is not private; None: cannot be made)
         self._key: bytes | None = None
         self.rejected = 0  # entries of the right size whose seal failed, in this process
@@ -249,14 +249,4 @@ class PageCache:
         self.__init__(state["folder"], state["limit"])  # type: ignore[misc]
 
 
-_FOLDER_LOCKS: dict[str, ProcessLock] = {}
-_FOLDER_LOCKS_LOCK = ProcessLock()
-
-
-def _folder_lock(folder: Path) -> ProcessLock:
-    """The one thread lock of this process for the cache in ``folder``, whichever ``PageCache`` uses
-    it: the file lock belongs to the process, not to a handle (two caches on one folder, in two
-    threads, would both hold it at once, and closing either handle would release it for both)."""
-    key = os.path.realpath(folder)
-    with _FOLDER_LOCKS_LOCK:
-        return _FOLDER_LOCKS.setdefault(key, ProcessLock())
+_FOLDER_LOCKS = PathLocks()  # one put at a time per cache folder in this process, whichever PageCache puts
