@@ -6,11 +6,17 @@ region-of-interest JPEG decoding with libjpeg-turbo's libjpeg API (``jpeg_crop_s
 lay out a chunk of a batch in one call without the GIL). It needs a C compiler and the libjpeg
 headers (Debian: ``libjpeg62-turbo-dev``); when either is missing the build is skipped and slipstream
 decodes whole images with simplejpeg and resamples with numba or NumPy instead (same pixels, slower).
+
+``slipstream.sequences._packing`` and ``_mixing`` (``src/slipstream/sequences/csrc``) are the
+token-sequence kernels: packing plans, row gathers into the batch, mixture interleaves. They need a
+C compiler only; without one NumPy gives the same results, slower.
 """
 
 from setuptools import Extension, setup
 
 SOURCES = ["_roijpeg.c", "csrc/roi.c", "csrc/resample.c", "csrc/place.c", "csrc/task.c"]
+# the token-sequence kernels need no library: they build wherever a C compiler is
+SEQUENCES = {"_packing": ["csrc/packing.c"], "_mixing": ["csrc/mixing.c"]}
 
 setup(
     ext_modules=[
@@ -22,5 +28,9 @@ setup(
             # no fused multiply-add: the resampling weights must round as Pillow's, NumPy's and numba's do
             extra_compile_args=["-O3", "-std=c99", "-ffp-contract=off"],
         )
+    ]
+    + [
+        Extension(f"slipstream.sequences.{name}", [f"src/slipstream/sequences/{path}" for path in paths], optional=True, extra_compile_args=["-O3", "-std=c99"])
+        for name, paths in SEQUENCES.items()
     ]
 )
