@@ -35,6 +35,7 @@ from .files.writer import write
 from .loading.loader import DataLoader
 from .loading.parallel import loadparallel
 from .remote.open import open
+from .sequences.attention import attention_inputs, segment_mask
 from .workers.sharedlist import SharedList
 
 __version__ = "0.1.0"
@@ -57,6 +58,7 @@ __all__ = [
     "TruncatedFileError",
     "WorkerError",
     "WorkerInfo",
+    "attention_inputs",
     "batchview",
     "default_collate",
     "fields",
@@ -72,6 +74,7 @@ __all__ = [
     "open",
     "ops",
     "sample_rng",
+    "segment_mask",
     "shuffleobs",
     "splitobs",
     "to_huggingface",
