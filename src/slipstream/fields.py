@@ -7,8 +7,8 @@ file alone. Encoders run in parallel worker threads and are pure functions of (v
 the same input gives the same bytes. Decoders read the column's buffers zero-copy from the
 (memory-mapped) page, and never trust them: damaged bytes raise, never crash.
 
-The scalar, bytes, text and JSON kinds are defined here; ``F.Array`` and ``F.Image`` in
-``slipstream.files.field_array`` and ``field_image``, and the protocol they share (``Field``,
+The scalar, bytes, text and JSON kinds are defined here; ``F.Array``, ``F.Image`` and ``F.Tokens`` in
+``slipstream.files.field_array``, ``field_image`` and ``field_tokens``, and the protocol they share (``Field``,
 ``Column``, ``ScalarColumn``) in ``slipstream.files.field``.
 """
 
@@ -21,7 +21,7 @@ import numpy as np
 
 from .files.field import Column, Field, ScalarColumn, binary_views, field_from_spec, pyarrow_module, slice_row
 
-__all__ = ["JSON", "Array", "Bool", "Bytes", "Field", "Float", "Image", "Int", "Text", "field_from_spec"]
+__all__ = ["JSON", "Array", "Bool", "Bytes", "Field", "Float", "Image", "Int", "Text", "Tokens", "field_from_spec"]
 
 
 # -- scalars (their column: files.field.ScalarColumn) ------------------------------------------
@@ -227,3 +227,4 @@ class JSON(_Variable):
 
 from .files.field_array import Array  # noqa: E402 - registered kinds, re-exported here
 from .files.field_image import Image  # noqa: E402
+from .files.field_tokens import Tokens  # noqa: E402

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .field import Field
+from .onefield import as_dicts
 
 __all__ = ["adapted", "default_fields", "is_hf_dataset", "stored_metadata"]
 
@@ -27,12 +28,13 @@ def is_hf_dataset(data: Any) -> bool:
 
 def adapted(data: Any, fields: Mapping[str, Field] | None) -> Any:
     """``data`` as ``ss.write`` reads it: a Hugging Face dataset as its rows (only the columns
-    ``fields`` names, when given), anything else as it is."""
+    ``fields`` names, when given); with one field in ``fields``, samples that are not dicts as
+    ``{name: sample}`` (``onefield``); anything else as it is."""
     if is_hf_dataset(data):
         from ..convert.hfrows import HuggingFaceRows
 
         return HuggingFaceRows(data, list(fields) if fields is not None else None)
-    return data
+    return as_dicts(data, fields)
 
 
 def default_fields(data: Any, fields: Mapping[str, Field] | None) -> Mapping[str, Field] | None:

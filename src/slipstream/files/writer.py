@@ -147,7 +147,7 @@ def write(
     """Pack ``data`` (a container or an iterable of dict samples) into the file ``path``.
 
     ``fields`` maps each stored key to its field (``slipstream.fields``); keys a sample has beyond
-    them are ignored, and a missing one raises ``ValueError`` naming the sample. When None, the
+    them are ignored, a missing one raises ``ValueError`` naming the sample (one field: a bare sample is its value). When None, the
     data's own (``data.default_fields()``: ``ss.imagefolder``'s image, label and path, a Hugging
     Face dataset's features), else fields inferred from the first sample (a PIL image as
     ``F.Image(codec="png")``). ``workers`` encoding threads (default: the CPU count, at
@@ -202,7 +202,7 @@ def _write(
 ) -> Path:  # fmt: skip
     """``write`` (see there), its errors as raised; with a skip policy ``report`` gets
     ``[skipped entries, total samples]``."""
-    data = _described.adapted(data, fields)  # a Hugging Face dataset as its rows
+    data = _described.adapted(data, fields)  # a Hugging Face dataset as its rows; one field's bare samples as dicts
     skip = on_error == "skip"
     fields = _described.default_fields(data, fields)
     origin = getattr(data, "sample_origin", None)
