@@ -170,7 +170,8 @@ def _table(n: int) -> tuple[pa.Table, list[bytes]]:
             "blob": pa.array([bytes([i, 0, 1]) for i in range(n)], pa.binary()),
             "photo": pa.array(jpegs, pa.binary()),
             "hf_image": pa.array([{"bytes": _png(_pixels(i, 6, 5)), "path": f"{i}.png"} for i in range(n)]),
-            "tags": pa.array([[i, i + 1] for i in range(n)]),
+            "tags": pa.array([[i, i + 1] for i in range(n)]),  # a list of integers: token ids
+            "words": pa.array([[f"w{i}"] * (i % 3) for i in range(n)]),  # any other list: JSON
             "meta": pa.array([{"a": i, "b": str(i)} for i in range(n)]),
             "kind": pa.array(["x", "y"] * (n // 2)).dictionary_encode(),
         }
@@ -187,13 +188,14 @@ def test_parquet_columns_map_to_fields_and_read_back_equal(tmp_path: Path):
     image = F.Image(codec="png")
     assert ds.fields == {
         "id": F.Int(), "score": F.Float(), "ok": F.Bool(), "name": F.Text(), "blob": F.Bytes(),
-        "photo": image, "hf_image": image, "tags": F.JSON(), "meta": F.JSON(), "kind": F.Text(),
+        "photo": image, "hf_image": image, "tags": F.Tokens(dtype="int64"), "words": F.JSON(), "meta": F.JSON(), "kind": F.Text(),
     }  # fmt: skip
     rows = table.to_pylist()
     for i, row in enumerate(rows):
         sample = ds[i]
-        for name in ("id", "score", "ok", "name", "blob", "tags", "meta", "kind"):
+        for name in ("id", "score", "ok", "name", "blob", "words", "meta", "kind"):
             assert sample[name] == row[name] and type(sample[name]) is type(row[name]), (i, name)
+        assert sample["tags"].dtype == np.int64 and sample["tags"].tolist() == row["tags"]
         np.testing.assert_array_equal(sample["photo"], simplejpeg.decode_jpeg(jpegs[i]))
         np.testing.assert_array_equal(sample["hf_image"], _pixels(i, 6, 5))
 
@@ -270,14 +272,14 @@ def test_huggingface_saved_dataset_converts_by_its_features(tmp_path: Path):
     assert _convert(folder, out) == 0
     ds = ss.open(out)
     assert ds.fields == {
-        "img": F.Image(codec="jpeg"), "label": F.Int(), "text": F.Text(), "score": F.Float(), "tokens": F.JSON(),
+        "img": F.Image(codec="jpeg"), "label": F.Int(), "text": F.Text(), "score": F.Float(), "tokens": F.Tokens(dtype="int64"),
         "emb": F.Array(dtype=np.float32, shape=(2, 2)),
     }  # fmt: skip
     assert len(ds) == 9
     for i in range(9):
         sample = ds[i]
         assert _stored(ds, "img", i) == ("jpeg", _jpeg(i, 8, 12))
-        assert (sample["label"], sample["text"], sample["score"], sample["tokens"]) == (i % 2, f"t{i}", i / 2, list(range(i % 3)))
+        assert (sample["label"], sample["text"], sample["score"], sample["tokens"].tolist()) == (i % 2, f"t{i}", i / 2, list(range(i % 3)))
         np.testing.assert_array_equal(sample["emb"], np.array([[i, 1.5], [2.0, -i]], np.float32))
 
 

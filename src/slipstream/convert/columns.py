@@ -1,5 +1,6 @@
 """Table columns as fields: how one Arrow (or Hugging Face) column becomes one slipstream field and
-its values, row by row (images stored as structs or bytes, arrays, strings, nested values)."""
+its values, row by row (images stored as structs or bytes, arrays, strings, lists of integers as
+token documents, other nested values as JSON)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import numpy as np
 from .. import fields as F
 from ..files.field import Field
 from ..files.field import pyarrow_module as _pa
+from ..files.field_tokens import list_views
 from ..images import codecs as _imaging
 from .base import ConvertError
 
@@ -108,6 +110,32 @@ def json_values(array: Any, first_row: int) -> list[Any]:
     return [json.loads(text) for text in plain(storage).to_pylist()]
 
 
+class TokenValues:
+    """Values of an Arrow list (or large_list) of integers, as ``F.Tokens`` stores them: per record
+    batch, the offsets and values buffers read as NumPy arrays, each row a view of its tokens (no
+    per-token Python). A null token inside a list raises naming the column and row."""
+
+    def __init__(self, where: Path, name: str, dtype: np.dtype):
+        self.where, self.name, self.dtype = where, name, dtype
+
+    def __call__(self, array: Any, first_row: int) -> list[np.ndarray]:
+        if array.flatten().null_count:
+            nulls = array.flatten().is_null().to_numpy(zero_copy_only=False)
+            lengths = np.diff(np.asarray(array.offsets, dtype=np.int64))
+            row = int(np.searchsorted(np.cumsum(lengths), int(np.flatnonzero(nulls)[0]), side="right"))
+            raise null_error(self.where, self.name, first_row + row, " (a null token inside its list)")
+        offsets, values = list_views(array, self.dtype)
+        return [values[start:stop] for start, stop in zip(offsets[:-1].tolist(), offsets[1:].tolist())]
+
+
+def token_list(typ: Any) -> Any:
+    """The ``F.Tokens`` that holds an Arrow type when it is a list or large_list of integers, else None."""
+    pa = _pa()
+    if (pa.types.is_list(typ) or pa.types.is_large_list(typ)) and pa.types.is_integer(typ.value_type):
+        return F.Tokens(dtype=typ.value_type.to_pandas_dtype(), large=pa.types.is_large_list(typ))
+    return None
+
+
 class ArrayValues:
     """Values of a Hugging Face ArrayND column: one NumPy array of ``dtype`` per row."""
 
@@ -139,6 +167,9 @@ def arrow_column(where: Path, name: str, typ: Any, first: Callable[[], Any], ima
     if is_image_struct(value_type):
         base = base if base is not None else (where.parent if where.is_file() else where)
         return Column(name, copy.deepcopy(image), ImageStructValues(where, name, base))
+    tokens = token_list(value_type)
+    if tokens is not None:
+        return Column(name, tokens, TokenValues(where, name, np.dtype(tokens.dtype)))
     if is_nested(value_type):
         return Column(name, F.JSON(), list_values)
     raise ConvertError(

@@ -84,7 +84,7 @@ class _Converter:
     def _feature_bool(self) -> Any:
         return self.hf.Value("bool")
 
-    _array_text = _array_bytes = _array_float
+    _array_text = _array_bytes = _array_tokens = _array_float  # F.Tokens: list<int> is datasets' List storage
 
     def _feature_text(self) -> Any:
         return self.hf.Value("large_string")
@@ -98,6 +98,9 @@ class _Converter:
             return array
         check_json(array, self.hf.Json().decode_example, lambda row: f"{self.where()}, sample {first + row}")
         return pa.ExtensionArray.from_storage(pa.json_(), array.cast(pa.string()))  # new offsets only; the text is shared
+
+    def _feature_tokens(self) -> Any:
+        return (self.hf.LargeList if self.field.large else self.hf.Sequence)(self.hf.Value(self._dtype()))  # type: ignore[attr-defined]
 
     def _feature_json(self) -> Any:
         return self.hf.Value("large_string") if self.json_as_text else self.hf.Json()
@@ -351,7 +354,7 @@ def to_huggingface(
     * ``F.Array``: ``Value`` (shape ``()``), ``Sequence(length=n)`` (1-d), ``Array2D``..``Array5D``;
       ragged arrays as ``Sequence`` (1-d) or ``ArrayND`` with a free first dimension when the other
       dimensions agree; others (and complex dtypes) raise ``ValueError`` naming the field:
-      leave such fields out with ``fields=[...]``.
+      leave such fields out with ``fields=[...]``. ``F.Tokens``: ``List(Value(dtype))`` (``LargeList`` when large).
 
     Bad files raise ``ss.open``'s errors (``ss.PackedFileError`` subclasses naming the path).
     """

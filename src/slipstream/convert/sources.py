@@ -12,15 +12,16 @@
   1-d arrays become ``F.Int`` / ``F.Float`` / ``F.Bool`` (``F.Text`` / ``F.Bytes`` for string
   dtypes). Arrays are memory-mapped (``.npz`` members too, when stored uncompressed);
 * a ``.parquet`` file, read batch by batch (memory stays bounded): one field per column, by its
-  Arrow type (integer, floating, bool, string, binary or image bytes, list/struct as JSON); a
+  Arrow type (integer, floating, bool, string, binary or image bytes, a list of integers as
+  ``F.Tokens`` of its integer type, other lists and structs as JSON); a
   folder of ``.parquet`` files (and no sub-folders) is one dataset of their rows, the files in
   sorted name order, all with the same columns;
 * a Hugging Face dataset saved with ``save_to_disk`` (a folder with ``dataset_info.json`` and/or
   ``state.json`` and ``data-*.arrow`` Arrow IPC stream files), read with pyarrow alone: the
   ``features`` choose the fields (``Image`` -> ``F.Image``, ``ClassLabel`` -> ``F.Int`` with its
   names stored as ``metadata["class_names"][column]``,
-  ``Value`` -> a scalar or ``F.Text``, ``Array2D``..``Array5D`` -> ``F.Array``), the Arrow types
-  otherwise.
+  ``Value`` -> a scalar or ``F.Text``, ``Array2D``..``Array5D`` -> ``F.Array``, ``Sequence`` /
+  ``List`` of an integer ``Value`` -> ``F.Tokens``), the Arrow types otherwise.
 
 Packed files hold no nulls: a null value raises ``ConvertError`` naming the column and row.
 ``convert(src, out, ...)`` opens the source and writes it with ``ss.write``; with the default
