@@ -1,0 +1,138 @@
+"""A Hugging Face transformers model on ss.attention_inputs of packed rows: what keeps documents apart.
+
+A tiny randomly initialized Llama (no download). With ``use_cache=False`` and no
+``attention_mask``, "sdpa" and "eager" find the documents from ``position_ids`` (B, L) or
+flattened (1, B*L); an attention function that reads ``cu_seq_lens_q`` / ``max_length_q`` (the
+flash path's arguments) gets them; ss.segment_mask as a 4-D mask works for "sdpa" only. With the
+default ``use_cache=True`` a cache is made, packing is not detected and documents attend across
+each other.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import slipstream as ss
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+F = torch.nn.functional
+
+LENGTH = 12
+DOC_LENGTHS = [5, 3, 7, 2, 4, 6, 1, 9]
+
+
+def varlen_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+    """What flash_attn_varlen_func computes, written with SDPA per segment: (B, H, L, D) in, (B, L, H, D) out."""
+    cu, longest = kwargs["cu_seq_lens_q"], kwargs["max_length_q"]
+    assert kwargs["cu_seq_lens_k"] is cu and cu.dtype == torch.int32 and isinstance(longest, int)
+    b, h, l, d = query.shape
+    groups = h // key.shape[1]
+    q, k, v = (t.transpose(1, 2).reshape(b * l, t.shape[1], d) for t in (query, key, value))
+    k, v = k.repeat_interleave(groups, 1), v.repeat_interleave(groups, 1)
+    bounds = cu.tolist()
+    assert max(np.diff(bounds)) == longest
+    pieces = [F.scaled_dot_product_attention(q[s:e].transpose(0, 1), k[s:e].transpose(0, 1), v[s:e].transpose(0, 1),
+                                             is_causal=True, scale=scaling).transpose(0, 1) for s, e in zip(bounds[:-1], bounds[1:])]
+    return torch.cat(pieces).reshape(b, l, h, d), None
+
+
+transformers.AttentionInterface.register("slipstream_test_varlen", varlen_attention)
+
+
+def model(attn: str):
+    config = transformers.LlamaConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+                                      intermediate_size=64, vocab_size=100, max_position_embeddings=64, attn_implementation=attn)
+    torch.manual_seed(0)
+    return transformers.LlamaForCausalLM(config).eval()
+
+
+def packed():
+    """Documents first-fit into rows of LENGTH (ss.pack's item format), and where each one went."""
+    rng = np.random.default_rng(0)
+    docs = [rng.integers(1, 100, n) for n in DOC_LENGTHS]
+    tokens, seg = np.zeros((0, LENGTH), np.int32), np.zeros((0, LENGTH), np.int32)
+    where, fill = [], []
+    for doc in docs:
+        row = next((r for r, used in enumerate(fill) if used + len(doc) <= LENGTH), None)
+        if row is None:
+            row = len(fill)
+            fill.append(0)
+            tokens, seg = np.vstack([tokens, np.zeros(LENGTH, np.int32)]), np.vstack([seg, np.zeros(LENGTH, np.int32)])
+        at = fill[row]
+        tokens[row, at:at + len(doc)], seg[row, at:at + len(doc)] = doc, seg[row].max() + 1
+        where.append((row, at))
+        fill[row] += len(doc)
+    assert (seg == 0).any() and len(fill) > 1
+    return docs, {"tokens": torch.from_numpy(tokens), "segment_ids": torch.from_numpy(seg)}, where
+
+
+def alone(m, docs):
+    with torch.no_grad():
+        return [m(input_ids=torch.from_numpy(d)[None]).logits[0] for d in docs]
+
+
+def largest_error(logits, refs, where):
+    """The largest difference between a document's logits in the packed rows and alone."""
+    logits = logits.reshape(-1, LENGTH, logits.shape[-1])
+    return max(float((logits[r, a:a + len(ref)] - ref).abs().max()) for (r, a), ref in zip(where, refs))
+
+
+@pytest.mark.parametrize("attn", ["sdpa", "eager", "slipstream_test_varlen"])
+@pytest.mark.parametrize("flatten", [False, True])
+def test_packed_rows_give_each_document_its_unpacked_logits_and_loss(attn, flatten):
+    docs, batch, where = packed()
+    reference = model("sdpa")
+    refs = alone(reference, docs)
+    m = model(attn)
+    m.load_state_dict(reference.state_dict())
+    inputs = ss.attention_inputs(batch, flatten=flatten)
+    with torch.no_grad():
+        out = m(**inputs, use_cache=False)
+        assert largest_error(out.logits, refs, where) < 1e-5
+        scored = sum(len(d) - 1 for d in docs)
+        expected = sum(F.cross_entropy(ref[:-1], torch.from_numpy(d[1:]), reduction="sum") for d, ref in zip(docs, refs)) / scored
+        torch.testing.assert_close(out.loss, expected, rtol=1e-5, atol=1e-6)
+        # labels alone (the model shifts them) score the same tokens
+        without_shift = {k: v for k, v in inputs.items() if k != "shift_labels"}
+        torch.testing.assert_close(m(**without_shift, use_cache=False).loss, expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+def test_with_the_default_cache_sdpa_and_eager_attend_across_documents(attn):
+    """transformers makes a DynamicCache when use_cache is left on, and then ignores packed position_ids.
+
+    If this starts to fail, transformers detects packing with a cache too and the README's
+    ``use_cache=False`` note can be relaxed.
+    """
+    docs, batch, where = packed()
+    m = model(attn)
+    refs = alone(m, docs)
+    with torch.no_grad():
+        assert largest_error(m(**ss.attention_inputs(batch)).logits, refs, where) > 1e-3
+
+
+def test_segment_mask_as_a_4d_mask_keeps_sdpa_within_documents_even_with_the_cache():
+    docs, batch, where = packed()
+    m = model("sdpa")
+    refs = alone(m, docs)
+    inputs = ss.attention_inputs(batch)
+    with torch.no_grad():
+        out = m(input_ids=inputs["input_ids"], position_ids=inputs["position_ids"], attention_mask=ss.segment_mask(batch["segment_ids"]))
+    assert largest_error(out.logits, refs, where) < 1e-5
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="torch's varlen_attn (FlashAttention) needs CUDA")
+def test_cu_seqlens_drive_torch_varlen_attn_on_the_gpu():
+    from torch.nn.attention.varlen import varlen_attn
+
+    docs, batch, where = packed()
+    inputs = ss.attention_inputs({k: v.cuda() for k, v in batch.items()})
+    total = batch["tokens"].numel()
+    q, k, v = (torch.randn(total, 2, 16, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    out = varlen_attn(q, k, v, inputs["cu_seq_lens_q"], inputs["cu_seq_lens_k"], inputs["max_length_q"], inputs["max_length_k"], window_size=(-1, 0))
+    bounds = inputs["cu_seq_lens_q"].tolist()
+    for s, e in zip(bounds[:-1], bounds[1:]):
+        ref = F.scaled_dot_product_attention(q[s:e].transpose(0, 1), k[s:e].transpose(0, 1), v[s:e].transpose(0, 1), is_causal=True).transpose(0, 1)
+        torch.testing.assert_close(out[s:e], ref, rtol=2e-2, atol=2e-2)
