@@ -18,6 +18,7 @@ def reference(tokens: np.ndarray, seg: np.ndarray) -> dict:
     """One token at a time: segments are runs of equal ids within a row, padding runs included."""
     rows, length = seg.shape
     cu, positions, labels, shift = [0], [], [], []
+    position = 0
     for r in range(rows):
         for i in range(length):
             start = i == 0 or seg[r, i] != seg[r, i - 1]
@@ -79,6 +80,8 @@ def check_against_reference(out: dict, tokens: np.ndarray, seg: np.ndarray, flat
     assert str(out["cu_seq_lens_q"].dtype).endswith("int32")
     assert as_numpy(out["cu_seq_lens_q"]).tolist() == ref["cu_seqlens"]
     assert type(out["max_length_q"]) is int and out["max_length_q"] == out["max_length_k"] == ref["max_seqlen"]
+    assert tuple(out["seq_idx"].shape) == tuple(shape) and str(out["seq_idx"].dtype).endswith("int32")
+    assert as_numpy(out["seq_idx"]).reshape(-1).tolist() == np.repeat(np.arange(len(ref["cu_seqlens"]) - 1), np.diff(ref["cu_seqlens"])).tolist()
 
 
 @settings(max_examples=150, deadline=None)
@@ -153,8 +156,9 @@ def test_matches_transformers_flattening_collator_and_its_boundary_readers():
     seg = np.concatenate([np.full(len(d), k + 1, dtype=np.int32) for k, d in enumerate(docs)])[None]
     tokens = np.concatenate(docs).astype(np.int32)[None]
     ours = ss.attention_inputs({"tokens": torch.from_numpy(tokens), "segment_ids": torch.from_numpy(seg)}, flatten=True)
-    theirs = tf.DataCollatorWithFlattening(return_flash_attn_kwargs=True)([{"input_ids": d.tolist()} for d in docs], return_tensors="pt")
-    for name in ("input_ids", "position_ids", "labels", "cu_seq_lens_q", "cu_seq_lens_k"):
+    collate = tf.DataCollatorWithFlattening(return_flash_attn_kwargs=True, return_seq_idx=True)
+    theirs = collate([{"input_ids": d.tolist()} for d in docs], return_tensors="pt")
+    for name in ("input_ids", "position_ids", "labels", "seq_idx", "cu_seq_lens_q", "cu_seq_lens_k"):
         assert ours[name].dtype == theirs[name].dtype and ours[name].tolist() == theirs[name].tolist(), name
     assert ours["max_length_q"] == theirs["max_length_q"] == 4
 

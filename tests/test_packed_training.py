@@ -9,6 +9,7 @@ each document is run alone; the losses and the gradients agree.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import numpy as np
@@ -68,7 +69,7 @@ def varlen(cu_seqlens, max_seqlen: int) -> Callable:
         q, k, v = (t.reshape(-1, *shape[2:]) for t in (q, k, v))
         bounds = cu_seqlens.tolist()
         assert bounds[0] == 0 and bounds[-1] == q.shape[0] and max(np.diff(bounds)) == max_seqlen
-        pieces = [causal(q[a:b][None], k[a:b][None], v[a:b][None])[0] for a, b in zip(bounds[:-1], bounds[1:])]
+        pieces = [causal(q[a:b][None], k[a:b][None], v[a:b][None])[0] for a, b in itertools.pairwise(bounds)]
         return torch.cat(pieces).reshape(shape)
     return attend
 

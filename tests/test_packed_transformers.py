@@ -10,6 +10,8 @@ each other.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -34,7 +36,7 @@ def varlen_attention(module, query, key, value, attention_mask, scaling=None, dr
     bounds = cu.tolist()
     assert max(np.diff(bounds)) == longest
     pieces = [F.scaled_dot_product_attention(q[s:e].transpose(0, 1), k[s:e].transpose(0, 1), v[s:e].transpose(0, 1),
-                                             is_causal=True, scale=scaling).transpose(0, 1) for s, e in zip(bounds[:-1], bounds[1:])]
+                                             is_causal=True, scale=scaling).transpose(0, 1) for s, e in itertools.pairwise(bounds)]
     return torch.cat(pieces).reshape(b, l, h, d), None
 
 
@@ -127,12 +129,12 @@ def test_segment_mask_as_a_4d_mask_keeps_sdpa_within_documents_even_with_the_cac
 def test_cu_seqlens_drive_torch_varlen_attn_on_the_gpu():
     from torch.nn.attention.varlen import varlen_attn
 
-    docs, batch, where = packed()
+    _, batch, _ = packed()
     inputs = ss.attention_inputs({k: v.cuda() for k, v in batch.items()})
     total = batch["tokens"].numel()
     q, k, v = (torch.randn(total, 2, 16, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     out = varlen_attn(q, k, v, inputs["cu_seq_lens_q"], inputs["cu_seq_lens_k"], inputs["max_length_q"], inputs["max_length_k"], window_size=(-1, 0))
     bounds = inputs["cu_seq_lens_q"].tolist()
-    for s, e in zip(bounds[:-1], bounds[1:]):
+    for s, e in itertools.pairwise(bounds):
         ref = F.scaled_dot_product_attention(q[s:e].transpose(0, 1), k[s:e].transpose(0, 1), v[s:e].transpose(0, 1), is_causal=True).transpose(0, 1)
         torch.testing.assert_close(out[s:e], ref, rtol=2e-2, atol=2e-2)

@@ -10,7 +10,8 @@ at position 0, as the packed item's ``positions`` do).
 ``transformers`` causal language model's ``forward`` (padding-free packing: FlashAttention's
 variable-length boundaries and the ``position_ids`` convention), which also serve a hand-written
 model calling ``flash_attn_varlen_func`` directly; ``segment_mask`` gives the block-diagonal
-causal mask for ``torch.nn.functional.scaled_dot_product_attention`` or an eager softmax.
+causal mask for ``torch.nn.functional.scaled_dot_product_attention`` (or a hand-written softmax:
+``scores.masked_fill(~mask, float("-inf"))``) in models without a variable-length kernel.
 
 Both work on NumPy arrays and on torch tensors (results on the input's device, vectorized: no
 Python loop per row or per segment; the only host synchronization is one read of two integers, the
@@ -61,12 +62,16 @@ def attention_inputs(batch: Mapping[str, Any], *, field: str = "tokens", flatten
       never scored).
     - ``max_length_q`` and ``max_length_k`` (int): the longest segment (FlashAttention's
       ``max_seqlen``).
+    - ``seq_idx`` (int32, the shape of ``input_ids``): the segment of every token, 0 .. n-1 over
+      the flattened batch (what ``transformers``' Mamba-2 style layers take to keep their state
+      within documents).
 
     ``model(**attention_inputs(batch), use_cache=False)`` keeps attention within documents for a
     ``transformers`` model with ``attn_implementation`` "flash_attention_2" (through the
     ``cu_seq_lens`` arguments, either shape), "sdpa" or "eager" (through ``position_ids``; these
-    two see packing only with no ``attention_mask`` and no cache: with the default
-    ``use_cache=True`` a cache is made and documents attend across each other, silently).
+    two see packing only with no ``attention_mask`` and no cache: with ``use_cache`` left at the
+    config's default, True even in training mode, a cache is made and documents attend across each
+    other, silently).
     """
     if not isinstance(batch, Mapping):
         raise TypeError(f"attention_inputs: expected a batch mapping with {field!r} and 'segment_ids', found {type(batch).__name__}")
@@ -86,7 +91,7 @@ def attention_inputs(batch: Mapping[str, Any], *, field: str = "tokens", flatten
     rows, length = (int(n) for n in seg.shape)
     out = _torch_inputs(torch, tokens, seg) if torch is not None else _numpy_inputs(tokens, seg)
     shape = (1, rows * length) if flatten else (rows, length)
-    result = {name: out[name].reshape(shape) for name in ("input_ids", "position_ids", "labels", "shift_labels")}
+    result = {name: out[name].reshape(shape) for name in ("input_ids", "position_ids", "labels", "shift_labels", "seq_idx")}
     result["cu_seq_lens_q"] = result["cu_seq_lens_k"] = out["cu_seqlens"]
     result["max_length_q"] = result["max_length_k"] = out["max_seqlen"]
     return result
@@ -101,7 +106,8 @@ def segment_mask(segment_ids: Any, *, causal: bool = True) -> Any:
     ``causal``, j <= i. Every row of the mask has a True (its diagonal), so a padding query never
     makes ``scaled_dot_product_attention`` return NaN. It is the ``attn_mask`` of
     ``torch.nn.functional.scaled_dot_product_attention`` (broadcast over heads) and a 4-D
-    ``attention_mask`` a ``transformers`` model with ``attn_implementation="sdpa"`` uses as given.
+    ``attention_mask`` a ``transformers`` model with ``attn_implementation="sdpa"`` uses as given
+    (not "eager", which adds a mask to the scores: give it ``attention_inputs`` instead).
     Memory is B*L*L bytes: for long rows prefer a variable-length kernel.
     """
     torch = _torch_of(segment_ids)
@@ -172,7 +178,8 @@ def _numpy_inputs(tokens: np.ndarray, seg: np.ndarray) -> dict[str, Any]:
     shift = np.full_like(labels, IGNORE_INDEX)
     shift[:-1] = labels[1:]
     max_seqlen = int(lengths.max()) if lengths.size else 0
-    return {"input_ids": ids, "position_ids": positions, "labels": labels, "shift_labels": shift, "cu_seqlens": cu, "max_seqlen": max_seqlen}
+    run = (np.cumsum(starts, dtype=np.int32) - 1).astype(np.int32)
+    return {"input_ids": ids, "position_ids": positions, "labels": labels, "shift_labels": shift, "seq_idx": run, "cu_seqlens": cu, "max_seqlen": max_seqlen}
 
 
 def _torch_inputs(torch: Any, tokens: Any, seg: Any) -> dict[str, Any]:
@@ -192,4 +199,5 @@ def _torch_inputs(torch: Any, tokens: Any, seg: Any) -> dict[str, Any]:
     labels = ids.masked_fill(starts | (seg.reshape(-1) == 0), IGNORE_INDEX)
     shift = torch.full_like(labels, IGNORE_INDEX)
     shift[:-1] = labels[1:]
-    return {"input_ids": ids, "position_ids": positions, "labels": labels, "shift_labels": shift, "cu_seqlens": cu, "max_seqlen": int(longest)}
+    return {"input_ids": ids, "position_ids": positions, "labels": labels, "shift_labels": shift, "seq_idx": run.to(torch.int32),
+            "cu_seqlens": cu, "max_seqlen": int(longest)}
