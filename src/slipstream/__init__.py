@@ -36,6 +36,8 @@ from .loading.loader import DataLoader
 from .loading.parallel import loadparallel
 from .remote.open import open
 from .sequences.attention import attention_inputs, segment_mask
+from .sequences.megatron import megatron_file
+from .sequences.tokenfiles import token_file
 from .workers.sharedlist import SharedList
 
 __version__ = "0.1.0"
@@ -69,6 +71,7 @@ __all__ = [
     "loadparallel",
     "mapfields",
     "mapobs",
+    "megatron_file",
     "numobs",
     "obsview",
     "open",
@@ -78,6 +81,7 @@ __all__ = [
     "shuffleobs",
     "splitobs",
     "to_huggingface",
+    "token_file",
     "worker_info",
     "write",
 ]
