@@ -114,7 +114,7 @@ def test_a_parquet_set_gives_the_same_bytes_on_ray_and_from_the_command_line(tmp
     import pyarrow.parquet as pq
 
     ds, rows = ss.open(tmp_path / "cli"), [row for f in sorted(source.iterdir()) for row in pq.read_table(f).to_pylist()]
-    assert [ds[i]["id"] for i in range(len(ds))] == [r["id"] for r in rows] and [ds[i]["tags"] for i in range(len(ds))] == [r["tags"] for r in rows]
+    assert [ds[i]["id"] for i in range(len(ds))] == [r["id"] for r in rows] and [ds[i]["tags"].tolist() for i in range(len(ds))] == [r["tags"] for r in rows]
 
 
 def test_a_task_killed_mid_shard_is_retried_and_leaves_nothing_partial(tmp_path):
