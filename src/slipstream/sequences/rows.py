@@ -1,0 +1,180 @@
+"""Packed rows gathered from token pages: the compiled gather and its NumPy reference.
+
+A row is its pieces laid end to end (``packplan``): each piece's tokens, converted to the output
+dtype, with its segment id (1, 2, ... within the row) and positions 0, 1, ... beside them; the
+rest of the row is padding: ``pad_id`` tokens, segment 0, positions 0, 1, ... (a padding run
+counts as one segment of its own, as ``attention_inputs`` reads it).
+
+``PageTable`` hands the compiled gather each page's offsets and values as addresses, checked once
+per page (int64 offsets of one more entry than the page has documents, agreeing with the
+documents' lengths; 1-d contiguous values of the documents' dtype) and kept alive as long as the
+table: for resident documents (memory-mapped or in memory) the table of every page is built on
+first use and kept; for others (object storage) a table holds just the pages one call reads.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+from .documents import Documents
+from .packplan import BinsPlan, ConcatPlan
+
+__all__ = ["OUT_DTYPES", "PageTable", "gather", "gather_reference", "row_pieces"]
+
+_TOKEN_CODES = {np.dtype(t): k for k, t in enumerate((np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64, np.int8))}
+OUT_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
+_MISSING = 1024  # pages recorded per gather call that found some not loaded
+
+
+class _Table:
+    """Addresses of loaded pages (0 where not loaded) and the arrays they point into."""
+
+    def __init__(self, page_first: np.ndarray):
+        pages = page_first.size - 1
+        self.page_first = page_first
+        self.off_addr = np.zeros(pages, np.uint64)
+        self.val_addr = np.zeros(pages, np.uint64)
+        self.nvals = np.zeros(pages, np.int64)
+        self.arrays: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def add(self, p: int, offsets: np.ndarray, values: np.ndarray) -> None:
+        self.arrays[p] = (offsets, values)
+        self.nvals[p] = values.size
+        self.val_addr[p] = values.__array_interface__["data"][0]
+        self.off_addr[p] = offsets.__array_interface__["data"][0]
+
+
+class PageTable:
+    """The documents' pages, checked, for the gathers (thread-safe)."""
+
+    def __init__(self, documents: Documents):
+        self.documents = documents
+        self._full: _Table | None = None
+        self._lock = threading.Lock()
+
+    def checked(self, p: int) -> tuple[np.ndarray, np.ndarray]:
+        """Page ``p``'s (offsets, values), checked against the documents (``ValueError`` naming the page)."""
+        docs = self.documents
+        first, last = int(docs.page_first[p]), int(docs.page_first[p + 1])
+        offsets, values = docs.page(p)
+        offsets, values = np.asarray(offsets), np.asarray(values)
+        where = f"{docs.name}: page {p} (documents {first}..{last - 1})"
+        if offsets.dtype.kind not in "iu" or offsets.ndim != 1 or offsets.size != last - first + 1:
+            raise ValueError(f"{where}: expected {last - first + 1} integer offsets, got {offsets.dtype} of shape {offsets.shape}")
+        if values.ndim != 1 or values.dtype.kind not in "iu":
+            raise ValueError(f"{where}: expected 1-d integer token values, got {values.dtype} of shape {values.shape}")
+        if values.dtype != docs.dtype:
+            raise ValueError(f"{where}: its tokens are {values.dtype}, the documents' are {docs.dtype}")
+        offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+        if not values.dtype.isnative:
+            values = values.astype(values.dtype.newbyteorder("="))
+        values = np.ascontiguousarray(values)
+        if offsets.size > 1 and (offsets[0] < 0 or offsets[-1] > values.size or not np.array_equal(np.diff(offsets), docs.lengths[first:last])):
+            raise ValueError(f"{where}: its offsets disagree with the document lengths (or run past its {values.size} tokens)")
+        if values.__array_interface__["data"][0] == 0:  # an empty buffer: no piece reads it, but 0 means "not loaded"
+            values = np.zeros(1, values.dtype)[:0]
+        return offsets, values
+
+    def full(self) -> _Table:
+        """The table of every page (resident documents), built once."""
+        table = self._full
+        if table is None:
+            with self._lock:
+                if self._full is None:
+                    table = _Table(self.documents.page_first)
+                    for p in range(self.documents.num_pages):
+                        table.add(p, *self.checked(p))
+                    self._full = table
+                table = self._full
+        return table
+
+    def start(self) -> _Table:
+        """The table a gather starts from: every page, or (not resident) none yet."""
+        return self.full() if self.documents.resident else _Table(self.documents.page_first)
+
+    def load(self, table: _Table, pages: np.ndarray) -> _Table:
+        """``table`` with ``pages`` loaded too (a table being read is never changed: a new one)."""
+        grown = _Table(self.documents.page_first)
+        for p, arrays in table.arrays.items():
+            grown.add(p, *arrays)
+        for p in np.unique(pages).tolist():
+            if p not in grown.arrays:
+                grown.add(p, *self.checked(p))
+        return grown
+
+    def arrays(self, p: int, table: _Table | None) -> tuple[np.ndarray, np.ndarray]:
+        if table is not None and p in table.arrays:
+            return table.arrays[p]
+        return self.checked(p)
+
+
+def _pieces_args(plan: BinsPlan | ConcatPlan, lengths: np.ndarray) -> tuple[Any, ...]:
+    if isinstance(plan, BinsPlan):
+        return plan.bin_offsets, plan.bin_items, lengths, plan.extra_doc, plan.extra_start
+    return plan.cum, plan.order if plan.order is not None else np.zeros(0, np.int64)
+
+
+def gather(kernel: Any, plan: BinsPlan | ConcatPlan, pages: PageTable, rows: np.ndarray, out: tuple[np.ndarray, np.ndarray, np.ndarray], length: int, pad_id: int) -> None:
+    """Rows ``rows`` (int64, in range) into ``out`` (tokens, segment_ids, positions: C-contiguous
+    (len(rows), length) arrays of one of ``OUT_DTYPES``), in compiled code without the GIL."""
+    tokens, segments, positions = out
+    code = _TOKEN_CODES.get(pages.documents.dtype.newbyteorder("="))
+    out_code = OUT_DTYPES.index(tokens.dtype)
+    call = kernel.rows_bins if isinstance(plan, BinsPlan) else kernel.rows_concat
+    args = _pieces_args(plan, pages.documents.lengths)
+    missing = np.empty(_MISSING, np.int64)
+    table = pages.start()
+    while True:
+        count = call(rows, table.page_first, table.off_addr, table.val_addr, table.nvals, tokens, segments, positions, missing, *args, length, pad_id, code, out_code)
+        if count == 0:
+            return
+        if pages.documents.resident:
+            raise RuntimeError(f"{pages.documents.name}: the page table misses pages {missing[: min(count, _MISSING)].tolist()[:8]}")
+        table = pages.load(table, missing[: min(count, _MISSING)])
+
+
+def row_pieces(plan: BinsPlan | ConcatPlan, lengths: np.ndarray, row: int, length: int) -> list[tuple[int, int, int]]:
+    """(document, first token, tokens) of each piece of row ``row``, in order."""
+    if isinstance(plan, BinsPlan):
+        n = lengths.size
+        pieces = []
+        for item in plan.bin_items[plan.bin_offsets[row] : plan.bin_offsets[row + 1]].tolist():
+            doc, start = (item, 0) if item < n else (int(plan.extra_doc[item - n]), int(plan.extra_start[item - n]))
+            pieces.append((doc, start, min(int(lengths[doc]) - start, length)))
+        return pieces
+    cum = plan.cum
+    t0, t1 = row * length, min((row + 1) * length, int(cum[-1]))
+    j = int(np.searchsorted(cum, t0, side="right")) - 1
+    pieces = []
+    while t0 < t1:
+        c0, c1 = int(cum[j]), int(cum[j + 1])
+        if c1 > t0:
+            doc = j if plan.order is None else int(plan.order[j])
+            take = min(c1, t1) - t0
+            pieces.append((doc, t0 - c0, take))
+            t0 += take
+        j += 1
+    return pieces
+
+
+def gather_reference(plan: BinsPlan | ConcatPlan, pages: PageTable, rows: np.ndarray, out: tuple[np.ndarray, np.ndarray, np.ndarray], length: int, pad_id: int) -> None:
+    """``gather`` in NumPy (a slice copy per piece): the same rows."""
+    tokens, segments, positions = out
+    docs = pages.documents
+    table = pages.full() if docs.resident else None
+    for i, row in enumerate(rows.tolist()):
+        at = 0
+        for seg, (doc, start, take) in enumerate(row_pieces(plan, docs.lengths, row, length), start=1):
+            p = int(np.searchsorted(docs.page_first, doc, side="right")) - 1
+            offsets, values = pages.arrays(p, table)
+            a = int(offsets[doc - int(docs.page_first[p])]) + start
+            tokens[i, at : at + take] = values[a : a + take].astype(tokens.dtype)
+            segments[i, at : at + take] = seg
+            positions[i, at : at + take] = np.arange(take)
+            at += take
+        tokens[i, at:] = pad_id
+        segments[i, at:] = 0
+        positions[i, at:] = np.arange(length - at)
