@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # torch==2.13.0 is the CPU wheel these machines hold locally; any torch>=2.0 works.
 TORCH ?= torch==2.13.0
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench peers clean
 
 $(PY):
 	@echo "== making a virtual environment in $(VENV)"
@@ -63,6 +63,21 @@ $(VENV)/.trainers: $(VENV)/.torch
 $(VENV)/.bench: $(VENV)/.test $(VENV)/.torch $(VENV)/.photos
 	touch $@
 
+# the token benchmark's peers (grain, LitData, TRL, torchdata, MosaicML Streaming) in a virtual environment of their
+# own, so the test environment stays as it is; slipstream is installed there too (editable), so both run in one process
+PEERS ?= .venv-peers
+$(PEERS)/.peers: pyproject.toml
+	@echo "== making $(PEERS) with slipstream and the token benchmark's peers (a few minutes)"
+	$(PYTHON) -m venv $(PEERS)
+	$(PEERS)/bin/python -m pip install -q --upgrade pip
+	$(PEERS)/bin/python -m pip install --progress-bar off -e '.[files]' '$(TORCH)' psutil grain litdata trl datasets torchdata mosaicml-streaming
+	# PyPI's torchvision (which litdata and mosaicml-streaming pull in) is built for CUDA torch and fails to load beside
+	# the CPU wheel, breaking transformers' (so TRL's) imports; nothing here needs it (streaming cannot import without it)
+	$(PEERS)/bin/python -m pip uninstall -y -q torchvision
+	touch $@
+
+peers: $(PEERS)/.peers
+
 demo: $(VENV)/.torch
 	@echo "== slipstream demo: making, packing and loading 1,000 photo-like JPEGs"
 	$(PY) -m slipstream demo
@@ -79,6 +94,8 @@ bench: $(VENV)/.bench
 	$(PY) benchmarks/bench_remote.py
 	$(PY) benchmarks/bench_convert.py
 	$(PY) benchmarks/bench_elastic.py
+	$(MAKE) peers
+	$(PEERS)/bin/python benchmarks/bench_tokens.py
 
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(PEERS)
