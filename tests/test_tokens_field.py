@@ -169,8 +169,10 @@ def test_write_takes_containers_iterables_of_arrays_lists_or_dicts_and_shards(tm
         ss.write(tmp_path / "two.arrow", docs, {"tokens": F.Tokens(), "x": F.Int()}, progress=False)
 
 
-def test_inferred_fields_keep_1d_integer_arrays_as_fixed_shape_arrays():
+def test_inferred_fields_keep_1d_integer_arrays_as_fixed_shape_arrays_and_the_error_names_tokens(tmp_path):
     assert infer_fields({"ids": np.arange(3)}) == {"ids": F.Array(dtype=np.int64, shape=(3,))}
+    with pytest.raises(ValueError, match=r"F.Tokens\(\) for token ids"):
+        ss.write(tmp_path / "x.arrow", [{"ids": np.arange(3)}, {"ids": np.arange(2)}], progress=False)
 
 
 def test_hugging_face_datasets_reads_the_file_as_a_list_of_ints(tmp_path):

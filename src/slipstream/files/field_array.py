@@ -168,7 +168,7 @@ class Array(Field):
         if not _castable(array.dtype, self.dtype):
             raise TypeError(f"{where}: array field of dtype {self.dtype} cannot store {array.dtype} without losing information")
         if self.shape is not None and array.shape != self.shape:
-            raise ValueError(f"{where}: array field expects shape {self.shape}, got {array.shape} (use F.Array(shape=None) for ragged arrays)")
+            raise ValueError(f"{where}: array field expects shape {self.shape}, got {array.shape} (use F.Array(shape=None) for ragged arrays, F.Tokens() for token ids)")
         if self.shape is None and array.ndim != self.ndim:
             raise ValueError(f"{where}: ragged array field has {self.ndim} dimensions, got shape {array.shape}")
         with np.errstate(over="ignore", invalid="ignore"):  # a lossy cast is refused just below
