@@ -128,6 +128,11 @@ def test_token_documents_give_one_page_of_offsets_over_the_map(tmp_path):
     assert again.lengths.tolist() == [3, 2, 1] and again.page(0)[1].tolist() == [5, 6, 0, 7, 0, 8]
     with pytest.raises(KeyError, match="no field 'ids'"):
         data.token_documents("ids")
+    documents.check()
+    with open(tmp_path / "d.bin", "ab") as handle:
+        handle.write(b"\x01\x00")
+    with pytest.raises(ss.CorruptFileError, match="changed"):
+        documents.check()
 
 
 def test_the_loader_reads_documents_with_workers(tmp_path):

@@ -63,6 +63,10 @@ class _Documents(Documents):
         self.data.check()
         return self.data.offsets, self.data.values
 
+    def check(self) -> None:
+        """``CorruptFileError`` when the file changed in place since it was opened (one ``fstat``)."""
+        self.data.check()
+
     def __getstate__(self) -> dict[str, Any]:
         return {"data": self.data}
 
