@@ -2,7 +2,8 @@
 
 ``DataLoader = backend(plans of order(seed, epoch, rank, world_size) read from data)``. Each
 ``iter(loader)`` starts the next epoch: the loader draws the epoch's batches from its order
-(``epochs``), skips those a resumed state already handed out (``progress``), makes one
+(``epochs``), skips those a resumed state already handed out (``progress``), lets stateful data
+settle its changes where no worker has begun reading (``datastate``), makes one
 ``BatchPlan`` per batch (``plan``) and hands the plans to its backend (``backends``), whose
 executor loads them ahead of the consumer. ``len(loader)`` is the epoch's exact number of batches.
 """
@@ -14,20 +15,21 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..core.checks import check_int
-from ..core.closing import ClosingIterator
 from ..core.containers import numobs
 from ..core.spec import Spec
 from .backends import Reading, Settings, make_backend
 from .buffers import Buffers, Unshaped
+from .datastate import DataState, opened_in
 from .epochs import EpochOrder
 from .finishing import FinishingExecutor, finisher_of
+from .iterator import LoaderIterator
 from .options import check_options, unknown_arguments
 from .plan import COLLATE, INTO, SAMPLES, BatchPlan, chunk_size
 from .progress import Position, Progress, state_dict, todo
 from .readahead import hint_of, read_ahead
 from .readers import BatchInfo, make_reader
 from .resume import Batching, field_names, resume
-from .stats import EpochStats, clock
+from .stats import EpochStats
 
 __all__ = ["DataLoader", "LoaderIterator"]
 
@@ -103,6 +105,14 @@ class DataLoader:
     the consumer uses another; each holds device memory) (``loading.finishing``); ``timeout``
     applies to a finish too; ``state_dict()`` counts only the batches handed out.
 
+    Stateful data (``loading.datastate``): a container with ``state_dict()`` and ``load_state_dict()``
+    is part of the loader's state (``"data"``); one with ``settle_changes(position)`` too has the
+    changes made to it at run time (a mixture's ``set_weights``) take effect from a position no
+    worker has begun reading: with the "sequential" order, the first position of the batch
+    ``prefetch`` (+ ``finish_ahead``) after those handed out, settled at each ``next()``; with other
+    orders, position 0 of the next fresh epoch. The same positions for every backend, worker count
+    and rank, and after a resume (also elastic); process workers' copies load each new state first.
+
     Determinism: the batches depend only on (seed, epoch, rank, world_size) and the data (and, in
     an epoch resumed with other batching, on what the old ranks had consumed: ``load_state_dict``);
     samples that draw from ``sample_rng()`` draw the same numbers with any number of workers.
@@ -158,6 +168,7 @@ class DataLoader:
         self._backend = make_backend(
             backend, Settings(data, collate, self.workers, self.prefetch, self.in_order, self.timeout, worker_init, mp_context)
         )
+        self._datastate = DataState(data, self._backend)
         self._reader = make_reader(data)
         declared = self._reader.declared if collate is None else None
         self._buffers = Buffers(self.batch_size, self.prefetch + 4, self._backend.allocate, declared, self._reader.origin)
@@ -196,8 +207,9 @@ class DataLoader:
         does (the failed batch counts as handed out in ``state_dict()``). A timeout or a dead
         worker ends the epoch either way."""
         with self._lock:
-            self._n = numobs(self.data)  # a container may grow or shrink between epochs (a replay buffer)
             start, seed = self._next, self.seed
+            self._datastate.opening(start)  # a fresh epoch's changes settle at position 0, before its length is read
+            self._n = numobs(self.data)  # a container may grow or shrink between epochs (a replay buffer)
             # first: a sampler (or a finisher) that fails changes nothing
             if start.deal.fresh:
                 batches = self._order.batches(start.epoch, self._n, seed)
@@ -205,6 +217,8 @@ class DataLoader:
                 batches = self._order.batches(start.epoch, self._n, seed, start.deal)
             finisher = finisher_of(self.data)  # may raise (no CUDA...): before anything changes too
             total = len(batches) if isinstance(batches, list) else None
+            ahead = self.prefetch + (0 if finisher is None else self.finish_ahead)  # no batch beyond has begun reading
+            settle = self._datastate.settler(self._order, self._n, start, ahead)
             progress = Progress(start.epoch, start.batch, start.done, total, start.deal)
             self._next, self._progress = Position(start.epoch + 1), progress
             stop = threading.Event()  # readers see it between samples once the iterator is closed
@@ -212,14 +226,14 @@ class DataLoader:
             hint = hint_of(  # (shared slots: workers in other processes, whose reads the shared cache must have room for)
                 self.data, self._backend.shares_memory, lambda k: k < progress.batch or k in progress.done, self.prefetch
             )
-            ahead = read_ahead(todo(batches, progress), hint, 2 * (self.prefetch + max(1, self.workers)))
-            plans = (self._plan(indices, BatchInfo(seed, start.epoch, k, stop), stats) for k, indices in ahead)
+            hinted = read_ahead(todo(batches, progress), hint, 2 * (self.prefetch + max(1, self.workers)))
+            plans = (self._plan(indices, BatchInfo(seed, start.epoch, k, stop), stats) for k, indices in hinted)
             reading = Reading(self._reader, self._buffers, self.collate, seed)
             executor = self._backend.run(plans, reading, start.epoch, keep_going)
             if finisher is not None:
                 executor = FinishingExecutor(executor, finisher, self.finish_ahead, self.shape_batch, self.timeout)
             self._busy = getattr(executor, "busy_meter", None)
-            return LoaderIterator(self, executor, progress, stop, keep_going, stats)
+            return LoaderIterator(self, executor, progress, stop, keep_going, stats, settle)
 
     def _plan(self, indices: Any, info: BatchInfo, stats: EpochStats) -> BatchPlan:
         stats.planned(info.batch, len(indices))
@@ -295,11 +309,12 @@ class DataLoader:
         it was dealt (nothing, unless it was resumed with other batching); ``version``. What
         identifies the data the order was drawn over: ``fields`` (data that declares field names:
         packed files and views of them) and, for ``order="quasi_random"``, ``num_pages`` and
-        ``page_layout`` (a digest of ``page_starts()``).
+        ``page_layout`` (a digest of ``page_starts()``). Stateful data: ``data``, its ``state_dict()``
+        (and ``opened`` for an epoch begun with nothing handed out yet: ``loading.datastate``).
         """
         progress = self._progress
         position = self._next if progress is None else Position.after(progress)
-        return state_dict(position, self.seed, self._batching().identity())
+        return {**state_dict(position, self.seed, self._batching().identity()), **self._datastate.entries(position)}
 
     def load_state_dict(self, state: dict[str, Any] | list[dict[str, Any]]) -> None:
         """Continue from ``state``: the next ``iter()`` yields the rest of that epoch, then the epochs after it.
@@ -315,70 +330,27 @@ class DataLoader:
         "quasi_random") the page layout; else ``ValueError`` says which differs. A loader made with
         ``seed=`` refuses a state of another seed; one made without takes the state's seed.
         ``loading.resume`` says which orders can move, and how states saved before a key existed load.
+        Stateful data loads ``state["data"]`` first (a list: the ranks' must be equal), and is put
+        back as it was if the rest is refused; a state without ``data`` leaves the data as it is.
         """
-        self.seed, self._next = resume(state, self._batching())
-        self._progress = None
+        sets, value = self._datastate.wanted(state)
+        n, undo = self._n, self._datastate.load(value) if sets else None
+        try:
+            if sets:
+                self._n = numobs(self.data)  # (its length may follow its state)
+            seed, position = resume(state, self._batching())
+        except BaseException:
+            self._n = n
+            if undo is not None:
+                undo()
+            raise
+        position.opened = opened_in(state, position)
+        self.seed, self._next, self._progress = seed, position, None
+        if sets:
+            self._datastate.changed()
 
     def __repr__(self) -> str:
         return (
             f"DataLoader({self._n} observations, batch_size={self.batch_size}, shuffle={self.shuffle}, "
             f"workers={self.workers}, rank={self.rank}/{self.world_size})"
         )
-
-
-def _shut(stop: threading.Event, executor: Any) -> None:
-    stop.set()  # readers stop between samples
-    executor.close()
-
-
-class LoaderIterator(ClosingIterator):
-    """One epoch of a loader. Stops its workers on ``close()``, exhaustion, an error, or garbage
-    collection (``core.closing``). It holds its loader: a loader nobody else references lives (with
-    its worker processes and buffers) as long as one of its iterators does."""
-
-    def __init__(
-        self, loader: DataLoader, executor: Any, progress: Progress, stop: threading.Event, keep_going: bool, stats: EpochStats
-    ):
-        super().__init__(_shut, stop, executor)
-        self._loader, self._executor, self._progress, self._keep_going = loader, executor, progress, keep_going
-        self._stats = stats
-        self._failed: Any = None  # the tag of the batch whose error ``next()`` is raising, if its own
-
-    @property
-    def epoch(self) -> int:
-        return self._progress.epoch
-
-    def _next(self) -> Any:
-        executor = self._executor
-        began = clock()
-        try:
-            batch = next(executor)
-        except StopIteration:
-            raise
-        except BaseException:
-            self._failed, executor.failed_tag = executor.failed_tag, None
-            raise
-        if type(batch) is Unshaped:
-            try:
-                batch = self._loader.shape_batch(batch)
-            except BaseException:
-                self._failed = executor.last_tag
-                raise
-        self._progress.handed_out(executor.last_tag)
-        self._stats.handed_out(executor.last_tag, began, clock())
-        return batch
-
-    def _ended(self) -> None:
-        self._progress.ended()
-
-    def _keeps_going(self, error: BaseException) -> bool:
-        """With ``keep_going``, a batch's own error lets the epoch go on (it counts as handed out)."""
-        tag, self._failed = self._failed, None
-        if self._keep_going and tag is not None:
-            self._progress.handed_out(tag)
-            return True
-        return False
-
-    def __len__(self) -> int:
-        """Batches left in this epoch (TypeError when the sampler has no ``__len__``)."""
-        return self._progress.left()

@@ -59,19 +59,22 @@ class Progress:
 
 class Position:
     """Where the next epoch starts: ``epoch``, dealt as ``deal`` says, with ``batch`` batches (and
-    ``done``) already handed out."""
+    ``done``) already handed out; ``opened``: the epoch had begun (an iterator was made for it),
+    even with nothing handed out yet (``loading.datastate``: its opening settle is not repeated)."""
 
-    __slots__ = ("epoch", "batch", "done", "deal")
+    __slots__ = ("epoch", "batch", "done", "deal", "opened")
 
-    def __init__(self, epoch: int = 0, batch: int = 0, done: frozenset[int] = frozenset(), deal: Deal = FRESH):
-        self.epoch, self.batch, self.done, self.deal = epoch, batch, done, deal
+    def __init__(
+        self, epoch: int = 0, batch: int = 0, done: frozenset[int] = frozenset(), deal: Deal = FRESH, opened: bool = False
+    ):
+        self.epoch, self.batch, self.done, self.deal, self.opened = epoch, batch, done, deal, opened
 
     @classmethod
     def after(cls, progress: Progress) -> Position:
         """Where an epoch's iterator has got to (the next epoch, once it finished)."""
         if progress.finished:
             return cls(progress.epoch + 1)
-        return cls(progress.epoch, progress.batch, frozenset(progress.done), progress.deal)
+        return cls(progress.epoch, progress.batch, frozenset(progress.done), progress.deal, opened=True)
 
 
 def todo(batches: list[np.ndarray] | Iterator[np.ndarray], progress: Progress) -> Iterator[tuple[int, np.ndarray]]:

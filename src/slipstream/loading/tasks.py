@@ -17,6 +17,7 @@ import numpy as np
 from ..core.nodes import ArrayLeaf
 from ..core.spec import Spec
 from .buffers import Buffers, Unshaped
+from .datastate import refusal_of
 from .jobs import Job, Task, failed_job
 from .plan import COLLATE, INTO, BatchPlan
 from .readers import BatchInfo, Reader, collated, make_reader
@@ -80,6 +81,9 @@ class _Stop:
 
 
 def _reader(state: Any) -> Reader:
+    refused = refusal_of(state)  # the worker's copy of the data refused the loader's latest state
+    if refused is not None:
+        raise refused.with_traceback(None)
     reader = state.cache.get("reader")
     if reader is None:
         reader = state.cache["reader"] = make_reader(state.payload.data)

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 import torch.utils.data as _tud
 
+from ..loading.datastate import is_stateful
 from ..loading.loader import DataLoader as _SSLoader
 from ..workers.pool import WorkerPool
 from ._bypass import prepared_flag
@@ -326,12 +327,16 @@ class DataLoader(_tud.DataLoader[_T_co]):
         to another epoch since (call ``set_epoch`` with the saved epoch's number, or not at all).
         A mid-epoch state is refused (``ValueError``) for a sampler with ``set_epoch`` but no
         integer ``epoch`` to read it by: it could not be put back at its epoch.
+        A stateful dataset (``state_dict``/``load_state_dict``: ``slipstream.loading.datastate``)
+        loads its state, saved in slipstream's loader's, now (its ``ValueError`` before anything changes).
         Raises TypeError if ``state_dict`` is not a dict, ValueError if it is not such a state or
         was saved by a DataLoader built with a different dataset size, batching or sampling.
         """
         resume = read(self, state_dict)
         if resume.draws is not None:  # mid-epoch: its samplers' epochs must be known (before anything changes)
             check_readable(self)
+        if isinstance(resume.core, dict) and "data" in resume.core and is_stateful(self.dataset):
+            self.dataset.load_state_dict(resume.core["data"])  # a refusal raises now (the next iter() loads it again)
         self.close()  # workers seeded for another run: the next iter() starts them as the state says
         self._ss = None
         restart_from(generators(self), resume.generators)

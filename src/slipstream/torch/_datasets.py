@@ -2,7 +2,8 @@
 
 * ``_Dataset`` and its subclasses wrap the user's dataset so slipstream indexes it as torch does
   (a tuple or dict dataset is one container, not a slipstream group), with or without
-  ``__getitems__``, keeping a packed file's ``getobs_batch_into`` and ``batch_spec``. Each
+  ``__getitems__``, keeping a packed file's ``getobs_batch_into`` and ``batch_spec`` and a stateful
+  dataset's ``state_dict``/``load_state_dict``/``settle_changes`` (``loading.datastate``). Each
   wrapper carries a token and registers itself in ``_DATASETS`` when made or unpickled, so a
   worker process finds its own copy for ``get_worker_info().dataset``.
 * ``_WholeDataset``/``_WholeCollate`` pass ``__getitems__``'s return value whole to the user's
@@ -52,6 +53,19 @@ class _Dataset:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_restore, (type(self), self.dataset, self.token))
+
+    # the dataset's state, when it has one (``loading.datastate``): AttributeError where it has none
+    @property
+    def state_dict(self) -> Any:
+        return self.dataset.state_dict
+
+    @property
+    def load_state_dict(self) -> Any:
+        return self.dataset.load_state_dict
+
+    @property
+    def settle_changes(self) -> Any:
+        return self.dataset.settle_changes
 
     def batch_finisher(self) -> Any:
         """The dataset's batch finisher (a device stage's: ``loading.finishing``), or None."""

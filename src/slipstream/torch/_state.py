@@ -14,7 +14,7 @@ The state (JSON-serializable; generator states are base64 text) holds:
   torch's global generator is the user's and is not saved;
 * ``base_seed``: persistent workers' base seed (drawn once, as torch does), else None;
 * ``loader``: slipstream's loader's own state (map-style datasets; None before the first epoch or
-  for an ``IterableDataset``), and ``loader_behind``: it describes an epoch left unfinished before
+  for an ``IterableDataset``; with a stateful dataset's own state as its ``data``), and ``loader_behind``: it describes an epoch left unfinished before
   the one in progress started, so the resumed loader moves past it first;
 * ``worker_batches``: an ``IterableDataset`` read out of order by worker processes (``in_order=False``):
   each worker's batches handed out this epoch (the resumed workers each read past their own; the

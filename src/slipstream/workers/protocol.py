@@ -15,7 +15,8 @@ parent -> worker
                                    stage they reported (core.stages))``, or ERR with the earliest
                                    failed part's exception
     ATTACH      key, size          one fd follows: map ``size`` bytes of it as ``state.segments[key]``
-    PUT         key, obj           ``state.cache[key] = obj``
+    PUT         key, obj           ``state.cache[key] = obj``; an ``Apply`` is run instead, at once
+                                   (``fn(state, *args)``, before the messages after it are read)
     FORGET      keys               drop these keys from ``state.segments`` and ``state.cache``
     CLOSE                          exit now
 worker -> parent
@@ -47,7 +48,7 @@ from typing import Any
 from .payload import Wrapped, pickled
 
 __all__ = [
-    "Generations", "Kind", "attach", "cancelled", "close", "decode", "err", "forget", "init_error", "job", "ok", "put",
+    "Apply", "Generations", "Kind", "attach", "cancelled", "close", "decode", "err", "forget", "init_error", "job", "ok", "put",
     "read_startup", "recv_fd", "send_fd", "startup", "task",
 ]  # fmt: skip
 
@@ -64,6 +65,22 @@ class Kind(enum.Enum):
     OK = "ok"
     ERR = "err"
     INIT_ERROR = "init-error"
+
+
+class Apply:
+    """An object to ``put`` that the worker runs instead of keeping: ``fn(state, *args)`` (``fn`` a
+    module-level function), in the worker's main thread, before it reads the next message. So the
+    tasks sent after it (once per worker, like any object put by key) run after it, and tasks of a
+    worker's other threads may still run beside it. ``fn`` keeps its own errors: one raised there
+    ends the worker (the parent sees a ``WorkerError``)."""
+
+    __slots__ = ("fn", "args")
+
+    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...] = ()):
+        self.fn, self.args = fn, args
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Apply, (self.fn, self.args))
 
 
 def _frame(kind: Kind, *fields: Any) -> bytes:

@@ -164,7 +164,10 @@ def _handle(conn: Any, state: WorkerState, where: str, kind: Kind, fields: tuple
         state.segments[key] = attach(protocol.recv_fd(conn), size)
     elif kind is Kind.PUT:
         key, obj = fields
-        state.cache[key] = obj
+        if type(obj) is protocol.Apply:
+            obj.fn(state, *obj.args)
+        else:
+            state.cache[key] = obj
     elif kind is Kind.FORGET:
         (keys,) = fields
         for key in keys:

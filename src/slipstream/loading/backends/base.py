@@ -8,6 +8,8 @@ A backend has a small surface, the same for every way of loading:
   plans that hands out batches (or ``Unshaped`` samples) in order, keeping the executor contract
   (``loading.jobs``, ``backends.ordered``): bounded prefetch, errors at their batch, ``close()``;
 * ``restart(worker_init)``: the next ``run`` starts fresh workers (with the data as it is then);
+* ``data_changed(state)``: stateful data took ``state`` (``loading.datastate``): jobs made after it
+  run on copies of the data that loaded it (nothing to do where the workers share the data);
 * ``close()``: stop the workers and free what they hold (idempotent; a later ``run`` starts anew).
 
 ``Reading`` is what a plan is read with: the loader's reader, buffers and collate. The loader
@@ -85,6 +87,9 @@ class Backend:
     def executor(self, jobs: Iterator[Job], reading: Reading, epoch: int, keep_going: bool) -> Any:
         """The executor that runs ``jobs`` (made from ``reading``'s plans) for ``epoch``."""
         raise NotImplementedError
+
+    def data_changed(self, state: Any) -> None:
+        """The data's state changed to ``state``: the workers here read the data itself."""
 
     def restart(self, worker_init: Callable[[int], Any] | None = None) -> None:
         """The next ``run`` starts fresh workers (a no-op where workers live one epoch anyway)."""

@@ -6,7 +6,9 @@ epoch starts fresh ones with the data as it is then), and a new pool replaces on
 whose seed changed. Batch slots live in shared-memory segments (``allocate``), so a worker writes
 its rows where the consumer reads them, without a copy. A batch plan becomes a job of tasks
 (``loading.tasks``' ``remote_*`` functions: the same read path as threads) sent by the
-``ProcessExecutor``. ``layout()`` says how many processes run how many threads each: ``workers``
+``ProcessExecutor``. When stateful data changes state (``data_changed``), every job made afterwards
+carries the state as an ``Apply`` object (``workers.protocol``), which the pool sends to each worker
+once and the worker's copy loads before it reads the job (``loading.datastate``). ``layout()`` says how many processes run how many threads each: ``workers``
 processes of one thread here; the helper backend (``helper``) is one process of ``workers`` threads.
 """
 
@@ -21,7 +23,9 @@ import numpy as np
 
 from ...core.spec import Spec
 from ...workers.pool import WorkerPool
+from ...workers.protocol import Apply
 from ...workers.shm import Segment, layout
+from ..datastate import load_in_worker
 from ..jobs import Job, Task, batch_name
 from ..plan import COLLATE, INTO, BatchPlan
 from ..tasks import failed, remote_collate, remote_read_into, remote_samples, unshaped
@@ -63,6 +67,7 @@ class ProcessBackend(Backend):
         self._seed: int | None = None
         self._retire: Any = None  # the finalizer that retires the pool with its owner
         self._spec_keys: dict[int, tuple[Spec, int]] = {}  # id(spec) -> (spec, the key workers cache it under)
+        self._data_state: list[tuple[int, Apply]] = []  # the data's latest state, as the jobs carry it (none: unchanged)
 
     @property
     def pids(self) -> list[int]:
@@ -100,6 +105,10 @@ class ProcessBackend(Backend):
             self._retire = weakref.finalize(self, pool.retire)  # its iterators hold the loader anyway
         return pool
 
+    def data_changed(self, state: Any) -> None:
+        """Jobs made from now on carry ``state``: each worker's copy loads it once, before their reads."""
+        self._data_state = [(secrets.randbits(62), Apply(load_in_worker, (state,)))]
+
     def _key(self, spec: Spec) -> int:
         entry = self._spec_keys.get(id(spec))
         if entry is None or entry[0] is not spec:
@@ -111,16 +120,17 @@ class ProcessBackend(Backend):
             return failed(plan)
         info, n = plan.info, len(plan.indices)
         seed, epoch, k = info.seed, info.epoch, info.batch
+        changed = {"objects": self._data_state} if self._data_state else None
         if plan.mode == COLLATE:  # the user's collate runs in the worker, on the whole batch
-            return Job([Task(remote_collate, (plan.indices, seed, epoch, k))], _first, tag=k)
+            return Job([Task(remote_collate, (plan.indices, seed, epoch, k), changed)], _first, tag=k)
         if plan.mode != INTO:  # the default collate, before the buffers have a shape: see Buffers.shape
-            tasks = [Task(remote_samples, (part, seed, epoch, k)) for _, part in plan.chunks()]
+            tasks = [Task(remote_samples, (part, seed, epoch, k), changed) for _, part in plan.chunks()]
             return Job(tasks, unshaped(plan), tag=k)
         pool = reading.buffers.pool
         assert pool is not None
         storage = pool.acquire(n)
         spec, segment, key = pool.spec, storage.segment, self._key(pool.spec)
-        extras = {"objects": [(key, spec)], "segments": [segment]}
+        extras = {"objects": [(key, spec), *self._data_state], "segments": [segment]}
         where = (key, segment.key, storage.offsets, storage.rows)
         chunks = plan.chunks()
         tasks = [Task(remote_read_into, (*where, a, part, seed, epoch, k), extras) for a, part in chunks]
