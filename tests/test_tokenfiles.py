@@ -21,8 +21,7 @@ def write_megatron(prefix, seqs, dtype=np.uint16, doc_starts=None, modes=False, 
     pointers, int64 document indices (0, ..., S), optional int8 modes; ``forged`` overrides fields."""
     arrays = [np.asarray(s, dtype=dtype) for s in seqs]
     with open(f"{prefix}.bin", "wb") as out:
-        for a in arrays:
-            out.write(a.tobytes())
+        out.writelines(a.tobytes() for a in arrays)
     lengths = np.array([a.size for a in arrays], np.int32)
     pointers = np.zeros(len(arrays), np.int64)
     pointers[1:] = np.cumsum(lengths[:-1].astype(np.int64) * np.dtype(dtype).itemsize)
@@ -141,7 +140,7 @@ def test_the_loader_reads_documents_with_workers(tmp_path):
     tokens[rng.choice(3000, 50, replace=False)] = 0
     data = ss.token_file(_bin(tmp_path / "l.bin", tokens), eod=0)
     batches = ss.DataLoader(data, batch_size=8, shuffle=True, seed=3, workers=2, collate=lambda rows: [r["tokens"].tolist() for r in rows])
-    seen = sorted(map(tuple, sum(list(batches), [])))
+    seen = sorted(tuple(row) for batch in batches for row in batch)
     assert seen == sorted(tuple(data[i]["tokens"].tolist()) for i in range(len(data)))
 
 

@@ -144,7 +144,7 @@ def test_getobs_into_and_batches_stack_equal_lengths_only(tmp_path):
     with pytest.raises(ValueError, match=r"token documents vary in length: pack them into fixed-length rows \(ss.pack\)"):
         list(ss.DataLoader(ds, batch_size=7))
     ragged = list(ss.DataLoader(ds, batch_size=4, workers=2, collate=lambda rows: [r["tokens"].tolist() for r in rows]))
-    assert sum(ragged, []) == [d.tolist() for d in docs]
+    assert [row for batch in ragged for row in batch] == [d.tolist() for d in docs]
 
 
 def test_write_takes_containers_iterables_of_arrays_lists_or_dicts_and_shards(tmp_path):
