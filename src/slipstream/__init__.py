@@ -37,6 +37,8 @@ from .loading.parallel import loadparallel
 from .remote.open import open
 from .sequences.attention import attention_inputs, segment_mask
 from .sequences.megatron import megatron_file
+from .sequences.mix import mix
+from .sequences.pack import pack
 from .sequences.tokenfiles import token_file
 from .workers.sharedlist import SharedList
 
@@ -72,10 +74,12 @@ __all__ = [
     "mapfields",
     "mapobs",
     "megatron_file",
+    "mix",
     "numobs",
     "obsview",
     "open",
     "ops",
+    "pack",
     "sample_rng",
     "segment_mask",
     "shuffleobs",
