@@ -12,7 +12,8 @@ non-decreasing, ending at the number of documents; ``lengths`` int64, one per do
 ``dtype`` the stored token dtype, the same on every page; ``page(p)`` returns int64 offsets of
 ``n_p + 1`` entries and 1-d values of ``dtype`` (thread-safe, callable again for the same page);
 ``resident`` says whether holding every page at once costs only address space (memory-mapped or
-in-memory data; False for pages fetched from object storage). A ``Documents`` must pickle: one
+in-memory data; False for pages fetched from object storage); ``check()`` runs before every batch
+(a mapped file's cheap is-it-unchanged test; nothing by default). A ``Documents`` must pickle: one
 backed by a file reopens it when unpickled rather than carrying its tokens. A page that disagrees
 with ``lengths`` is refused when read (``ValueError`` naming the page), never read past.
 """
@@ -61,6 +62,11 @@ class Documents:
     def page(self, p: int) -> tuple[np.ndarray, np.ndarray]:
         """(offsets int64 (n_p + 1,), values 1-d of ``dtype``) of page ``p``."""
         raise NotImplementedError
+
+    def check(self) -> None:
+        """Called before every batch is read from pages already loaded: a file-backed implementation
+        raises here when its file changed in place since it was opened (one ``fstat``); by default
+        nothing to check."""
 
     def document(self, d: int) -> np.ndarray:
         """Document ``d``'s tokens (a read-only view where the page allows)."""

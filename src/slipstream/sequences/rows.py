@@ -126,6 +126,7 @@ def gather(kernel: Any, plan: BinsPlan | ConcatPlan, pages: PageTable, rows: np.
     call = kernel.rows_bins if isinstance(plan, BinsPlan) else kernel.rows_concat
     args = _pieces_args(plan, pages.documents.lengths)
     missing = np.empty(_MISSING, np.int64)
+    pages.documents.check()
     table = pages.start()
     while True:
         count = call(rows, table.page_first, table.off_addr, table.val_addr, table.nvals, tokens, segments, positions, missing, *args, length, pad_id, code, out_code)
@@ -164,6 +165,7 @@ def gather_reference(plan: BinsPlan | ConcatPlan, pages: PageTable, rows: np.nda
     """``gather`` in NumPy (a slice copy per piece): the same rows."""
     tokens, segments, positions = out
     docs = pages.documents
+    docs.check()
     table = pages.full() if docs.resident else None
     for i, row in enumerate(rows.tolist()):
         at = 0
