@@ -25,7 +25,7 @@ from ..core.spec import Spec
 from ..files.packed import checked_indices
 from .documents import Documents, documents_of
 from .packplan import METHODS, TOO_LONG, BinsPlan, ConcatPlan, bins_plan, concat_plan, kernels
-from .rows import OUT_DTYPES, PageTable, gather, gather_reference
+from .rows import OUT_DTYPES, Gather, PageTable, gather_reference
 
 __all__ = ["Packing", "pack"]
 
@@ -54,6 +54,7 @@ class Packing:
         else:
             self.plan = bins_plan(lengths, length, method, seed, too_long, documents.name, self._kernel)
         self._pages = PageTable(documents)
+        self._gather: Gather | None = None
         self._total = documents.tokens
         self._stats: dict[str, Any] | None = None
 
@@ -84,20 +85,23 @@ class Packing:
         """Rows ``indices`` written into ``buffer`` (a dict of (len(indices), length) arrays: the
         batch's row slices), one compiled gather for them all; arrays it lacks, or that are not
         C-contiguous arrays of ``dtype`` of that shape, are made. Returns the dict of the arrays."""
-        rows = checked_indices(indices, len(self), f"{self._label()}: ", "").astype(np.int64, copy=False)
-        get = buffer.get if isinstance(buffer, dict) else (lambda name: None)
-        shape = (rows.size, self.length)
-        out = []
+        rows = indices
+        if type(rows) is not np.ndarray or rows.dtype != np.int64 or rows.ndim != 1 or (rows.size and (rows.min() < 0 or rows.max() >= len(self))):
+            rows = checked_indices(indices, len(self), f"{self._label()}: ", "").astype(np.int64, copy=False)
+        shape, dtype, out = (rows.size, self.length), self.dtype, []
         for name in self.names:
-            given = get(name)
-            fits = isinstance(given, np.ndarray) and given.shape == shape and given.dtype == self.dtype
-            out.append(given if fits and given.flags.c_contiguous and given.flags.writeable else np.empty(shape, self.dtype))
+            given = buffer.get(name) if isinstance(buffer, dict) else None
+            fits = type(given) is np.ndarray and given.shape == shape and given.dtype == dtype and given.flags.c_contiguous and given.flags.writeable
+            out.append(given if fits else np.empty(shape, dtype))
         self._fill(rows, tuple(out))  # type: ignore[arg-type]
         return dict(zip(self.names, out))
 
     def _fill(self, rows: np.ndarray, out: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
-        if self._kernel is not None:
-            gather(self._kernel, self.plan, self._pages, rows, out, self.length, self.pad_id)
+        gather = self._gather
+        if gather is None and self._kernel is not None:
+            gather = self._gather = Gather(self._kernel, self.plan, self._pages, self.length, self.pad_id, self.dtype)
+        if gather is not None:
+            gather(rows, out)
         else:
             gather_reference(self.plan, self._pages, rows, out, self.length, self.pad_id)
 
@@ -146,13 +150,14 @@ class Packing:
 
     def __getstate__(self) -> dict[str, Any]:  # the plan travels; pages are reopened (a file source reopens itself)
         state = dict(self.__dict__)
-        del state["_pages"], state["_kernel"], state["kernel_status"]
+        del state["_pages"], state["_kernel"], state["kernel_status"], state["_gather"]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._kernel, self.kernel_status = kernels()
         self._pages = PageTable(self.documents)
+        self._gather = None
 
 
 def _cut_documents(cum: np.ndarray, rows: int, length: int, chunk: int = 1 << 20) -> int:

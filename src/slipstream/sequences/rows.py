@@ -22,7 +22,7 @@ import numpy as np
 from .documents import Documents
 from .packplan import BinsPlan, ConcatPlan
 
-__all__ = ["OUT_DTYPES", "PageTable", "gather", "gather_reference", "row_pieces"]
+__all__ = ["OUT_DTYPES", "Gather", "PageTable", "gather_reference", "row_pieces"]
 
 _TOKEN_CODES = {np.dtype(t): k for k, t in enumerate((np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64, np.int8))}
 OUT_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
@@ -111,30 +111,40 @@ class PageTable:
         return self.checked(p)
 
 
-def _pieces_args(plan: BinsPlan | ConcatPlan, lengths: np.ndarray) -> tuple[Any, ...]:
-    if isinstance(plan, BinsPlan):
-        return plan.bin_offsets, plan.bin_items, lengths, plan.extra_doc, plan.extra_start
-    return plan.cum, plan.order if plan.order is not None else np.zeros(0, np.int64)
+class Gather:
+    """The compiled gather of one plan: ``gather(rows, out)`` fills rows ``rows`` (int64) into
+    ``out`` (tokens, segment_ids, positions: C-contiguous (len(rows), length) arrays of
+    ``out_dtype``, one of ``OUT_DTYPES``) without the GIL. Everything but the rows and the
+    outputs is decided once, here, so a call costs the GIL a few microseconds."""
 
+    def __init__(self, kernel: Any, plan: BinsPlan | ConcatPlan, pages: PageTable, length: int, pad_id: int, out_dtype: np.dtype):
+        docs = pages.documents
+        self.pages, self.documents, self.resident = pages, docs, docs.resident
+        if isinstance(plan, BinsPlan):
+            self.call, plan_args = kernel.rows_bins, (plan.bin_offsets, plan.bin_items, docs.lengths, plan.extra_doc, plan.extra_start)
+        else:
+            self.call, plan_args = kernel.rows_concat, (plan.cum, plan.order if plan.order is not None else np.zeros(0, np.int64))
+        code = _TOKEN_CODES[np.dtype(docs.dtype).newbyteorder("=")]
+        self.tail = (*plan_args, length, pad_id, code, OUT_DTYPES.index(np.dtype(out_dtype)))
+        self.table: _Table | None = None
+        self.none = np.zeros(0, np.int64)  # a resident table misses no page: nothing is recorded
 
-def gather(kernel: Any, plan: BinsPlan | ConcatPlan, pages: PageTable, rows: np.ndarray, out: tuple[np.ndarray, np.ndarray, np.ndarray], length: int, pad_id: int) -> None:
-    """Rows ``rows`` (int64, in range) into ``out`` (tokens, segment_ids, positions: C-contiguous
-    (len(rows), length) arrays of one of ``OUT_DTYPES``), in compiled code without the GIL."""
-    tokens, segments, positions = out
-    code = _TOKEN_CODES.get(pages.documents.dtype.newbyteorder("="))
-    out_code = OUT_DTYPES.index(tokens.dtype)
-    call = kernel.rows_bins if isinstance(plan, BinsPlan) else kernel.rows_concat
-    args = _pieces_args(plan, pages.documents.lengths)
-    missing = np.empty(_MISSING, np.int64)
-    pages.documents.check()
-    table = pages.start()
-    while True:
-        count = call(rows, table.page_first, table.off_addr, table.val_addr, table.nvals, tokens, segments, positions, missing, *args, length, pad_id, code, out_code)
-        if count == 0:
+    def __call__(self, rows: np.ndarray, out: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+        self.documents.check()
+        if self.resident:
+            table = self.table
+            if table is None:
+                table = self.table = self.pages.full()
+            if self.call(rows, table.page_first, table.off_addr, table.val_addr, table.nvals, *out, self.none, *self.tail):
+                raise RuntimeError(f"{self.documents.name}: a page is missing from the table of every page")
             return
-        if pages.documents.resident:
-            raise RuntimeError(f"{pages.documents.name}: the page table misses pages {missing[: min(count, _MISSING)].tolist()[:8]}")
-        table = pages.load(table, missing[: min(count, _MISSING)])
+        missing = np.empty(_MISSING, np.int64)
+        table = self.pages.start()
+        while True:
+            count = self.call(rows, table.page_first, table.off_addr, table.val_addr, table.nvals, *out, missing, *self.tail)
+            if count == 0:
+                return
+            table = self.pages.load(table, missing[: min(count, _MISSING)])
 
 
 def row_pieces(plan: BinsPlan | ConcatPlan, lengths: np.ndarray, row: int, length: int) -> list[tuple[int, int, int]]:
