@@ -178,12 +178,21 @@ done:
     return nbins;
 }
 
-/* block `blk`'s largest remaining capacity into the tree, and up while it changes */
+/* bin b's remaining capacity went from `old` to rem[b]: its block's largest into the tree, and up
+   while that changes (a block's scan only when its largest may have shrunk) */
 static void
-ff_update(int64_t *tree, int64_t leaves, const int64_t *rem, int64_t blk)
+ff_update(int64_t *tree, int64_t leaves, const int64_t *rem, int64_t b, int64_t old)
 {
-    int64_t top = -1, node = leaves + blk;
-    for (int64_t j = blk * BLOCK; j < (blk + 1) * BLOCK; j++)
+    int64_t node = leaves + b / BLOCK, top = rem[b];
+    if (top > tree[node]) {
+        for (; node >= 1 && tree[node] < top; node >>= 1)
+            tree[node] = top;
+        return;
+    }
+    if (old < tree[node])
+        return; /* another bin of the block holds its largest */
+    top = -1;
+    for (int64_t j = (b / BLOCK) * BLOCK; j < (b / BLOCK + 1) * BLOCK; j++)
         top = rem[j] > top ? rem[j] : top;
     tree[node] = top;
     for (node >>= 1; node >= 1; node >>= 1) {
@@ -213,7 +222,7 @@ first_fit(const int64_t *first, int64_t capacity, int64_t max_bins, int32_t *bin
     for (int64_t k = 0; k < 2 * leaves; k++)
         tree[k] = -1;
     EACH_ITEM(capacity, first) {
-        int64_t b, node = 1;
+        int64_t b, old, node = 1;
         if (tree[1] < s) {
             if (nbins >= max_bins) {
                 snprintf(msg, msg_len, "more than the %lld bins allowed", (long long)max_bins);
@@ -221,16 +230,17 @@ first_fit(const int64_t *first, int64_t capacity, int64_t max_bins, int32_t *bin
                 goto done;
             }
             b = nbins++;
-            rem[b] = capacity;
+            rem[b] = capacity; /* (was -1: the tree never saw it) */
         } else {
             while (node < leaves)
                 node = tree[2 * node] >= s ? 2 * node : 2 * node + 1;
             for (b = (node - leaves) * BLOCK; rem[b] < s; b++)
                 ;
         }
+        old = rem[b];
         rem[b] -= s;
         bin_of[i] = (int32_t)b;
-        ff_update(tree, leaves, rem, b / BLOCK);
+        ff_update(tree, leaves, rem, b, old);
     }
 done:
     free(rem);
