@@ -73,7 +73,13 @@ def test_concat_holds_every_token_of_every_document_once_in_order(lengths, lengt
 
 
 @settings(max_examples=80, deadline=None)
-@given(lengths_st, st.integers(1, 40), st.sampled_from(["best_fit", "first_fit"]), st.sampled_from([None, 0, 5]), st.sampled_from(["split", "truncate"]))
+@given(
+    lengths_st,
+    st.integers(1, 40),
+    st.sampled_from(["best_fit", "first_fit"]),
+    st.sampled_from([None, 0, 5]),
+    st.sampled_from(["split", "truncate"]),
+)
 def test_bins_hold_every_document_once_whole_or_in_its_pieces(lengths, length, method, seed, too_long):
     if sum(lengths) == 0:
         return
@@ -99,7 +105,13 @@ def test_bins_hold_every_document_once_whole_or_in_its_pieces(lengths, length, m
 
 @needs_kernel
 @settings(max_examples=60, deadline=None)
-@given(lengths_st, st.integers(1, 40), st.sampled_from(["concat", "best_fit", "first_fit"]), st.sampled_from([np.uint16, np.int32, np.uint32, np.int64, np.uint8, np.int8]), st.sampled_from(["int32", "int64"]))
+@given(
+    lengths_st,
+    st.integers(1, 40),
+    st.sampled_from(["concat", "best_fit", "first_fit"]),
+    st.sampled_from([np.uint16, np.int32, np.uint32, np.int64, np.uint8, np.int8]),
+    st.sampled_from(["int32", "int64"]),
+)
 def test_the_compiled_gather_gives_the_reference_rows(lengths, length, method, stored, dtype):
     if sum(lengths) == 0:
         return
@@ -115,7 +127,9 @@ def test_the_compiled_gather_gives_the_reference_rows(lengths, length, method, s
     assert_same(compiled.getobs_batch_into({}, indices), reference.getobs_batch_into({}, indices))
     row = compiled[len(compiled) - 1]
     tokens = np.concatenate([d for d in docs])
-    assert row["tokens"].dtype == np.dtype(dtype) and set(np.unique(row["tokens"][row["segment_ids"] > 0])) <= set(tokens.astype(dtype).tolist())
+    assert row["tokens"].dtype == np.dtype(dtype) and set(np.unique(row["tokens"][row["segment_ids"] > 0])) <= set(
+        tokens.astype(dtype).tolist()
+    )
 
 
 @contextlib.contextmanager
@@ -205,7 +219,9 @@ class Fetched(ArrayDocuments):
 
     def __init__(self, docs, per_page):
         whole = ArrayDocuments(np.concatenate([[0], np.cumsum([d.size for d in docs])]), np.concatenate(docs), "fetched")
-        Documents.__init__(self, "fetched", list(range(0, len(docs), per_page)) + [len(docs)], whole.dtype, whole.lengths, resident=False)
+        Documents.__init__(
+            self, "fetched", list(range(0, len(docs), per_page)) + [len(docs)], whole.dtype, whole.lengths, resident=False
+        )
         self.whole, self.reads = whole, []
 
     def page(self, p):
@@ -231,7 +247,12 @@ def test_the_compiled_gather_refuses_bad_buffers_without_crashing():
     packed = ss.pack(numbered([5, 3]), 8, method="best_fit")
     plan, docs = packed.plan, packed.documents
     offsets, values = docs.page(0)
-    table = (np.asarray([0, 2], np.int64), np.asarray([offsets.ctypes.data], np.uint64), np.asarray([values.ctypes.data], np.uint64), np.asarray([values.size], np.int64))
+    table = (
+        np.asarray([0, 2], np.int64),
+        np.asarray([offsets.ctypes.data], np.uint64),
+        np.asarray([values.ctypes.data], np.uint64),
+        np.asarray([values.size], np.int64),
+    )
     extra = (plan.bin_offsets, plan.bin_items, docs.lengths, plan.extra_doc, plan.extra_start)
     out = [np.zeros((1, 8), np.int32) for _ in range(3)]
     missing = np.zeros(4, np.int64)
@@ -243,10 +264,28 @@ def test_the_compiled_gather_refuses_bad_buffers_without_crashing():
     with pytest.raises(TypeError, match="segment_ids: expected an aligned contiguous array of 4-byte"):
         kernel.rows_bins(np.asarray([0]), *table, out[0], np.zeros((1, 8), np.int64), out[2], missing, *extra, 8, 0, 5, 0)
     with pytest.raises((TypeError, ValueError)):
-        kernel.rows_bins(np.asarray([0]), *table, out[0], out[1], np.zeros((1, 16), np.int32)[:, ::2], missing, *extra, 8, 0, 5, 0)
+        kernel.rows_bins(
+            np.asarray([0]), *table, out[0], out[1], np.zeros((1, 16), np.int32)[:, ::2], missing, *extra, 8, 0, 5, 0
+        )
     longer = docs.lengths + 100  # lengths the page does not have: caught, never read past
-    with pytest.raises(ValueError, match=r"document 0 \(page 0, row 0\): tokens 0..8 are not inside it \(offsets 0..5 of 8 values\)"):
-        kernel.rows_bins(np.asarray([0]), *table, *out, missing, plan.bin_offsets, plan.bin_items, longer, plan.extra_doc, plan.extra_start, 8, 0, 5, 0)
+    with pytest.raises(
+        ValueError, match=r"document 0 \(page 0, row 0\): tokens 0..8 are not inside it \(offsets 0..5 of 8 values\)"
+    ):
+        kernel.rows_bins(
+            np.asarray([0]),
+            *table,
+            *out,
+            missing,
+            plan.bin_offsets,
+            plan.bin_items,
+            longer,
+            plan.extra_doc,
+            plan.extra_start,
+            8,
+            0,
+            5,
+            0,
+        )
     with pytest.raises(ValueError, match="bad token type"):
         kernel.rows_bins(np.asarray([0]), *table, *out, missing, *extra, 8, 0, 42, 0)
 
@@ -269,7 +308,12 @@ def token_file(tmp_path):
     rng = np.random.default_rng(3)
     docs = [rng.integers(0, 60000, int(n)).astype(np.uint16) for n in rng.integers(0, 200, 600)]
     path = tmp_path / "tokens.ss"
-    ss.write(path, [{"tokens": d, "n": i} for i, d in enumerate(docs)], fields={"tokens": F.Tokens(), "n": F.Int()}, page_size=16 * 1024)
+    ss.write(
+        path,
+        [{"tokens": d, "n": i} for i, d in enumerate(docs)],
+        fields={"tokens": F.Tokens(), "n": F.Int()},
+        page_size=16 * 1024,
+    )
     return path, docs
 
 
@@ -334,16 +378,32 @@ def test_a_resumed_loader_gives_the_rest_of_the_epoch_exactly(method):
 @pytest.mark.parametrize(
     "call, error, message",
     [
-        (lambda: ss.pack([[1.5, 2.0]], 4), TypeError, r"document 0, field 'tokens': expected integer token ids, got dtype float64"),
-        (lambda: ss.pack([[1, 2], [[1, 2]]], 4), ValueError, r"document 1, field 'tokens': expected a 1-d array of token ids, got shape \(1, 2\)"),
+        (
+            lambda: ss.pack([[1.5, 2.0]], 4),
+            TypeError,
+            r"document 0, field 'tokens': expected integer token ids, got dtype float64",
+        ),
+        (
+            lambda: ss.pack([[1, 2], [[1, 2]]], 4),
+            ValueError,
+            r"document 1, field 'tokens': expected a 1-d array of token ids, got shape \(1, 2\)",
+        ),
         (lambda: ss.pack([{"ids": [1]}], 4), KeyError, r"document 0 has no field 'tokens'"),
         (lambda: ss.pack([[True, False]], 4), TypeError, r"got dtype bool"),
-        (lambda: ss.pack([[1]], 4, method="greedy"), ValueError, r"unknown method 'greedy'; expected one of 'concat', 'best_fit', 'first_fit'"),
+        (
+            lambda: ss.pack([[1]], 4, method="greedy"),
+            ValueError,
+            r"unknown method 'greedy'; expected one of 'concat', 'best_fit', 'first_fit'",
+        ),
         (lambda: ss.pack([[1]], 0), ValueError, r"length must be at least 1, got 0"),
         (lambda: ss.pack([[1]], 2.5), TypeError, r"length must be an integer"),
         (lambda: ss.pack([], 4), ValueError, r"holds no documents \(field 'tokens'\)"),
         (lambda: ss.pack([[], []], 4), ValueError, r"the 2 documents of .* hold no tokens"),
-        (lambda: ss.pack([[1, 2, 3]], 2, method="best_fit", too_long="error"), ValueError, r"document 0 has 3 tokens, more than length=2"),
+        (
+            lambda: ss.pack([[1, 2, 3]], 2, method="best_fit", too_long="error"),
+            ValueError,
+            r"document 0 has 3 tokens, more than length=2",
+        ),
         (lambda: ss.pack([[1]], 4, too_long="drop"), ValueError, r"too_long must be one of"),
         (lambda: ss.pack([[1]], 4, dtype="float32"), TypeError, r"dtype must be int32 or int64, got float32"),
         (lambda: ss.pack([[1]], 4, pad_id=2**40), ValueError, r"pad_id 1099511627776 does not fit dtype int32"),

@@ -16,7 +16,13 @@ needs_kernel = pytest.mark.skipif(kernel is None, reason=f"slipstream.sequences.
 METHODS = ["best_fit", "first_fit"]
 
 lengths_st = st.lists(st.integers(0, 120), min_size=1, max_size=120).map(lambda v: np.asarray(v, np.int64))
-case_st = st.tuples(lengths_st, st.integers(1, 64), st.sampled_from(METHODS), st.sampled_from([None, 0, 7, 2**70]), st.sampled_from(["split", "truncate"]))
+case_st = st.tuples(
+    lengths_st,
+    st.integers(1, 64),
+    st.sampled_from(METHODS),
+    st.sampled_from([None, 0, 7, 2**70]),
+    st.sampled_from(["split", "truncate"]),
+)
 
 
 def pieces(plan, lengths: np.ndarray, length: int) -> list[list[tuple[int, int, int]]]:
@@ -57,7 +63,7 @@ def test_a_bins_plan_places_every_document_once_and_whole_or_in_its_pieces(case)
             assert spans == [(0, min(int(lengths[doc]), length))]
         else:  # cut every `length` tokens, each piece once
             assert spans == [(s, min(length, int(lengths[doc]) - s)) for s in range(0, int(lengths[doc]), length)]
-    tokens = sum(t for _, t in sum(covered.values(), []))
+    tokens = sum(t for spans in covered.values() for _, t in spans)
     assert plan.rows >= -(-tokens // length)  # the lower bound
     assert plan.rows <= 2 * tokens // length + 1  # any fit: at most one bin half empty
 
@@ -69,7 +75,10 @@ def test_the_compiled_planner_and_the_reference_make_the_same_plan(case):
     lengths, length, method, seed, too_long = case
     if lengths.sum() == 0:
         return
-    compiled, reference = plan_of(lengths, length, method, seed, too_long, kernel), plan_of(lengths, length, method, seed, too_long, None)
+    compiled, reference = (
+        plan_of(lengths, length, method, seed, too_long, kernel),
+        plan_of(lengths, length, method, seed, too_long, None),
+    )
     assert compiled.rows == reference.rows
     np.testing.assert_array_equal(compiled.bin_offsets, reference.bin_offsets)
     np.testing.assert_array_equal(compiled.bin_items, reference.bin_items)

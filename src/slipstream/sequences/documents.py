@@ -43,7 +43,9 @@ class Documents:
         if self.dtype.kind not in "iu":
             raise TypeError(f"{self.name}: token documents hold integer token ids, got dtype {self.dtype}")
         if first.ndim != 1 or first.size < 1 or first[0] != 0 or first[-1] != self.lengths.size or (np.diff(first) < 0).any():
-            raise ValueError(f"{self.name}: page_first must rise from 0 to the {self.lengths.size} documents, got {first[:8].tolist()}..")
+            raise ValueError(
+                f"{self.name}: page_first must rise from 0 to the {self.lengths.size} documents, got {first[:8].tolist()}.."
+            )
         if self.lengths.ndim != 1 or (self.lengths.size and self.lengths.min() < 0):
             raise ValueError(f"{self.name}: document lengths must be a 1-d array of counts >= 0")
 
@@ -114,10 +116,14 @@ class _FileDocuments(Documents):
             for p in range(len(first) - 1):
                 offsets, _ = self.page(p)
                 if offsets.size != first[p + 1] - first[p] + 1:
-                    raise ValueError(f"{_file_name(data)}: page {p} of field {field!r} has {offsets.size - 1} rows, expected {first[p + 1] - first[p]}")
+                    raise ValueError(
+                        f"{_file_name(data)}: page {p} of field {field!r} has {offsets.size - 1} rows, expected {first[p + 1] - first[p]}"
+                    )
                 lengths[first[p] : first[p + 1]] = np.diff(offsets)
         dtype = self._values_dtype(first)
-        super().__init__(name or f"{_file_name(data)} field {field!r}", first, dtype, lengths, resident=not getattr(data, "remote", False))
+        super().__init__(
+            name or f"{_file_name(data)} field {field!r}", first, dtype, lengths, resident=not getattr(data, "remote", False)
+        )
 
     def _values_dtype(self, first: np.ndarray) -> np.dtype:
         tokens_field = self.data.fields[self.field]
@@ -165,14 +171,18 @@ def tokens_of(value: Any, where: str) -> np.ndarray:
     if array.ndim != 1:
         raise ValueError(f"{where}: expected a 1-d array of token ids, got shape {array.shape}")
     if array.dtype.kind not in "iu":
-        raise TypeError(f"{where}: expected integer token ids, got dtype {array.dtype} (floats and bools are refused, never cast)")
+        raise TypeError(
+            f"{where}: expected integer token ids, got dtype {array.dtype} (floats and bools are refused, never cast)"
+        )
     return array
 
 
 def _read_container(data: Any, field: str) -> ArrayDocuments:
     """Every document of a container (or iterable) of arrays or dicts, read once into one page."""
     name = f"{type(data).__name__} of {len(data)} documents" if hasattr(data, "__len__") else type(data).__name__
-    items: Iterable[Any] = (data[i] for i in range(len(data))) if hasattr(data, "__len__") and hasattr(data, "__getitem__") else data
+    items: Iterable[Any] = (
+        (data[i] for i in range(len(data))) if hasattr(data, "__len__") and hasattr(data, "__getitem__") else data
+    )
     arrays: list[np.ndarray] = []
     for d, item in enumerate(items):
         if isinstance(item, dict):
@@ -209,15 +219,21 @@ def documents_of(data: Any, field: str = "tokens") -> Documents:
     if callable(own):
         documents = own(field)
         if not isinstance(documents, Documents):
-            raise TypeError(f"{type(data).__name__}.token_documents({field!r}) returned {type(documents).__name__}, not a Documents")
+            raise TypeError(
+                f"{type(data).__name__}.token_documents({field!r}) returned {type(documents).__name__}, not a Documents"
+            )
         return documents
     if _is_packed_file(data):
         fields = data.fields
         if field not in fields:
             raise KeyError(f"{_file_name(data)}: no field {field!r} to pack; it has {list(fields)}")
         if getattr(fields[field], "kind", None) != "tokens":
-            raise TypeError(f"{_file_name(data)}: field {field!r} is {fields[field]!r}, not token documents (write it as F.Tokens())")
+            raise TypeError(
+                f"{_file_name(data)}: field {field!r} is {fields[field]!r}, not token documents (write it as F.Tokens())"
+            )
         return _FileDocuments(data, field)
     if isinstance(data, np.ndarray) and data.ndim != 2:
-        raise ValueError(f"an array of shape {data.shape} is not token documents: give a 2-d array (one document per row) or a list of 1-d arrays")
+        raise ValueError(
+            f"an array of shape {data.shape} is not token documents: give a 2-d array (one document per row) or a list of 1-d arrays"
+        )
     return _read_container(data, field)

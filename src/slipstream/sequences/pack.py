@@ -44,7 +44,18 @@ def _integer(value: Any, what: str) -> int:
 class Packing:
     """Token documents packed into rows (see ``pack``)."""
 
-    def __init__(self, documents: Documents, length: int, *, field: str, method: str, seed: int | None, pad_id: int, too_long: str, dtype: np.dtype):
+    def __init__(
+        self,
+        documents: Documents,
+        length: int,
+        *,
+        field: str,
+        method: str,
+        seed: int | None,
+        pad_id: int,
+        too_long: str,
+        dtype: np.dtype,
+    ):
         self.documents, self.length, self.field, self.method = documents, length, field, method
         self.seed, self.pad_id, self.too_long, self.dtype = seed, pad_id, too_long, dtype
         self._kernel, self.kernel_status = kernels()
@@ -86,12 +97,23 @@ class Packing:
         batch's row slices), one compiled gather for them all; arrays it lacks, or that are not
         C-contiguous arrays of ``dtype`` of that shape, are made. Returns the dict of the arrays."""
         rows = indices
-        if type(rows) is not np.ndarray or rows.dtype != np.int64 or rows.ndim != 1 or (rows.size and (rows.min() < 0 or rows.max() >= len(self))):
+        if (
+            type(rows) is not np.ndarray
+            or rows.dtype != np.int64
+            or rows.ndim != 1
+            or (rows.size and (rows.min() < 0 or rows.max() >= len(self)))
+        ):
             rows = checked_indices(indices, len(self), f"{self._label()}: ", "").astype(np.int64, copy=False)
         shape, dtype, out = (rows.size, self.length), self.dtype, []
         for name in self.names:
             given = buffer.get(name) if isinstance(buffer, dict) else None
-            fits = type(given) is np.ndarray and given.shape == shape and given.dtype == dtype and given.flags.c_contiguous and given.flags.writeable
+            fits = (
+                type(given) is np.ndarray
+                and given.shape == shape
+                and given.dtype == dtype
+                and given.flags.c_contiguous
+                and given.flags.writeable
+            )
             out.append(given if fits else np.empty(shape, dtype))
         self._fill(rows, tuple(out))  # type: ignore[arg-type]
         return dict(zip(self.names, out))
@@ -112,7 +134,11 @@ class Packing:
         empty_documents (in no row), long_documents (longer than a row), truncated_tokens."""
         if self._stats is None:
             lengths = self.documents.lengths
-            info = {"empty_documents": int(np.count_nonzero(lengths == 0)), "long_documents": int(np.count_nonzero(lengths > self.length)), "truncated_tokens": 0}
+            info = {
+                "empty_documents": int(np.count_nonzero(lengths == 0)),
+                "long_documents": int(np.count_nonzero(lengths > self.length)),
+                "truncated_tokens": 0,
+            }
             if isinstance(self.plan, BinsPlan):
                 info.update(self.plan.info)
                 pieces = int(self.plan.bin_items.size)
@@ -171,7 +197,15 @@ def _cut_documents(cum: np.ndarray, rows: int, length: int, chunk: int = 1 << 20
 
 
 def pack(
-    data: Any, length: int, *, field: str = "tokens", method: str = "concat", seed: int | None = 0, pad_id: int = 0, too_long: str = "split", dtype: Any = "int32"
+    data: Any,
+    length: int,
+    *,
+    field: str = "tokens",
+    method: str = "concat",
+    seed: int | None = 0,
+    pad_id: int = 0,
+    too_long: str = "split",
+    dtype: Any = "int32",
 ) -> Packing:
     """Token documents packed into rows of ``length`` tokens: a container of ``{field, "segment_ids",
     "positions"}`` dicts of (length,) ``dtype`` arrays (int32 or int64).
@@ -221,4 +255,13 @@ def pack(
         raise ValueError(f"ss.pack: {documents.name} holds no documents (field {field!r})")
     if documents.tokens == 0:
         raise ValueError(f"ss.pack: the {len(documents)} documents of {documents.name} (field {field!r}) hold no tokens")
-    return Packing(documents, length, field=field, method=method, seed=None if seed is None else int(seed), pad_id=pad_id, too_long=too_long, dtype=out)
+    return Packing(
+        documents,
+        length,
+        field=field,
+        method=method,
+        seed=None if seed is None else int(seed),
+        pad_id=pad_id,
+        too_long=too_long,
+        dtype=out,
+    )

@@ -27,7 +27,19 @@ import numpy as np
 
 from ..core.optional import probe
 
-__all__ = ["METHODS", "TOO_LONG", "BinsPlan", "ConcatPlan", "bins_plan", "bins_reference", "concat_plan", "kernels", "seeded_rng", "shuffle_keys", "shuffled"]
+__all__ = [
+    "METHODS",
+    "TOO_LONG",
+    "BinsPlan",
+    "ConcatPlan",
+    "bins_plan",
+    "bins_reference",
+    "concat_plan",
+    "kernels",
+    "seeded_rng",
+    "shuffle_keys",
+    "shuffled",
+]
 
 METHODS = ("concat", "best_fit", "first_fit")
 TOO_LONG = ("split", "truncate", "error")
@@ -107,7 +119,9 @@ def concat_plan(lengths: np.ndarray, length: int, seed: int | None) -> ConcatPla
     return ConcatPlan(cum, order, -(-total // length))
 
 
-def _pieces(lengths: np.ndarray, length: int, too_long: str, name: str) -> tuple[np.ndarray | None, np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
+def _pieces(
+    lengths: np.ndarray, length: int, too_long: str, name: str
+) -> tuple[np.ndarray | None, np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
     """(ids, sizes, extra_doc, extra_start, info): the pieces to pack, in stored order (documents,
     then the pieces after the first of each long document); ids None: item k is piece k."""
     n = lengths.size
@@ -142,7 +156,9 @@ def max_bins(sizes: np.ndarray, length: int) -> int:
     return int(min(sizes.size, 2 * int(sizes.sum()) // length + 2))
 
 
-def bins_plan(lengths: np.ndarray, length: int, method: str, seed: int | None, too_long: str, name: str, compiled: Any = None) -> BinsPlan:
+def bins_plan(
+    lengths: np.ndarray, length: int, method: str, seed: int | None, too_long: str, name: str, compiled: Any = None
+) -> BinsPlan:
     """The best-fit / first-fit decreasing plan of documents of ``lengths`` into rows of ``length``
     (``compiled``: the ``_packing`` module, or None for the reference)."""
     if length > MAX_BIN_LENGTH:
@@ -153,7 +169,9 @@ def bins_plan(lengths: np.ndarray, length: int, method: str, seed: int | None, t
     if compiled is not None:
         offsets = np.empty(bound + 1, np.int64)
         items = np.empty(sizes.size, np.int64)
-        rows = compiled.plan(sizes, np.zeros(0, np.int64) if ids is None else ids, keys, length, METHODS.index(method) - 1, bound, offsets, items)
+        rows = compiled.plan(
+            sizes, np.zeros(0, np.int64) if ids is None else ids, keys, length, METHODS.index(method) - 1, bound, offsets, items
+        )
         offsets = offsets[: rows + 1].copy()
     else:
         offsets, items = bins_reference(sizes, ids, None if seed is None else shuffled(sizes.size, keys), length, method)
@@ -161,7 +179,9 @@ def bins_plan(lengths: np.ndarray, length: int, method: str, seed: int | None, t
     return BinsPlan(offsets, items, extra_doc, extra_start, int(rows), info)
 
 
-def bins_reference(sizes: np.ndarray, ids: np.ndarray | None, shuffle: np.ndarray | None, length: int, method: str) -> tuple[np.ndarray, np.ndarray]:
+def bins_reference(
+    sizes: np.ndarray, ids: np.ndarray | None, shuffle: np.ndarray | None, length: int, method: str
+) -> tuple[np.ndarray, np.ndarray]:
     """(bin_offsets, bin_items): the plan ``_packing.plan`` makes, in Python: the items in
     decreasing size, equal sizes in ``shuffle``'s order (None: their own), best fit taking the bin
     most recently left at the chosen capacity, first fit the lowest-numbered bin that fits."""

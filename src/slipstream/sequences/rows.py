@@ -24,7 +24,9 @@ from .packplan import BinsPlan, ConcatPlan
 
 __all__ = ["OUT_DTYPES", "Gather", "PageTable", "gather_reference", "row_pieces"]
 
-_TOKEN_CODES = {np.dtype(t): k for k, t in enumerate((np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64, np.int8))}
+_TOKEN_CODES = {
+    np.dtype(t): k for k, t in enumerate((np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64, np.int8))
+}
 OUT_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
 _MISSING = 1024  # pages recorded per gather call that found some not loaded
 
@@ -63,7 +65,9 @@ class PageTable:
         offsets, values = np.asarray(offsets), np.asarray(values)
         where = f"{docs.name}: page {p} (documents {first}..{last - 1})"
         if offsets.dtype.kind not in "iu" or offsets.ndim != 1 or offsets.size != last - first + 1:
-            raise ValueError(f"{where}: expected {last - first + 1} integer offsets, got {offsets.dtype} of shape {offsets.shape}")
+            raise ValueError(
+                f"{where}: expected {last - first + 1} integer offsets, got {offsets.dtype} of shape {offsets.shape}"
+            )
         if values.ndim != 1 or values.dtype.kind not in "iu":
             raise ValueError(f"{where}: expected 1-d integer token values, got {values.dtype} of shape {values.shape}")
         if values.dtype != docs.dtype:
@@ -72,7 +76,9 @@ class PageTable:
         if not values.dtype.isnative:
             values = values.astype(values.dtype.newbyteorder("="))
         values = np.ascontiguousarray(values)
-        if offsets.size > 1 and (offsets[0] < 0 or offsets[-1] > values.size or not np.array_equal(np.diff(offsets), docs.lengths[first:last])):
+        if offsets.size > 1 and (
+            offsets[0] < 0 or offsets[-1] > values.size or not np.array_equal(np.diff(offsets), docs.lengths[first:last])
+        ):
             raise ValueError(f"{where}: its offsets disagree with the document lengths (or run past its {values.size} tokens)")
         if values.__array_interface__["data"][0] == 0:  # an empty buffer: no piece reads it, but 0 means "not loaded"
             values = np.zeros(1, values.dtype)[:0]
@@ -121,7 +127,10 @@ class Gather:
         docs = pages.documents
         self.pages, self.documents, self.resident = pages, docs, docs.resident
         if isinstance(plan, BinsPlan):
-            self.call, plan_args = kernel.rows_bins, (plan.bin_offsets, plan.bin_items, docs.lengths, plan.extra_doc, plan.extra_start)
+            self.call, plan_args = (
+                kernel.rows_bins,
+                (plan.bin_offsets, plan.bin_items, docs.lengths, plan.extra_doc, plan.extra_start),
+            )
         else:
             self.call, plan_args = kernel.rows_concat, (plan.cum, plan.order if plan.order is not None else np.zeros(0, np.int64))
         code = _TOKEN_CODES[np.dtype(docs.dtype).newbyteorder("=")]
@@ -171,7 +180,14 @@ def row_pieces(plan: BinsPlan | ConcatPlan, lengths: np.ndarray, row: int, lengt
     return pieces
 
 
-def gather_reference(plan: BinsPlan | ConcatPlan, pages: PageTable, rows: np.ndarray, out: tuple[np.ndarray, np.ndarray, np.ndarray], length: int, pad_id: int) -> None:
+def gather_reference(
+    plan: BinsPlan | ConcatPlan,
+    pages: PageTable,
+    rows: np.ndarray,
+    out: tuple[np.ndarray, np.ndarray, np.ndarray],
+    length: int,
+    pad_id: int,
+) -> None:
     """``gather`` in NumPy (a slice copy per piece): the same rows."""
     tokens, segments, positions = out
     docs = pages.documents
