@@ -331,6 +331,17 @@ def test_a_packed_file_packs_as_its_documents_do_and_pickles_without_its_tokens(
     assert_same(all_rows(ss.pack(shards, 256, method=method)), all_rows(ss.pack(docs + docs, 256, method=method)))
 
 
+def test_a_token_file_packs_through_its_own_documents(tmp_path):
+    rng = np.random.default_rng(5)
+    docs = [np.append(rng.integers(1, 500, int(n)), 0).astype(np.uint16) for n in rng.integers(0, 90, 200)]
+    path = tmp_path / "train.bin"
+    np.concatenate(docs).tofile(path)
+    for method in ("concat", "best_fit"):
+        packed = ss.pack(ss.token_file(path, dtype="uint16", eod=0), 64, method=method)
+        assert_same(all_rows(packed), all_rows(ss.pack(docs, 64, method=method)))
+        assert_same(all_rows(pickle.loads(pickle.dumps(packed))), all_rows(packed))
+
+
 def test_a_packed_file_field_that_is_not_tokens_is_named(token_file):
     path, _ = token_file
     with pytest.raises(TypeError, match=r"tokens.ss: field 'n' is .*not token documents"):
