@@ -191,3 +191,39 @@ def test_bad_batches_are_clear_errors(kind):
         ss.attention_inputs({"tokens": np.ones((2, 4), dtype=np.int32), "segment_ids": torch.ones(2, 4, dtype=torch.int32)})
     with pytest.raises(TypeError, match="expected a batch mapping"):
         ss.attention_inputs([seg, seg])
+
+
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+def test_negative_segment_ids_are_refused_not_trained_on(kind):
+    """0 is padding; a -1 padding convention would otherwise make its tokens a scored document."""
+    conv = (lambda a: torch.from_numpy(np.asarray(a))) if kind == "torch" else np.asarray
+    seg = conv(np.array([[1, 1, 2, 2], [1, 1, -1, -1]], dtype=np.int32))
+    with pytest.raises(ValueError, match=r"'segment_ids'.*0 for padding.*found -1 at row 1, column 2"):
+        ss.attention_inputs({"tokens": conv(np.ones((2, 4), dtype=np.int32)), "segment_ids": seg})
+    unsigned = conv(np.array([[1, 1, 2, 0]], dtype=np.uint8))  # unsigned ids need no check
+    assert ss.attention_inputs({"tokens": unsigned, "segment_ids": unsigned})["cu_seq_lens_q"].tolist() == [0, 2, 3, 4]
+
+
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+def test_a_batch_past_int32_cu_seqlens_is_refused_before_anything_is_allocated(kind, monkeypatch):
+    from slipstream.sequences import attention
+
+    monkeypatch.setattr(attention, "MAX_TOKENS", 7)  # the int32 limit of cu_seqlens, lowered to test it
+    conv = (lambda a: torch.from_numpy(np.asarray(a))) if kind == "torch" else np.asarray
+    seg = conv(np.ones((2, 4), dtype=np.int32))
+    with pytest.raises(ValueError, match=r"8 tokens.*int32.*at most 7"):
+        ss.attention_inputs({"tokens": seg, "segment_ids": seg})
+    seg = conv(np.ones((1, 7), dtype=np.int32))
+    assert ss.attention_inputs({"tokens": seg, "segment_ids": seg})["cu_seq_lens_q"].tolist() == [0, 7]
+
+
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+def test_an_id_that_comes_back_later_in_its_row_starts_another_segment(kind):
+    conv = (lambda a: torch.from_numpy(np.asarray(a))) if kind == "torch" else np.asarray
+    seg = conv(np.array([[1, 1, 2, 1], [3, 3, 3, 3]], dtype=np.int32))
+    out = ss.attention_inputs({"tokens": seg + 10, "segment_ids": seg})
+    assert out["cu_seq_lens_q"].tolist() == [0, 2, 3, 4, 8]
+    assert out["position_ids"].tolist() == [[0, 1, 0, 0], [0, 1, 2, 3]]
+    assert out["shift_labels"].tolist() == [[11, -100, -100, -100], [13, 13, 13, -100]]
+    mask = ss.segment_mask(seg)
+    assert mask[0, 0, 3].tolist() == [False, False, False, True]  # the second run of id 1 sees only itself

@@ -4,7 +4,10 @@ A batch of packed items (``ss.pack``'s, collated by the loader) holds ``tokens``
 ``segment_ids`` (B, L): ids 1, 2, ... per document piece within a row, 0 for padding. A *segment* is
 a maximal run of equal segment ids within one row: a document piece, or a run of padding. Rows
 never share a segment, so a document cut by a row boundary is two segments (the second one starts
-at position 0, as the packed item's ``positions`` do).
+at position 0, as the packed item's ``positions`` do). An id that comes back later in its row (1, 1,
+2, 1) starts another segment: only adjacency counts, so ids need not be unique nor in order, and a
+mask of equal ids (``ids[q] == ids[k]``, FlexAttention's document mask) reads the same segments
+exactly when every id is one run per row, as in ``ss.pack``'s rows.
 
 ``attention_inputs`` turns such a batch into the keyword arguments of a Hugging Face
 ``transformers`` causal language model's ``forward`` (padding-free packing: FlashAttention's
@@ -14,8 +17,9 @@ causal mask for ``torch.nn.functional.scaled_dot_product_attention`` (or a hand-
 ``scores.masked_fill(~mask, float("-inf"))``) in models without a variable-length kernel.
 
 Both work on NumPy arrays and on torch tensors (results on the input's device, vectorized: no
-Python loop per row or per segment; the only host synchronization is one read of two integers, the
-segment count and the longest segment, which ``cu_seqlens``' size and ``max_length`` need).
+Python loop per row or per segment; the only host synchronization is one read of three integers,
+the segment count and the longest segment, which ``cu_seqlens``' size and ``max_length`` need, and
+the lowest segment id).
 """
 
 from __future__ import annotations
@@ -31,13 +35,18 @@ __all__ = ["attention_inputs", "segment_mask"]
 IGNORE_INDEX = -100
 """The label of a token no loss is taken at (PyTorch's ``cross_entropy`` default ignore index)."""
 
+MAX_TOKENS = 2**31 - 1
+"""The most tokens a batch may hold: ``cu_seqlens`` (and ``seq_idx``) are int32, as FlashAttention takes them."""
+
 
 def attention_inputs(batch: Mapping[str, Any], *, field: str = "tokens", flatten: bool = False) -> dict[str, Any]:
     """The attention inputs of a batch of packed rows, named as Hugging Face models take them.
 
     ``batch`` is a mapping with ``batch[field]`` (B, L) token ids and ``batch["segment_ids"]``
-    (B, L), both integer NumPy arrays or both torch tensors on one device. Returns a dict of the
-    same kind (NumPy arrays, or tensors on that device):
+    (B, L), both integer NumPy arrays or both torch tensors on one device; a negative segment id
+    is a ``ValueError`` (0 is padding: another padding id would be trained on as a document), and
+    so is a batch of more than ``MAX_TOKENS`` (2**31 - 1) tokens. Returns a dict of the same kind
+    (NumPy arrays, or tensors on that device):
 
     - ``input_ids`` (int64): the tokens, (B, L), or (1, B*L) when ``flatten`` (the shape of
       ``transformers``' ``DataCollatorWithFlattening``).
@@ -89,7 +98,13 @@ def attention_inputs(batch: Mapping[str, Any], *, field: str = "tokens", flatten
     if torch is not None and tokens.device != seg.device:
         raise ValueError(f"attention_inputs: {field!r} is on {tokens.device} but 'segment_ids' on {seg.device}; expected one device")
     rows, length = (int(n) for n in seg.shape)
+    if rows * length > MAX_TOKENS:
+        raise ValueError(f"attention_inputs: the batch holds {rows * length} tokens ({rows} x {length}); cu_seqlens are int32, so at most {MAX_TOKENS}")
     out = _torch_inputs(torch, tokens, seg) if torch is not None else _numpy_inputs(tokens, seg)
+    if out["lowest"] < 0:
+        where = seg < 0
+        r, c = (int(i) for i in (where.nonzero()[0] if torch is not None else np.argwhere(where)[0]))
+        raise ValueError(f"attention_inputs: 'segment_ids' must be 0 for padding and positive for document pieces, found {int(seg[r, c])} at row {r}, column {c}")
     shape = (1, rows * length) if flatten else (rows, length)
     result = {name: out[name].reshape(shape) for name in ("input_ids", "position_ids", "labels", "shift_labels", "seq_idx")}
     result["cu_seq_lens_q"] = result["cu_seq_lens_k"] = out["cu_seqlens"]
@@ -179,7 +194,9 @@ def _numpy_inputs(tokens: np.ndarray, seg: np.ndarray) -> dict[str, Any]:
     shift[:-1] = labels[1:]
     max_seqlen = int(lengths.max()) if lengths.size else 0
     run = (np.cumsum(starts, dtype=np.int32) - 1).astype(np.int32)
-    return {"input_ids": ids, "position_ids": positions, "labels": labels, "shift_labels": shift, "seq_idx": run, "cu_seqlens": cu, "max_seqlen": max_seqlen}
+    lowest = int(seg.min()) if seg.size and seg.dtype.kind == "i" else 0
+    return {"input_ids": ids, "position_ids": positions, "labels": labels, "shift_labels": shift, "seq_idx": run, "cu_seqlens": cu, "max_seqlen": max_seqlen,
+            "lowest": lowest}
 
 
 def _torch_inputs(torch: Any, tokens: Any, seg: Any) -> dict[str, Any]:
@@ -191,7 +208,8 @@ def _torch_inputs(torch: Any, tokens: Any, seg: Any) -> dict[str, Any]:
     first = torch.where(starts, index, zero).cummax(0).values if total else index
     positions = index - first
     run = torch.cumsum(starts, 0) - 1  # the segment of every token
-    count, longest = (torch.stack([starts.sum(), positions.max() + 1]).tolist() if total else (0, 0))  # the one host read
+    lowest = seg.min().to(torch.int64) if total and seg.dtype.is_signed else zero
+    count, longest, lowest = (torch.stack([starts.sum(), positions.max() + 1, lowest]).tolist() if total else (0, 0, 0))  # the one host read
     sizes = torch.zeros(count, dtype=torch.int64, device=device).scatter_add_(0, run, torch.ones_like(run))
     cu = torch.zeros(count + 1, dtype=torch.int32, device=device)
     cu[1:] = torch.cumsum(sizes, 0)
@@ -200,4 +218,4 @@ def _torch_inputs(torch: Any, tokens: Any, seg: Any) -> dict[str, Any]:
     shift = torch.full_like(labels, IGNORE_INDEX)
     shift[:-1] = labels[1:]
     return {"input_ids": ids, "position_ids": positions, "labels": labels, "shift_labels": shift, "seq_idx": run.to(torch.int32),
-            "cu_seqlens": cu, "max_seqlen": int(longest)}
+            "cu_seqlens": cu, "max_seqlen": int(longest), "lowest": int(lowest)}
