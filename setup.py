@@ -16,7 +16,7 @@ from setuptools import Extension, setup
 
 SOURCES = ["_roijpeg.c", "csrc/roi.c", "csrc/resample.c", "csrc/place.c", "csrc/task.c"]
 # the token-sequence kernels need no library: they build wherever a C compiler is
-SEQUENCES = {"_packing": ["csrc/packing.c", "csrc/packplan.c", "csrc/packrows.c"], "_mixing": ["csrc/mixing.c"]}
+SEQUENCES = {"_packing": ["csrc/packing.c", "csrc/packplan.c", "csrc/packrows.c"], "_mixing": ["csrc/mixing.c", "csrc/mixsim.c", "csrc/feistel.c"]}
 
 setup(
     ext_modules=[

@@ -43,12 +43,13 @@ import numpy as np
 from ..core.optional import probe
 from .weights import Pieces
 
-__all__ = ["BLOCK", "INF", "KERNEL_STATUS", "PERIODIC_BLOCK", "Segment", "margin", "simulate", "simulate_reference"]
+__all__ = ["BLOCK", "INF", "KERNEL_STATUS", "PERIODIC_BLOCK", "Segment", "locate_reference", "margin", "simulate", "simulate_reference"]
 
 BLOCK = 4096  # positions per checkpoint of a schedule's segment (its state grows with the positions reached)
 PERIODIC_BLOCK = 512  # of a constant one (its state covers one period: finer, so a random position simulates less)
 INF = (1 << 63) - 1
 _CACHED_BLOCKS = 16
+_SCATTERED = 4  # a read touching more blocks than this simulates each position's prefix, caching none
 _kernel, KERNEL_STATUS = probe("slipstream.sequences._mixing", disable_env="SLIPSTREAM_NO_SEQCORE", missing="not built")
 _EMPTY = np.empty(0, np.int64)
 _EMPTY32 = np.empty(0, np.int32)
@@ -120,6 +121,21 @@ def simulate(w: np.ndarray, starts: np.ndarray, T: int, S: int, u0: int, u1: int
     run(w, starts, T, S, u0, u1, lam, cnt, src, idx, every, ck_lam, ck_cnt)
 
 
+def locate_reference(w: np.ndarray, starts: np.ndarray, T: int, S: int, every: int, ck_lam: np.ndarray, ck_cnt: np.ndarray,
+                     r: np.ndarray, src: np.ndarray, idx: np.ndarray) -> None:
+    """The source (``src``) and that source's count before (``idx``) of positions ``r`` (ascending),
+    each simulated from its checkpoint: row ``b`` of ``ck_lam``/``ck_cnt`` is the state before
+    position ``b * every``."""
+    blocks = r // every
+    bounds = np.flatnonzero(np.diff(blocks)) + 1
+    for a, z in zip([0, *bounds.tolist()], [*bounds.tolist(), len(r)]):
+        b = int(blocks[a])
+        size = int(r[z - 1]) + 1 - b * every
+        bsrc, bidx = np.empty(size, np.int32), np.empty(size, np.int64)
+        simulate_reference(w, starts, T, S, b * every, b * every + size, ck_lam[b].copy(), ck_cnt[b].copy(), bsrc, bidx)
+        src[a:z], idx[a:z] = bsrc[r[a:z] - b * every], bidx[r[a:z] - b * every]
+
+
 class Segment:
     """The interleave from position ``start`` on, under ``pieces`` (relative to ``start``), the
     sources' counts being ``base`` before it. Positions given to its methods are relative."""
@@ -133,6 +149,7 @@ class Segment:
         self.starts = np.ascontiguousarray(pieces.starts, np.int64)
         self.period = pieces.total if len(self.starts) == 1 else 0
         self.block_size = PERIODIC_BLOCK if self.period else BLOCK
+        self._based = bool(self.base.any())
         self._setup()
 
     def _setup(self) -> None:
@@ -144,7 +161,7 @@ class Segment:
         self._blocks: OrderedDict[int, tuple[np.ndarray, np.ndarray]] = OrderedDict()
 
     def __getstate__(self) -> dict[str, Any]:
-        return {key: self.__dict__[key] for key in ("start", "base", "pieces", "n", "T", "S", "w", "starts", "period", "block_size")}
+        return {key: self.__dict__[key] for key in ("start", "base", "pieces", "n", "T", "S", "w", "starts", "period", "block_size", "_based")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -195,26 +212,48 @@ class Segment:
         return src, idx
 
     # -- reading ---------------------------------------------------------------------------------
-    def _frame(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(whole periods, position within the period) of relative positions ``u``."""
-        if self.period:
+    def _frame(self, u: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
+        """(whole periods, or None for none, and position within the period) of relative positions ``u``."""
+        if self.period and len(u) and u.max() >= self.period:
             return np.divmod(u, self.period)
-        return np.zeros_like(u), u
+        return None, u
 
     def locate(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(source int32, that source's global count before the position) of relative positions ``u``."""
         q, r = self._frame(np.asarray(u, np.int64))
-        blocks = r // self.block_size
-        src, count = np.empty(len(r), np.int32), np.empty(len(r), np.int64)
-        first, last = (int(blocks.min()), int(blocks.max())) if len(r) else (0, -1)
-        for b in ([first] if first == last else np.unique(blocks).tolist()):
-            sel = slice(None) if first == last else blocks == b
-            s, c = self.block(b)
-            j = r[sel] - b * self.block_size
-            src[sel], count[sel] = s[j], c[j]
-        count += self.base[src]
-        if self.period:
+        size = self.block_size
+        first, last = (int(r.min()) // size, int(r.max()) // size) if len(r) else (0, 0)
+        if first == last:  # the common case: positions read in order
+            s, c = self.block(first)
+            j = r - first * size if first else r
+            src, count = s[j], c[j]
+        else:
+            src, count = self._locate_blocks(r, first, last)
+        if self._based:
+            count += self.base[src]
+        if q is not None:
             count += q * self.pieces.weights[0][src]
+        return src, count
+
+    def _locate_blocks(self, r: np.ndarray, first: int, last: int) -> tuple[np.ndarray, np.ndarray]:
+        size = self.block_size
+        blocks = r // size
+        touched = np.unique(blocks).tolist()
+        src, count = np.empty(len(r), np.int32), np.empty(len(r), np.int64)
+        if len(touched) > _SCATTERED:  # scattered positions: each simulated from its checkpoint, nothing cached
+            self._extend(last)
+            order = np.argsort(r, kind="stable")
+            s, c = np.empty(len(r), np.int32), np.empty(len(r), np.int64)
+            rows = self._ck_size
+            run = locate_reference if _kernel is None else _kernel.locate
+            run(self.w, self.starts, self.T, self.S, size, self._ck_lam[:rows], self._ck_cnt[:rows], r[order], s, c)
+            src[order], count[order] = s, c
+            return src, count
+        for b in touched:
+            sel = blocks == b
+            s, c = self.block(b)
+            j = r[sel] - b * size
+            src[sel], count[sel] = s[j], c[j]
         return src, count
 
     def counts_before(self, u: int) -> np.ndarray:

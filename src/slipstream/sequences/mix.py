@@ -40,7 +40,7 @@ from .mixstate import check_state, identity_differences
 from .permute import items, source_keys
 from .weights import canonical_schedule, pieces_of
 
-__all__ = ["Mixture", "mix"]
+__all__ = ["ArrayMixture", "BatchedMixture", "Mixture", "mix"]
 
 STOPS = ("first_exhausted", "all_exhausted")
 JITTER_MAX = 1 << 16
@@ -124,12 +124,16 @@ class Mixture:
 
     def _occurrence(self, i: int, c: int, limit: int | None = None) -> int | None:
         """The position of source ``i``'s item number ``c`` under the up-front weights (None: not before ``limit``)."""
-        p = self._first.position_of(i, c, limit)
-        if p is None or not self.jitter:
-            return p
+        if not self.jitter:
+            return self._first.position_of(i, c, limit)
+        # jitter moves an item within its block: search the plain interleave to the limit's block end
+        p = self._first.position_of(i, c, None if limit is None else -(-limit // self.jitter) * self.jitter)
+        if p is None:
+            return None
         block = p - p % self.jitter
         src, count = self._locate(np.arange(block, block + self.jitter, dtype=np.int64))
-        return block + int(np.flatnonzero((src == i) & (count == c))[0])
+        p = block + int(np.flatnonzero((src == i) & (count == c))[0])
+        return None if limit is not None and p >= limit else p
 
     def _plain(self, routing: tuple[np.ndarray, tuple[Segment, ...]], positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         starts, segments = routing
@@ -213,8 +217,12 @@ class Mixture:
         return out
 
     def _positions(self, indices: Any) -> np.ndarray:
-        if isinstance(indices, np.ndarray) and indices.size == 0 or (not isinstance(indices, np.ndarray) and len(indices) == 0):
+        """``indices`` as int64 positions in range (negative ones from the end); ``IndexError`` else."""
+        idx = np.asarray(indices)
+        if idx.size == 0:
             return np.empty(0, np.int64)
+        if idx.dtype.kind in "iu" and idx.ndim == 1 and 0 <= idx.min() and idx.max() < self._len:
+            return idx.astype(np.int64, copy=False)
         return checked_indices(indices, self._len, "ss.mix: ", f" (a mixture of {self.names})").astype(np.int64)
 
     # -- weights that change, and the state ------------------------------------------------------
@@ -320,6 +328,33 @@ class BatchedMixture(Mixture):
         return out
 
 
+class ArrayMixture(Mixture):
+    """A mixture of NumPy arrays of one row shape and dtype: a batch is one gather per source
+    straight into the batch's rows (items are the arrays' rows, as indexing gives them)."""
+
+    def batch_spec(self) -> Spec:
+        """One array leaf: the sources' row shape and dtype."""
+        first = self._data[0]
+        return Spec(ArrayLeaf(first.shape[1:], first.dtype))
+
+    def getobs_batch_into(self, buffer: Any, indices: Any) -> Any:
+        """Read positions ``indices`` into ``buffer`` (an array of one row per index, or None);
+        returns the buffer, or a new array when it is not one of that shape and dtype."""
+        positions = self._positions(indices)
+        src, local = self._where(positions)
+        first = self._data[0]
+        if not (isinstance(buffer, np.ndarray) and buffer.shape == (len(positions), *first.shape[1:]) and buffer.dtype == first.dtype):
+            buffer = np.empty((len(positions), *first.shape[1:]), first.dtype)
+        counts = np.bincount(src, minlength=len(self._data))
+        for s in np.flatnonzero(counts).tolist():
+            if counts[s] == len(positions):
+                np.take(self._data[s], local, axis=0, out=buffer)
+                break
+            rows = src == s
+            buffer[rows] = self._data[s][local[rows]]
+        return buffer
+
+
 def _rows_like(target: Any, n: int) -> Any:
     return np.empty((n, *target.shape[1:]), target.dtype) if isinstance(target, np.ndarray) else None
 
@@ -342,7 +377,12 @@ def mix(sources: Mapping[str, Any], weights: Any, *, seed: int = 0, length: int 
     ``length`` (or ``stop``) bounds the mixture; ``jitter``: 0 (off) or a block size inside which
     the interleave's order is shuffled, counts at block boundaries kept exact.
     """
-    batched = all(callable(getattr(data, name, None)) for data in sources.values() for name in ("getobs_batch_into", "batch_spec")) \
-        if isinstance(sources, Mapping) and sources else False
-    kind = BatchedMixture if batched else Mixture
+    kind: type[Mixture] = Mixture
+    if isinstance(sources, Mapping) and sources:
+        data = list(sources.values())
+        if all(isinstance(d, np.ndarray) and d.ndim >= 1 and d.shape[1:] == data[0].shape[1:] and d.dtype == data[0].dtype
+               and not d.dtype.hasobject for d in data):
+            kind = ArrayMixture
+        elif all(callable(getattr(d, name, None)) for d in data for name in ("getobs_batch_into", "batch_spec")):
+            kind = BatchedMixture
     return kind(sources, weights, seed=seed, length=length, stop=stop, ramp=ramp, jitter=jitter)

@@ -3,9 +3,11 @@
  * reference (integer arithmetic only, so the results are identical):
  *
  *   simulate  the earliest-deadline interleave of slipstream.sequences.interleave
- *             (simulate_reference): which source each position reads;
+ *             (simulate_reference, csrc/mixsim.c): which source each position reads;
+ *   locate    the same for scattered positions, each from its checkpoint
+ *             (interleave.locate_reference);
  *   permute   the keyed Feistel permutation with cycle walking of
- *             slipstream.sequences.permute (permute_reference);
+ *             slipstream.sequences.permute (permute_reference, csrc/feistel.c);
  *   items     each mixture position's index in its source: its pass's
  *             permutation of its count (permute.items_reference).
  *
@@ -19,15 +21,13 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "feistel.h"
+#include "mixsim.h"
+
 #define I64 "lq"
 #define U64 "LQ"
 #define I32 "i"
-#define INF INT64_MAX
-#define POS_MAX ((int64_t)1 << 61)
-#define T_MAX ((int64_t)1 << 56)
-#define LAM_MAX ((int64_t)1 << 60)
-#define GOLDEN 0x9E3779B97F4A7C15ULL
-#define ROUNDS 6
+#define MSG 200
 
 /* A C-contiguous buffer of `itemsize`-byte integers of a kind in `kinds`. */
 static int
@@ -59,85 +59,6 @@ release_all(Py_buffer *views, int n)
             PyBuffer_Release(&views[k]);
 }
 
-/* The last position v > u by which the weights of source i over positions u+1..v add up to
- * `need` (u when need <= 0, INF when they never do); k: the piece of u, or an earlier one. */
-static int64_t
-due(const int64_t *w, const int64_t *starts, int64_t m, int64_t n, int64_t i, int64_t u, int64_t k, int64_t need)
-{
-    int64_t x = u + 1;
-    if (need <= 0)
-        return u;
-    while (k + 1 < m && starts[k + 1] <= x)
-        k++;
-    for (;;) {
-        int64_t weight = w[k * n + i];
-        int64_t end = k + 1 < m ? starts[k + 1] : INF;
-        if (weight > 0) {
-            int64_t steps = (need + weight - 1) / weight;
-            if (steps <= end - x)
-                return x + steps - 1;
-            need -= weight * (end - x);
-        } else if (end == INF) {
-            return INF;
-        }
-        x = end;
-        k++;
-    }
-}
-
-/* simulate_reference's loop; d: n scratch deadlines. 0, or -1 when a lag leaves its bounds. */
-static int
-run(const int64_t *w, const int64_t *starts, int64_t m, int64_t n, int64_t T, int64_t S, int64_t u0, int64_t u1,
-    int64_t *lam, int64_t *cnt, int64_t *d, int32_t *src, int64_t *idx, int64_t every, int64_t *ck_lam, int64_t *ck_cnt)
-{
-    int64_t lo = 0, hi = m - 1, k, left = every;
-    const int64_t *row;
-    while (lo < hi) { /* the last piece starting at or before u0 */
-        int64_t mid = lo + (hi - lo + 1) / 2;
-        if (starts[mid] <= u0)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    k = lo;
-    row = w + k * n;
-    for (int64_t i = 0; i < n; i++)
-        d[i] = due(w, starts, m, n, i, u0 - 1, k, T - S + 1 - lam[i]);
-    for (int64_t u = u0; u < u1; u++) {
-        int64_t best = -1, bd = 0;
-        while (k + 1 < m && starts[k + 1] <= u) {
-            k++;
-            row = w + k * n;
-        }
-        for (int64_t i = 0; i < n; i++) {
-            int64_t l = lam[i] + row[i];
-            lam[i] = l;
-            if (l > LAM_MAX)
-                return -1;
-            if (l >= S && (best < 0 || d[i] < bd)) {
-                best = i;
-                bd = d[i];
-            }
-        }
-        if (best < 0)
-            return -1; /* unreachable: the lags sum to T >= n * S here */
-        lam[best] -= T;
-        if (src)
-            src[u - u0] = (int32_t)best;
-        if (idx)
-            idx[u - u0] = cnt[best];
-        cnt[best]++;
-        d[best] = due(w, starts, m, n, best, u, k, T - S + 1 - lam[best]);
-        if (every && --left == 0) {
-            int64_t r = (u + 1 - u0) / every - 1;
-            memcpy(ck_lam + r * n, lam, (size_t)n * sizeof(int64_t));
-            memcpy(ck_cnt + r * n, cnt, (size_t)n * sizeof(int64_t));
-            left = every;
-        }
-    }
-    return 0;
-}
-
 PyDoc_STRVAR(simulate_doc,
 "simulate(w, starts, T, S, u0, u1, lam, cnt, src, idx, every, ck_lam, ck_cnt)\n"
 "\n"
@@ -147,6 +68,28 @@ PyDoc_STRVAR(simulate_doc,
 "src (int32) and idx (int64): empty, or u1-u0 outputs; every > 0: the state\n"
 "after every `every` positions into ck_lam and ck_cnt (int64 rows of n).");
 
+/* The frame of views w (v[0]) and starts (v[1]) with n sources; -1 (ValueError set) when invalid. */
+static int
+frame_of(Py_buffer *v, int64_t n, long long T, long long S, mix_frame *f, const char *who)
+{
+    char msg[MSG] = "";
+    f->w = v[0].buf;
+    f->starts = v[1].buf;
+    f->m = v[1].len / 8;
+    f->n = n;
+    f->T = T;
+    f->S = S;
+    if (f->m < 1 || v[0].len / 8 != f->m * n) {
+        PyErr_Format(PyExc_ValueError, "%s: w must hold len(starts) rows of %lld weights", who, (long long)n);
+        return -1;
+    }
+    if (mix_check_frame(f, msg, sizeof(msg)) < 0) {
+        PyErr_Format(PyExc_ValueError, "%s: %s", who, msg);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *
 simulate(PyObject *self, PyObject *args)
 {
@@ -154,7 +97,9 @@ simulate(PyObject *self, PyObject *args)
     long long T, S, u0, u1, every;
     Py_buffer v[8];
     const char *names[8] = {"w", "starts", "lam", "cnt", "src", "idx", "ck_lam", "ck_cnt"};
-    int64_t m, n, steps, *d = NULL;
+    char msg[MSG] = "";
+    int64_t n, steps, *d = NULL;
+    mix_frame f;
     int rc = 0;
     (void)self;
     memset(v, 0, sizeof(v));
@@ -163,15 +108,12 @@ simulate(PyObject *self, PyObject *args)
     for (int j = 0; j < 8; j++)
         if (get_ints(o[j], &v[j], j >= 2, j == 4 ? 4 : 8, j == 4 ? I32 : I64, names[j]) < 0)
             goto done;
-    m = v[1].len / 8;
     n = v[2].len / 8;
     steps = u1 - u0;
-    if (m < 1 || n < 1 || n > INT32_MAX || v[0].len / 8 != m * n || v[3].len / 8 != n) {
-        PyErr_SetString(PyExc_ValueError, "simulate: w must hold len(starts) rows of len(lam) weights, cnt len(lam) counts");
+    if (v[3].len / 8 != n || frame_of(v, n, T, S, &f, "simulate") < 0)
         goto done;
-    }
-    if (T < 1 || T > T_MAX || S < 1 || S > T / n || u0 < 0 || u1 < u0 || u1 > POS_MAX || every < 0) {
-        PyErr_Format(PyExc_ValueError, "simulate: bad T %lld, S %lld, positions %lld..%lld or every %lld", T, S, u0, u1, every);
+    if (u0 < 0 || u1 < u0 || u1 > MIX_POS_MAX || every < 0) {
+        PyErr_Format(PyExc_ValueError, "simulate: bad positions %lld..%lld or every %lld", u0, u1, every);
         goto done;
     }
     if ((v[4].len && v[4].len / 4 != steps) || (v[5].len && v[5].len / 8 != steps)
@@ -179,43 +121,9 @@ simulate(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "simulate: src and idx must be empty or hold u1-u0 entries, ck_lam and ck_cnt (u1-u0)//every rows");
         goto done;
     }
-    {
-        const int64_t *w = v[0].buf, *starts = v[1].buf, *lam = v[2].buf, *cnt = v[3].buf;
-        int64_t lamsum = 0;
-        if (starts[0] != 0) {
-            PyErr_SetString(PyExc_ValueError, "simulate: starts[0] must be 0");
-            goto done;
-        }
-        for (int64_t k = 0; k < m; k++) {
-            int64_t sum = 0;
-            if (k && starts[k] <= starts[k - 1]) {
-                PyErr_Format(PyExc_ValueError, "simulate: starts must increase (piece %lld)", (long long)k);
-                goto done;
-            }
-            for (int64_t i = 0; i < n; i++) {
-                if (w[k * n + i] < 0 || w[k * n + i] > T) {
-                    PyErr_Format(PyExc_ValueError, "simulate: weight %lld of piece %lld is not in 0..T", (long long)i, (long long)k);
-                    goto done;
-                }
-                sum += w[k * n + i];
-            }
-            if (sum != T) {
-                PyErr_Format(PyExc_ValueError, "simulate: the weights of piece %lld sum to %lld, not T", (long long)k, (long long)sum);
-                goto done;
-            }
-        }
-        for (int64_t i = 0; i < n; i++) {
-            if (lam[i] < -T || lam[i] > T || cnt[i] < 0 || cnt[i] > POS_MAX) {
-                PyErr_Format(PyExc_ValueError, "simulate: the state of source %lld (lag %lld, count %lld) is out of bounds",
-                             (long long)i, (long long)lam[i], (long long)cnt[i]);
-                goto done;
-            }
-            lamsum += lam[i];
-        }
-        if (lamsum != 0) {
-            PyErr_SetString(PyExc_ValueError, "simulate: the lags must sum to 0");
-            goto done;
-        }
+    if (mix_check_state(&f, v[2].buf, v[3].buf, msg, sizeof(msg)) < 0) {
+        PyErr_Format(PyExc_ValueError, "simulate: %s", msg);
+        goto done;
     }
     d = PyMem_Malloc((size_t)n * sizeof(int64_t));
     if (d == NULL) {
@@ -223,8 +131,8 @@ simulate(PyObject *self, PyObject *args)
         goto done;
     }
     Py_BEGIN_ALLOW_THREADS
-    rc = run(v[0].buf, v[1].buf, m, n, T, S, u0, u1, v[2].buf, v[3].buf, d, v[4].len ? v[4].buf : NULL,
-             v[5].len ? v[5].buf : NULL, every, v[6].buf, v[7].buf);
+    rc = mix_run(&f, u0, u1, v[2].buf, v[3].buf, d, v[4].len ? v[4].buf : NULL, v[5].len ? v[5].buf : NULL, every, v[6].buf,
+                 v[7].buf);
     Py_END_ALLOW_THREADS
     if (rc < 0)
         PyErr_SetString(PyExc_ValueError, "simulate: a lag left its bounds (the state was not one the interleave reaches)");
@@ -236,40 +144,87 @@ done:
     Py_RETURN_NONE;
 }
 
-static inline uint64_t
-mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
+PyDoc_STRVAR(locate_doc,
+"locate(w, starts, T, S, every, ck_lam, ck_cnt, r, src, idx)\n"
+"\n"
+"slipstream.sequences.interleave.locate_reference, compiled: the source (src,\n"
+"int32) and that source's count before (idx, int64) of positions r (int64,\n"
+"ascending, >= 0), each simulated from its checkpoint: row b of ck_lam and\n"
+"ck_cnt (int64, rows of n) is the state before position b * every.");
 
-static int64_t
-permute_one(uint64_t y, uint64_t n, uint64_t key)
+static PyObject *
+locate(PyObject *self, PyObject *args)
 {
-    uint64_t v = (n < 4 ? 4 : n) - 1, rk[ROUNDS];
-    int bits = 0, lo_bits;
-    uint64_t hi_mask, lo_mask;
-    while (v) {
-        bits++;
-        v >>= 1;
+    PyObject *o[7];
+    long long T, S, every;
+    Py_buffer v[7];
+    const char *names[7] = {"w", "starts", "ck_lam", "ck_cnt", "r", "src", "idx"};
+    char msg[MSG] = "";
+    int64_t n, count, rows, *scratch = NULL, *bidx = NULL;
+    int32_t *bsrc = NULL;
+    mix_frame f;
+    int rc = 0;
+    (void)self;
+    memset(v, 0, sizeof(v));
+    if (!PyArg_ParseTuple(args, "OOLLLOOOOO", &o[0], &o[1], &T, &S, &every, &o[2], &o[3], &o[4], &o[5], &o[6]))
+        return NULL;
+    for (int j = 0; j < 7; j++)
+        if (get_ints(o[j], &v[j], j >= 5, j == 5 ? 4 : 8, j == 5 ? I32 : I64, names[j]) < 0)
+            goto done;
+    count = v[4].len / 8;
+    if (every < 1 || every > ((int64_t)1 << 24)) {
+        PyErr_Format(PyExc_ValueError, "locate: every must be 1..2**24, got %lld", every);
+        goto done;
     }
-    lo_bits = bits / 2;
-    hi_mask = ((uint64_t)1 << (bits - lo_bits)) - 1;
-    lo_mask = ((uint64_t)1 << lo_bits) - 1;
-    for (int r = 0; r < ROUNDS; r++)
-        rk[r] = mix64(key + (uint64_t)(r + 1) * GOLDEN);
-    do {
-        uint64_t hi = y >> lo_bits, lo = y & lo_mask;
-        for (int r = 0; r < ROUNDS; r++) {
-            if (r % 2 == 0)
-                hi ^= mix64(lo ^ rk[r]) & hi_mask;
-            else
-                lo ^= mix64(hi ^ rk[r]) & lo_mask;
+    /* n: the length of w's rows */
+    if (v[1].len == 0 || (v[0].len / 8) % (v[1].len / 8) != 0) {
+        PyErr_SetString(PyExc_ValueError, "locate: w must hold len(starts) rows of weights");
+        goto done;
+    }
+    n = (v[0].len / 8) / (v[1].len / 8);
+    if (n < 1 || frame_of(v, n, T, S, &f, "locate") < 0)
+        goto done;
+    rows = v[2].len / 8 / n;
+    if (v[3].len != v[2].len || (v[2].len / 8) % n != 0 || v[5].len / 4 != count || v[6].len / 8 != count) {
+        PyErr_SetString(PyExc_ValueError, "locate: ck_lam and ck_cnt must be rows of n, src and idx len(r) entries");
+        goto done;
+    }
+    {
+        const int64_t *r = v[4].buf;
+        for (int64_t j = 0; j < count; j++)
+            if (r[j] < 0 || (j && r[j] < r[j - 1]) || r[j] / every >= rows) {
+                PyErr_Format(PyExc_ValueError, "locate: position %lld is negative, out of order or past the checkpoints", (long long)r[j]);
+                goto done;
+            }
+        for (int64_t j = 0; j < count; j++) {
+            int64_t b = r[j] / every;
+            if ((j == 0 || b != r[j - 1] / every)
+                && mix_check_state(&f, (const int64_t *)v[2].buf + b * n, (const int64_t *)v[3].buf + b * n, msg, sizeof(msg)) < 0) {
+                PyErr_Format(PyExc_ValueError, "locate: checkpoint %lld: %s", (long long)b, msg);
+                goto done;
+            }
         }
-        y = (hi << lo_bits) | lo;
-    } while (y >= n);
-    return (int64_t)y;
+    }
+    scratch = PyMem_Malloc((size_t)(3 * n) * sizeof(int64_t));
+    bsrc = PyMem_Malloc((size_t)every * sizeof(int32_t));
+    bidx = PyMem_Malloc((size_t)every * sizeof(int64_t));
+    if (scratch == NULL || bsrc == NULL || bidx == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    rc = mix_locate(&f, every, v[2].buf, v[3].buf, v[4].buf, count, v[5].buf, v[6].buf, scratch, bsrc, bidx);
+    Py_END_ALLOW_THREADS
+    if (rc < 0)
+        PyErr_SetString(PyExc_ValueError, "locate: a lag left its bounds (a checkpoint was not one the interleave reaches)");
+done:
+    PyMem_Free(scratch);
+    PyMem_Free(bsrc);
+    PyMem_Free(bidx);
+    release_all(v, 7);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_RETURN_NONE;
 }
 
 PyDoc_STRVAR(permute_doc,
@@ -309,7 +264,7 @@ permute(PyObject *self, PyObject *args)
         }
         Py_BEGIN_ALLOW_THREADS
         for (int64_t j = 0; j < count; j++)
-            out[j] = permute_one((uint64_t)x[j], (uint64_t)n[j], keys[j]);
+            out[j] = feistel_permute((uint64_t)x[j], (uint64_t)n[j], keys[j]);
         Py_END_ALLOW_THREADS
     }
 done:
@@ -367,8 +322,7 @@ items(PyObject *self, PyObject *args)
         for (int64_t j = 0; j < count; j++) {
             int64_t L = lengths[src[j]];
             uint64_t pass = (uint64_t)(c[j] / L);
-            uint64_t key = mix64(keys[src[j]] ^ mix64((pass + 1) * GOLDEN));
-            out[j] = permute_one((uint64_t)(c[j] % L), (uint64_t)L, key);
+            out[j] = feistel_permute((uint64_t)(c[j] % L), (uint64_t)L, feistel_pass_key(keys[src[j]], pass));
         }
         Py_END_ALLOW_THREADS
     }
@@ -382,6 +336,7 @@ done:
 static PyMethodDef methods[] = {
     {"items", items, METH_VARARGS, items_doc},
     {"simulate", simulate, METH_VARARGS, simulate_doc},
+    {"locate", locate, METH_VARARGS, locate_doc},
     {"permute", permute, METH_VARARGS, permute_doc},
     {NULL, NULL, 0, NULL},
 };
