@@ -8,7 +8,8 @@ its rows where the consumer reads them, without a copy. A batch plan becomes a j
 (``loading.tasks``' ``remote_*`` functions: the same read path as threads) sent by the
 ``ProcessExecutor``. When stateful data changes state (``data_changed``), every job made afterwards
 carries the state as an ``Apply`` object (``workers.protocol``), which the pool sends to each worker
-once and the worker's copy loads before it reads the job (``loading.datastate``). ``layout()`` says how many processes run how many threads each: ``workers``
+once and the worker's copy loads before it reads the job (``loading.datastate``); a new pool's workers
+start with the data as it is then, and get only the changes after. ``layout()`` says how many processes run how many threads each: ``workers``
 processes of one thread here; the helper backend (``helper``) is one process of ``workers`` threads.
 """
 
@@ -103,6 +104,7 @@ class ProcessBackend(Backend):
             )
             self._pool, self._seed = pool, seed
             self._retire = weakref.finalize(self, pool.retire)  # its iterators hold the loader anyway
+            self._data_state = []  # the new workers hold the data as it is now: an older state sent would undo changes since
         return pool
 
     def data_changed(self, state: Any) -> None:
