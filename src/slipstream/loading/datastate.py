@@ -37,6 +37,13 @@ order a position could split, so their changes settle at the next fresh epoch's 
 epoch begun (its iterator made, its opening settle done) but with nothing handed out yet is saved
 with ``"opened": True``, so its resumed iterator does not settle at its start again.
 
+A state saved mid-epoch (sequential order) also holds ``"settle_at"``: the P of the saving run's
+next ``next()`` (null: none, that batch lies beyond the epoch). A change pending in the data's state
+settles there after a resume, whatever the resumed loader's world size, batch size or prefetch: its
+``iter()`` calls ``settle_changes(settle_at)`` before any batch is read (P lies past every position
+the saving run had read, and the resumed one has read nothing yet); with null, the rest of the epoch
+settles nothing (as the saving run's would not), and changes wait for the next epoch's start.
+
 Why no batch numbered ``h + ahead`` or later has begun reading at that ``next()``, on any backend:
 each executor starts a job (the reads of one batch) only while fewer than ``prefetch`` jobs are
 started and not handed out (``backends.threads``: a worker pulls the next job from the plans only
@@ -72,9 +79,11 @@ import numpy as np
 
 from ..core.deals import Deal, batches_per_rank
 from ..core.errors import add_note
-from .progress import Position, Progress
+from .progress import UNSAVED, Position, Progress
 
-__all__ = ["DataState", "Settler", "is_stateful", "load_in_worker", "opened_in", "refusal_of", "sequential_first"]
+__all__ = [
+    "DataState", "Settler", "is_stateful", "load_in_worker", "opened_in", "refusal_of", "sequential_first", "settle_at_in",
+]  # fmt: skip
 
 REFUSED = "slipstream.datastate.refused"  # a worker's cache key: why its copy refused a state
 
@@ -115,10 +124,19 @@ class Settler:
     def __init__(self, data: Any, first: Callable[[int], int | None], ahead: int, changed: Callable[[], None]):
         self.data, self.first, self.ahead, self.changed = data, first, ahead, changed
 
+    def position(self, progress: Progress) -> int | None:
+        """P at a ``next()`` with ``progress`` as it is now (None: nothing settles there)."""
+        return self.first(progress.batch + len(progress.done) + self.ahead)
+
     def __call__(self, progress: Progress) -> None:
-        position = self.first(progress.batch + len(progress.done) + self.ahead)
+        position = self.position(progress)
         if position is not None and self.data.settle_changes(position):
             self.changed()
+
+
+def _never(m: int) -> int | None:
+    """``first`` for the rest of an epoch whose saving run would settle nothing more in it."""
+    return None
 
 
 def _text(value: Any) -> Any:
@@ -141,15 +159,27 @@ class DataState:
         self.backend.data_changed(self.data.state_dict())
 
     def opening(self, start: Position) -> None:
-        """Settle at position 0 when the epoch starting at ``start`` starts fresh."""
-        fresh = not start.opened and start.deal.fresh and not start.batch and not start.done
-        if self.settles and fresh and self.data.settle_changes(0):
+        """Settle before the epoch starting at ``start`` reads anything: at position 0 when it starts
+        fresh, at its state's ``settle_at`` when it is the rest of a saved epoch that names one."""
+        if not self.settles:
+            return
+        if not start.opened and start.deal.fresh and not start.batch and not start.done:
+            position = 0
+        elif isinstance(start.settle_at, int):
+            position = start.settle_at
+        else:
+            return
+        if self.data.settle_changes(position):
             self.changed()
 
     def settler(self, order: Any, n: int, start: Position, ahead: int) -> Settler | None:
-        """The epoch's settle calls at ``next()``, or None (no settling container, or not sequential)."""
+        """The epoch's settle calls at ``next()``, or None (no settling container, or not sequential).
+        The rest of a saved epoch whose state says it settles nothing more (``settle_at`` None) settles
+        nothing more here either."""
         first = sequential_first(order, n, start.deal) if self.settles else None
-        return None if first is None else Settler(self.data, first, ahead, self.changed)
+        if first is None:
+            return None
+        return Settler(self.data, _never if start.settle_at is None else first, ahead, self.changed)
 
     def entries(self, position: Position) -> dict[str, Any]:
         """What ``loader.state_dict()`` adds: ``data`` and, for an epoch begun with nothing handed
@@ -159,6 +189,8 @@ class DataState:
         extra: dict[str, Any] = {"data": self.data.state_dict()}
         if self.settles and position.opened and not position.batch and not position.done and position.deal.fresh:
             extra["opened"] = True
+        if self.settles and position.settle_at is not UNSAVED:
+            extra["settle_at"] = position.settle_at
         return extra
 
     def wanted(self, state: Any) -> tuple[bool, Any]:
@@ -199,6 +231,24 @@ def opened_in(state: Any, position: Position) -> bool:
     """Whether a loaded ``state`` says the epoch ``position`` starts had begun (its opening settle done)."""
     states = [state] if isinstance(state, Mapping) else list(state)
     return any(s.get("opened") is True and s.get("epoch") == position.epoch for s in states)
+
+
+def settle_at_in(state: Any, position: Position) -> Any:
+    """The ``settle_at`` that a loaded ``state`` (or the ranks' states) gives the epoch ``position``
+    starts: the latest of its states' (None, past the epoch, beyond any), ``UNSAVED`` when none has
+    one; ``ValueError`` for a value that is neither an integer >= 0 nor None."""
+    states = [state] if isinstance(state, Mapping) else list(state)
+    values = []
+    for s in states:
+        if s.get("epoch") != position.epoch or "settle_at" not in s:
+            continue
+        value = s["settle_at"]
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise ValueError(f"state['settle_at'] must be an integer >= 0 or None, as state_dict() writes it, got {value!r}")
+        values.append(value)
+    if not values:
+        return UNSAVED
+    return None if any(v is None for v in values) else max(values)
 
 
 # -- in a worker process (``state``: the worker's ``WorkerState``, its payload the loader's) ----------

@@ -19,7 +19,7 @@ from ..core.containers import numobs
 from ..core.spec import Spec
 from .backends import Reading, Settings, make_backend
 from .buffers import Buffers, Unshaped
-from .datastate import DataState, opened_in
+from .datastate import DataState, opened_in, settle_at_in
 from .epochs import EpochOrder
 from .finishing import FinishingExecutor, finisher_of
 from .iterator import LoaderIterator
@@ -174,6 +174,7 @@ class DataLoader:
         self._buffers = Buffers(self.batch_size, self.prefetch + 4, self._backend.allocate, declared, self._reader.origin)
         self._next = Position()  # where the next iterator starts (after load_state_dict: mid-epoch)
         self._progress: Progress | None = None  # the most recent iterator's, kept after it is gone
+        self._settler: Any = None  # ... and its settle calls (stateful data: ``loading.datastate``)
         self._stats: EpochStats | None = None  # ... and its counters (see ``stats``)
         self._busy: Any = None  # ... and its worker threads' busy meter (None without threads)
         self._lock = threading.RLock()  # iter() claims epochs under it
@@ -220,7 +221,7 @@ class DataLoader:
             ahead = self.prefetch + (0 if finisher is None else self.finish_ahead)  # no batch beyond has begun reading
             settle = self._datastate.settler(self._order, self._n, start, ahead)
             progress = Progress(start.epoch, start.batch, start.done, total, start.deal)
-            self._next, self._progress = Position(start.epoch + 1), progress
+            self._next, self._progress, self._settler = Position(start.epoch + 1), progress, settle
             stop = threading.Event()  # readers see it between samples once the iterator is closed
             stats = self._stats = EpochStats(start.epoch)
             hint = hint_of(  # (shared slots: workers in other processes, whose reads the shared cache must have room for)
@@ -310,10 +311,13 @@ class DataLoader:
         identifies the data the order was drawn over: ``fields`` (data that declares field names:
         packed files and views of them) and, for ``order="quasi_random"``, ``num_pages`` and
         ``page_layout`` (a digest of ``page_starts()``). Stateful data: ``data``, its ``state_dict()``
-        (and ``opened`` for an epoch begun with nothing handed out yet: ``loading.datastate``).
+        (and ``opened`` for an epoch begun with nothing handed out yet, ``settle_at`` for one begun
+        in the sequential order: where its changes settle next, also after a resume: ``loading.datastate``).
         """
-        progress = self._progress
+        progress, settler = self._progress, self._settler
         position = self._next if progress is None else Position.after(progress)
+        if progress is not None and settler is not None and not progress.finished:
+            position.settle_at = settler.position(progress)  # where this run settles the data's next changes
         return {**state_dict(position, self.seed, self._batching().identity()), **self._datastate.entries(position)}
 
     def load_state_dict(self, state: dict[str, Any] | list[dict[str, Any]]) -> None:
@@ -339,13 +343,13 @@ class DataLoader:
             if sets:
                 self._n = numobs(self.data)  # (its length may follow its state)
             seed, position = resume(state, self._batching())
+            position.opened, position.settle_at = opened_in(state, position), settle_at_in(state, position)
         except BaseException:
             self._n = n
             if undo is not None:
                 undo()
             raise
-        position.opened = opened_in(state, position)
-        self.seed, self._next, self._progress = seed, position, None
+        self.seed, self._next, self._progress, self._settler = seed, position, None, None
         if sets:
             self._datastate.changed()
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..core.deals import FRESH, Deal
 
-__all__ = ["STATE_VERSION", "Position", "Progress", "state_dict", "todo"]
+__all__ = ["STATE_VERSION", "UNSAVED", "Position", "Progress", "state_dict", "todo"]
 
 STATE_VERSION = 2
 
@@ -57,17 +57,32 @@ class Progress:
         return self.total - self.batch - len(self.done)
 
 
+class _Unsaved:
+    """``Position.settle_at`` when no position was saved (the data settles nowhere in particular)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "UNSAVED"
+
+
+UNSAVED: Any = _Unsaved()
+
+
 class Position:
     """Where the next epoch starts: ``epoch``, dealt as ``deal`` says, with ``batch`` batches (and
     ``done``) already handed out; ``opened``: the epoch had begun (an iterator was made for it),
-    even with nothing handed out yet (``loading.datastate``: its opening settle is not repeated)."""
+    even with nothing handed out yet (``loading.datastate``: its opening settle is not repeated);
+    ``settle_at``: where the run that saved it would have settled the data's next changes (an int,
+    or None: not in this epoch), ``UNSAVED`` when the state said nothing of it (``loading.datastate``)."""
 
-    __slots__ = ("epoch", "batch", "done", "deal", "opened")
+    __slots__ = ("epoch", "batch", "done", "deal", "opened", "settle_at")
 
     def __init__(
         self, epoch: int = 0, batch: int = 0, done: frozenset[int] = frozenset(), deal: Deal = FRESH, opened: bool = False
     ):
         self.epoch, self.batch, self.done, self.deal, self.opened = epoch, batch, done, deal, opened
+        self.settle_at: Any = UNSAVED
 
     @classmethod
     def after(cls, progress: Progress) -> Position:
