@@ -5,11 +5,13 @@ A tiny randomly initialized Llama (no download). With ``use_cache=False`` and no
 flattened (1, B*L); an attention function that reads ``cu_seq_lens_q`` / ``max_length_q`` (the
 flash path's arguments) gets them; ss.segment_mask as a 4-D mask works for "sdpa" only. With the
 default ``use_cache=True`` a cache is made, packing is not detected and documents attend across
-each other.
+each other. transformers' own flash-attention path (its mask and its choice of kernel, with the
+two FlashAttention kernels emulated on CPU) takes the cu_seq_lens in either shape, cache or not.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import numpy as np
@@ -22,7 +24,7 @@ transformers = pytest.importorskip("transformers")
 F = torch.nn.functional
 
 LENGTH = 12
-DOC_LENGTHS = [5, 3, 7, 2, 4, 6, 1, 9]
+DOC_LENGTHS = [12, 5, 3, 7, 2, 4, 6, 1, 9]  # the first fills a row: the next row starts with the same segment id
 
 
 def varlen_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
@@ -138,3 +140,81 @@ def test_cu_seqlens_drive_torch_varlen_attn_on_the_gpu():
     for s, e in itertools.pairwise(bounds):
         ref = F.scaled_dot_product_attention(q[s:e].transpose(0, 1), k[s:e].transpose(0, 1), v[s:e].transpose(0, 1), is_causal=True).transpose(0, 1)
         torch.testing.assert_close(out[s:e], ref, rtol=2e-2, atol=2e-2)
+
+
+def emulated_flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0, softmax_scale=None, causal=False):
+    """flash_attn_varlen_func's contract, checked, computed with SDPA per sequence: (total, H, D) in and out."""
+    for cu in (cu_seqlens_q, cu_seqlens_k):
+        assert cu.dtype == torch.int32 and cu.is_contiguous() and cu.device == q.device and cu.ndim == 1
+        assert int(cu[0]) == 0 and int(cu[-1]) == q.shape[0] and bool((torch.diff(cu) > 0).all())
+    assert int(max_seqlen_q) == int(torch.diff(cu_seqlens_q).max())  # transformers' own are 0-d tensors; ours are ints
+    k, v = (t.repeat_interleave(q.shape[1] // t.shape[1], 1) for t in (k, v))
+    bounds = cu_seqlens_q.tolist()
+    return torch.cat([F.scaled_dot_product_attention(q[s:e].transpose(0, 1), k[s:e].transpose(0, 1), v[s:e].transpose(0, 1),
+                                                     is_causal=causal, scale=softmax_scale).transpose(0, 1) for s, e in itertools.pairwise(bounds)])
+
+
+def emulated_flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False):
+    """flash_attn_func: one sequence per row, (B, L, H, D) in and out."""
+    k, v = (t.repeat_interleave(q.shape[2] // t.shape[2], 2) for t in (k, v))
+    return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=causal, scale=softmax_scale).transpose(1, 2)
+
+
+@pytest.fixture
+def transformers_flash_path(monkeypatch):
+    """transformers' own flash-attention path (its mask, its choice among varlen, position_ids and
+    plain flash), on CPU: only the two kernels are emulated."""
+    from transformers import masking_utils
+    from transformers import modeling_flash_attention_utils as fa
+    from transformers.integrations.flash_attention import flash_attention_forward
+
+    calls: list[str] = []
+
+    def counted(kernel):
+        @functools.wraps(kernel)
+        def call(*args, **kwargs):
+            calls.append(kernel.__name__)
+            return kernel(*args, **kwargs)
+        return call
+
+    varlen = counted(emulated_flash_attn_varlen_func)
+    kernels = (counted(emulated_flash_attn_func), varlen, None, fa._pad_input, fa._unpad_input)
+    processes = (fa._lazy_define_process_function(varlen), dict)
+    monkeypatch.setattr(fa, "lazy_import_flash_attention", lambda *args, **kwargs: (kernels, processes))
+    transformers.AttentionInterface.register("slipstream_test_fa", flash_attention_forward)
+    masking_utils.AttentionMaskInterface.register("slipstream_test_fa", masking_utils.flash_attention_mask)
+    return "slipstream_test_fa", calls
+
+
+@pytest.mark.parametrize("flatten", [False, True])
+@pytest.mark.parametrize("use_cache", [None, False])
+def test_transformers_flash_path_keeps_documents_apart_through_cu_seq_lens_with_or_without_the_cache(transformers_flash_path, flatten, use_cache):
+    name, calls = transformers_flash_path
+    docs, batch, where = packed()
+    reference = model("sdpa")
+    refs = alone(reference, docs)
+    m = model(name)
+    m.load_state_dict(reference.state_dict())
+    inputs = ss.attention_inputs(batch, flatten=flatten)
+    with torch.no_grad():
+        out = m(**inputs, **({} if use_cache is None else {"use_cache": use_cache}))
+    assert calls == ["emulated_flash_attn_varlen_func"] * 2  # both layers, through the given cu_seq_lens
+    assert largest_error(out.logits, refs, where) < 1e-5
+    expected = sum(F.cross_entropy(ref[:-1], torch.from_numpy(d[1:]), reduction="sum") for d, ref in zip(docs, refs)) / sum(len(d) - 1 for d in docs)
+    torch.testing.assert_close(out.loss, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_transformers_flash_path_without_cu_seq_lens_needs_the_flattened_shape(transformers_flash_path):
+    """Without the cu_seq_lens arguments, transformers reads packing from position_ids only in the (1, B*L) shape."""
+    name, calls = transformers_flash_path
+    docs, batch, where = packed()
+    m = model(name)
+    refs = alone(m, docs)
+    varlen = ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k")
+    with torch.no_grad():
+        flat = {k: v for k, v in ss.attention_inputs(batch, flatten=True).items() if k not in varlen}
+        assert largest_error(m(**flat).logits, refs, where) < 1e-5
+        rows = {k: v for k, v in ss.attention_inputs(batch).items() if k not in varlen}
+        del calls[:]
+        assert largest_error(m(**rows).logits, refs, where) > 1e-3
+    assert calls == ["emulated_flash_attn_func"] * 2  # one sequence per row: documents attend across each other
