@@ -190,6 +190,38 @@ def test_simulate_kernel_equals_the_reference_and_a_restart_from_any_checkpoint(
     assert (rest_src == src[b * 100:]).all() and (rest_idx == idx[b * 100:]).all()
 
 
+def test_scattered_positions_read_as_a_straight_run_and_the_locate_kernel_equals_its_reference():
+    weights = {"web": 0.712345678, "code": 0.2, "math": 0.087654322}  # rounded: a period of 2**24 positions
+    m = ss.mix(sources([3, 3, 3], NAMES3), weights, length=300000)
+    seg = m._first
+    straight = (np.empty(300000, np.int32), np.empty(300000, np.int64))
+    interleave.simulate(seg.w, seg.starts, seg.T, seg.S, 0, 300000, np.zeros(3, np.int64), np.zeros(3, np.int64), *straight)
+    rng = np.random.default_rng(1)
+    far = rng.integers(0, 300000, 500)
+    src, count = m._locate(far)  # touches many blocks: each position simulated from its checkpoint
+    assert (src == straight[0][far]).all() and (count == straight[1][far]).all()
+    r = np.sort(far)
+    rows = seg._ck_size
+    outs = []
+    for run in (interleave.locate_reference, interleave._kernel.locate):
+        s, c = np.empty(len(r), np.int32), np.empty(len(r), np.int64)
+        run(seg.w, seg.starts, seg.T, seg.S, seg.block_size, seg._ck_lam[:rows], seg._ck_cnt[:rows], r, s, c)
+        outs.append((s, c))
+    assert (outs[0][0] == outs[1][0]).all() and (outs[0][1] == outs[1][1]).all()
+    with pytest.raises(ValueError, match="out of order"):
+        interleave._kernel.locate(seg.w, seg.starts, seg.T, seg.S, seg.block_size, seg._ck_lam[:rows], seg._ck_cnt[:rows],
+                                  r[::-1].copy(), s, c)
+
+
+def test_array_sources_read_a_batch_as_one_gather_each_and_the_loader_batch_equals_the_items():
+    data = {"web": np.arange(500).reshape(250, 2), "code": -np.arange(60).reshape(30, 2)}
+    m = ss.mix(data, {"web": 0.8, "code": 0.2}, seed=3)
+    assert type(m).__name__ == "ArrayMixture"
+    batches = list(ss.DataLoader(m, batch_size=16))
+    assert (np.concatenate(batches) == np.stack([m[k] for k in range(len(m))])).all()
+    assert type(ss.mix({"a": np.arange(3), "b": np.arange(3.0)}, {"a": 1, "b": 1})).__name__ == "Mixture"  # dtypes differ
+
+
 def test_the_kernel_refuses_bad_arguments():
     seg = interleave.Segment(0, [0, 0], pieces_of(canonical_schedule({"a": 1, "b": 1}, ["a", "b"]), ["a", "b"], False))
     run = interleave._kernel.simulate
