@@ -43,7 +43,7 @@ def peer_versions() -> dict[str, str | None]:
             importlib.import_module(module)
             top = importlib.import_module(name)
             found[name] = str(getattr(top, "__version__", "?"))
-        except Exception as e:  # an ImportError, or a peer's dependency failing as it loads
+        except Exception as e:  # noqa: BLE001 - an ImportError, or a peer's dependency failing as it loads
             found[name] = None
             peer_missing[name] = f"{type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
     return found
@@ -159,7 +159,9 @@ def grain_packer(folder: Path, kind: str, length: int, batch: int, workers: int,
         if kind == "ConcatThenSplit":
             packed = ge.ConcatThenSplitIterDataset(docs, length_struct={"tokens": length})
         else:
-            packed = getattr(ge, f"{kind}PackIterDataset")(docs, length_struct={"tokens": length}, num_packing_bins=bins, seed=seed)
+            packed = getattr(ge, f"{kind}PackIterDataset")(
+                docs, length_struct={"tokens": length}, num_packing_bins=bins, seed=seed
+            )
         out = packed.batch(batch, drop_remainder=True)
         if workers:
             out = out.mp_prefetch(grain.MultiprocessingOptions(num_workers=workers))
@@ -174,7 +176,9 @@ def grain_padding(docs: Docs, kind: str, length: int, bins: int = 32) -> tuple[f
     import grain.experimental as ge
 
     source = grain.MapDataset.source(docs).to_iter_dataset()
-    packed = getattr(ge, f"{kind}PackIterDataset")(source, length_struct={"tokens": length}, num_packing_bins=bins, shuffle_bins=False)
+    packed = getattr(ge, f"{kind}PackIterDataset")(
+        source, length_struct={"tokens": length}, num_packing_bins=bins, shuffle_bins=False
+    )
     rows = pad = 0
     for item in packed:
         rows += 1
@@ -215,27 +219,30 @@ def trl_padding(lens: np.ndarray, length: int, batch_size: int | None) -> tuple[
     return 1 - tokens / (rows * length), rows, seconds
 
 
-# -- mixing: seconds per item of each peer's weighted mixture of 3 sources -----------------------------
-def grain_mix(n: int, weights: dict[str, float], items: int) -> float:
-    """Seconds per item reading ``grain.MapDataset.mix`` of ``MapDataset.range`` sources item by item."""
+# -- mixing: seconds per item of each peer's weighted mixture of 3 sources, read in batches --------------
+def grain_mix(n: int, weights: dict[str, float], items: int, batch: int) -> float:
+    """Seconds per item reading ``grain.MapDataset.mix`` of ``MapDataset.range`` sources, ``.batch(batch)``."""
     import grain
 
     sources = [grain.MapDataset.range(n) for _ in weights]
-    mixed = grain.MapDataset.mix(sources, list(weights.values()))
+    batches = grain.MapDataset.mix(sources, list(weights.values())).batch(batch)
     t0 = time.perf_counter()
-    for i in range(items):
-        mixed[i]
-    return (time.perf_counter() - t0) / items
+    done = 0
+    for k in range(items // batch):
+        done += len(batches[k])
+    return (time.perf_counter() - t0) / done
 
 
-def torchdata_mix(n: int, weights: dict[str, float], items: int) -> float:
-    """Seconds per item iterating torchdata's ``MultiNodeWeightedSampler`` over ``IterableWrapper(range(n))`` sources."""
-    from torchdata.nodes import IterableWrapper, MultiNodeWeightedSampler
+def torchdata_mix(n: int, weights: dict[str, float], items: int, batch: int) -> float:
+    """Seconds per item iterating torchdata's ``MultiNodeWeightedSampler`` over ``IterableWrapper(range(n))``
+    sources, through a ``Batcher(batch)``."""
+    from torchdata.nodes import Batcher, IterableWrapper, MultiNodeWeightedSampler
 
     nodes = {name: IterableWrapper(range(n)) for name in weights}
     sampler = MultiNodeWeightedSampler(nodes, dict(weights), stop_criteria="CYCLE_UNTIL_ALL_DATASETS_EXHAUSTED", seed=0)
-    it = iter(sampler)
+    it = iter(Batcher(sampler, batch_size=batch))
     t0 = time.perf_counter()
-    for _ in range(items):
-        next(it)
-    return (time.perf_counter() - t0) / items
+    done = 0
+    for _ in range(items // batch):
+        done += len(next(it))
+    return (time.perf_counter() - t0) / done
