@@ -188,14 +188,19 @@ def test_all_exhausted_refuses_a_source_whose_weight_ends_before_it_is_read_whol
 # -- batched reads ---------------------------------------------------------------------------------------
 
 
-def test_packed_sources_read_as_one_batched_read_each_and_the_loader_batch_equals_the_items():
+@pytest.mark.parametrize("workers,backend", [(0, "thread"), (2, "process")])
+def test_packed_sources_read_as_one_batched_read_each_and_the_loader_batch_equals_the_items(workers, backend):
     rng = np.random.default_rng(0)
     web = ss.pack([rng.integers(0, 1000, n) for n in rng.integers(1, 60, 80)], 16)
     code = ss.pack([rng.integers(1000, 2000, n) for n in rng.integers(1, 40, 30)], 16)
     m = ss.mix({"web": web, "code": code}, {"web": 0.75, "code": 0.25}, seed=2)
     assert hasattr(m, "getobs_batch_into") and m.batch_spec() is not None
-    loader = ss.DataLoader(m, batch_size=8, drop_last=True)
-    for b, batch in enumerate(loader):
+    extra = {"mp_context": "fork"} if backend == "process" else {}
+    loader = ss.DataLoader(m, batch_size=8, drop_last=True, workers=workers, backend=backend, timeout=60, **extra)
+    with loader:
+        batches = list(loader)
+    assert len(batches) == len(m) // 8
+    for b, batch in enumerate(batches):
         items = [m[k] for k in range(b * 8, b * 8 + 8)]
         assert batch["source"].tolist() == [item["source"] for item in items]
         for field in ("tokens", "segment_ids", "positions"):
