@@ -168,20 +168,38 @@ def test_without_the_segments_documents_attend_across_each_other():
     assert not torch.allclose(per_token[r, a:z - 1], unpacked_losses(model, np.asarray(batch["tokens"])[r, a:z]))
 
 
-def test_a_document_cut_by_the_row_end_continues_as_a_segment_of_its_own():
+def concat_rows(docs: list[np.ndarray], source: str) -> dict:
+    """The documents concatenated (stored order) and cut every LENGTH tokens: one batch of every row."""
+    if source == "ss.pack":
+        if not hasattr(ss, "pack"):
+            pytest.skip("ss.pack is not built")
+        data = ss.pack(docs, LENGTH, method="concat", seed=None)
+        return {k: torch.from_numpy(np.asarray(v)) for k, v in next(iter(ss.DataLoader(data, len(data)))).items()}
+    rows = len(np.concatenate(docs)) // LENGTH
+    stream = np.concatenate(docs)[: rows * LENGTH].reshape(rows, LENGTH)
+    doc_of = np.repeat(np.arange(len(docs)), [len(d) for d in docs])[: rows * LENGTH].reshape(rows, LENGTH)
+    seg = np.stack([np.unique(row, return_inverse=True)[1] + 1 for row in doc_of]).astype(np.int32)
+    return {"tokens": torch.from_numpy(stream), "segment_ids": torch.from_numpy(seg)}
+
+
+@pytest.mark.parametrize("source", ["by_hand", "ss.pack"])
+def test_a_document_cut_by_the_row_end_continues_as_a_segment_of_its_own(source):
     """Rows cut from one stream (the concat layout): every piece's losses are those of the piece alone."""
     torch.manual_seed(0)
     model = TinyLM().double()
-    stream = np.concatenate(documents(seed=3, count=8))[: 3 * LENGTH]
-    doc_of = np.repeat(np.arange(8), [len(d) for d in documents(seed=3, count=8)])[: 3 * LENGTH]
-    rows = doc_of.reshape(3, LENGTH)
-    seg = np.zeros_like(rows, dtype=np.int32)
-    for r in range(3):
-        seg[r] = np.unique(rows[r], return_inverse=True)[1] + 1
-    batch = {"tokens": torch.from_numpy(stream.reshape(3, LENGTH)), "segment_ids": torch.from_numpy(seg)}
+    docs = documents(seed=3, count=8)
+    batch = concat_rows(docs, source)
+    rows = batch["tokens"].shape[0]
     inputs = ss.attention_inputs(batch, flatten=True)
     logits = model(inputs["input_ids"], inputs["position_ids"], varlen(inputs["cu_seq_lens_q"], inputs["max_length_q"]))
-    per_token = F.cross_entropy(logits[0], inputs["shift_labels"][0], reduction="none").view(3, LENGTH)
-    assert (inputs["shift_labels"].view(3, LENGTH)[:, -1] == -100).all()  # no target across the row cut
-    for r, a, z in segments({"segment_ids": seg}):
-        torch.testing.assert_close(per_token[r, a:z - 1], unpacked_losses(model, stream.reshape(3, LENGTH)[r, a:z]), rtol=1e-9, atol=1e-10)
+    per_token = F.cross_entropy(logits[0], inputs["shift_labels"][0], reduction="none").view(rows, LENGTH)
+    assert (inputs["shift_labels"].view(rows, LENGTH)[:, -1] == -100).all()  # no target across the row cut
+    pieces = segments(batch)
+    stream = np.concatenate([batch["tokens"][r, a:z].numpy() for r, a, z in pieces])
+    assert len(np.concatenate(docs)) - len(stream) < LENGTH and (stream == np.concatenate(docs)[: len(stream)]).all()  # in order
+    assert any(a == 0 for _, a, _ in pieces[1:]) and len(pieces) > len(docs)  # some document is cut by a row end
+    for r, a, z in pieces:
+        piece = batch["tokens"][r, a:z].numpy()
+        if source == "ss.pack":
+            assert (batch["positions"][r, a:z].numpy() == np.arange(z - a)).all()
+        torch.testing.assert_close(per_token[r, a:z - 1], unpacked_losses(model, piece), rtol=1e-9, atol=1e-10)
