@@ -76,12 +76,12 @@ def test_runtime_changes_restart_the_targets_and_never_touch_earlier_positions(c
     n = 2500
     m = ss.mix(sources([13, 40, 7], NAMES), {"a": 0.5, "b": 0.3, "c": 0.2}, length=n, jitter=jitter)
     for p, w in changes:
-        before = [m[k] for k in range(n)]
+        before = m.__getitems__(np.arange(n))
         m.set_weights(dict(zip(NAMES, w)))
         assert m.settle_changes(p) is True
         start = m._changes[-1][0]
         assert start == (-(-p // jitter) * jitter if jitter else p)
-        assert [m[k] for k in range(start)] == before[:start]
+        assert m.__getitems__(np.arange(min(start, n))) == before[:start]
         assert m.weights_at(min(start, n - 1)) == pytest.approx({k: v / sum(w) for k, v in zip(NAMES, w)}) or start >= n
     if not jitter:
         worst, bound = worst_deviation(m, n)  # counts since each change within the bound of the weights since it
