@@ -77,10 +77,11 @@ def attention_inputs(batch: Mapping[str, Any], *, field: str = "tokens", flatten
 
     ``model(**attention_inputs(batch), use_cache=False)`` keeps attention within documents for a
     ``transformers`` model with ``attn_implementation`` "flash_attention_2" (through the
-    ``cu_seq_lens`` arguments, either shape), "sdpa" or "eager" (through ``position_ids``; these
-    two see packing only with no ``attention_mask`` and no cache: with ``use_cache`` left at the
-    config's default, True even in training mode, a cache is made and documents attend across each
-    other, silently).
+    ``cu_seq_lens`` arguments, either shape, cache or not; without them only the (1, B*L) shape),
+    "sdpa" or "eager" (through ``position_ids``; these two see packing only with no
+    ``attention_mask`` and no cache: with ``use_cache`` left at the config's default, True even in
+    training mode unless gradient checkpointing is on, a cache is made and documents attend across
+    each other, silently).
     """
     if not isinstance(batch, Mapping):
         raise TypeError(f"attention_inputs: expected a batch mapping with {field!r} and 'segment_ids', found {type(batch).__name__}")
