@@ -337,6 +337,13 @@ class DataLoader(_tud.DataLoader[_T_co]):
             check_readable(self)
         if isinstance(resume.core, dict) and "data" in resume.core and is_stateful(self.dataset):
             self.dataset.load_state_dict(resume.core["data"])  # a refusal raises now (the next iter() loads it again)
+        elif resume.core is None and "data" in resume.state:  # saved before the first epoch: only here
+            if not is_stateful(self.dataset):
+                raise ValueError(
+                    f"state holds 'data' (the state of a stateful dataset), but this loader's dataset "
+                    f"({type(self.dataset).__name__}) has no state_dict/load_state_dict: resume over the dataset it was saved with"
+                )
+            self.dataset.load_state_dict(resume.state["data"])  # a refusal raises now, before anything changes
         self.close()  # workers seeded for another run: the next iter() starts them as the state says
         self._ss = None
         restart_from(generators(self), resume.generators)

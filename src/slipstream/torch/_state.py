@@ -14,8 +14,10 @@ The state (JSON-serializable; generator states are base64 text) holds:
   torch's global generator is the user's and is not saved;
 * ``base_seed``: persistent workers' base seed (drawn once, as torch does), else None;
 * ``loader``: slipstream's loader's own state (map-style datasets; None before the first epoch or
-  for an ``IterableDataset``; with a stateful dataset's own state as its ``data``), and ``loader_behind``: it describes an epoch left unfinished before
-  the one in progress started, so the resumed loader moves past it first;
+  for an ``IterableDataset``; with a stateful dataset's own state as its ``data``), and
+  ``loader_behind``: it describes an epoch left unfinished before the one in progress started, so
+  the resumed loader moves past it first; ``data``: a stateful map-style dataset's state
+  (``loading.datastate``) while ``loader`` is None (before the first epoch);
 * ``worker_batches``: an ``IterableDataset`` read out of order by worker processes (``in_order=False``):
   each worker's batches handed out this epoch (the resumed workers each read past their own; the
   order they came in depends on timing), else None;
@@ -34,6 +36,7 @@ from typing import Any
 import torch
 import torch.utils.data as _tud
 
+from ..loading.datastate import is_stateful
 from ._datasets import _length
 from ._record import EpochRecord
 from ._rngstate import GLOBAL, decode, encode, generators, states
@@ -113,6 +116,8 @@ def build(loader: Any, record: EpochRecord | None, core: Any) -> dict[str, Any]:
         "worker_batches": None,
         "identity": identity(loader),
     }
+    if core is None and not iterable and is_stateful(loader.dataset):  # (slipstream's loader holds it once made)
+        state["data"] = loader.dataset.state_dict()
     if record is None:
         return state
     if record.finished():
