@@ -77,6 +77,16 @@ def _region_decoder() -> str:
     return f"{status}: JPEGs decode whole, then crop"
 
 
+def _token_kernels() -> str:
+    from ..sequences.interleave import KERNEL_STATUS as mixing
+    from ..sequences.packplan import kernels
+
+    packing = kernels()[1]
+    if packing == mixing == "active":
+        return "active (sequences._packing, _mixing): packing plans, row gathers and mixtures run compiled, without the GIL"
+    return f"packing {packing}, mixing {mixing}: NumPy gives the same rows and mixtures, slower"
+
+
 def _simplejpeg() -> str:
     version = installed_version("simplejpeg")
     if version is None:
@@ -99,6 +109,7 @@ def info_lines() -> list[str]:
         ("usable cores", _cores()),
         ("numba", _numba()),
         ("region JPEG decoder", _region_decoder()),
+        ("token kernels", _token_kernels()),
         ("JPEG decoding", _simplejpeg()),
         ("pyarrow", _optional("pyarrow", missing="not installed: packed files need it; pip install 'slipstream[files]'")),
         ("torch", _optional("torch")),
