@@ -115,6 +115,10 @@ def test_with_the_default_cache_sdpa_and_eager_attend_across_documents(attn):
     refs = alone(m, docs)
     with torch.no_grad():
         assert largest_error(m(**ss.attention_inputs(batch)).logits, refs, where) > 1e-3
+        m.train()  # training mode alone does not turn the cache off (the model has no dropout)
+        assert largest_error(m(**ss.attention_inputs(batch)).logits, refs, where) > 1e-3
+    m.activation_checkpointing_enable()  # with gradients, checkpointing turns it off: documents apart again
+    assert largest_error(m(**ss.attention_inputs(batch)).logits.detach(), refs, where) < 1e-5
 
 
 def test_segment_mask_as_a_4d_mask_keeps_sdpa_within_documents_even_with_the_cache():
