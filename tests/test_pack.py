@@ -116,8 +116,9 @@ def test_the_compiled_gather_gives_the_reference_rows(lengths, length, method, s
     if sum(lengths) == 0:
         return
     rng = np.random.default_rng(len(lengths))
-    info = np.iinfo(stored)
-    docs = [rng.integers(info.min, info.max, n, endpoint=True).astype(stored) for n in lengths]
+    info, out = np.iinfo(stored), np.iinfo(dtype)  # ids that fit the output (others: tests/test_pack_edges.py)
+    low, high = max(info.min, out.min), min(info.max, out.max)
+    docs = [rng.integers(low, high, n, endpoint=True).astype(stored) for n in lengths]
     compiled = ss.pack(docs, length, method=method, dtype=dtype, pad_id=7)
     with no_seqcore():
         reference = ss.pack(docs, length, method=method, dtype=dtype, pad_id=7)

@@ -101,9 +101,10 @@ class Packing:
             type(rows) is not np.ndarray
             or rows.dtype != np.int64
             or rows.ndim != 1
+            or not rows.flags.c_contiguous
             or (rows.size and (rows.min() < 0 or rows.max() >= len(self)))
         ):
-            rows = checked_indices(indices, len(self), f"{self._label()}: ", "").astype(np.int64, copy=False)
+            rows = np.ascontiguousarray(checked_indices(indices, len(self), f"{self._label()}: ", ""), dtype=np.int64)
         shape, dtype, out = (rows.size, self.length), self.dtype, []
         for name in self.names:
             given = buffer.get(name) if isinstance(buffer, dict) else None
@@ -225,7 +226,8 @@ def pack(
     ``too_long`` (best_fit / first_fit) for a document longer than ``length``: ``"split"`` cuts it
     into pieces of ``length`` (the last shorter), packed like documents; ``"truncate"`` keeps its
     first ``length`` tokens; ``"error"`` raises ``ValueError`` naming it. Empty documents are in no
-    row. Tokens are converted to ``dtype`` as NumPy's ``astype`` does; ``pad_id`` must fit it.
+    row. Token ids are converted to ``dtype`` and must fit it (one that does not is a ``ValueError``
+    naming its document, never wrapped into another id), as ``pad_id`` must.
     """
     length = _integer(length, "length")
     if length < 1:

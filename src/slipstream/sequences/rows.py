@@ -1,7 +1,8 @@
 """Packed rows gathered from token pages: the compiled gather and its NumPy reference.
 
 A row is its pieces laid end to end (``packplan``): each piece's tokens, converted to the output
-dtype, with its segment id (1, 2, ... within the row) and positions 0, 1, ... beside them; the
+dtype (an id that does not fit it is a ``ValueError`` naming its document, never wrapped), with its
+segment id (1, 2, ... within the row) and positions 0, 1, ... beside them; the
 rest of the row is padding: ``pad_id`` tokens, segment 0, positions 0, 1, ... (a padding run
 counts as one segment of its own, as ``attention_inputs`` reads it).
 
@@ -144,16 +145,23 @@ class Gather:
             table = self.table
             if table is None:
                 table = self.table = self.pages.full()
-            if self.call(rows, table.page_first, table.off_addr, table.val_addr, table.nvals, *out, self.none, *self.tail):
+            if self._run(rows, table, out, self.none):
                 raise RuntimeError(f"{self.documents.name}: a page is missing from the table of every page")
             return
         missing = np.empty(_MISSING, np.int64)
         table = self.pages.start()
         while True:
-            count = self.call(rows, table.page_first, table.off_addr, table.val_addr, table.nvals, *out, missing, *self.tail)
+            count = self._run(rows, table, out, missing)
             if count == 0:
                 return
             table = self.pages.load(table, missing[: min(count, _MISSING)])
+
+    def _run(self, rows: np.ndarray, table: _Table, out: tuple[np.ndarray, ...], missing: np.ndarray) -> int:
+        """The kernel over ``table``: pieces on pages it lacks; its ``ValueError`` names the documents."""
+        try:
+            return self.call(rows, table.page_first, table.off_addr, table.val_addr, table.nvals, *out, missing, *self.tail)
+        except ValueError as exc:
+            raise ValueError(f"{self.documents.name}: {exc}") from None
 
 
 def row_pieces(plan: BinsPlan | ConcatPlan, lengths: np.ndarray, row: int, length: int) -> list[tuple[int, int, int]]:
@@ -188,7 +196,7 @@ def gather_reference(
     length: int,
     pad_id: int,
 ) -> None:
-    """``gather`` in NumPy (a slice copy per piece): the same rows."""
+    """``gather`` in NumPy (a slice copy per piece): the same rows, the same errors."""
     tokens, segments, positions = out
     docs = pages.documents
     docs.check()
@@ -199,10 +207,27 @@ def gather_reference(
             p = int(np.searchsorted(docs.page_first, doc, side="right")) - 1
             offsets, values = pages.arrays(p, table)
             a = int(offsets[doc - int(docs.page_first[p])]) + start
-            tokens[i, at : at + take] = values[a : a + take].astype(tokens.dtype)
+            piece = values[a : a + take]
+            _check_fits(piece, tokens.dtype, doc, start, docs.name)
+            tokens[i, at : at + take] = piece.astype(tokens.dtype)
             segments[i, at : at + take] = seg
             positions[i, at : at + take] = np.arange(take)
             at += take
         tokens[i, at:] = pad_id
         segments[i, at:] = 0
         positions[i, at:] = np.arange(length - at)
+
+
+def _check_fits(piece: np.ndarray, dtype: np.dtype, doc: int, start: int, name: str) -> None:
+    """``ValueError`` naming the first token of ``piece`` (document ``doc`` from token ``start``)
+    outside ``dtype``'s range: token ids are converted, never wrapped into other ids."""
+    if np.can_cast(piece.dtype, dtype) or not piece.size:
+        return
+    info = np.iinfo(dtype)
+    bad = piece > info.max if piece.dtype.kind == "u" else (piece < info.min) | (piece > info.max)
+    if bad.any():
+        k = int(np.argmax(bad))
+        raise ValueError(
+            f"{name}: document {doc}: token {start + k} is {int(piece[k])}, which does not fit dtype {dtype} "
+            "(token ids are never wrapped)"
+        )

@@ -131,6 +131,11 @@ rows_common(PyObject **objs, Py_buffer *v, long long length, long long pad, int 
         PyErr_SetString(PyExc_ValueError, "the page table needs page_first of pages + 1 entries (pages >= 1) and the rest of pages");
         return -1;
     }
+    if (*B > 0 && length > PY_SSIZE_T_MAX / outsize / *B) { /* B * length * outsize would wrap */
+        PyErr_Format(PyExc_ValueError, "rows of length %lld are too long for %lld rows of %zd-byte values", length,
+                     (long long)*B, outsize);
+        return -1;
+    }
     for (int k = 5; k < 8; k++) {
         if (v[k].len != (Py_ssize_t)(*B * length * outsize)) {
             PyErr_Format(PyExc_ValueError, "%s holds %zd values, not %lld rows of %lld", names[k], v[k].len / outsize,

@@ -14,36 +14,73 @@
 #include <stdio.h>
 #include <string.h>
 
-#define CONVERT(IN, OUT_T)                                  \
-    {                                                       \
-        const IN *s = (const IN *)src + from;               \
-        for (int64_t k = 0; k < len; k++)                   \
-            d[k] = (OUT_T)s[k];                             \
-    }                                                       \
-    break
+/* Copy with conversion; a token the output type cannot hold is an error, never wrapped. x fits a
+   signed OUT_T of 2**(w-1) magnitude when (uint64)x + bias <= limit: for an unsigned IN, bias 0 and
+   limit 2**(w-1) - 1; for a signed one, bias 2**(w-1) and limit 2**w - 1. Both limits are all ones,
+   so one OR over the piece tells (vectorized; only where IN may not fit, NARROW) and the offending
+   token is looked for only then. */
+#define UNSIGNED(T) ((T)-1 > 0)
+#define NARROW(IN, OUT_T) (sizeof(IN) > sizeof(OUT_T) || (UNSIGNED(IN) && sizeof(IN) == sizeof(OUT_T)))
+#define HALF(OUT_T) ((uint64_t)1 << (8 * sizeof(OUT_T) - 1))
+#define BIAS(IN, OUT_T) (UNSIGNED(IN) ? 0 : HALF(OUT_T))
+#define LIMIT(IN, OUT_T) (UNSIGNED(IN) ? HALF(OUT_T) - 1 : HALF(OUT_T) - 1 + HALF(OUT_T))
 
-#define DEFINE_COPY(NAME, OUT_T, SAME)                                               \
-    static void NAME(OUT_T *d, const void *src, int type, int64_t from, int64_t len) \
-    {                                                                                \
-        if (type == SAME) {                                                          \
-            memcpy(d, (const OUT_T *)src + from, (size_t)len * sizeof(OUT_T));       \
-            return;                                                                  \
-        }                                                                            \
-        switch (type) {                                                              \
-        case TOK_U8: CONVERT(uint8_t, OUT_T);                                        \
-        case TOK_I8: CONVERT(int8_t, OUT_T);                                         \
-        case TOK_I16: CONVERT(int16_t, OUT_T);                                       \
-        case TOK_U16: CONVERT(uint16_t, OUT_T);                                      \
-        case TOK_I32: CONVERT(int32_t, OUT_T);                                       \
-        case TOK_U32: CONVERT(uint32_t, OUT_T);                                      \
-        case TOK_I64: CONVERT(int64_t, OUT_T);                                       \
-        case TOK_U64: CONVERT(uint64_t, OUT_T);                                      \
-        default: break;                                                              \
-        }                                                                            \
+#define CONVERT(IN, OUT_T)                                                                        \
+    {                                                                                             \
+        const IN *s = (const IN *)src + from;                                                     \
+        uint64_t acc = 0;                                                                         \
+        for (int64_t k = 0; k < len; k++) {                                                       \
+            d[k] = (OUT_T)s[k];                                                                   \
+            if (NARROW(IN, OUT_T))                                                                \
+                acc |= (uint64_t)s[k] + BIAS(IN, OUT_T);                                          \
+        }                                                                                         \
+        if (NARROW(IN, OUT_T) && acc > LIMIT(IN, OUT_T))                                          \
+            for (int64_t k = 0; k < len; k++)                                                     \
+                if ((uint64_t)s[k] + BIAS(IN, OUT_T) > LIMIT(IN, OUT_T))                          \
+                    return k;                                                                     \
+        return -1;                                                                                \
+    }
+
+/* -1, or the index (from `from`) of the first token that does not fit OUT_T */
+#define DEFINE_COPY(NAME, OUT_T, SAME)                                                        \
+    static int64_t NAME(OUT_T *d, const void *src, int type, int64_t from, int64_t len)       \
+    {                                                                                         \
+        if (type == SAME) {                                                                   \
+            memcpy(d, (const OUT_T *)src + from, (size_t)len * sizeof(OUT_T));                \
+            return -1;                                                                        \
+        }                                                                                     \
+        switch (type) {                                                                       \
+        case TOK_U8: CONVERT(uint8_t, OUT_T)                                                  \
+        case TOK_I8: CONVERT(int8_t, OUT_T)                                                   \
+        case TOK_I16: CONVERT(int16_t, OUT_T)                                                 \
+        case TOK_U16: CONVERT(uint16_t, OUT_T)                                                \
+        case TOK_I32: CONVERT(int32_t, OUT_T)                                                 \
+        case TOK_U32: CONVERT(uint32_t, OUT_T)                                                \
+        case TOK_I64: CONVERT(int64_t, OUT_T)                                                 \
+        case TOK_U64: CONVERT(uint64_t, OUT_T)                                                \
+        default: return -1;                                                                   \
+        }                                                                                     \
     }
 
 DEFINE_COPY(copy_i32, int32_t, TOK_I32)
 DEFINE_COPY(copy_i64, int64_t, TOK_I64)
+
+/* token i of a page of `type`, as text */
+static void
+token_text(char *buf, size_t n, const void *src, int type, int64_t i)
+{
+    switch (type) {
+    case TOK_U8: snprintf(buf, n, "%u", (unsigned)((const uint8_t *)src)[i]); break;
+    case TOK_I8: snprintf(buf, n, "%d", (int)((const int8_t *)src)[i]); break;
+    case TOK_I16: snprintf(buf, n, "%d", (int)((const int16_t *)src)[i]); break;
+    case TOK_U16: snprintf(buf, n, "%u", (unsigned)((const uint16_t *)src)[i]); break;
+    case TOK_I32: snprintf(buf, n, "%ld", (long)((const int32_t *)src)[i]); break;
+    case TOK_U32: snprintf(buf, n, "%lu", (unsigned long)((const uint32_t *)src)[i]); break;
+    case TOK_I64: snprintf(buf, n, "%lld", (long long)((const int64_t *)src)[i]); break;
+    case TOK_U64: snprintf(buf, n, "%llu", (unsigned long long)((const uint64_t *)src)[i]); break;
+    default: snprintf(buf, n, "?"); break;
+    }
+}
 
 /* segment `seg` and positions 0 .. len-1 at row `row`, column `at` (seg 0 and the pad token: padding) */
 static void
@@ -107,10 +144,18 @@ emit(const page_table *t, row_out *o, int64_t row, int64_t at, int64_t doc, int6
     }
     if (o->missing_count == 0) {
         const void *src = (const void *)(uintptr_t)t->val_addr[lo];
+        int64_t bad;
+        char value[32];
         if (o->out_type == OUT_I32)
-            copy_i32((int32_t *)o->tok + row * o->length + at, src, t->val_type, a + start, len);
+            bad = copy_i32((int32_t *)o->tok + row * o->length + at, src, t->val_type, a + start, len);
         else
-            copy_i64((int64_t *)o->tok + row * o->length + at, src, t->val_type, a + start, len);
+            bad = copy_i64((int64_t *)o->tok + row * o->length + at, src, t->val_type, a + start, len);
+        if (bad >= 0) {
+            token_text(value, sizeof(value), src, t->val_type, a + start + bad);
+            snprintf(msg, msg_len, "document %lld: token %lld is %s, which does not fit dtype %s (token ids are never wrapped)",
+                     (long long)doc, (long long)(start + bad), value, o->out_type == OUT_I32 ? "int32" : "int64");
+            return -1;
+        }
         mark(o, row, at, len, seg, 0);
     }
     return 0;
