@@ -101,3 +101,30 @@ def test_the_compiled_gather_refuses_a_length_whose_buffers_would_overflow():
     done = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, f"crashed ({done.returncode}): {done.stderr[-2000:]}"
     assert "refused:" in done.stdout and "too long" in done.stdout
+
+
+@pytest.mark.parametrize("method", ["concat", "best_fit"])
+@pytest.mark.parametrize("shards", [1, 2])
+def test_a_packed_file_cut_in_place_under_a_packing_is_an_error_not_a_crash(tmp_path, method, shards):
+    script = textwrap.dedent(
+        f"""
+        import numpy as np, slipstream as ss
+        from slipstream import fields as F
+        rng = np.random.default_rng(0)
+        docs = [rng.integers(0, 60000, int(n)).astype(np.uint16) for n in rng.integers(1, 2000, 1500)]
+        paths = [{str(tmp_path)!r} + f"/t{{k}}.ss" for k in range({shards})]
+        for path in paths:
+            ss.write(path, [{{"tokens": d}} for d in docs], fields={{"tokens": F.Tokens()}}, page_size=64 * 1024)
+        packed = ss.pack(ss.open(paths if len(paths) > 1 else paths[0]), 256, method={method!r})
+        packed.getobs_batch_into({{}}, np.arange(4))  # every page mapped
+        with open(paths[-1], "r+b") as f:  # cut in place (not replaced by a rename, as ss.write does)
+            f.truncate(f.seek(0, 2) // 4)
+        try:
+            packed.getobs_batch_into({{}}, np.arange(len(packed)))
+        except Exception as exc:
+            print("refused:", type(exc).__name__, exc)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, f"crashed ({done.returncode}): {done.stderr[-2000:]}"
+    assert "refused: CorruptFileError" in done.stdout and "changed under the reader" in done.stdout, done.stdout

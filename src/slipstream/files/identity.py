@@ -6,7 +6,8 @@ Contract: ``check_ends(path)`` raises ``NotAPackedFileError`` (empty, or not an 
 opened and its identity then (``seen``); ``check()`` (one ``fstat``) raises ``CorruptFileError``
 when that file has changed in place since (truncated, or copied over), which would otherwise kill
 a read of its memory map with SIGBUS. A file *renamed* over it is harmless (the mapping keeps the
-old inode) and is not reported.
+old inode) and is not reported. ``check_unchanged(data)`` is that check for an opened packed file
+(or every shard of a ``ShardedDataset``), for readers of pages mapped before (``ss.pack``).
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ from __future__ import annotations
 import os
 import weakref
 from pathlib import Path
+from typing import Any
 
 from ..core.errors import CorruptFileError, NotAPackedFileError, TruncatedFileError
 from . import format as _format
 
-__all__ = ["FileIdentity", "check_ends", "identity"]
+__all__ = ["FileIdentity", "check_ends", "check_unchanged", "identity"]
 
 
 def check_ends(path: Path) -> None:
@@ -65,3 +67,13 @@ class FileIdentity:
                 "replace packed files by renaming a new one over them (ss.write does), never by copying or "
                 "truncating in place; reopen it to read the new contents",
             )
+
+
+def check_unchanged(data: Any) -> None:
+    """``CorruptFileError`` when the file of ``data`` (a ``PackedDataset``; each shard of a
+    ``ShardedDataset``) changed in place since it was opened: one ``fstat`` each, the test each of
+    their own reads makes (nothing for a remote object, whose pages are checked as they arrive)."""
+    for shard in getattr(data, "shards", None) or (data,):
+        source = getattr(shard, "_source", None)
+        if source is not None:
+            source.check()

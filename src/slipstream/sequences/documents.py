@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from ..files.identity import check_unchanged
+
 __all__ = ["ArrayDocuments", "Documents", "documents_of", "tokens_of"]
 
 
@@ -135,6 +137,12 @@ class _FileDocuments(Documents):
     def page(self, p: int) -> tuple[np.ndarray, np.ndarray]:
         column = self.data.page(p)[self.field]
         return column.offsets, column.values
+
+    def check(self) -> None:
+        """The file's (every shard's) is-it-unchanged test, one ``fstat`` each (``CorruptFileError``):
+        the pages mapped before are read without the file's own reads, and a file cut in place under
+        its map would crash them (SIGBUS)."""
+        check_unchanged(self.data)
 
     def __getstate__(self) -> dict[str, Any]:
         return {"data": self.data, "field": self.field, "lengths": self.lengths, "name": self.name}
