@@ -1,5 +1,8 @@
 """Integer-list columns of Parquet files and Hugging Face datasets become F.Tokens; other lists stay JSON."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -72,3 +75,25 @@ def test_hugging_face_dataset_token_columns_write_as_tokens(tmp_path):
     assert [row["input_ids"].tolist() for row in ss.open(tmp_path / "sel.ss")] == shuffled["input_ids"]
     back = ss.to_huggingface(tmp_path / "hf.ss")
     assert back.features["input_ids"] == datasets.Sequence(datasets.Value("uint16")) and back["input_ids"] == docs
+
+
+def _damaged_tokens(path, offsets):
+    """A packed file of three token documents whose stored offsets (0, 1000, 4000, 9000) are overwritten."""
+    ss.write(path, [np.full(n, 9, np.int32) for n in (1000, 3000, 5000)], {"tokens": F.Tokens()}, progress=False)
+    raw = bytearray(path.read_bytes())
+    at = raw.find(np.array([0, 1000, 4000, 9000], np.int32).tobytes())
+    assert at > 0
+    raw[at : at + 16] = np.array(offsets, np.int32).tobytes()
+    path.write_bytes(bytes(raw))
+    return path
+
+
+def test_to_huggingface_refuses_damaged_token_offsets_before_datasets_reads_through_them(tmp_path):
+    pytest.importorskip("datasets")
+    decreasing = _damaged_tokens(tmp_path / "d.ss", [0, 1000, 500, 9000])  # passes Arrow's cheap validation
+    with pytest.raises(ss.CorruptFileError, match=r"field 'tokens', samples 0\.\.2: the offsets of 3 token rows do not fit"):
+        ss.to_huggingface(decreasing)
+    far = _damaged_tokens(tmp_path / "far.ss", [0, 300_000_000, 4000, 9000])  # datasets would read far past the page
+    code = "import sys, slipstream as ss\ntry:\n    ss.to_huggingface(sys.argv[1])['tokens']\nexcept ss.CorruptFileError as exc:\n    print('refused:', exc)"
+    run = subprocess.run([sys.executable, "-c", code, str(far)], check=False, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and "refused:" in run.stdout and "do not fit" in run.stdout, (run.returncode, run.stderr[-2000:])

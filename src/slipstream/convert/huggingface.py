@@ -1,12 +1,10 @@
 """``ss.to_huggingface``: a packed file (or a sharded folder) as a Hugging Face ``datasets.Dataset``, in one call, memory-mapped.
 
-Each page of the file (of every shard, in order) becomes one chunk of an Arrow table whose columns
-point into the file's memory map (only small offset buffers are made), wrapped in a
-``datasets.Dataset`` with features declared from the file's field specs: images as ``Image``,
-labels as ``ClassLabel`` when class names are known, JSON as ``Json`` (checked to decode to the
-stored value: ``datasets`` decodes it with pandas' ujson, which rounds floats, drops lone
-surrogates and refuses integers beyond 64 bits), arrays as fixed lists or ``ArrayND``.
-``datasets`` is imported only when called.
+Each page of the file (of every shard, in order) becomes one chunk of an Arrow table whose columns point into the file's memory
+map (only small offset buffers are made), wrapped in a ``datasets.Dataset`` with features declared from the file's field specs:
+images as ``Image``, labels as ``ClassLabel`` when class names are known, JSON as ``Json`` (checked to decode to the stored value:
+``datasets`` decodes it with pandas' ujson, which rounds floats, drops lone surrogates and refuses integers beyond 64 bits), arrays
+as fixed lists or ``ArrayND``, token documents as ``List`` (their offsets checked first). ``datasets`` is imported only when called.
 """
 
 from __future__ import annotations
@@ -25,6 +23,7 @@ from ..core.errors import CorruptFileError
 from ..core.optional import require
 from ..files.field import Field
 from ..files.field import pyarrow_module as _pa
+from ..files.field_tokens import checked_list
 from ..files.folder import open_folder
 from ..files.packed import PackedDataset
 from ..files.shards import ShardedDataset
@@ -76,15 +75,16 @@ class _Converter:
     def _array_float(self, array: Any, first: int) -> Any:
         return array
 
+    _array_bool = _array_text = _array_bytes = _array_float
+
     def _feature_float(self) -> Any:
         return self.hf.Value("float64")
-
-    _array_bool = _array_float
 
     def _feature_bool(self) -> Any:
         return self.hf.Value("bool")
 
-    _array_text = _array_bytes = _array_tokens = _array_float  # F.Tokens: list<int> is datasets' List storage
+    def _array_tokens(self, array: Any, first: int) -> Any:  # list<int> as it is, once its offsets are checked (datasets trusts them)
+        return checked_list(array, self.field.dtype, self.path, f"field {self.name!r}, samples {first}..{first + len(array) - 1}")  # type: ignore[attr-defined]
 
     def _feature_text(self) -> Any:
         return self.hf.Value("large_string")
@@ -351,12 +351,12 @@ def to_huggingface(
       ``ValueError`` naming it. ``json_as_text=True`` gives the JSON text instead
       (``Value("large_string")``: ``json.loads`` reads the exact value), as with a ``datasets``
       that has no ``Json`` feature.
-    * ``F.Array``: ``Value`` (shape ``()``), ``Sequence(length=n)`` (1-d), ``Array2D``..``Array5D``;
-      ragged arrays as ``Sequence`` (1-d) or ``ArrayND`` with a free first dimension when the other
-      dimensions agree; others (and complex dtypes) raise ``ValueError`` naming the field:
-      leave such fields out with ``fields=[...]``. ``F.Tokens``: ``List(Value(dtype))`` (``LargeList`` when large).
+    * ``F.Array``: ``Value`` (shape ``()``), ``Sequence(length=n)`` (1-d), ``Array2D``..``Array5D``; ragged arrays as
+      ``Sequence`` (1-d) or ``ArrayND`` with a free first dimension when the other dimensions agree; others (and complex
+      dtypes) raise ``ValueError`` naming the field: leave such fields out with ``fields=[...]``.
+    * ``F.Tokens``: ``List(Value(dtype))`` (``LargeList`` when large).
 
-    Bad files raise ``ss.open``'s errors (``ss.PackedFileError`` subclasses naming the path).
+    Bad files raise ``ss.open``'s errors (``ss.PackedFileError`` subclasses naming the path), damaged token offsets included.
     """
     dataset, shards, where = _opened(source, fields)
     hf = _datasets()

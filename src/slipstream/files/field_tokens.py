@@ -13,10 +13,11 @@ from typing import Any
 
 import numpy as np
 
+from ..core.errors import CorruptFileError
 from ..core.nodes import VarNode
 from .field import Column, Field, pyarrow_module
 
-__all__ = ["TOKEN_DTYPES", "Tokens", "TokensColumn", "list_views"]
+__all__ = ["TOKEN_DTYPES", "Tokens", "TokensColumn", "checked_list", "list_views"]
 
 TOKEN_DTYPES = tuple(np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64))
 _INT32_MAX = 2**31 - 1
@@ -60,6 +61,17 @@ def list_views(array: Any, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
     if offsets.size and (offsets[0] < 0 or offsets[-1] > values.size or (n and (np.diff(offsets) < 0).any())):
         raise ValueError(f"the offsets of {n} token rows do not fit their {values.size} values (first {int(offsets[0])}, last {int(offsets[-1])})")
     return offsets, values
+
+
+def checked_list(array: Any, dtype: Any, path: Any, where: str) -> Any:
+    """``array`` (an Arrow list column of ``dtype`` integers) once ``list_views`` finds its offsets
+    inside its values, for readers that go through them unchecked (``datasets``); ``CorruptFileError``
+    naming ``path`` and ``where`` otherwise."""
+    try:
+        list_views(array, np.dtype(dtype))
+    except ValueError as exc:
+        raise CorruptFileError(path, f"{where}: {exc}") from None
+    return array
 
 
 class TokensColumn(Column):
