@@ -3,6 +3,8 @@
 import os
 import pickle
 import struct
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -212,3 +214,17 @@ def test_megatron_files_that_do_not_match_raise(tmp_path):
     os.remove(tmp_path / "h.bin")
     with pytest.raises(FileNotFoundError, match=r"h.bin: no such file"):
         ss.megatron_file(tmp_path / "h")
+
+
+def test_megatron_document_index_survives_the_index_cut_short_in_place(tmp_path):
+    write_megatron(tmp_path / "cut", [[7, 8]] * 5000, doc_starts=np.arange(0, 5001, 2).tolist() + [5000])
+    code = (
+        "import os, sys, slipstream as ss\n"
+        "data = ss.megatron_file(sys.argv[1])\n"
+        "os.truncate(sys.argv[1] + '.idx', 40)\n"  # in place: a view of the old map would be SIGBUS
+        "print(data.documents(), int(data.document_index[-1]), int(data.document_index[1]))\n"
+        "try:\n    data[0]\nexcept ss.CorruptFileError as exc:\n    print('refused:', exc)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code, str(tmp_path / "cut")], check=False, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, (run.returncode, run.stderr[-2000:])
+    assert run.stdout.splitlines()[0] == "2501 5000 2" and "refused:" in run.stdout and "changed" in run.stdout

@@ -120,7 +120,7 @@ class MegatronFile(MappedTokens):
         self.dtype, lengths, pointers, doc_index = _read_index(index_path, index.fd, index.seen[1])
         self.identity = FileIdentity(bin_path)
         self.offsets = _offsets(index_path, bin_path, self.identity.seen[1], self.dtype, lengths, pointers, doc_index)
-        self.document_index = doc_index
+        self.document_index = np.array(doc_index)  # a copy: the index's map goes, so an index cut in place later cannot SIGBUS a read
         self.index_identity = index
         self.values, self._map = map_tokens(self.identity, self.dtype)
 
