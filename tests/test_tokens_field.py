@@ -216,3 +216,14 @@ def test_any_documents_round_trip_exactly(tmp_path, case):
     assert len(ds) == len(docs) and [ds[i]["tokens"].tolist() for i in range(len(ds))] == docs
     lengths = [np.diff(ds.page(p)["tokens"].offsets) for p in range(ds.num_pages)]
     assert (np.concatenate(lengths).tolist() if lengths else []) == [len(d) for d in docs]
+
+
+def test_a_write_of_no_documents_stores_lists_of_int32_and_takes_documents_appended(tmp_path):
+    path = ss.write(tmp_path / "none.ss", [], {"tokens": F.Tokens()}, progress=False)
+    assert _table(path).schema.field("tokens").type == pa.list_(pa.int32())  # integer lists to every Arrow reader, not list<double>
+    assert len(ss.open(path)) == 0
+    folder = ss.write(tmp_path / "shards", [], {"tokens": F.Tokens()}, shard_size="1MB", progress=False)
+    ss.write(folder, [[1, 2, 3], [4]], {"tokens": F.Tokens()}, shard_size="1MB", append=True, progress=False)
+    assert [row["tokens"].tolist() for row in ss.open(folder)] == [[1, 2, 3], [4]]
+    datasets = pytest.importorskip("datasets")
+    assert ss.to_huggingface(path).features["tokens"] == datasets.Sequence(datasets.Value("int32"))

@@ -84,7 +84,7 @@ class _Converter:
         return self.hf.Value("bool")
 
     def _array_tokens(self, array: Any, first: int) -> Any:  # list<int> as it is, once its offsets are checked (datasets trusts them)
-        return checked_list(array, self.field.dtype, self.path, f"field {self.name!r}, samples {first}..{first + len(array) - 1}")  # type: ignore[attr-defined]
+        return checked_list(array, self.field.storage_dtype(), self.path, f"field {self.name!r}, samples {first}..{first + len(array) - 1}")  # type: ignore[attr-defined]
 
     def _feature_text(self) -> Any:
         return self.hf.Value("large_string")
@@ -100,7 +100,7 @@ class _Converter:
         return pa.ExtensionArray.from_storage(pa.json_(), array.cast(pa.string()))  # new offsets only; the text is shared
 
     def _feature_tokens(self) -> Any:
-        return (self.hf.LargeList if self.field.large else self.hf.Sequence)(self.hf.Value(self._dtype()))  # type: ignore[attr-defined]
+        return (self.hf.LargeList if self.field.large else self.hf.Sequence)(self.hf.Value(self.field.storage_dtype().name))  # type: ignore[attr-defined]
 
     def _feature_json(self) -> Any:
         return self.hf.Value("large_string") if self.json_as_text else self.hf.Json()

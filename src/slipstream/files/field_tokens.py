@@ -129,6 +129,10 @@ class Tokens(Field):
     def params(self) -> dict[str, Any]:
         return {"dtype": None if self.dtype is None else self.dtype.str, "large": bool(self.large)}
 
+    def storage_dtype(self) -> np.dtype:
+        """The dtype the column holds: ``dtype``, or int32 while it is unsettled (a write of no samples)."""
+        return self.dtype if self.dtype is not None else np.dtype("<i4")
+
     def prepare(self, value: Any, where: str) -> None:
         array = self._array(value, where)
         if self.dtype is None:
@@ -180,7 +184,7 @@ class Tokens(Field):
 
     def arrow_type(self) -> Any:
         pa = pyarrow_module()
-        item = pa.from_numpy_dtype(self.dtype)
+        item = pa.from_numpy_dtype(self.storage_dtype())
         return pa.large_list(item) if self.large else pa.list_(item)
 
     def to_arrow(self, encoded: list[Any]) -> Any:
@@ -193,11 +197,11 @@ class Tokens(Field):
                 f"a page of {len(encoded)} token documents holds {int(offsets[-1])} tokens, more than list<> int32 offsets reach "
                 "(2**31 - 1): write with F.Tokens(large=True), or a smaller page_size"
             )
-        values = np.concatenate(encoded) if encoded else np.zeros(0, self.dtype)
-        values = values.astype(self.dtype, copy=False)
+        values = np.concatenate(encoded) if encoded else np.zeros(0, self.storage_dtype())
+        values = values.astype(self.storage_dtype(), copy=False)
         if self.large:
             return pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(values), type=self.arrow_type())
         return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(values), type=self.arrow_type())
 
     def column(self, array: Any) -> Column:
-        return TokensColumn(array, self.dtype)  # type: ignore[arg-type]
+        return TokensColumn(array, self.storage_dtype())
