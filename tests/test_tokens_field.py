@@ -227,3 +227,17 @@ def test_a_write_of_no_documents_stores_lists_of_int32_and_takes_documents_appen
     assert [row["tokens"].tolist() for row in ss.open(folder)] == [[1, 2, 3], [4]]
     datasets = pytest.importorskip("datasets")
     assert ss.to_huggingface(path).features["tokens"] == datasets.Sequence(datasets.Value("int32"))
+
+
+@pytest.mark.parametrize("first", [[1.5, 2.0], "a text", np.zeros((2, 2), np.int32)])
+def test_on_error_skip_leaves_out_a_first_sample_that_is_not_token_ids(tmp_path, first):
+    from slipstream.files.failures import SkippedSamplesWarning
+
+    samples = [first, np.array([3, 4], np.uint16), [5]]
+    with pytest.warns(SkippedSamplesWarning, match="left out 1 of 3 samples"):
+        path = ss.write(tmp_path / "s.ss", samples, {"tokens": F.Tokens()}, on_error="skip", progress=False)
+    ds = ss.open(path)
+    assert [row["tokens"].tolist() for row in ds] == [[3, 4], [5]] and ds.fields == {"tokens": F.Tokens(dtype="int32")}
+    assert [entry["sample"] for entry in ds.metadata["skipped"]] == [0]
+    with pytest.raises((TypeError, ValueError), match="sample 0, field 'tokens': tokens field expects"):
+        ss.write(tmp_path / "r.ss", samples, {"tokens": F.Tokens()}, progress=False)

@@ -109,9 +109,10 @@ class Tokens(Field):
     ``list<dtype>`` (``large_list`` when ``large``). ``dtype``: int8 .. int64 or uint8 .. uint64
     (uint16 for vocabularies under 65536 tokens, int32 or uint32 above); when None, the first
     sample's dtype if it is a NumPy integer array, else int32 (what Hugging Face ``datasets``
-    stores ``input_ids`` as). ``large``: int64 offsets (``large_list``), for pages of more than
-    2**31 - 1 tokens; None means int32 offsets, as Arrow tools expect of lists, unless the first
-    sample alone needs more.
+    stores ``input_ids`` as; also when the first sample is no token ids: it is refused, or left
+    out with ``on_error="skip"``, as any other). ``large``: int64 offsets (``large_list``), for
+    pages of more than 2**31 - 1 tokens; None means int32 offsets, as Arrow tools expect of
+    lists, unless the first sample alone needs more.
 
     Values are checked, never wrapped: floats, bools, 0-d or 2-d arrays, and integers outside
     ``dtype``'s range raise naming the sample and field. Decoded values are read-only views into
@@ -134,11 +135,15 @@ class Tokens(Field):
         return self.dtype if self.dtype is not None else np.dtype("<i4")
 
     def prepare(self, value: Any, where: str) -> None:
-        array = self._array(value, where)
+        try:
+            array = self._array(value, where)
+        except (TypeError, ValueError):  # not token ids: encode refuses the sample itself (on_error="skip" leaves it out)
+            array = None
         if self.dtype is None:
-            self.dtype = _token_dtype(array.dtype, where) if isinstance(value, np.ndarray) or hasattr(value, "dtype") else np.dtype("<i4")
+            typed = array is not None and (isinstance(value, np.ndarray) or hasattr(value, "dtype"))
+            self.dtype = _token_dtype(array.dtype, where) if typed else np.dtype("<i4")  # type: ignore[union-attr]
         if self.large is None:
-            self.large = array.size > _INT32_MAX
+            self.large = array is not None and array.size > _INT32_MAX
 
     @staticmethod
     def _array(value: Any, where: str) -> np.ndarray:
