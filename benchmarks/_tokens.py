@@ -123,7 +123,9 @@ def _litdata_documents(span: tuple[str, int, int]) -> Iterator[Any]:
     folder, a, b = span
     docs = Docs(Path(folder))
     for i in range(a, b):
-        yield torch.from_numpy(np.array(docs[i]["tokens"]))
+        tokens = np.array(docs[i]["tokens"])
+        # LitData's serializers take no torch.uint32: int32 holds these vocabularies' ids
+        yield torch.from_numpy(tokens.astype(np.int32) if tokens.dtype == np.uint32 else tokens)
 
 
 def write_litdata(folder: Path, length: int) -> Path:
