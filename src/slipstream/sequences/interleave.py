@@ -25,7 +25,9 @@ A ``Segment`` is the interleave of positions ``start, start + 1, ...`` from give
 mixture's up-front schedule is one segment from 0, and each weight change made at run time starts
 a new one (targets restart there: counts since the change are within the same bound of the new
 weights times the positions since it). Constant weights repeat with period ``total`` positions (the
-lags are 0 again after it), so a one-piece segment keeps state only for one period. The state at
+lags are 0 again after it), so a one-piece segment of a total up to ``PERIOD_MAX`` keeps state only
+for one period; one of a larger total (weights whose common denominator is large) is run as a
+schedule's segment: a far position is simulated from 0 once, the checkpoints growing with it. The state at
 every ``block_size``-th position (a checkpoint) is computed once, lazily, and a block's sources and
 counts are simulated once and cached (a few blocks, least recently used): a position is found by
 simulating at most one block.
@@ -41,23 +43,20 @@ from typing import Any
 import numpy as np
 
 from ..core.optional import probe
-from .weights import Pieces
+from .weights import Pieces, margin
 
-__all__ = ["BLOCK", "INF", "KERNEL_STATUS", "PERIODIC_BLOCK", "Segment", "locate_reference", "margin", "simulate", "simulate_reference"]
+__all__ = ["BLOCK", "INF", "KERNEL_STATUS", "PERIODIC_BLOCK", "PERIOD_MAX", "Segment", "locate_reference", "margin", "simulate",
+           "simulate_reference"]
 
 BLOCK = 4096  # positions per checkpoint of a schedule's segment (its state grows with the positions reached)
 PERIODIC_BLOCK = 512  # of a constant one (its state covers one period: finer, so a random position simulates less)
+PERIOD_MAX = 1 << 24  # the longest period kept as one (constant weights of a larger total are run as a schedule's)
 INF = (1 << 63) - 1
 _CACHED_BLOCKS = 16
 _SCATTERED = 4  # a read touching more blocks than this simulates each position's prefix, caching none
 _kernel, KERNEL_STATUS = probe("slipstream.sequences._mixing", disable_env="SLIPSTREAM_NO_SEQCORE", missing="not built")
 _EMPTY = np.empty(0, np.int64)
 _EMPTY32 = np.empty(0, np.int32)
-
-
-def margin(n: int) -> int:
-    """M: the release margin is 1/M of an item."""
-    return max(2, 2 * n - 2)
 
 
 def _due(w: list[list[int]], starts: list[int], i: int, u: int, k: int, need: int) -> int:
@@ -147,7 +146,7 @@ class Segment:
         self.T, self.S = M * pieces.total, pieces.total
         self.w = np.ascontiguousarray(pieces.weights * M, np.int64)
         self.starts = np.ascontiguousarray(pieces.starts, np.int64)
-        self.period = pieces.total if len(self.starts) == 1 else 0
+        self.period = pieces.total if len(self.starts) == 1 and pieces.total <= PERIOD_MAX else 0
         self.block_size = PERIODIC_BLOCK if self.period else BLOCK
         self._based = bool(self.base.any())
         self._setup()

@@ -3,8 +3,9 @@
 Position ``k`` of ``ss.mix({"web": web, "code": code}, {"web": 0.7, "code": 0.3}, seed=0)`` is a
 pure function of ``k``, the weights and the seed: the interleave (``sequences.interleave``) picks the
 source, with exact proportions (over the first ``k`` positions each source's count is within
-``1 - 1/(2n - 2)`` of its weight's sum over those positions, for constant weights, schedules and
-ramps), and the source's count before ``k`` picks the item: source ``s`` is read in the seeded
+``1 - 1/(2n - 2)`` of its weight's sum over those positions, for constant weights and schedules;
+within ``1 - 1/(4n - 4)`` of a linear ramp's integral, see ``sequences.weights`` for weights too
+fine to run exactly), and the source's count before ``k`` picks the item: source ``s`` is read in the seeded
 permutation of pass ``count // len(s)`` (``sequences.permute``), a fresh order on each pass. Dict items
 get ``"source"``: the source's index in ``mix.names`` (replacing any such key).
 
@@ -25,9 +26,11 @@ change meanwhile.
 Batches: a mixture of NumPy arrays of one row shape and dtype (``ArrayMixture``) reads a batch as one
 gather per source into the batch; one of sources that read batches into buffers (``getobs_batch_into``
 and ``batch_spec``: ``ss.pack``, packed files; ``BatchedMixture``) as one batched read per source;
-any other through ``__getitems__``, grouped by source. The interleave's cost per item is about 0.1 us
-read in order (a cached block of positions), a few us at scattered positions (each simulated from
-its checkpoint, at most ``interleave.PERIODIC_BLOCK`` positions for constant weights).
+any other through ``__getitems__``, grouped by source. The interleave's cost per item is under 1 us
+read in order (a cached block of positions), a few us at scattered positions for constant weights
+of a common denominator up to ``interleave.PERIOD_MAX`` (each simulated from its checkpoint, at most
+``interleave.PERIODIC_BLOCK`` positions), some 15 us for schedules, ramps and constant weights of a
+larger denominator (at most ``interleave.BLOCK``), whose first read far on also simulates the way there.
 """
 
 from __future__ import annotations

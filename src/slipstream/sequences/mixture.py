@@ -139,10 +139,10 @@ class Mixture:
     def _position(self, k: Any, end: bool = False) -> int:
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
             raise TypeError(f"ss.mix: positions are ints, got {type(k).__name__}")
-        n, k = self._len, int(k)
-        k = k + n if k < 0 else k
+        n, given = self._len, int(k)
+        k = given + n if given < 0 else given
         if not 0 <= k < n + end:
-            raise IndexError(f"ss.mix: position {k} is out of range for a mixture of {n} items")
+            raise IndexError(f"ss.mix: position {given} is out of range for a mixture of {n} items")
         return k
 
     def source_of(self, k: int) -> int:
@@ -253,8 +253,8 @@ class Mixture:
         differences = identity_differences(state["mixture"], self._identity())
         if differences:
             raise ValueError(f"ss.mix: the state is from another mixture: {'; '.join(differences)}")
-        checked = [(p, canonical_schedule(w, self.names)[0][1]) for p, w in changes]
-        pending = None if pending is None else canonical_schedule(pending, self.names)[0][1]
+        checked = [(p, _change(w, self.names, f"change {j}")) for j, (p, w) in enumerate(changes)]
+        pending = None if pending is None else _change(pending, self.names, "pending change")
         with self._lock:
             if checked == self._changes:  # the state it has (a worker's copy is sent each change once)
                 self._pending = pending
@@ -264,3 +264,10 @@ class Mixture:
             routing = self._changed(routing, p, w)
         with self._lock:
             self._routing, self._changes, self._pending = routing, checked, pending
+
+
+def _change(weights: Any, names: tuple[str, ...], what: str) -> dict[str, Any]:
+    """A state's change weights (a mapping naming every source), checked."""
+    if not isinstance(weights, Mapping):
+        raise ValueError(f"ss.mix: the state's {what} must be a mapping of source name to weight, got {type(weights).__name__}")  # noqa: TRY004 - a state of other data is a ValueError (the protocol)
+    return canonical_schedule(weights, names)[0][1]

@@ -7,14 +7,16 @@ holds from its position to the next one's), or with ``ramp=True`` linear between
 points (constant after the last).
 
 ``Pieces`` are what the interleave runs on: the positions where each piece starts and, per piece,
-integer weights summing to one ``total`` (the same for every piece). Weights given as integers or
-short decimals (``0.3``: read as the decimal it prints as) are kept exact when one common
-denominator up to ``2**24`` holds them; otherwise (and for ramps) they are rounded to multiples of
-``2**-24``, with the rounding carried from piece to piece so that the integral of the weights at
-each piece's end is within one item per ``2**24`` positions of the piece of the exact one. A
-positive weight never rounds to 0. A ramp between two points is run in at most ``RAMP_STEPS``
-constant steps, each holding the exact mean of the linear weights over its positions (the
-integral at every step's end is the linear one's, up to that rounding).
+integer weights summing to one ``total`` (the same for every piece). The weights are kept exact
+(integers, floats as the decimal they print as: ``0.3`` is 3/10, fractions) when one common
+denominator of every piece is at most ``total_limit(n)`` (``2**56 // margin(n)``: over ``2**49`` for
+up to 64 sources), as tiny weights, token counts and short decimals are; otherwise each piece's weights
+are rounded to multiples of ``1 / total``, ``total`` the largest power of two within that limit, so
+a count drifts from the given weights by under ``n / total`` items per position (under 1 item in
+``2**43`` positions for 64 sources). A positive weight never rounds to 0. A ramp between two points
+is run in constant steps (``ramp_steps``), each holding the exact mean of the linear weights over
+its positions, so many that inside a step the integral stays within ``1 / (2 margin(n))`` of an item
+of the linear one (spans past about ``2**32 / margin(n)`` positions get more of a deviation).
 """
 
 from __future__ import annotations
@@ -28,10 +30,12 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["RAMP_STEPS", "TOTAL_MAX", "Pieces", "canonical_schedule", "normalized", "pieces_of"]
+__all__ = ["KERNEL_T_MAX", "RAMP_STEPS", "RAMP_STEPS_MAX", "Pieces", "canonical_schedule", "margin", "normalized", "pieces_of",
+           "ramp_steps", "total_limit"]
 
-TOTAL_MAX = 1 << 24
-RAMP_STEPS = 256
+KERNEL_T_MAX = 1 << 56  # the compiled interleave's bound on T = margin(n) * total (csrc/mixsim.h)
+RAMP_STEPS = 256  # the fewest steps of a ramp (of as many positions)
+RAMP_STEPS_MAX = 1 << 16
 
 Schedule = list[tuple[int, dict[str, Any]]]
 
@@ -114,31 +118,58 @@ def canonical_schedule(weights: Any, names: Sequence[str]) -> Schedule:
     return schedule
 
 
-def _ramp_steps(p0: int, p1: int, w0: list[Fraction], w1: list[Fraction]) -> list[tuple[int, int, list[Fraction]]]:
-    """(start, end, exact mean weights) of the steps of a linear ramp from ``w0`` at ``p0`` to ``w1`` at ``p1``."""
-    span = p1 - p0
-    steps = min(span, RAMP_STEPS)
+def margin(n: int) -> int:
+    """M for ``n`` sources: the interleave's release margin is 1/M of an item (``sequences.interleave``)."""
+    return max(2, 2 * n - 2)
+
+
+def total_limit(n: int) -> int:
+    """The largest ``total`` the compiled interleave runs for ``n`` sources (``margin(n) * total <= 2**56``)."""
+    return KERNEL_T_MAX // margin(n)
+
+
+Exact = tuple[int, list[int], int]  # (start, numerators, denominator): weights nums[i] / den, summing to 1
+
+
+def _constant(position: int, w: list[Fraction]) -> Exact:
+    den = math.lcm(*(x.denominator for x in w))
+    return position, [x.numerator * (den // x.denominator) for x in w], den
+
+
+def ramp_steps(p0: int, p1: int, w0: list[Fraction], w1: list[Fraction]) -> list[Exact]:
+    """The steps of a linear ramp from ``w0`` at ``p0`` to ``w1`` at ``p1`` (each step's exact mean
+    weights): ``sqrt(span * M * delta)`` of them (``delta`` the largest change of a weight), at
+    least ``RAMP_STEPS`` and at most ``RAMP_STEPS_MAX`` and ``span``, so that inside a step (of at most
+    ``sqrt(span / (M * delta)) + 1`` positions) the step's integral is within ``1 / (2M)`` of an item
+    of the linear one (the deviation peaks mid-step at ``delta * length**2 / (8 * span)``)."""
+    span, n = p1 - p0, len(w0)
+    den = math.lcm(*(x.denominator for x in w0 + w1))
+    a0 = [x.numerator * (den // x.denominator) for x in w0]
+    a1 = [x.numerator * (den // x.denominator) for x in w1]
+    delta = max(abs(y - x) for x, y in zip(a0, a1))  # the largest change, times den
+    need = -(-span * margin(n) * delta // den)
+    steps = min(span, max(RAMP_STEPS, min(RAMP_STEPS_MAX, math.isqrt(need - 1) + 1 if need > 0 else 0)))
     out = []
     for k in range(steps):
         a, b = p0 + k * span // steps, p0 + (k + 1) * span // steps
-        # sum over u in [a, b) of w0 + (w1 - w0) (u - p0) / span, divided by (b - a)
-        ramp = Fraction((b - p0 - 1) * (b - p0) - (a - p0 - 1) * (a - p0), 2 * span * (b - a))
-        out.append((a, b, [x + (y - x) * ramp for x, y in zip(w0, w1)]))
+        ta, tb, length = a - p0, b - p0, b - a
+        # sum over u in [a, b) of w0 + (w1 - w0) (u - p0) / span, divided by (b - a), over 2 span length den
+        q, scale = tb * (tb - 1) - ta * (ta - 1), 2 * span * length
+        out.append((a, [scale * x + (y - x) * q for x, y in zip(a0, a1)], scale * den))
     return out
 
 
-def _rounded(targets: list[Fraction], total: int, positive: list[bool]) -> list[int]:
-    """Integers summing to ``total``, near ``targets`` (largest remainders, ties to the lowest index);
-    0 where ``positive`` is False, at least 1 where it is True."""
-    clipped = [max(t, Fraction(0)) if keep else Fraction(0) for t, keep in zip(targets, positive)]
-    scale = sum(clipped)
-    clipped = [c * total / scale for c in clipped] if scale > 0 else [Fraction(total * keep, sum(positive)) for keep in positive]
-    out = [math.floor(c) for c in clipped]
-    order = sorted(range(len(out)), key=lambda i: (-(clipped[i] - out[i]), i))
-    for i in order[: total - sum(out)]:
-        out[i] += 1
-    for i, keep in enumerate(positive):
-        if keep and out[i] == 0:
+def _rounded(nums: list[int], den: int, total: int) -> list[int]:
+    """Integers summing to ``total``, near ``total * nums / den`` (largest remainders, ties to the
+    lowest index); 0 where ``nums`` is 0, at least 1 where it is positive."""
+    scaled = [x * total for x in nums]
+    out = [v // den for v in scaled]
+    short = total - sum(out)
+    if short:
+        for i in sorted(range(len(out)), key=lambda i: (-(scaled[i] % den), i))[:short]:
+            out[i] += 1
+    for i, x in enumerate(nums):
+        if x > 0 and out[i] == 0:
             out[max(range(len(out)), key=lambda j: (out[j], -j))] -= 1
             out[i] = 1
     return out
@@ -147,34 +178,25 @@ def _rounded(targets: list[Fraction], total: int, positive: list[bool]) -> list[
 def pieces_of(schedule: Schedule, names: Sequence[str], ramp: bool) -> Pieces:
     """The integer pieces of a canonical schedule (see the module doc)."""
     points = [(position, normalized(mapping, names)) for position, mapping in schedule]
-    exact: list[tuple[int, list[Fraction]]] = []  # (start, weights); the last runs on
+    exact: list[Exact] = []  # the last runs on
     for j, (position, w) in enumerate(points):
         if ramp and j + 1 < len(points):
-            exact += [(a, mean) for a, _, mean in _ramp_steps(position, points[j + 1][0], w, points[j + 1][1])]
+            exact += ramp_steps(position, points[j + 1][0], w, points[j + 1][1])
         else:
-            exact.append((position, w))
-    denominator = 1
-    for x in (x for _, w in exact for x in w):
-        denominator = denominator * x.denominator // math.gcd(denominator, x.denominator)
-        if denominator > TOTAL_MAX:
+            exact.append(_constant(position, w))
+    limit, total = total_limit(len(names)), 1
+    for _, nums, den in exact:
+        reduced = den // math.gcd(den, *nums)
+        total = total * reduced // math.gcd(total, reduced)
+        if total > limit:
             break
-    if denominator <= TOTAL_MAX:
-        total = denominator
-        rows = [[int(x * total) for x in w] for _, w in exact]
+    if total <= limit:
+        rows = [[x * total // den for x in nums] for _, nums, den in exact]
     else:
-        total, rows, carry = TOTAL_MAX, [], [Fraction(0)] * len(names)
-        for k, (start, w) in enumerate(exact):
-            positive = [x > 0 for x in w]
-            if k + 1 == len(exact):
-                rows.append(_rounded([x * total for x in w], total, positive))
-                continue
-            span = exact[k + 1][0] - start
-            ideal = [x * total * span + c for x, c in zip(w, carry)]
-            row = _rounded([v / span for v in ideal], total, positive)
-            carry = [v - r * span if keep else Fraction(0) for v, r, keep in zip(ideal, row, positive)]
-            rows.append(row)
+        total = 1 << (limit.bit_length() - 1)
+        rows = [_rounded(nums, den, total) for _, nums, den in exact]
     starts, kept = [], []
-    for (start, _), row in zip(exact, rows):
+    for (start, _, _), row in zip(exact, rows):
         if kept and kept[-1] == row:
             continue  # equal neighbours are one piece
         starts.append(start)

@@ -177,12 +177,12 @@ locate(PyObject *self, PyObject *args)
         goto done;
     }
     /* n: the length of w's rows */
-    if (v[1].len == 0 || (v[0].len / 8) % (v[1].len / 8) != 0) {
+    if (v[1].len == 0 || v[0].len == 0 || (v[0].len / 8) % (v[1].len / 8) != 0) {
         PyErr_SetString(PyExc_ValueError, "locate: w must hold len(starts) rows of weights");
         goto done;
     }
     n = (v[0].len / 8) / (v[1].len / 8);
-    if (n < 1 || frame_of(v, n, T, S, &f, "locate") < 0)
+    if (frame_of(v, n, T, S, &f, "locate") < 0)
         goto done;
     rows = v[2].len / 8 / n;
     if (v[3].len != v[2].len || (v[2].len / 8) % n != 0 || v[5].len / 4 != count || v[6].len / 8 != count) {
