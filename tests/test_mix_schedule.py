@@ -9,6 +9,7 @@ import threading
 
 import numpy as np
 import pytest
+from helpers import run_python
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_mix import running_counts, sequence, sources, worst_deviation
@@ -184,6 +185,23 @@ def test_all_exhausted_refuses_a_source_whose_weight_ends_before_it_is_read_whol
     m = ss.mix(sources([100, 5, 5], NAMES), [(0, {"a": 1, "b": 1, "c": 1}), (30, {"a": 0, "b": 1, "c": 1})])
     assert m.counts(len(m))["a"] <= 11
 
+
+
+@pytest.mark.parametrize("spec", [
+    {"rare": 1e-9, "web": 1},  # exact: no short period, as a schedule
+    [(0, {"rare": 1e-6, "web": 1}), (1000, {"rare": 1e-6, "web": 2})],
+])
+def test_first_exhausted_finds_the_first_source_to_run_out_without_running_a_rare_one_out(spec):
+    # the rare source (listed first) would run out near position 10**10: the stop is where web does
+    code = f"""
+        import slipstream as ss
+        m = ss.mix({{"rare": list(range(10**4)), "web": list(range(500))}}, {spec!r})
+        c = m.counts(len(m))
+        assert c["web"] == 500 and c["rare"] == 0 and 250 < len(m) < 1000, (len(m), c)
+        print("ok")
+    """
+    result = run_python(code, timeout=60)
+    assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-2000:]
 
 # -- batched reads ---------------------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ __all__ = ["JITTER_MAX", "LENGTH_MAX", "STOPS", "Mixture"]
 STOPS = ("first_exhausted", "all_exhausted")
 JITTER_MAX = 1 << 16
 LENGTH_MAX = 1 << 61
+_FIRST_LIMIT = 1 << 16  # the first_exhausted search's first limit
 
 
 class Mixture:
@@ -93,11 +94,15 @@ class Mixture:
                     raise ValueError(f"ss.mix: source {self.names[i]!r} is not read whole under the weights (its weight ends "
                                      f"at 0 before its {lengths[i]} items are read); give length= or stop='first_exhausted'")
             return max(self._occurrence(i, lengths[i] - 1) for i in active) + 1
+        # each source searched up to a limit that doubles until one runs out, then up to the best:
+        # the search costs about the length found, whatever runs out far later (a rare source)
         best: int | None = None
-        for i in sorted(active, key=lambda i: first.surely_reached(i, lengths[i]) is not True):
-            found = self._occurrence(i, lengths[i], best)
-            best = found if best is None or (found is not None and found < best) else best
-        assert best is not None  # a source with a positive last weight is always exhausted
+        limit = _FIRST_LIMIT
+        while best is None:  # a source with a positive last weight is always exhausted
+            for i in active:
+                found = self._occurrence(i, lengths[i], limit if best is None else best)
+                best = found if best is None or (found is not None and found < best) else best
+            limit *= 2
         return best
 
     def _occurrence(self, i: int, c: int, limit: int | None = None) -> int | None:
