@@ -257,13 +257,13 @@ def test_the_compiled_gather_refuses_bad_buffers_without_crashing():
     extra = (plan.bin_offsets, plan.bin_items, docs.lengths, plan.extra_doc, plan.extra_start)
     out = [np.zeros((1, 8), np.int32) for _ in range(3)]
     missing = np.zeros(4, np.int64)
-    assert kernel.rows_bins(np.asarray([0]), *table, *out, missing, *extra, 8, 0, 5, 0) == 0
+    assert kernel.rows_bins(np.asarray([0]), *table, *out, missing, *extra, 8, 0, 5, 0, 0) == 0
     with pytest.raises(ValueError, match="tokens holds 8 values, not 2 rows of 8"):
-        kernel.rows_bins(np.asarray([0, 1]), *table, *out, missing, *extra, 8, 0, 5, 0)
+        kernel.rows_bins(np.asarray([0, 1]), *table, *out, missing, *extra, 8, 0, 5, 0, 0)
     with pytest.raises(ValueError, match="row 7 is out of range"):
-        kernel.rows_bins(np.asarray([7]), *table, *out, missing, *extra, 8, 0, 5, 0)
+        kernel.rows_bins(np.asarray([7]), *table, *out, missing, *extra, 8, 0, 5, 0, 0)
     with pytest.raises(TypeError, match="segment_ids: expected an aligned contiguous array of 4-byte"):
-        kernel.rows_bins(np.asarray([0]), *table, out[0], np.zeros((1, 8), np.int64), out[2], missing, *extra, 8, 0, 5, 0)
+        kernel.rows_bins(np.asarray([0]), *table, out[0], np.zeros((1, 8), np.int64), out[2], missing, *extra, 8, 0, 5, 0, 0)
     with pytest.raises((TypeError, ValueError)):
         kernel.rows_bins(
             np.asarray([0]), *table, out[0], out[1], np.zeros((1, 16), np.int32)[:, ::2], missing, *extra, 8, 0, 5, 0
@@ -286,9 +286,10 @@ def test_the_compiled_gather_refuses_bad_buffers_without_crashing():
             0,
             5,
             0,
+            0,
         )
     with pytest.raises(ValueError, match="bad token type"):
-        kernel.rows_bins(np.asarray([0]), *table, *out, missing, *extra, 8, 0, 42, 0)
+        kernel.rows_bins(np.asarray([0]), *table, *out, missing, *extra, 8, 0, 42, 0, 0)
 
 
 def test_a_page_that_disagrees_with_the_lengths_is_refused_by_name():
@@ -417,7 +418,7 @@ def test_a_resumed_loader_gives_the_rest_of_the_epoch_exactly(method):
             r"document 0 has 3 tokens, more than length=2",
         ),
         (lambda: ss.pack([[1]], 4, too_long="drop"), ValueError, r"too_long must be one of"),
-        (lambda: ss.pack([[1]], 4, dtype="float32"), TypeError, r"dtype must be int32 or int64, got float32"),
+        (lambda: ss.pack([[1]], 4, dtype="float32"), TypeError, r"dtype must be one of int32, int64, uint16, uint32, got float32"),
         (lambda: ss.pack([[1]], 4, pad_id=2**40), ValueError, r"pad_id 1099511627776 does not fit dtype int32"),
         (lambda: ss.pack([[1]], 4, seed=-1), ValueError, r"seed must be None or an integer >= 0"),
         (lambda: ss.pack([[1]], 4, field="positions"), ValueError, r"field must be a name other than"),

@@ -93,7 +93,7 @@ def test_the_compiled_gather_refuses_a_length_whose_buffers_would_overflow():
         out = [np.zeros(0, np.int64) for _ in range(3)]  # 1 row * 2**61 * 8 bytes wraps to 0
         try:
             k.rows_concat(np.asarray([0], np.int64), *table, *out, np.zeros(4, np.int64),
-                          np.asarray([0, 10], np.int64), np.zeros(0, np.int64), 2**61, 0, 5, 1)
+                          np.asarray([0, 10], np.int64), np.zeros(0, np.int64), 2**61, 0, 5, 1, 1)
         except ValueError as exc:
             print("refused:", exc)
         """

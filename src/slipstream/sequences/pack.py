@@ -1,7 +1,8 @@
 """``ss.pack``: token documents packed into fixed-length rows, as a data container.
 
 ``rows = ss.pack(data, 2048)``; ``rows[k]`` is ``{"tokens": (2048,), "segment_ids": (2048,),
-"positions": (2048,)}``, every array of ``dtype``. Segment ids number the document pieces of a
+"positions": (2048,)}``: tokens of ``dtype``, segment ids and positions of ``segment_dtype`` (``dtype``
+itself when it holds ``length``, else int32); ``segments=False``: ``{"tokens": (2048,)}`` only. Segment ids number the document pieces of a
 row 1, 2, ...; 0 is padding (``pad_id`` tokens). Positions count 0, 1, ... from the start of each
 piece, and from the start of each padding run. A document cut by a row boundary goes on in the
 next row as a new segment whose positions start again at 0.
@@ -25,7 +26,7 @@ from ..core.spec import Spec
 from ..files.packed import checked_indices
 from .documents import Documents, documents_of
 from .packplan import METHODS, TOO_LONG, BinsPlan, ConcatPlan, bins_plan, concat_plan, kernels
-from .rows import OUT_DTYPES, Gather, PageTable, gather_reference
+from .rows import OUT_DTYPES, Gather, PageTable, gather_reference, segment_dtype
 
 __all__ = ["Packing", "pack"]
 
@@ -55,9 +56,14 @@ class Packing:
         pad_id: int,
         too_long: str,
         dtype: np.dtype,
+        segments: bool = True,
     ):
         self.documents, self.length, self.field, self.method = documents, length, field, method
         self.seed, self.pad_id, self.too_long, self.dtype = seed, pad_id, too_long, dtype
+        self.segments = segments
+        self.segment_dtype = segment_dtype(dtype, length)
+        names = (field, *_EXTRA) if segments else (field,)
+        self._dtypes = {name: (dtype if name == field else self.segment_dtype) for name in names}
         self._kernel, self.kernel_status = kernels()
         lengths = documents.lengths
         if method == "concat":
@@ -79,50 +85,53 @@ class Packing:
         k = int(index) + (len(self) if int(index) < 0 else 0)
         if not 0 <= k < len(self):
             raise IndexError(f"{self._label()}: row {index} is out of range for {len(self)} rows")
-        out = tuple(np.empty((1, self.length), self.dtype) for _ in range(3))
-        self._fill(np.asarray([k], np.int64), out)  # type: ignore[arg-type]
-        return dict(zip(self.names, (a[0] for a in out)))
+        out = tuple(np.empty((1, self.length), dtype) for dtype in self._dtypes.values())
+        self._fill(np.asarray([k], np.int64), out)
+        return dict(zip(self._dtypes, (a[0] for a in out)))
 
     @property
-    def names(self) -> tuple[str, str, str]:
-        """The item's keys: the tokens field, "segment_ids", "positions"."""
-        return (self.field, *_EXTRA)  # type: ignore[return-value]
+    def names(self) -> tuple[str, ...]:
+        """The item's keys: the tokens field, then (``segments``) "segment_ids", "positions"."""
+        return tuple(self._dtypes)
 
     def batch_spec(self) -> Spec:
-        """A batch: three (B, length) arrays of ``dtype``."""
-        return Spec({name: ArrayLeaf((self.length,), self.dtype) for name in self.names})
+        """A batch: a (B, length) array per name: tokens of ``dtype``, the others of ``segment_dtype``."""
+        return Spec({name: ArrayLeaf((self.length,), dtype) for name, dtype in self._dtypes.items()})
 
     def getobs_batch_into(self, buffer: Any, indices: Any) -> dict[str, np.ndarray]:
         """Rows ``indices`` written into ``buffer`` (a dict of (len(indices), length) arrays: the
         batch's row slices), one compiled gather for them all; arrays it lacks, or that are not
         C-contiguous arrays of ``dtype`` of that shape, are made. Returns the dict of the arrays."""
         rows = indices
-        if (
-            type(rows) is not np.ndarray
-            or rows.dtype != np.int64
-            or rows.ndim != 1
-            or not rows.flags.c_contiguous
-            or (rows.size and (rows.min() < 0 or rows.max() >= len(self)))
-        ):
+        if type(rows) is not np.ndarray or rows.dtype != np.int64 or rows.ndim != 1 or not rows.flags.c_contiguous:
             rows = np.ascontiguousarray(checked_indices(indices, len(self), f"{self._label()}: ", ""), dtype=np.int64)
-        shape, dtype, out = (rows.size, self.length), self.dtype, []
-        for name in self.names:
-            given = buffer.get(name) if isinstance(buffer, dict) else None
-            fits = (
+        elif self._kernel is None and rows.size and (rows.min() < 0 or rows.max() >= len(self)):
+            rows = np.ascontiguousarray(checked_indices(indices, len(self), f"{self._label()}: ", ""), dtype=np.int64)
+        shape, out = (rows.size, self.length), []
+        given_all = buffer if type(buffer) is dict else {}
+        for name, dtype in self._dtypes.items():
+            given = given_all.get(name)
+            if not (
                 type(given) is np.ndarray
                 and given.shape == shape
                 and given.dtype == dtype
                 and given.flags.c_contiguous
                 and given.flags.writeable
-            )
-            out.append(given if fits else np.empty(shape, dtype))
-        self._fill(rows, tuple(out))  # type: ignore[arg-type]
-        return dict(zip(self.names, out))
+            ):
+                given = np.empty(shape, dtype)
+            out.append(given)
+        try:
+            self._fill(rows, tuple(out))
+        except ValueError:  # the compiled gather checks every row itself: negative ones count from the end, others are an IndexError
+            if not (rows.size and (rows.min() < 0 or rows.max() >= len(self))):
+                raise
+            self._fill(np.ascontiguousarray(checked_indices(indices, len(self), f"{self._label()}: ", ""), dtype=np.int64), tuple(out))
+        return dict(zip(self._dtypes, out))
 
-    def _fill(self, rows: np.ndarray, out: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+    def _fill(self, rows: np.ndarray, out: tuple[np.ndarray, ...]) -> None:
         gather = self._gather
         if gather is None and self._kernel is not None:
-            gather = self._gather = Gather(self._kernel, self.plan, self._pages, self.length, self.pad_id, self.dtype)
+            gather = self._gather = Gather(self._kernel, self.plan, self._pages, self.length, self.pad_id, self.dtype, self.segments)
         if gather is not None:
             gather(rows, out)
         else:
@@ -207,9 +216,14 @@ def pack(
     pad_id: int = 0,
     too_long: str = "split",
     dtype: Any = "int32",
+    segments: bool = True,
 ) -> Packing:
     """Token documents packed into rows of ``length`` tokens: a container of ``{field, "segment_ids",
-    "positions"}`` dicts of (length,) ``dtype`` arrays (int32 or int64).
+    "positions"}`` dicts of (length,) arrays: tokens of ``dtype`` (int32, int64, uint16 or uint32),
+    segment ids and positions of ``dtype`` too when it holds ``length`` (uint16 holds up to 65535),
+    else of int32 (``Packing.segment_dtype``). ``segments=False``: ``{field: tokens}`` only, no
+    segment ids or positions written (concatenated pre-training without document masking, as
+    nanoGPT and LitData's ``TokensLoader`` read it; ``dtype="uint16"`` then moves 2 bytes a token).
 
     ``data``: a packed file with an ``F.Tokens`` field ``field`` (``ss.open``), ``ss.token_file`` /
     ``ss.megatron_file``, a ``Documents``, or any container or iterable of 1-d integer arrays or of
@@ -238,20 +252,23 @@ def pack(
         raise ValueError(f"ss.pack: too_long must be one of {', '.join(map(repr, TOO_LONG))}, got {too_long!r}")
     if seed is not None and _integer(seed, "seed") < 0:
         raise ValueError(f"ss.pack: seed must be None or an integer >= 0, got {seed}")
+    choices = ", ".join(str(d) for d in OUT_DTYPES)
     try:
         out = np.dtype(dtype)
     except TypeError:
-        raise TypeError(f"ss.pack: dtype must be int32 or int64, got {dtype!r}") from None
+        raise TypeError(f"ss.pack: dtype must be one of {choices}, got {dtype!r}") from None
     if out not in OUT_DTYPES:
-        raise TypeError(f"ss.pack: dtype must be int32 or int64, got {out}")
+        raise TypeError(f"ss.pack: dtype must be one of {choices}, got {out}")
+    if not isinstance(segments, (bool, np.bool_)):
+        raise TypeError(f"ss.pack: segments must be True or False, got {segments!r}")
     pad_id = _integer(pad_id, "pad_id")
     info = np.iinfo(out)
     if not info.min <= pad_id <= info.max:
         raise ValueError(f"ss.pack: pad_id {pad_id} does not fit dtype {out}")
     if not isinstance(field, str) or field in _EXTRA:
         raise ValueError(f"ss.pack: field must be a name other than {_EXTRA}, got {field!r}")
-    if length > np.iinfo(out).max:
-        raise ValueError(f"ss.pack: length {length} does not fit positions of dtype {out}")
+    if segments and length > np.iinfo(segment_dtype(out, length)).max:
+        raise ValueError(f"ss.pack: length {length} does not fit segment ids and positions of dtype {segment_dtype(out, length)}")
     documents = documents_of(data, field)
     if len(documents) == 0:
         raise ValueError(f"ss.pack: {documents.name} holds no documents (field {field!r})")
@@ -266,4 +283,5 @@ def pack(
         pad_id=pad_id,
         too_long=too_long,
         dtype=out,
+        segments=bool(segments),
     )

@@ -4,7 +4,9 @@ A row is its pieces laid end to end (``packplan``): each piece's tokens, convert
 dtype (an id that does not fit it is a ``ValueError`` naming its document, never wrapped), with its
 segment id (1, 2, ... within the row) and positions 0, 1, ... beside them; the
 rest of the row is padding: ``pad_id`` tokens, segment 0, positions 0, 1, ... (a padding run
-counts as one segment of its own, as ``attention_inputs`` reads it).
+counts as one segment of its own, as ``attention_inputs`` reads it). The outputs are the tokens
+and, unless a gather is asked for tokens only (a 1-tuple of outputs), the segment ids and
+positions, of a dtype of their own (``segment_dtype``).
 
 ``PageTable`` hands the compiled gather each page's offsets and values as addresses, checked once
 per page (int64 offsets of one more entry than the page has documents, agreeing with the
@@ -23,12 +25,18 @@ import numpy as np
 from .documents import Documents
 from .packplan import BinsPlan, ConcatPlan
 
-__all__ = ["OUT_DTYPES", "Gather", "PageTable", "gather_reference", "row_pieces"]
+__all__ = ["OUT_DTYPES", "Gather", "PageTable", "gather_reference", "row_pieces", "segment_dtype"]
 
 _TOKEN_CODES = {
     np.dtype(t): k for k, t in enumerate((np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64, np.int8))
 }
-OUT_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
+OUT_DTYPES = tuple(np.dtype(t) for t in (np.int32, np.int64, np.uint16, np.uint32))  # the C module's output codes
+
+
+def segment_dtype(dtype: np.dtype, length: int) -> np.dtype:
+    """The dtype of segment ids and positions beside tokens of ``dtype`` in rows of ``length``:
+    ``dtype`` itself when it holds ``length`` (segment ids run up to ``length``), else int32."""
+    return dtype if length <= np.iinfo(dtype).max else np.dtype(np.int32)
 _MISSING = 1024  # pages recorded per gather call that found some not loaded
 
 
@@ -120,13 +128,16 @@ class PageTable:
 
 class Gather:
     """The compiled gather of one plan: ``gather(rows, out)`` fills rows ``rows`` (int64) into
-    ``out`` (tokens, segment_ids, positions: C-contiguous (len(rows), length) arrays of
-    ``out_dtype``, one of ``OUT_DTYPES``) without the GIL. Everything but the rows and the
-    outputs is decided once, here, so a call costs the GIL a few microseconds."""
+    ``out``: (tokens,) or (tokens, segment_ids, positions), C-contiguous (len(rows), length) arrays,
+    tokens of ``out_dtype`` and the others of ``segment_dtype(out_dtype, length)``, without the GIL.
+    Everything but the rows and the outputs is decided once, here, so a call costs the GIL a few
+    microseconds."""
 
-    def __init__(self, kernel: Any, plan: BinsPlan | ConcatPlan, pages: PageTable, length: int, pad_id: int, out_dtype: np.dtype):
+    def __init__(
+        self, kernel: Any, plan: BinsPlan | ConcatPlan, pages: PageTable, length: int, pad_id: int, out_dtype: np.dtype, segments: bool = True
+    ):
         docs = pages.documents
-        self.pages, self.documents, self.resident = pages, docs, docs.resident
+        self.pages, self.documents, self.resident, self.segments = pages, docs, docs.resident, segments
         if isinstance(plan, BinsPlan):
             self.call, plan_args = (
                 kernel.rows_bins,
@@ -135,28 +146,33 @@ class Gather:
         else:
             self.call, plan_args = kernel.rows_concat, (plan.cum, plan.order if plan.order is not None else np.zeros(0, np.int64))
         code = _TOKEN_CODES[np.dtype(docs.dtype).newbyteorder("=")]
-        self.tail = (*plan_args, length, pad_id, code, OUT_DTYPES.index(np.dtype(out_dtype)))
+        out_dtype = np.dtype(out_dtype)
+        seg_code = OUT_DTYPES.index(segment_dtype(out_dtype, length)) if segments else -1
+        self.tail = (*plan_args, length, pad_id, code, OUT_DTYPES.index(out_dtype), seg_code)
         self.table: _Table | None = None
         self.none = np.zeros(0, np.int64)  # a resident table misses no page: nothing is recorded
 
-    def __call__(self, rows: np.ndarray, out: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+    def __call__(self, rows: np.ndarray, out: tuple[np.ndarray, ...]) -> None:
+        if len(out) != (3 if self.segments else 1):
+            raise ValueError(f"{self.documents.name}: the gather writes {3 if self.segments else 1} outputs, got {len(out)}")
         self.documents.check()
+        outs = out if self.segments else (out[0], None, None)
         if self.resident:
             table = self.table
             if table is None:
                 table = self.table = self.pages.full()
-            if self._run(rows, table, out, self.none):
+            if self._run(rows, table, outs, self.none):
                 raise RuntimeError(f"{self.documents.name}: a page is missing from the table of every page")
             return
         missing = np.empty(_MISSING, np.int64)
         table = self.pages.start()
         while True:
-            count = self._run(rows, table, out, missing)
+            count = self._run(rows, table, outs, missing)
             if count == 0:
                 return
             table = self.pages.load(table, missing[: min(count, _MISSING)])
 
-    def _run(self, rows: np.ndarray, table: _Table, out: tuple[np.ndarray, ...], missing: np.ndarray) -> int:
+    def _run(self, rows: np.ndarray, table: _Table, out: tuple[Any, ...], missing: np.ndarray) -> int:
         """The kernel over ``table``: pieces on pages it lacks; its ``ValueError`` names the documents."""
         try:
             return self.call(rows, table.page_first, table.off_addr, table.val_addr, table.nvals, *out, missing, *self.tail)
@@ -192,12 +208,14 @@ def gather_reference(
     plan: BinsPlan | ConcatPlan,
     pages: PageTable,
     rows: np.ndarray,
-    out: tuple[np.ndarray, np.ndarray, np.ndarray],
+    out: tuple[np.ndarray, ...],
     length: int,
     pad_id: int,
 ) -> None:
-    """``gather`` in NumPy (a slice copy per piece): the same rows, the same errors."""
-    tokens, segments, positions = out
+    """``gather`` in NumPy (a slice copy per piece): the same rows, the same errors; ``out`` is
+    (tokens,) for tokens only or (tokens, segment_ids, positions)."""
+    tokens = out[0]
+    segments, positions = (out[1], out[2]) if len(out) == 3 else (None, None)
     docs = pages.documents
     docs.check()
     table = pages.full() if docs.resident else None
@@ -210,12 +228,14 @@ def gather_reference(
             piece = values[a : a + take]
             _check_fits(piece, tokens.dtype, doc, start, docs.name)
             tokens[i, at : at + take] = piece.astype(tokens.dtype)
-            segments[i, at : at + take] = seg
-            positions[i, at : at + take] = np.arange(take)
+            if segments is not None and positions is not None:
+                segments[i, at : at + take] = seg
+                positions[i, at : at + take] = np.arange(take)
             at += take
         tokens[i, at:] = pad_id
-        segments[i, at:] = 0
-        positions[i, at:] = np.arange(length - at)
+        if segments is not None and positions is not None:
+            segments[i, at:] = 0
+            positions[i, at:] = np.arange(length - at)
 
 
 def _check_fits(piece: np.ndarray, dtype: np.dtype, doc: int, start: int, name: str) -> None:

@@ -107,22 +107,57 @@ done:
     return PyLong_FromLongLong(bins);
 }
 
-/* the page table and the three outputs, shared by both row gathers: views v[0..7] */
+/* element size and buffer formats of an output type */
+static Py_ssize_t
+out_size(int type, const char **kinds)
+{
+    switch (type) {
+    case OUT_I32: *kinds = "i"; return 4;
+    case OUT_I64: *kinds = I64; return 8;
+    case OUT_U16: *kinds = "H"; return 2;
+    default: *kinds = "I"; return 4;
+    }
+}
+
+/* the page table and the outputs (tokens; segment ids and positions unless seg_type is -1, when
+   both must be None), shared by both row gathers: views v[0..7] */
 static int
-rows_common(PyObject **objs, Py_buffer *v, long long length, long long pad, int val_type, int out_type,
+rows_common(PyObject **objs, Py_buffer *v, long long length, long long pad, int val_type, int out_type, int seg_type,
             page_table *t, row_out *o, int64_t *B)
 {
-    Py_ssize_t outsize = out_type == OUT_I32 ? 4 : 8;
-    const char *outkinds = out_type == OUT_I32 ? "i" : I64;
+    const char *outkinds, *segkinds = "";
+    Py_ssize_t outsize, segsize = 0;
+    int nout = seg_type < 0 ? 6 : 8;
     const char *names[8] = {"rows", "page_first", "off_addr", "val_addr", "nvals", "tokens", "segment_ids", "positions"};
-    if (val_type < 0 || val_type >= TOK_TYPES || out_type < 0 || out_type >= OUT_TYPES || length < 1) {
-        PyErr_Format(PyExc_ValueError, "bad token type %d, output type %d or length %lld", val_type, out_type, length);
+    if (val_type < 0 || val_type >= TOK_TYPES || out_type < 0 || out_type >= OUT_TYPES || seg_type < -1
+        || seg_type >= OUT_TYPES || length < 1) {
+        PyErr_Format(PyExc_ValueError, "bad token type %d, output types %d/%d or length %lld", val_type, out_type, seg_type,
+                     length);
         return -1;
     }
-    for (int k = 0; k < 8; k++) {
+    outsize = out_size(out_type, &outkinds);
+    if ((out_type == OUT_I32 && (pad < INT32_MIN || pad > INT32_MAX)) || (out_type == OUT_U16 && (pad < 0 || pad > 65535))
+        || (out_type == OUT_U32 && (pad < 0 || pad > (long long)UINT32_MAX))) {
+        PyErr_Format(PyExc_ValueError, "pad %lld does not fit output type %d", pad, out_type);
+        return -1;
+    }
+    if (seg_type >= 0) {
+        segsize = out_size(seg_type, &segkinds);
+        if ((seg_type == OUT_U16 && length > 65535) || (seg_type == OUT_I32 && length > INT32_MAX)
+            || (seg_type == OUT_U32 && length > (long long)UINT32_MAX)) {
+            PyErr_Format(PyExc_ValueError, "segment ids and positions of rows of length %lld do not fit output type %d", length,
+                         seg_type);
+            return -1;
+        }
+    } else if (objs[6] != Py_None || objs[7] != Py_None) {
+        PyErr_SetString(PyExc_ValueError, "without segments (seg_type -1) segment_ids and positions must be None");
+        return -1;
+    }
+    for (int k = 0; k < nout; k++) {
         int writable = k >= 5;
-        if (get_ints(objs[k], &v[k], writable, k >= 5 ? outsize : 8, k >= 5 ? outkinds : (k == 2 || k == 3) ? U64 : I64,
-                     names[k]) < 0)
+        Py_ssize_t size = k == 5 ? outsize : k > 5 ? segsize : 8;
+        const char *kinds = k == 5 ? outkinds : k > 5 ? segkinds : (k == 2 || k == 3) ? U64 : I64;
+        if (get_ints(objs[k], &v[k], writable, size, kinds, names[k]) < 0)
             return -1;
     }
     *B = v[0].len / 8;
@@ -131,14 +166,14 @@ rows_common(PyObject **objs, Py_buffer *v, long long length, long long pad, int 
         PyErr_SetString(PyExc_ValueError, "the page table needs page_first of pages + 1 entries (pages >= 1) and the rest of pages");
         return -1;
     }
-    if (*B > 0 && length > PY_SSIZE_T_MAX / outsize / *B) { /* B * length * outsize would wrap */
-        PyErr_Format(PyExc_ValueError, "rows of length %lld are too long for %lld rows of %zd-byte values", length,
-                     (long long)*B, outsize);
+    if (*B > 0 && length > PY_SSIZE_T_MAX / 8 / *B) { /* B * length * 8 would wrap */
+        PyErr_Format(PyExc_ValueError, "rows of length %lld are too long for %lld rows", length, (long long)*B);
         return -1;
     }
-    for (int k = 5; k < 8; k++) {
-        if (v[k].len != (Py_ssize_t)(*B * length * outsize)) {
-            PyErr_Format(PyExc_ValueError, "%s holds %zd values, not %lld rows of %lld", names[k], v[k].len / outsize,
+    for (int k = 5; k < nout; k++) {
+        Py_ssize_t size = k == 5 ? outsize : segsize;
+        if (v[k].len != (Py_ssize_t)(*B * length * size)) {
+            PyErr_Format(PyExc_ValueError, "%s holds %zd values, not %lld rows of %lld", names[k], v[k].len / size,
                          (long long)*B, length);
             return -1;
         }
@@ -159,9 +194,10 @@ rows_common(PyObject **objs, Py_buffer *v, long long length, long long pad, int 
         }
     }
     o->tok = v[5].buf;
-    o->seg = v[6].buf;
-    o->pos = v[7].buf;
+    o->seg = seg_type < 0 ? NULL : v[6].buf;
+    o->pos = seg_type < 0 ? NULL : v[7].buf;
     o->out_type = out_type;
+    o->seg_type = seg_type;
     o->length = length;
     o->pad = pad;
     o->missing_count = 0;
@@ -181,11 +217,13 @@ finish_rows(int rc, const char *msg, row_out *o)
 PyDoc_STRVAR(rows_bins_doc,
 "rows_bins(rows, page_first, off_addr, val_addr, nvals, tokens, segment_ids, positions,\n"
 "          missing, bin_offsets, bin_items, lengths, extra_doc, extra_start,\n"
-"          length, pad, val_type, out_type) -> missing pages\n"
+"          length, pad, val_type, out_type, seg_type) -> missing pages\n"
 "\n"
 "Fill rows `rows` of a bins plan (see packrows.h) into tokens, segment_ids and\n"
-"positions (C-contiguous, len(rows) * length each, int32 or int64 as out_type\n"
-"0/1). A page the table has not loaded is written into `missing` (int64); the\n"
+"positions (C-contiguous, len(rows) * length each; tokens int32, int64, uint16\n"
+"or uint32 as out_type 0/1/2/3, segment ids and positions as seg_type, or\n"
+"seg_type -1 with both None: tokens only). A page the table has not loaded\n"
+"is written into `missing` (int64); the\n"
 "count of pieces on such pages is returned, and when it is not 0 the outputs\n"
 "are incomplete: load the pages and call again. ValueError for a plan or page\n"
 "that disagrees with the lengths.");
@@ -195,7 +233,7 @@ rows_bins(PyObject *self, PyObject *args)
 {
     PyObject *objs[8], *o_missing, *o_off, *o_items, *o_len, *o_edoc, *o_estart;
     long long length, pad;
-    int val_type, out_type, rc = -1;
+    int val_type, out_type, seg_type, rc = -1;
     Py_buffer v[14];
     page_table t;
     row_out o;
@@ -204,11 +242,11 @@ rows_bins(PyObject *self, PyObject *args)
     char msg[MSG] = "";
     (void)self;
     memset(v, 0, sizeof(v));
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOLLii", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4], &objs[5], &objs[6],
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOLLiii", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4], &objs[5], &objs[6],
                           &objs[7], &o_missing, &o_off, &o_items, &o_len, &o_edoc, &o_estart, &length, &pad, &val_type,
-                          &out_type))
+                          &out_type, &seg_type))
         return NULL;
-    if (rows_common(objs, v, length, pad, val_type, out_type, &t, &o, &B) < 0 || get_ints(o_missing, &v[8], 1, 8, I64, "missing") < 0
+    if (rows_common(objs, v, length, pad, val_type, out_type, seg_type, &t, &o, &B) < 0 || get_ints(o_missing, &v[8], 1, 8, I64, "missing") < 0
         || get_ints(o_off, &v[9], 0, 8, I64, "bin_offsets") < 0 || get_ints(o_items, &v[10], 0, 8, I64, "bin_items") < 0
         || get_ints(o_len, &v[11], 0, 8, I64, "lengths") < 0 || get_ints(o_edoc, &v[12], 0, 8, I64, "extra_doc") < 0
         || get_ints(o_estart, &v[13], 0, 8, I64, "extra_start") < 0)
@@ -240,7 +278,7 @@ done:
 
 PyDoc_STRVAR(rows_concat_doc,
 "rows_concat(rows, page_first, off_addr, val_addr, nvals, tokens, segment_ids, positions,\n"
-"            missing, cum, order, length, pad, val_type, out_type) -> missing pages\n"
+"            missing, cum, order, length, pad, val_type, out_type, seg_type) -> missing pages\n"
 "\n"
 "As rows_bins, for a concatenation: documents order[j] (j itself when order is\n"
 "empty) with cumulative lengths cum (int64, documents + 1, from 0), cut every\n"
@@ -251,7 +289,7 @@ rows_concat(PyObject *self, PyObject *args)
 {
     PyObject *objs[8], *o_missing, *o_cum, *o_order;
     long long length, pad;
-    int val_type, out_type, rc = -1;
+    int val_type, out_type, seg_type, rc = -1;
     Py_buffer v[11];
     page_table t;
     row_out o;
@@ -260,10 +298,10 @@ rows_concat(PyObject *self, PyObject *args)
     char msg[MSG] = "";
     (void)self;
     memset(v, 0, sizeof(v));
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOLLii", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4], &objs[5], &objs[6],
-                          &objs[7], &o_missing, &o_cum, &o_order, &length, &pad, &val_type, &out_type))
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOLLiii", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4], &objs[5], &objs[6],
+                          &objs[7], &o_missing, &o_cum, &o_order, &length, &pad, &val_type, &out_type, &seg_type))
         return NULL;
-    if (rows_common(objs, v, length, pad, val_type, out_type, &t, &o, &B) < 0 || get_ints(o_missing, &v[8], 1, 8, I64, "missing") < 0
+    if (rows_common(objs, v, length, pad, val_type, out_type, seg_type, &t, &o, &B) < 0 || get_ints(o_missing, &v[8], 1, 8, I64, "missing") < 0
         || get_ints(o_cum, &v[9], 0, 8, I64, "cum") < 0 || get_ints(o_order, &v[10], 0, 8, I64, "order") < 0)
         goto done;
     o.missing = (int64_t *)v[8].buf;

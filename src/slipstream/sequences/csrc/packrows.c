@@ -16,14 +16,17 @@
 
 /* Copy with conversion; a token the output type cannot hold is an error, never wrapped. x fits a
    signed OUT_T of 2**(w-1) magnitude when (uint64)x + bias <= limit: for an unsigned IN, bias 0 and
-   limit 2**(w-1) - 1; for a signed one, bias 2**(w-1) and limit 2**w - 1. Both limits are all ones,
-   so one OR over the piece tells (vectorized; only where IN may not fit, NARROW) and the offending
-   token is looked for only then. */
+   limit 2**(w-1) - 1; for a signed one, bias 2**(w-1) and limit 2**w - 1. x fits an unsigned OUT_T
+   of w bits when (uint64)x <= 2**w - 1 (a negative x is huge as uint64): bias 0. Every limit is all
+   ones, so one OR over the piece tells (vectorized; only where IN may not fit, NARROW) and the
+   offending token is looked for only then. */
 #define UNSIGNED(T) ((T)-1 > 0)
-#define NARROW(IN, OUT_T) (sizeof(IN) > sizeof(OUT_T) || (UNSIGNED(IN) && sizeof(IN) == sizeof(OUT_T)))
+#define NARROW(IN, OUT_T)                                                                          \
+    (UNSIGNED(OUT_T) ? (sizeof(IN) > sizeof(OUT_T) || !UNSIGNED(IN))                               \
+                     : (sizeof(IN) > sizeof(OUT_T) || (UNSIGNED(IN) && sizeof(IN) == sizeof(OUT_T))))
 #define HALF(OUT_T) ((uint64_t)1 << (8 * sizeof(OUT_T) - 1))
-#define BIAS(IN, OUT_T) (UNSIGNED(IN) ? 0 : HALF(OUT_T))
-#define LIMIT(IN, OUT_T) (UNSIGNED(IN) ? HALF(OUT_T) - 1 : HALF(OUT_T) - 1 + HALF(OUT_T))
+#define BIAS(IN, OUT_T) (UNSIGNED(OUT_T) || UNSIGNED(IN) ? 0 : HALF(OUT_T))
+#define LIMIT(IN, OUT_T) (UNSIGNED(OUT_T) || !UNSIGNED(IN) ? HALF(OUT_T) - 1 + HALF(OUT_T) : HALF(OUT_T) - 1)
 
 #define CONVERT(IN, OUT_T)                                                                        \
     {                                                                                             \
@@ -64,6 +67,10 @@
 
 DEFINE_COPY(copy_i32, int32_t, TOK_I32)
 DEFINE_COPY(copy_i64, int64_t, TOK_I64)
+DEFINE_COPY(copy_u16, uint16_t, TOK_U16)
+DEFINE_COPY(copy_u32, uint32_t, TOK_U32)
+
+static const char *const out_names[OUT_TYPES] = {"int32", "int64", "uint16", "uint32"};
 
 /* token i of a page of `type`, as text */
 static void
@@ -82,27 +89,38 @@ token_text(char *buf, size_t n, const void *src, int type, int64_t i)
     }
 }
 
-/* segment `seg` and positions 0 .. len-1 at row `row`, column `at` (seg 0 and the pad token: padding) */
+/* `len` values v0, v0 + step, ... of type `type` at element `base` of `dst` */
+#define FILL(T)                                                                                   \
+    {                                                                                             \
+        T *d = (T *)dst + base;                                                                   \
+        for (int64_t k = 0; k < len; k++)                                                         \
+            d[k] = (T)(v0 + step * k);                                                            \
+    }                                                                                             \
+    break;
+
+static void
+fill(void *dst, int type, int64_t base, int64_t len, int64_t v0, int64_t step)
+{
+    switch (type) {
+    case OUT_I32: FILL(int32_t)
+    case OUT_I64: FILL(int64_t)
+    case OUT_U16: FILL(uint16_t)
+    case OUT_U32: FILL(uint32_t)
+    default: break;
+    }
+}
+
+/* segment `seg` and positions 0 .. len-1 at row `row`, column `at` (none when the outputs have no
+   segments); padding: the pad token too (seg 0) */
 static void
 mark(const row_out *o, int64_t row, int64_t at, int64_t len, int64_t seg, int padding)
 {
     int64_t base = row * o->length + at;
-    if (o->out_type == OUT_I32) {
-        int32_t *t = (int32_t *)o->tok + base, *s = (int32_t *)o->seg + base, *p = (int32_t *)o->pos + base;
-        for (int64_t k = 0; k < len; k++) {
-            s[k] = (int32_t)seg;
-            p[k] = (int32_t)k;
-            if (padding)
-                t[k] = (int32_t)o->pad;
-        }
-    } else {
-        int64_t *t = (int64_t *)o->tok + base, *s = (int64_t *)o->seg + base, *p = (int64_t *)o->pos + base;
-        for (int64_t k = 0; k < len; k++) {
-            s[k] = seg;
-            p[k] = k;
-            if (padding)
-                t[k] = o->pad;
-        }
+    if (padding)
+        fill(o->tok, o->out_type, base, len, o->pad, 0);
+    if (o->seg != NULL) {
+        fill(o->seg, o->seg_type, base, len, seg, 0);
+        fill(o->pos, o->seg_type, base, len, 0, 1);
     }
 }
 
@@ -146,14 +164,17 @@ emit(const page_table *t, row_out *o, int64_t row, int64_t at, int64_t doc, int6
         const void *src = (const void *)(uintptr_t)t->val_addr[lo];
         int64_t bad;
         char value[32];
-        if (o->out_type == OUT_I32)
-            bad = copy_i32((int32_t *)o->tok + row * o->length + at, src, t->val_type, a + start, len);
-        else
-            bad = copy_i64((int64_t *)o->tok + row * o->length + at, src, t->val_type, a + start, len);
+        int64_t base = row * o->length + at;
+        switch (o->out_type) {
+        case OUT_I32: bad = copy_i32((int32_t *)o->tok + base, src, t->val_type, a + start, len); break;
+        case OUT_I64: bad = copy_i64((int64_t *)o->tok + base, src, t->val_type, a + start, len); break;
+        case OUT_U16: bad = copy_u16((uint16_t *)o->tok + base, src, t->val_type, a + start, len); break;
+        default: bad = copy_u32((uint32_t *)o->tok + base, src, t->val_type, a + start, len); break;
+        }
         if (bad >= 0) {
             token_text(value, sizeof(value), src, t->val_type, a + start + bad);
             snprintf(msg, msg_len, "document %lld: token %lld is %s, which does not fit dtype %s (token ids are never wrapped)",
-                     (long long)doc, (long long)(start + bad), value, o->out_type == OUT_I32 ? "int32" : "int64");
+                     (long long)doc, (long long)(start + bad), value, out_names[o->out_type]);
             return -1;
         }
         mark(o, row, at, len, seg, 0);

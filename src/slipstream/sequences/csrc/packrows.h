@@ -9,8 +9,8 @@
 
 /* stored token types */
 enum { TOK_U8, TOK_I16, TOK_U16, TOK_I32, TOK_U32, TOK_I64, TOK_U64, TOK_I8, TOK_TYPES };
-/* output types */
-enum { OUT_I32, OUT_I64, OUT_TYPES };
+/* output types (tokens; segment ids and positions) */
+enum { OUT_I32, OUT_I64, OUT_U16, OUT_U32, OUT_TYPES };
 
 /* The pages of the documents: page p holds documents page_first[p] ..
  * page_first[p+1]-1; its offsets (int64, one more than its documents) and
@@ -24,10 +24,12 @@ typedef struct {
     int val_type;
 } page_table;
 
-/* B rows of `length` tokens, segment ids, positions, each C-contiguous. */
+/* B rows of `length` tokens, segment ids, positions, each C-contiguous; seg and pos
+ * both NULL: tokens only (no segment ids or positions written). Tokens are of
+ * out_type, segment ids and positions of seg_type (which holds `length`). */
 typedef struct {
     void *tok, *seg, *pos;
-    int out_type;
+    int out_type, seg_type;
     int64_t length;
     int64_t pad;
     /* pages needed but not loaded: recorded (up to cap), nothing else is promised */
