@@ -157,6 +157,28 @@ def test_jitter_shuffles_inside_blocks_keeping_the_counts_at_block_boundaries():
     ]
 
 
+
+@pytest.mark.parametrize("jitter", [5, 16, 300])
+def test_jitter_read_in_order_is_the_same_as_read_scattered_and_follows_a_change_in_a_group_already_read(jitter):
+    data = sources([50, 30, 20], NAMES)
+    n = 2000
+    m = ss.mix(data, {"a": 0.5, "b": 0.3, "c": 0.2}, length=n, jitter=jitter, seed=3)
+    scattered = [m._where(np.array([k], np.int64)) for k in range(n)]  # one at a time, groups apart
+    want = np.array([s[0] for s, _ in scattered]), np.array([i[0] for _, i in scattered])
+    for size in (1, 7, 32, 256):  # in order, batch by batch
+        got = [m._where(np.arange(a, min(a + size, n), dtype=np.int64)) for a in range(0, n, size)]
+        assert (np.concatenate([s for s, _ in got]) == want[0]).all() and (np.concatenate([i for _, i in got]) == want[1]).all()
+    m._where(np.arange(600, 640, dtype=np.int64))  # the group of the change is read before it settles
+    m.set_weights({"a": 0, "b": 0, "c": 1})
+    m.settle_changes(610)
+    fresh = ss.mix(data, {"a": 0.5, "b": 0.3, "c": 0.2}, length=n, jitter=jitter, seed=3)
+    fresh.set_weights({"a": 0, "b": 0, "c": 1})
+    fresh.settle_changes(610)
+    positions = np.arange(0, n, dtype=np.int64)
+    assert all((x == y).all() for x, y in zip(m._where(positions[560:720]), fresh._where(positions[560:720])))
+    start = -(-610 // jitter) * jitter
+    assert (m._locate(positions[start:start + 60])[0] == 2).all()
+
 # -- stop rules ----------------------------------------------------------------------------------------
 
 

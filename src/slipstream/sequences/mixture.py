@@ -12,7 +12,7 @@ import numpy as np
 
 from ..files.packed import checked_indices
 from .interleave import Segment
-from .jitter import jittered
+from .jitter import JitterCache, jittered
 from .mixstate import check_state, identity_differences
 from .permute import items, source_keys
 from .weights import canonical_schedule, pieces_of
@@ -52,12 +52,15 @@ class Mixture:
         self._changes: list[tuple[int, dict[str, Any]]] = []
         self._pending: dict[str, Any] | None = None
         self._lock, self._tls = threading.Lock(), threading.local()
+        self._jitter: JitterCache | None = None  # once the length is known
         if length is None:
             self._len = self._stop_length()
         elif isinstance(length, bool) or not isinstance(length, (int, np.integer)) or not 0 <= length <= LENGTH_MAX:
             raise ValueError(f"ss.mix: length must be None or an int 0..2**61, got {length!r}")
         else:
             self._len = int(length)
+        if self.jitter:
+            self._jitter = JitterCache(self.jitter, self.seed, -(-self._len // self.jitter) * self.jitter)
 
     @staticmethod
     def _length_of(name: str, data: Any) -> int:
@@ -132,9 +135,12 @@ class Mixture:
     def _locate(self, positions: np.ndarray, routing: Any = None) -> tuple[np.ndarray, np.ndarray]:
         """(source, that source's count before) of positions (int64, any >= 0)."""
         routing = self._routing if routing is None else routing
-        if self.jitter:
-            return jittered(lambda p: self._plain(routing, p), positions, self.jitter, self.seed)
-        return self._plain(routing, positions)
+        if not self.jitter:
+            return self._plain(routing, positions)
+        plain = lambda p: self._plain(routing, p)
+        if self._jitter is None:
+            return jittered(plain, positions, self.jitter, self.seed)
+        return self._jitter.locate(plain, routing, positions)
 
     def _where(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(source, index in that source) of positions."""
