@@ -103,9 +103,14 @@ class Packing:
         batch's row slices), one compiled gather for them all; arrays it lacks, or that are not
         C-contiguous arrays of ``dtype`` of that shape, are made. Returns the dict of the arrays."""
         rows = indices
-        if type(rows) is not np.ndarray or rows.dtype != np.int64 or rows.ndim != 1 or not rows.flags.c_contiguous:
-            rows = np.ascontiguousarray(checked_indices(indices, len(self), f"{self._label()}: ", ""), dtype=np.int64)
-        elif self._kernel is None and rows.size and (rows.min() < 0 or rows.max() >= len(self)):
+        # the compiled gather checks every row itself (its refusal is turned into the IndexError below)
+        if (
+            type(rows) is not np.ndarray
+            or rows.dtype != np.int64
+            or rows.ndim != 1
+            or not rows.flags.c_contiguous
+            or (self._kernel is None and rows.size and (rows.min() < 0 or rows.max() >= len(self)))
+        ):
             rows = np.ascontiguousarray(checked_indices(indices, len(self), f"{self._label()}: ", ""), dtype=np.int64)
         shape, out = (rows.size, self.length), []
         given_all = buffer if type(buffer) is dict else {}
@@ -122,16 +127,20 @@ class Packing:
             out.append(given)
         try:
             self._fill(rows, tuple(out))
-        except ValueError:  # the compiled gather checks every row itself: negative ones count from the end, others are an IndexError
+        except ValueError:  # a row out of range: negative ones count from the end, others are an IndexError
             if not (rows.size and (rows.min() < 0 or rows.max() >= len(self))):
                 raise
-            self._fill(np.ascontiguousarray(checked_indices(indices, len(self), f"{self._label()}: ", ""), dtype=np.int64), tuple(out))
+            self._fill(
+                np.ascontiguousarray(checked_indices(indices, len(self), f"{self._label()}: ", ""), dtype=np.int64), tuple(out)
+            )
         return dict(zip(self._dtypes, out))
 
     def _fill(self, rows: np.ndarray, out: tuple[np.ndarray, ...]) -> None:
         gather = self._gather
         if gather is None and self._kernel is not None:
-            gather = self._gather = Gather(self._kernel, self.plan, self._pages, self.length, self.pad_id, self.dtype, self.segments)
+            gather = self._gather = Gather(
+                self._kernel, self.plan, self._pages, self.length, self.pad_id, self.dtype, self.segments
+            )
         if gather is not None:
             gather(rows, out)
         else:

@@ -37,6 +37,8 @@ def segment_dtype(dtype: np.dtype, length: int) -> np.dtype:
     """The dtype of segment ids and positions beside tokens of ``dtype`` in rows of ``length``:
     ``dtype`` itself when it holds ``length`` (segment ids run up to ``length``), else int32."""
     return dtype if length <= np.iinfo(dtype).max else np.dtype(np.int32)
+
+
 _MISSING = 1024  # pages recorded per gather call that found some not loaded
 
 
@@ -134,7 +136,14 @@ class Gather:
     microseconds."""
 
     def __init__(
-        self, kernel: Any, plan: BinsPlan | ConcatPlan, pages: PageTable, length: int, pad_id: int, out_dtype: np.dtype, segments: bool = True
+        self,
+        kernel: Any,
+        plan: BinsPlan | ConcatPlan,
+        pages: PageTable,
+        length: int,
+        pad_id: int,
+        out_dtype: np.dtype,
+        segments: bool = True,
     ):
         docs = pages.documents
         self.pages, self.documents, self.resident, self.segments = pages, docs, docs.resident, segments
