@@ -114,3 +114,28 @@ def test_the_locate_kernel_refuses_empty_weights():
 def test_fraction_weights_are_exact():
     m = ss.mix(sources([3, 3], ["a", "b"]), {"a": Fraction(1, 7), "b": Fraction(6, 7)}, length=70)
     assert m.counts(70) == {"a": 10, "b": 60}
+
+
+def test_positions_past_2_61_are_refused_naming_the_bound():
+    data = sources([3, 3], ["a", "b"])
+    with pytest.raises(ValueError, match=r"position must be an int 0\.\.2\*\*61"):
+        ss.mix(data, [(0, {"a": 1, "b": 1}), (2**63, {"a": 0, "b": 1})])
+    m = ss.mix(data, {"a": 1, "b": 1}, length=10)
+    m.set_weights({"a": 0, "b": 1})
+    with pytest.raises(ValueError, match=r"a position 0\.\.2\*\*61"):
+        m.settle_changes(2**64)
+    assert m.state_dict()["pending"] == {"a": 0, "b": 1}
+    with pytest.raises(ValueError, match=r"expected an int 0\.\.2\*\*61"):
+        m.load_state_dict({**m.state_dict(), "changes": [[2**64, {"a": 0, "b": 1}]]})
+
+
+def test_a_stop_rule_length_past_2_61_is_refused():
+    class Huge:
+        def __len__(self):
+            return 2**62
+
+        def __getitem__(self, i):
+            return i
+
+    with pytest.raises(ValueError, match=r"stop rule.*past 2\*\*61.*give length="):
+        ss.mix({"a": Huge(), "b": Huge()}, {"a": 1, "b": 1}, stop="all_exhausted")

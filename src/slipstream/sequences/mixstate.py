@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .weights import POSITION_MAX
+
 __all__ = ["check_state", "identity_differences"]
 
 _NAMES = {"names": "source names", "lengths": "source lengths", "seed": "seed", "schedule": "weights",
@@ -33,8 +35,8 @@ def check_state(state: Any) -> tuple[list[tuple[int, Any]], Any]:
         if isinstance(change, (str, bytes)) or not isinstance(change, Sequence) or len(change) != 2:
             raise ValueError(f"ss.mix: the state's change {j} must be [position, weights], got {change!r}")
         position, weights = change
-        if isinstance(position, bool) or not isinstance(position, int) or position < 0:
-            raise ValueError(f"ss.mix: the state's change {j} has position {position!r}; expected an int >= 0")
+        if isinstance(position, bool) or not isinstance(position, int) or not 0 <= position <= POSITION_MAX:
+            raise ValueError(f"ss.mix: the state's change {j} has position {position!r}; expected an int 0..2**61")
         if out and position <= out[-1][0]:
             raise ValueError(f"ss.mix: the state's changes must be at increasing positions, change {j} is at {position}")
         out.append((position, weights))

@@ -15,13 +15,13 @@ from .interleave import Segment
 from .jitter import JitterCache, jittered
 from .mixstate import check_state, identity_differences
 from .permute import items, source_keys
-from .weights import canonical_schedule, pieces_of
+from .weights import POSITION_MAX, canonical_schedule, pieces_of
 
 __all__ = ["JITTER_MAX", "LENGTH_MAX", "STOPS", "Mixture"]
 
 STOPS = ("first_exhausted", "all_exhausted")
 JITTER_MAX = 1 << 16
-LENGTH_MAX = 1 << 61
+LENGTH_MAX = POSITION_MAX
 _FIRST_LIMIT = 1 << 16  # the first_exhausted search's first limit
 
 
@@ -55,6 +55,8 @@ class Mixture:
         self._jitter: JitterCache | None = None  # once the length is known
         if length is None:
             self._len = self._stop_length()
+            if self._len > LENGTH_MAX:
+                raise ValueError(f"ss.mix: the stop rule {stop!r} gives a length of {self._len}, past 2**61; give length=")
         elif isinstance(length, bool) or not isinstance(length, (int, np.integer)) or not 0 <= length <= LENGTH_MAX:
             raise ValueError(f"ss.mix: length must be None or an int 0..2**61, got {length!r}")
         else:
@@ -227,8 +229,8 @@ class Mixture:
     def settle_changes(self, position: int) -> bool:
         """Make the pending change hold from ``position`` (rounded up to a jitter block) on; True
         when there was one. Positions before it read as before."""
-        if isinstance(position, bool) or not isinstance(position, (int, np.integer)) or position < 0:
-            raise ValueError(f"ss.mix: settle_changes takes a position >= 0, got {position!r}")
+        if isinstance(position, bool) or not isinstance(position, (int, np.integer)) or not 0 <= position <= LENGTH_MAX:
+            raise ValueError(f"ss.mix: settle_changes takes a position 0..2**61, got {position!r}")
         with self._lock:
             if self._pending is None:
                 return False

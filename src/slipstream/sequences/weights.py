@@ -30,10 +30,11 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["KERNEL_T_MAX", "RAMP_STEPS", "RAMP_STEPS_MAX", "Pieces", "canonical_schedule", "margin", "normalized", "pieces_of",
+__all__ = ["KERNEL_T_MAX", "POSITION_MAX", "RAMP_STEPS", "RAMP_STEPS_MAX", "Pieces", "canonical_schedule", "margin", "normalized", "pieces_of",
            "ramp_steps", "total_limit"]
 
 KERNEL_T_MAX = 1 << 56  # the compiled interleave's bound on T = margin(n) * total (csrc/mixsim.h)
+POSITION_MAX = 1 << 61  # the compiled interleave's last position (csrc/mixsim.h)
 RAMP_STEPS = 256  # the fewest steps of a ramp (of as many positions)
 RAMP_STEPS_MAX = 1 << 16
 
@@ -108,8 +109,8 @@ def canonical_schedule(weights: Any, names: Sequence[str]) -> Schedule:
         position, mapping = point
         if isinstance(position, np.integer):
             position = int(position)
-        if isinstance(position, bool) or not isinstance(position, int) or position < 0:
-            raise ValueError(f"mix weights: schedule entry {j}'s position must be an int >= 0, got {position!r}")
+        if isinstance(position, bool) or not isinstance(position, int) or not 0 <= position <= POSITION_MAX:
+            raise ValueError(f"mix weights: schedule entry {j}'s position must be an int 0..2**61, got {position!r}")
         if j == 0 and position != 0:
             raise ValueError(f"mix weights: the schedule must start at position 0, its first entry is at {position}")
         if schedule and position <= schedule[-1][0]:
