@@ -9,6 +9,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from helpers import run_python
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_mix import running_counts, sequence, sources
@@ -139,3 +140,19 @@ def test_a_stop_rule_length_past_2_61_is_refused():
 
     with pytest.raises(ValueError, match=r"stop rule.*past 2\*\*61.*give length="):
         ss.mix({"a": Huge(), "b": Huge()}, {"a": 1, "b": 1}, stop="all_exhausted")
+
+
+@pytest.mark.skipif(interleave._kernel is None, reason="the compiled kernel is not built")
+def test_the_simulate_kernel_refuses_checkpoint_buffers_too_small_for_a_huge_run():
+    # (u1 - u0) // every * n wraps past 2**63: the check must not, or the run writes past the buffers
+    code = """
+        import numpy as np
+        from slipstream.sequences import _mixing as K
+        w, lam, cnt, ck = np.full((1, 8), 2, np.int64), np.zeros(8, np.int64), np.zeros(8, np.int64), np.zeros(8, np.int64)
+        try:
+            K.simulate(w, np.zeros(1, np.int64), 16, 2, 0, 2**61, lam, cnt, np.empty(0, np.int32), np.empty(0, np.int64), 1, ck, ck.copy())
+        except ValueError as exc:
+            print("refused:", exc)
+    """
+    result = run_python(code, timeout=60)
+    assert result.returncode == 0 and "refused: simulate: src and idx must be empty" in result.stdout, (result.returncode, result.stderr[-2000:])

@@ -266,7 +266,7 @@ class Segment:
 
     def weights_at(self, u: int) -> np.ndarray:
         """The integer weights (summing to ``pieces.total``) at relative position ``u``."""
-        return self.pieces.weights[bisect.bisect_right(self.starts.tolist(), u) - 1]
+        return self.pieces.weights[int(np.searchsorted(self.starts, u, side="right")) - 1]
 
     # -- where a source's items fall ---------------------------------------------------------------
     def target_limit(self, i: int) -> float:

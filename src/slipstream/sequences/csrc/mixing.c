@@ -79,7 +79,7 @@ frame_of(Py_buffer *v, int64_t n, long long T, long long S, mix_frame *f, const 
     f->n = n;
     f->T = T;
     f->S = S;
-    if (f->m < 1 || v[0].len / 8 != f->m * n) {
+    if (n < 1 || f->m < 1 || (v[0].len / 8) % n != 0 || v[0].len / 8 / n != f->m) {
         PyErr_Format(PyExc_ValueError, "%s: w must hold len(starts) rows of %lld weights", who, (long long)n);
         return -1;
     }
@@ -117,7 +117,7 @@ simulate(PyObject *self, PyObject *args)
         goto done;
     }
     if ((v[4].len && v[4].len / 4 != steps) || (v[5].len && v[5].len / 8 != steps)
-        || (every && (v[6].len / 8 < (steps / every) * n || v[7].len / 8 < (steps / every) * n))) {
+        || (every && (v[6].len / 8 / n < steps / every || v[7].len / 8 / n < steps / every))) { /* rows: no product to wrap */
         PyErr_SetString(PyExc_ValueError, "simulate: src and idx must be empty or hold u1-u0 entries, ck_lam and ck_cnt (u1-u0)//every rows");
         goto done;
     }
