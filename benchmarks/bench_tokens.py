@@ -15,7 +15,9 @@ each peer gets them in its own form. Rows of ``length`` 2048, batches of 32. Cas
     processes, and against LitData's ``StreamingDataLoader`` over
     ``StreamingDataset(item_loader=TokensLoader(block_size=2048), shuffle=True)`` with 0, 1 and 2
     workers. Ratios: each slipstream method against the grain packer that does the same (its best of
-    in-process and ``w`` processes), and concat against LitData's best of 0 and ``w`` workers.
+    in-process and ``w`` processes), and concat against LitData's best of 0 and ``w`` workers. Matched
+    output (``_tokens_matched.py``): ``ss.pack(..., method="concat", dtype="uint16", segments=False)``,
+    what LitData hands out (uint16 tokens only), with 0, 1, 2 threads against LitData (``--only``: a subset).
     Goals (issue): >= 50x grain's packers, >= 10x LitData's TokensLoader.
 (2) GIL held per batch by slipstream (``workers=1``, best_fit and concat), two upper bounds: bench_gil's
     probe (a pure-Python counter thread's rate beside the loader against alone, switch interval 0.1 ms;
@@ -62,6 +64,7 @@ import _tokens as T
 import numpy as np
 from _common import Verdicts, set_footing, spread, summary, table, verdict, versions
 from _tokens_gil import gil
+from _tokens_matched import matched_runs, matched_verdicts
 
 import slipstream as ss
 from slipstream.sequences.documents import Documents
@@ -135,6 +138,8 @@ def throughput(files: dict[str, Path], have: dict[str, Any], args: argparse.Name
     if have.get("litdata"):
         for w in (0, 1, 2):
             runs[f"litdata TokensLoader, {w} workers"] = T.litdata_loader(files["litdata"], LENGTH, BATCH, w)
+    runs.update(matched_runs(files["ss"], LENGTH, BATCH))
+    runs = {label: run for label, run in runs.items() if not args.only or any(word in label for word in args.only.split(","))}
     rates: dict[str, list[float]] = {}
     firsts: dict[str, float] = {}
     for label, (make, tokens_of) in runs.items():
@@ -168,6 +173,7 @@ def throughput(files: dict[str, Path], have: dict[str, Any], args: argparse.Name
                 verdict(f"{method} {w}w vs {name} [0,{w}]", statistics.median(ours) / peer[0], goal, verdicts)
             if (peer := best(prefix, [w])) is not None:
                 verdict(f"{method} {w}w vs {name} [{w}]", statistics.median(ours) / peer[0], None, verdicts)
+    matched_verdicts(rates, best, verdicts, GOAL_LITDATA, _workers)
 
 
 def _workers(label: str) -> int:
@@ -338,6 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--dtype", default="uint16", choices=sorted(T.VOCAB), help="the stored token dtype (default uint16)")
     parser.add_argument("--cases", default="1234", help="which cases to run (default 1234)")
+    parser.add_argument("--only", default="", help="case 1: only the loaders whose label holds one of these comma-separated words")
     parser.add_argument("--json", type=Path, default=None, help="also write every figure and verdict to this JSON file")
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help=f"where the files are kept (default {DEFAULT_CACHE})")
     args = parser.parse_args(argv)
