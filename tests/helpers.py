@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -145,3 +146,18 @@ def run_python(code: str, timeout: float = 60, env: dict | None = None, argv: li
     return subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code), *(argv or [])], capture_output=True, text=True, timeout=timeout, env=full_env
     )
+
+
+@contextlib.contextmanager
+def no_seqcore() -> Iterator[None]:
+    """The compiled sequence kernels switched off (SLIPSTREAM_NO_SEQCORE=1) inside the block; the
+    variable is restored (or removed) after it."""
+    before = os.environ.get("SLIPSTREAM_NO_SEQCORE")
+    os.environ["SLIPSTREAM_NO_SEQCORE"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["SLIPSTREAM_NO_SEQCORE"]
+        else:
+            os.environ["SLIPSTREAM_NO_SEQCORE"] = before

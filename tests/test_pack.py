@@ -5,13 +5,11 @@ worker count and rank split and resumes exactly, and bad input is refused by nam
 
 from __future__ import annotations
 
-import contextlib
-import os
 import pickle
 
 import numpy as np
 import pytest
-from helpers import assert_resumes_exactly, assert_same, snapshot
+from helpers import assert_resumes_exactly, assert_same, no_seqcore, snapshot
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -131,20 +129,6 @@ def test_the_compiled_gather_gives_the_reference_rows(lengths, length, method, s
     assert row["tokens"].dtype == np.dtype(dtype) and set(np.unique(row["tokens"][row["segment_ids"] > 0])) <= set(
         tokens.astype(dtype).tolist()
     )
-
-
-@contextlib.contextmanager
-def no_seqcore():
-    """The compiled kernels switched off (SLIPSTREAM_NO_SEQCORE=1) inside the block."""
-    before = os.environ.get("SLIPSTREAM_NO_SEQCORE")
-    os.environ["SLIPSTREAM_NO_SEQCORE"] = "1"
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ["SLIPSTREAM_NO_SEQCORE"]
-        else:
-            os.environ["SLIPSTREAM_NO_SEQCORE"] = before
 
 
 def test_an_item_is_the_row_of_a_batch_and_negative_indices_count_from_the_end():

@@ -6,11 +6,10 @@ refused by name."""
 from __future__ import annotations
 
 import contextlib
-import os
 
 import numpy as np
 import pytest
-from helpers import assert_same
+from helpers import assert_same, no_seqcore
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -21,20 +20,6 @@ kernel, why = kernels()
 needs_kernel = pytest.mark.skipif(kernel is None, reason=f"slipstream.sequences._packing: {why}")
 DTYPES = ["int32", "int64", "uint16", "uint32"]
 METHODS = ["concat", "best_fit", "first_fit"]
-
-
-@contextlib.contextmanager
-def no_seqcore():
-    """The compiled kernels switched off (SLIPSTREAM_NO_SEQCORE=1) inside the block."""
-    before = os.environ.get("SLIPSTREAM_NO_SEQCORE")
-    os.environ["SLIPSTREAM_NO_SEQCORE"] = "1"
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ["SLIPSTREAM_NO_SEQCORE"]
-        else:
-            os.environ["SLIPSTREAM_NO_SEQCORE"] = before
 
 
 def documents(lengths: list[int], stored: type, dtype: str, seed: int = 0) -> list[np.ndarray]:

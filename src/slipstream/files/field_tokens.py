@@ -17,7 +17,7 @@ from ..core.errors import CorruptFileError
 from ..core.nodes import VarNode
 from .field import Column, Field, pyarrow_module
 
-__all__ = ["TOKEN_DTYPES", "Tokens", "TokensColumn", "checked_list", "list_views"]
+__all__ = ["TOKEN_DTYPES", "Tokens", "TokensColumn", "checked_list", "list_views", "token_ids"]
 
 TOKEN_DTYPES = tuple(np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64))
 _INT32_MAX = 2**31 - 1
@@ -31,6 +31,30 @@ def _token_dtype(dtype: Any, what: str) -> np.dtype:
     if native not in TOKEN_DTYPES:
         raise TypeError(f"{what}: F.Tokens stores integer token ids ({', '.join(str(d) for d in TOKEN_DTYPES)}), got dtype {found}")
     return native.newbyteorder("<")
+
+
+def token_ids(value: Any, where: str, expects: str = "expected") -> np.ndarray:
+    """``value`` as a 1-d integer array, not yet cast (an ndarray as it is; ``[]`` and ``()`` as
+    int64). Anything else is a ``TypeError`` / ``ValueError`` that starts ``"{where}: {expects}"``:
+    strings, bytes, mappings and scalars, values NumPy cannot make an array of, other shapes, and
+    non-integer dtypes (floats and bools are refused, never cast)."""
+    if isinstance(value, np.ndarray):
+        array = value
+    else:
+        if isinstance(value, (str, bytes, dict)) or np.isscalar(value):
+            raise TypeError(f"{where}: {expects} a 1-d array of integer token ids, got {type(value).__name__} {value!r:.80}")
+        try:
+            array = np.asarray(value)
+        except (OverflowError, ValueError, TypeError) as exc:
+            raise TypeError(f"{where}: {expects} a 1-d array of integer token ids, got {type(value).__name__}: {exc}") from None
+        if array.size == 0 and array.ndim == 1 and isinstance(value, (list, tuple)):
+            array = np.zeros(0, np.int64)  # [] is float64 to NumPy; no values to check
+    if array.ndim != 1:
+        raise ValueError(f"{where}: {expects} a 1-d array of token ids, got shape {array.shape}")
+    if array.dtype.kind not in "iu":
+        what = "Python ints beyond int64" if array.dtype.hasobject else f"dtype {array.dtype}"
+        raise TypeError(f"{where}: {expects} integer token ids, got {what} (floats and bools are refused, never cast)")
+    return array
 
 
 def list_views(array: Any, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
@@ -136,7 +160,7 @@ class Tokens(Field):
 
     def prepare(self, value: Any, where: str) -> None:
         try:
-            array = self._array(value, where)
+            array = token_ids(value, where, "tokens field expects")
         except (TypeError, ValueError):  # not token ids: encode refuses the sample itself (on_error="skip" leaves it out)
             array = None
         if self.dtype is None:
@@ -145,29 +169,8 @@ class Tokens(Field):
         if self.large is None:
             self.large = array is not None and array.size > _INT32_MAX
 
-    @staticmethod
-    def _array(value: Any, where: str) -> np.ndarray:
-        """``value`` as a 1-d integer array (not yet cast); ``TypeError`` / ``ValueError`` naming ``where``."""
-        if isinstance(value, np.ndarray):
-            array = value
-        else:
-            if isinstance(value, (str, bytes, dict)) or np.isscalar(value):
-                raise TypeError(f"{where}: tokens field expects a 1-d array of integer token ids, got {type(value).__name__} {value!r:.80}")
-            try:
-                array = np.asarray(value)
-            except (OverflowError, ValueError, TypeError) as exc:
-                raise TypeError(f"{where}: tokens field expects a 1-d array of integer token ids, got {type(value).__name__}: {exc}") from None
-            if array.size == 0 and array.ndim == 1 and isinstance(value, (list, tuple)):
-                array = np.zeros(0, np.int64)  # [] is float64 to NumPy; no values to check
-        if array.ndim != 1:
-            raise ValueError(f"{where}: tokens field expects a 1-d array of token ids, got shape {array.shape}")
-        if array.dtype.kind not in "iu":
-            what = "Python ints beyond int64" if array.dtype.hasobject else f"dtype {array.dtype}"
-            raise TypeError(f"{where}: tokens field expects integer token ids, got {what} (floats and bools are refused, never cast)")
-        return array
-
     def encode(self, value: Any, index: int, where: str) -> Any:
-        array = self._array(value, where)
+        array = token_ids(value, where, "tokens field expects")
         target = self.dtype
         if array.dtype == target:
             return np.ascontiguousarray(array)

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from ..files.field_tokens import token_ids
 from ..files.identity import check_unchanged
 
 __all__ = ["ArrayDocuments", "Documents", "documents_of", "tokens_of"]
@@ -167,22 +168,8 @@ def _is_packed_file(data: Any) -> bool:
 
 def tokens_of(value: Any, where: str) -> np.ndarray:
     """``value`` as a 1-d integer array; ``TypeError`` / ``ValueError`` naming ``where`` otherwise
-    (floats and bools are refused, never cast)."""
-    if isinstance(value, (str, bytes, dict)) or np.isscalar(value):
-        raise TypeError(f"{where}: expected a 1-d array of integer token ids, got {type(value).__name__}")
-    try:
-        array = np.asarray(value)
-    except (OverflowError, ValueError, TypeError) as exc:
-        raise TypeError(f"{where}: expected a 1-d array of integer token ids, got {type(value).__name__}: {exc}") from None
-    if array.size == 0 and array.ndim == 1 and array.dtype.kind == "f" and not isinstance(value, np.ndarray):
-        array = np.zeros(0, np.int64)  # [] is float64 to NumPy: no value to check
-    if array.ndim != 1:
-        raise ValueError(f"{where}: expected a 1-d array of token ids, got shape {array.shape}")
-    if array.dtype.kind not in "iu":
-        raise TypeError(
-            f"{where}: expected integer token ids, got dtype {array.dtype} (floats and bools are refused, never cast)"
-        )
-    return array
+    (floats and bools are refused, never cast): ``slipstream.files.field_tokens.token_ids``."""
+    return token_ids(value, where)
 
 
 def _read_container(data: Any, field: str) -> ArrayDocuments:

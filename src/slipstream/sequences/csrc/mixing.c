@@ -23,41 +23,10 @@
 
 #include "feistel.h"
 #include "mixsim.h"
+#include "pybuffers.h"
 
-#define I64 "lq"
-#define U64 "LQ"
 #define I32 "i"
 #define MSG 200
-
-/* A C-contiguous buffer of `itemsize`-byte integers of a kind in `kinds`. */
-static int
-get_ints(PyObject *obj, Py_buffer *view, int writable, Py_ssize_t itemsize, const char *kinds, const char *name)
-{
-    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
-    const char *fmt;
-    if (PyObject_GetBuffer(obj, view, flags) < 0)
-        return -1;
-    fmt = view->format ? view->format : "B";
-    if (fmt[0] == '<' || fmt[0] == '=' || fmt[0] == '@')
-        fmt++;
-    if (view->itemsize != itemsize || strlen(fmt) != 1 || strchr(kinds, fmt[0]) == NULL
-        || ((uintptr_t)view->buf % (uintptr_t)itemsize) != 0) {
-        PyErr_Format(PyExc_TypeError, "%s: expected an aligned contiguous array of %zd-byte integers, got format '%s' of %zd bytes",
-                     name, itemsize, view->format ? view->format : "B", view->itemsize);
-        PyBuffer_Release(view);
-        view->obj = NULL;
-        return -1;
-    }
-    return 0;
-}
-
-static void
-release_all(Py_buffer *views, int n)
-{
-    for (int k = 0; k < n; k++)
-        if (views[k].obj != NULL)
-            PyBuffer_Release(&views[k]);
-}
 
 PyDoc_STRVAR(simulate_doc,
 "simulate(w, starts, T, S, u0, u1, lam, cnt, src, idx, every, ck_lam, ck_cnt)\n"

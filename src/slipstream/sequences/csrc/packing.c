@@ -14,41 +14,9 @@
 
 #include "packplan.h"
 #include "packrows.h"
+#include "pybuffers.h"
 
 #define MSG 320
-
-/* A C-contiguous buffer of `itemsize`-byte integers, signed or unsigned as `kinds` allows; NULL obj: empty. */
-static int
-get_ints(PyObject *obj, Py_buffer *view, int writable, Py_ssize_t itemsize, const char *kinds, const char *name)
-{
-    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
-    const char *fmt;
-    if (PyObject_GetBuffer(obj, view, flags) < 0)
-        return -1;
-    fmt = view->format ? view->format : "B";
-    if (fmt[0] == '<' || fmt[0] == '=' || fmt[0] == '@')
-        fmt++;
-    if (view->itemsize != itemsize || strlen(fmt) != 1 || strchr(kinds, fmt[0]) == NULL
-        || ((uintptr_t)view->buf % (uintptr_t)itemsize) != 0) {
-        PyErr_Format(PyExc_TypeError, "%s: expected an aligned contiguous array of %zd-byte integers, got format '%s' of %zd bytes",
-                     name, itemsize, view->format ? view->format : "B", view->itemsize);
-        PyBuffer_Release(view);
-        view->obj = NULL;
-        return -1;
-    }
-    return 0;
-}
-
-#define I64 "lq"
-#define U64 "LQ"
-
-static void
-release_all(Py_buffer *views, int n)
-{
-    for (int k = 0; k < n; k++)
-        if (views[k].obj != NULL)
-            PyBuffer_Release(&views[k]);
-}
 
 PyDoc_STRVAR(plan_doc,
 "plan(sizes, ids, keys, capacity, method, max_bins, bin_offsets, bin_items) -> bins\n"
@@ -119,8 +87,9 @@ out_size(int type, const char **kinds)
     }
 }
 
-/* the page table and the outputs (tokens; segment ids and positions unless seg_type is -1, when
-   both must be None), shared by both row gathers: views v[0..7] */
+/* the page table, the outputs (tokens; segment ids and positions unless seg_type is -1, when
+   both must be None) and the missing-pages array (objs[8], int64), shared by both row gathers:
+   views v[0..8] */
 static int
 rows_common(PyObject **objs, Py_buffer *v, long long length, long long pad, int val_type, int out_type, int seg_type,
             page_table *t, row_out *o, int64_t *B)
@@ -201,12 +170,20 @@ rows_common(PyObject **objs, Py_buffer *v, long long length, long long pad, int 
     o->length = length;
     o->pad = pad;
     o->missing_count = 0;
+    if (get_ints(objs[8], &v[8], 1, 8, I64, "missing") < 0)
+        return -1;
+    o->missing = (int64_t *)v[8].buf;
+    o->missing_cap = v[8].len / 8;
     return 0;
 }
 
+/* release the gather's `n` views; its result: the missing count, NULL when an error is set or rc < 0 (ValueError msg) */
 static PyObject *
-finish_rows(int rc, const char *msg, row_out *o)
+finish_rows(int rc, const char *msg, row_out *o, Py_buffer *v, int n)
 {
+    release_all(v, n);
+    if (PyErr_Occurred())
+        return NULL;
     if (rc < 0) {
         PyErr_SetString(PyExc_ValueError, msg);
         return NULL;
@@ -231,7 +208,7 @@ PyDoc_STRVAR(rows_bins_doc,
 static PyObject *
 rows_bins(PyObject *self, PyObject *args)
 {
-    PyObject *objs[8], *o_missing, *o_off, *o_items, *o_len, *o_edoc, *o_estart;
+    PyObject *objs[9], *o_off, *o_items, *o_len, *o_edoc, *o_estart;
     long long length, pad;
     int val_type, out_type, seg_type, rc = -1;
     Py_buffer v[14];
@@ -243,16 +220,14 @@ rows_bins(PyObject *self, PyObject *args)
     (void)self;
     memset(v, 0, sizeof(v));
     if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOLLiii", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4], &objs[5], &objs[6],
-                          &objs[7], &o_missing, &o_off, &o_items, &o_len, &o_edoc, &o_estart, &length, &pad, &val_type,
+                          &objs[7], &objs[8], &o_off, &o_items, &o_len, &o_edoc, &o_estart, &length, &pad, &val_type,
                           &out_type, &seg_type))
         return NULL;
-    if (rows_common(objs, v, length, pad, val_type, out_type, seg_type, &t, &o, &B) < 0 || get_ints(o_missing, &v[8], 1, 8, I64, "missing") < 0
+    if (rows_common(objs, v, length, pad, val_type, out_type, seg_type, &t, &o, &B) < 0
         || get_ints(o_off, &v[9], 0, 8, I64, "bin_offsets") < 0 || get_ints(o_items, &v[10], 0, 8, I64, "bin_items") < 0
         || get_ints(o_len, &v[11], 0, 8, I64, "lengths") < 0 || get_ints(o_edoc, &v[12], 0, 8, I64, "extra_doc") < 0
         || get_ints(o_estart, &v[13], 0, 8, I64, "extra_start") < 0)
         goto done;
-    o.missing = (int64_t *)v[8].buf;
-    o.missing_cap = v[8].len / 8;
     p.nbins = v[9].len / 8 - 1;
     p.nitems = v[10].len / 8;
     p.ndocs = v[11].len / 8;
@@ -270,10 +245,7 @@ rows_bins(PyObject *self, PyObject *args)
     rc = rows_from_bins(&p, &t, (const int64_t *)v[0].buf, B, &o, msg, sizeof(msg));
     Py_END_ALLOW_THREADS
 done:
-    release_all(v, 14);
-    if (PyErr_Occurred())
-        return NULL;
-    return finish_rows(rc, msg, &o);
+    return finish_rows(rc, msg, &o, v, 14);
 }
 
 PyDoc_STRVAR(rows_concat_doc,
@@ -287,7 +259,7 @@ PyDoc_STRVAR(rows_concat_doc,
 static PyObject *
 rows_concat(PyObject *self, PyObject *args)
 {
-    PyObject *objs[8], *o_missing, *o_cum, *o_order;
+    PyObject *objs[9], *o_cum, *o_order;
     long long length, pad;
     int val_type, out_type, seg_type, rc = -1;
     Py_buffer v[11];
@@ -299,13 +271,11 @@ rows_concat(PyObject *self, PyObject *args)
     (void)self;
     memset(v, 0, sizeof(v));
     if (!PyArg_ParseTuple(args, "OOOOOOOOOOOLLiii", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4], &objs[5], &objs[6],
-                          &objs[7], &o_missing, &o_cum, &o_order, &length, &pad, &val_type, &out_type, &seg_type))
+                          &objs[7], &objs[8], &o_cum, &o_order, &length, &pad, &val_type, &out_type, &seg_type))
         return NULL;
-    if (rows_common(objs, v, length, pad, val_type, out_type, seg_type, &t, &o, &B) < 0 || get_ints(o_missing, &v[8], 1, 8, I64, "missing") < 0
+    if (rows_common(objs, v, length, pad, val_type, out_type, seg_type, &t, &o, &B) < 0
         || get_ints(o_cum, &v[9], 0, 8, I64, "cum") < 0 || get_ints(o_order, &v[10], 0, 8, I64, "order") < 0)
         goto done;
-    o.missing = (int64_t *)v[8].buf;
-    o.missing_cap = v[8].len / 8;
     p.n = v[9].len / 8 - 1;
     p.cum = (const int64_t *)v[9].buf;
     p.order = v[10].len ? (const int64_t *)v[10].buf : NULL;
@@ -317,10 +287,7 @@ rows_concat(PyObject *self, PyObject *args)
     rc = rows_from_concat(&p, &t, (const int64_t *)v[0].buf, B, &o, msg, sizeof(msg));
     Py_END_ALLOW_THREADS
 done:
-    release_all(v, 11);
-    if (PyErr_Occurred())
-        return NULL;
-    return finish_rows(rc, msg, &o);
+    return finish_rows(rc, msg, &o, v, 11);
 }
 
 static PyMethodDef methods[] = {
