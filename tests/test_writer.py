@@ -139,7 +139,9 @@ def test_bad_arguments_are_refused(tmp_path):
     with pytest.raises(ValueError, match="page_size must be >= 1"):
         ss.write(tmp_path / "a.arrow", [{"x": 1}], {"x": F.Int()}, page_size=0)
     with pytest.raises(TypeError, match="expected a dict of field values"):
-        ss.write(tmp_path / "a.arrow", [1, 2], {"x": F.Int()})
+        ss.write(tmp_path / "a.arrow", [1, 2], {"x": F.Int(), "y": F.Int()})
+    # with one field, a bare sample is that field's value
+    assert [s["x"] for s in ss.open(ss.write(tmp_path / "b.arrow", [1, 2], {"x": F.Int()}, progress=False))] == [1, 2]
 
 
 # -- writers racing to one path ---------------------------------------------------------------------
