@@ -87,7 +87,7 @@ test: $(VENV)/.test $(VENV)/.torch $(VENV)/.photos $(VENV)/.jax $(VENV)/.hf $(VE
 	# the fallbacks on their own: NumPy pixel kernels (no numba), whole-image JPEG decoding (no _roijpeg)
 	SLIPSTREAM_NO_NUMBA=1 SLIPSTREAM_NO_ROIJPEG=1 $(PY) -m pytest -q tests/test_kernels.py tests/test_mapfields.py tests/test_tasks.py
 	# ... and the token kernels' NumPy references (packing plans, row gathers, mixtures)
-	SLIPSTREAM_NO_SEQCORE=1 $(PY) -m pytest -q tests/test_pack.py tests/test_pack_plan.py tests/test_pack_edges.py tests/test_mix.py tests/test_mix_schedule.py
+	SLIPSTREAM_NO_SEQCORE=1 $(PY) -m pytest -q tests/test_pack.py tests/test_pack_plan.py tests/test_pack_edges.py tests/test_pack_outputs.py tests/test_mix.py tests/test_mix_exact.py tests/test_mix_schedule.py
 
 bench: $(VENV)/.bench
 	$(PY) benchmarks/bench_loader.py
