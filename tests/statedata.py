@@ -10,6 +10,7 @@ came before, so a test can check that no position ``>= p`` was read before the s
 from __future__ import annotations
 
 import bisect
+import json
 import threading
 from typing import Any
 
@@ -118,3 +119,23 @@ class HomeOnlyDial(Dial):
         if os.getpid() != self.home:
             raise ValueError("HomeOnlyDial: a copy in another process refuses states")
         super().load_state_dict(state)
+
+
+def record_run(loader, change, changes, epochs: int, snapshot):
+    """Run ``epochs`` epochs of ``loader``, calling ``change(v)`` before the ``next()`` that
+    ``changes`` names ((epoch, k) -> v), and recording before each ``next()`` the loader's state (a
+    JSON round trip), the epoch, k and the batches handed out so far; returns (states, batches)."""
+    states, batches = [], []
+    for e in range(epochs):
+        it = iter(loader)
+        k = 0
+        while True:
+            if (e, k) in changes:
+                change(changes[(e, k)])
+            states.append((json.loads(json.dumps(loader.state_dict())), e, k, len(batches)))
+            try:
+                batches.append(snapshot(next(it)))
+            except StopIteration:
+                break
+            k += 1
+    return states, batches

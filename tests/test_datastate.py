@@ -13,7 +13,7 @@ import json
 import numpy as np
 import pytest
 from helpers import snapshot
-from statedata import Dial, FinishedDial, HomeOnlyDial
+from statedata import Dial, FinishedDial, HomeOnlyDial, record_run
 
 import slipstream as ss
 from slipstream.core.deals import FRESH, Deal, deal_positions
@@ -116,20 +116,8 @@ def test_resume_from_every_step_with_changes_pending_and_settled_gives_the_rest_
     n, epochs = 40, 2
     data = Dial(n)
     loader = make(data, workers, backend)
-    states, batches = [], []
     with loader:
-        for e in range(epochs):
-            it = iter(loader)
-            k = 0
-            while True:
-                if (e, k) in CHANGES:
-                    data.set(CHANGES[(e, k)])
-                states.append((json.loads(json.dumps(loader.state_dict())), e, k, len(batches)))
-                try:
-                    batches.append(snapshot(next(it)))
-                except StopIteration:
-                    break
-                k += 1
+        states, batches = record_run(loader, data.set, CHANGES, epochs, snapshot)
     points = states if backend == "thread" else states[::7]  # a few restore points where workers start each time
     for state, e0, k0, consumed in points:
         fresh = Dial(n)

@@ -13,6 +13,7 @@ import json
 import numpy as np
 import pytest
 from helpers import snapshot
+from statedata import record_run
 
 import slipstream as ss
 
@@ -95,20 +96,8 @@ def test_the_same_batches_for_every_backend_and_worker_count(workers, backend):
 def test_resume_from_every_step_with_changes_pending_and_settled_gives_the_rest_exactly(workers, backend, schedule):
     data = mixture(schedule=schedule)
     loader = make(data, workers, backend)
-    states, batches = [], []
     with loader:
-        for e in range(2):
-            it = iter(loader)
-            k = 0
-            while True:
-                if (e, k) in CHANGES:
-                    data.set_weights(CHANGES[(e, k)])
-                states.append((json.loads(json.dumps(loader.state_dict())), e, k, len(batches)))
-                try:
-                    batches.append(snapshot(next(it)))
-                except StopIteration:
-                    break
-                k += 1
+        states, batches = record_run(loader, data.set_weights, CHANGES, 2, snapshot)
     points = states if backend == "thread" else states[::9]
     for state, e0, k0, consumed in points:
         fresh = mixture(schedule=schedule)
