@@ -44,3 +44,26 @@ def test_a_state_with_data_before_the_first_epoch_is_refused_by_a_dataset_withou
     with pytest.raises(ValueError, match="Dial of 25 items"):
         TorchLoader(target, batch_size=BS).load_state_dict(refused)
     assert target.loads == 0
+
+
+class _Core:
+    """slipstream's loader as the drop-in's epoch record sees it: a state that moves on."""
+
+    def __init__(self, state):
+        self.state = state
+
+    def state_dict(self):
+        return json.loads(json.dumps(self.state))
+
+
+def test_with_the_cuda_prefetcher_the_checkpoint_has_the_position_of_the_batch_handed_out_and_the_live_data_state():
+    from slipstream.torch._record import EpochRecord
+
+    record = EpochRecord(0, counts_pulls=False, begun=True)
+    core = _Core({"batch": 1, "data": {"pending": None}})
+    record.took(core)  # the batch the user gets next
+    record.handed = 1
+    core.state = {"batch": 2, "data": {"pending": None}}
+    record.took(core)  # the prefetcher takes one batch ahead
+    core.state = {"batch": 2, "data": {"pending": 7}}  # the user changes the data after that pull
+    assert record.core_state(core) == {"batch": 1, "data": {"pending": 7}}

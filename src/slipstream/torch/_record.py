@@ -93,9 +93,15 @@ class EpochRecord:
             self.core_states.pop(self.pulled - 4, None)  # the prefetcher is one batch ahead
 
     def core_state(self, core: Any) -> Any:
-        """slipstream's state at the batch the user has reached (``core``: slipstream's loader)."""
+        """slipstream's state at the batch the user has reached (``core``: slipstream's loader). With
+        the CUDA prefetcher, the position is the snapshot taken when that batch was pulled, and a
+        stateful dataset's state (``"data"``) the live one: a change made since the pull (pending
+        until the next epoch's start, as the drop-in's orders settle) is in the checkpoint."""
         if self.begun and not self.counts_pulls:
-            return self.core_states[self.handed]
+            state = self.core_states[self.handed]
+            if "data" in state:
+                state = {**state, "data": core.state_dict()["data"]}
+            return state
         return core.state_dict()
 
 
