@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -324,3 +326,26 @@ def test_a_sharded_folder_is_one_dataset_of_its_shards_in_order(tmp_path):
     assert ss.to_huggingface(ss.open([tmp_path / "b.arrow", tmp_path / "b.arrow"]))["text"] == ["t0", "t1", "t2"] * 2
     with pytest.raises(ss.MissingShardError, match="index.json"):
         ss.to_huggingface(tmp_path)  # a folder that is not a dataset: said so, not IsADirectoryError
+
+
+def _damaged_text(path, field, values, offsets):
+    """A packed file of three ``field`` values (1000, 3000 and 5000 bytes) whose stored offsets
+    (0, 1000, 4000, 9000, int64) are overwritten with ``offsets``."""
+    ss.write(path, [{"x": v} for v in values], {"x": field}, progress=False)
+    raw = bytearray(path.read_bytes())
+    at = raw.find(np.array([0, 1000, 4000, 9000], np.int64).tobytes())
+    assert at > 0
+    raw[at : at + 32] = np.array(offsets, np.int64).tobytes()
+    path.write_bytes(bytes(raw))
+    return path
+
+
+@pytest.mark.parametrize("field,values", [(F.Text(), ["a" * 1000, "b" * 3000, "c" * 5000]), (F.Bytes(), [b"a" * 1000, b"b" * 3000, b"c" * 5000])])
+def test_damaged_text_and_bytes_offsets_are_refused_before_datasets_reads_through_them(tmp_path, field, values):
+    decreasing = _damaged_text(tmp_path / "d.ss", field, values, [0, 1000, 500, 9000])  # passes Arrow's cheap validation
+    with pytest.raises(ss.CorruptFileError, match=r"field 'x', samples 0\.\.2"):
+        ss.to_huggingface(decreasing)
+    far = _damaged_text(tmp_path / "far.ss", field, values, [0, 300_000_000, 4000, 9000])  # datasets would read far past the page
+    code = "import sys, slipstream as ss\ntry:\n    ss.to_huggingface(sys.argv[1])['x']\nexcept ss.CorruptFileError as exc:\n    print('refused:', exc)"
+    run = subprocess.run([sys.executable, "-c", code, str(far)], check=False, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and "refused:" in run.stdout, (run.returncode, run.stdout[-500:], run.stderr[-2000:])

@@ -4,7 +4,8 @@ Each page of the file (of every shard, in order) becomes one chunk of an Arrow t
 map (only small offset buffers are made), wrapped in a ``datasets.Dataset`` with features declared from the file's field specs:
 images as ``Image``, labels as ``ClassLabel`` when class names are known, JSON as ``Json`` (checked to decode to the stored value:
 ``datasets`` decodes it with pandas' ujson, which rounds floats, drops lone surrogates and refuses integers beyond 64 bits), arrays
-as fixed lists or ``ArrayND``, token documents as ``List`` (their offsets checked first). ``datasets`` is imported only when called.
+as fixed lists or ``ArrayND``, token documents as ``List``; text, bytes, JSON and token offsets are checked first (``datasets`` trusts
+them). ``datasets`` is imported only when called.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import numpy as np
 
 from ..core.errors import CorruptFileError
 from ..core.optional import require
-from ..files.field import Field
+from ..files.field import Field, checked_binary
 from ..files.field import pyarrow_module as _pa
 from ..files.field_tokens import checked_list
 from ..files.folder import open_folder
@@ -33,6 +34,7 @@ from .hfjson import check_json
 __all__ = ["to_huggingface"]
 
 _HF_ARRAYS = {2: "Array2D", 3: "Array3D", 4: "Array4D", 5: "Array5D"}
+_VALUES = {"float": "float64", "bool": "bool", "text": "large_string", "bytes": "large_binary"}  # fields stored as a datasets Value
 
 def _datasets() -> Any:
     return require("datasets", extra="hf", purpose="ss.to_huggingface needs Hugging Face datasets")
@@ -56,7 +58,8 @@ class _Converter:
         return method(array, first)
 
     def feature(self) -> Any:
-        return getattr(self, f"_feature_{self.field.kind}")()
+        kind = self.field.kind
+        return self.hf.Value(_VALUES[kind]) if kind in _VALUES else getattr(self, f"_feature_{kind}")()
 
     # -- scalars, text, bytes, JSON ----------------------------------------------------------
     def _array_int(self, array: Any, first: int) -> Any:
@@ -75,25 +78,18 @@ class _Converter:
     def _array_float(self, array: Any, first: int) -> Any:
         return array
 
-    _array_bool = _array_text = _array_bytes = _array_float
+    _array_bool = _array_float
 
-    def _feature_float(self) -> Any:
-        return self.hf.Value("float64")
+    def _array_text(self, array: Any, first: int) -> Any:  # as it is, once its offsets are checked (datasets trusts them)
+        return checked_binary(array, self.path, f"field {self.name!r}, samples {first}..{first + len(array) - 1}")
 
-    def _feature_bool(self) -> Any:
-        return self.hf.Value("bool")
+    _array_bytes = _array_text
 
     def _array_tokens(self, array: Any, first: int) -> Any:  # list<int> as it is, once its offsets are checked (datasets trusts them)
         return checked_list(array, self.field.storage_dtype(), self.path, f"field {self.name!r}, samples {first}..{first + len(array) - 1}")  # type: ignore[attr-defined]
 
-    def _feature_text(self) -> Any:
-        return self.hf.Value("large_string")
-
-    def _feature_bytes(self) -> Any:
-        return self.hf.Value("large_binary")
-
     def _array_json(self, array: Any, first: int) -> Any:
-        pa = _pa()
+        pa, array = _pa(), self._array_text(array, first)
         if self.json_as_text:
             return array
         check_json(array, self.hf.Json().decode_example, lambda row: f"{self.where()}, sample {first + row}")

@@ -13,10 +13,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ..core.errors import CorruptFileError
 from ..core.nodes import ArrayLeaf, CollatedNode
 from ..core.optional import require
 
-__all__ = ["Column", "Field", "ScalarColumn", "binary_views", "field_from_spec", "pyarrow_module", "slice_row"]
+__all__ = ["Column", "Field", "ScalarColumn", "binary_views", "checked_binary", "field_from_spec", "pyarrow_module", "slice_row"]
 
 
 def pyarrow_module() -> Any:
@@ -33,6 +34,17 @@ def binary_views(array: Any) -> tuple[np.ndarray, np.ndarray]:
     if len(offsets) != len(array) + 1 or (len(offsets) and (offsets[0] < 0 or offsets[-1] > data.size or (np.diff(offsets) < 0).any())):
         raise ValueError(f"the offsets of {len(array)} values do not fit their {data.size} bytes")
     return offsets, data
+
+
+def checked_binary(array: Any, path: Any, where: str) -> Any:
+    """``array`` (a large_binary/large_string Arrow column) once ``binary_views`` finds its offsets
+    inside its data, for readers that go through them unchecked (``datasets``); ``CorruptFileError``
+    naming ``path`` and ``where`` otherwise."""
+    try:
+        binary_views(array)
+    except ValueError as exc:
+        raise CorruptFileError(path, f"{where}: {exc}") from None
+    return array
 
 
 def slice_row(offsets: np.ndarray, data: np.ndarray, row: int) -> np.ndarray:
