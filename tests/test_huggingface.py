@@ -340,7 +340,10 @@ def _damaged_text(path, field, values, offsets):
     return path
 
 
-@pytest.mark.parametrize("field,values", [(F.Text(), ["a" * 1000, "b" * 3000, "c" * 5000]), (F.Bytes(), [b"a" * 1000, b"b" * 3000, b"c" * 5000])])
+@pytest.mark.parametrize(
+    "field,values",
+    [(F.Text(), ["a" * 1000, "b" * 3000, "c" * 5000]), (F.Bytes(), [b"a" * 1000, b"b" * 3000, b"c" * 5000]), (F.JSON(), ["a" * 998, "b" * 2998, "c" * 4998])],
+)
 def test_damaged_text_and_bytes_offsets_are_refused_before_datasets_reads_through_them(tmp_path, field, values):
     decreasing = _damaged_text(tmp_path / "d.ss", field, values, [0, 1000, 500, 9000])  # passes Arrow's cheap validation
     with pytest.raises(ss.CorruptFileError, match=r"field 'x', samples 0\.\.2"):
