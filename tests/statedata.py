@@ -139,3 +139,33 @@ def record_run(loader, change, changes, epochs: int, snapshot):
                 break
             k += 1
     return states, batches
+
+
+def elastic_two_to_three(build, make, change, before, after, listed: bool, steps: int, snapshot):
+    """Two ranks (``make(data, 1, rank=r, world_size=2)`` over ``build()``) read ``steps`` batches
+    each, ``change(data, before)`` applied before step 1; their states (a JSON round trip) are loaded
+    by three new ranks (all of them when ``listed``, else rank 0's), which read the rest of the epoch
+    with 2 workers, ``change(data, after)`` applied before their step 2. Returns (old data, new data,
+    every loader, the new data's states as loaded, the batches seen in order)."""
+    old = [build(), build()]
+    loaders = [make(d, 1, rank=r, world_size=2) for r, d in enumerate(old)]
+    its = [iter(loader) for loader in loaders]
+    seen = []
+    for k in range(steps):
+        for r in range(2):
+            if k == 1:
+                change(old[r], before)
+            seen.append(snapshot(next(its[r])))
+    states = [json.loads(json.dumps(loader.state_dict())) for loader in loaders]
+    new = [build() for _ in range(3)]
+    resumed = [make(d, 2, rank=r, world_size=3) for r, d in enumerate(new)]
+    for loader in resumed:
+        loader.load_state_dict(states if listed else states[0])
+    loaded = [d.state_dict() for d in new]
+    its = [iter(loader) for loader in resumed]
+    for k in range(len(resumed[0]) + 1):
+        for r in range(3):
+            if k == 2:
+                change(new[r], after)
+            seen.extend(snapshot(b) for b in [next(its[r], None)] if b is not None)
+    return old, new, loaders + resumed, loaded, seen

@@ -13,7 +13,7 @@ import json
 import numpy as np
 import pytest
 from helpers import snapshot
-from statedata import Dial, FinishedDial, HomeOnlyDial, record_run
+from statedata import Dial, FinishedDial, HomeOnlyDial, elastic_two_to_three, record_run
 
 import slipstream as ss
 from slipstream.core.deals import FRESH, Deal, deal_positions
@@ -240,27 +240,8 @@ def test_world_size_2_ranks_in_lockstep_settle_at_the_same_global_positions():
 @pytest.mark.parametrize("listed", [True, False])
 def test_an_elastic_resume_2_to_3_ranks_settles_at_the_same_positions_on_every_new_rank(listed):
     n, steps = 90, 3
-    old = [Dial(n), Dial(n)]
-    loaders = [make(d, 1, rank=r, world_size=2) for r, d in enumerate(old)]
-    its = [iter(loader) for loader in loaders]
-    seen = []
-    for k in range(steps):
-        for r in range(2):
-            if k == 1:
-                old[r].set(4)
-            seen.append(snapshot(next(its[r])))
-    states = [json.loads(json.dumps(loader.state_dict())) for loader in loaders]
-    new = [Dial(n) for _ in range(3)]
-    resumed = [make(d, 2, rank=r, world_size=3) for r, d in enumerate(new)]
-    for loader in resumed:
-        loader.load_state_dict(states if listed else states[0])
-    assert all(d.state_dict() == old[0].state_dict() for d in new)
-    its = [iter(loader) for loader in resumed]
-    for k in range(len(resumed[0]) + 1):
-        for r in range(3):
-            if k == 2:
-                new[r].set(8)
-            seen.extend(snapshot(b) for b in [next(its[r], None)] if b is not None)
+    old, new, _, loaded, seen = elastic_two_to_three(lambda: Dial(n), make, Dial.set, 4, 8, listed, steps, snapshot)
+    assert all(state == old[0].state_dict() for state in loaded)
     deal = Deal(steps * 2 * BS)
     saved = (steps + PREFETCH) * 2 * BS  # where the 2 old ranks would have settled next: the new ones settle there first
     assert positions(new[0]) == positions(new[1]) == positions(new[2]) == [saved, *expected(n, 1, PREFETCH, 3, deal)]

@@ -8,12 +8,10 @@ Process-backend loaders run with ``timeout=`` so a hang fails the test instead o
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 from helpers import snapshot
-from statedata import record_run
+from statedata import elastic_two_to_three, record_run
 
 import slipstream as ss
 
@@ -125,28 +123,12 @@ def test_a_state_of_another_mixture_is_refused_by_the_loader_and_nothing_changes
 @pytest.mark.parametrize("listed", [True, False])
 def test_an_elastic_resume_2_to_3_ranks_reads_every_position_once_with_the_changes(listed):
     n, steps = 96, 3  # 2 ranks x 3 steps x 4 = 24 positions, the other 72 shared by 3 ranks without padding
-    old = [mixture(n), mixture(n)]
-    loaders = [make(d, 1, rank=r, world_size=2) for r, d in enumerate(old)]
-    its = [iter(loader) for loader in loaders]
-    seen = []
-    for k in range(steps):
-        for r in range(2):
-            if k == 1:
-                old[r].set_weights({"web": 0, "code": 1, "math": 2})
-            seen.append(snapshot(next(its[r])))
-    states = [json.loads(json.dumps(loader.state_dict())) for loader in loaders]
-    new = [mixture(n) for _ in range(3)]
-    resumed = [make(d, 2, rank=r, world_size=3) for r, d in enumerate(new)]
-    for loader in resumed:
-        loader.load_state_dict(states if listed else states[0])
-    assert all(d.state_dict() == old[0].state_dict() for d in new)
-    its = [iter(loader) for loader in resumed]
-    for k in range(len(resumed[0]) + 1):
-        for r in range(3):
-            if k == 2:
-                new[r].set_weights({"web": 1, "code": 0, "math": 0})
-            seen.extend(snapshot(b) for b in [next(its[r], None)] if b is not None)
-    for loader in loaders + resumed:
+    old, new, loaders, loaded, seen = elastic_two_to_three(
+        lambda: mixture(n), make, lambda data, weights: data.set_weights(weights), {"web": 0, "code": 1, "math": 2}, {"web": 1, "code": 0, "math": 0},
+        listed, steps, snapshot,
+    )
+    assert all(state == old[0].state_dict() for state in loaded)
+    for loader in loaders:
         loader.close()
     assert all(d.state_dict() == new[0].state_dict() for d in new)
     final = mixture(n)
