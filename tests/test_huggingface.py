@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 import pytest
-from helpers import run_python
+from helpers import overwrite_offsets, run_python
 from packed import photo_like
 
 import slipstream as ss
@@ -332,11 +332,7 @@ def _damaged_text(path, field, values, offsets):
     """A packed file of three ``field`` values (1000, 3000 and 5000 bytes) whose stored offsets
     (0, 1000, 4000, 9000, int64) are overwritten with ``offsets``."""
     ss.write(path, [{"x": v} for v in values], {"x": field}, progress=False)
-    raw = bytearray(path.read_bytes())
-    at = raw.find(np.array([0, 1000, 4000, 9000], np.int64).tobytes())
-    assert at > 0
-    raw[at : at + 32] = np.array(offsets, np.int64).tobytes()
-    path.write_bytes(bytes(raw))
+    overwrite_offsets(path, [0, 1000, 4000, 9000], offsets, np.int64)
     return path
 
 

@@ -7,6 +7,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from helpers import overwrite_offsets
 
 import slipstream as ss
 from slipstream import fields as F
@@ -80,11 +81,7 @@ def test_hugging_face_dataset_token_columns_write_as_tokens(tmp_path):
 def _damaged_tokens(path, offsets):
     """A packed file of three token documents whose stored offsets (0, 1000, 4000, 9000) are overwritten."""
     ss.write(path, [np.full(n, 9, np.int32) for n in (1000, 3000, 5000)], {"tokens": F.Tokens()}, progress=False)
-    raw = bytearray(path.read_bytes())
-    at = raw.find(np.array([0, 1000, 4000, 9000], np.int32).tobytes())
-    assert at > 0
-    raw[at : at + 16] = np.array(offsets, np.int32).tobytes()
-    path.write_bytes(bytes(raw))
+    overwrite_offsets(path, [0, 1000, 4000, 9000], offsets, np.int32)
     return path
 
 
