@@ -29,7 +29,7 @@ $(VENV)/.torch: $(VENV)/.files
 	$(PY) -m pip install --progress-bar off '$(TORCH)'
 	touch $@
 
-# scikit-image's photos, for the benchmarks' smoke tests (tests/test_bench_gpu*.py, tests/test_bench_remote.py
+# scikit-image's photos, for the benchmarks' smoke tests (tests/test_bench_gpu*.py, tests/benchmarks/test_bench_remote.py
 # skip without it) and `make bench`; not in the test extra: it brings SciPy (~40 MB)
 $(VENV)/.photos: $(VENV)/.files
 	@echo "== installing scikit-image (the benchmarks' photos) for the benchmarks' smoke tests"
@@ -42,19 +42,19 @@ $(VENV)/.jax: $(VENV)/.test
 	$(PY) -m pip install -q 'jax>=0.4.30'
 	touch $@
 
-# ss.to_huggingface's tests (tests/test_huggingface.py skips without it)
+# ss.to_huggingface's tests (tests/convert/test_huggingface.py skips without it)
 $(VENV)/.hf: $(VENV)/.test
 	@echo "== installing Hugging Face datasets for the ss.to_huggingface tests"
 	$(PY) -m pip install -q 'datasets>=2.14'
 	touch $@
 
-# ss.write(..., engine="ray")'s tests (tests/test_ray.py skips without it)
+# ss.write(..., engine="ray")'s tests (tests/write/test_ray.py skips without it)
 $(VENV)/.ray: $(VENV)/.test
 	@echo "== installing Ray for the engine='ray' tests"
 	$(PY) -m pip install -q 'ray>=2.9'
 	touch $@
 
-# the tested trainer recipes (tests/test_torch_integrations.py skips what is missing)
+# the tested trainer recipes (tests/torch/test_torch_integrations.py skips what is missing)
 $(VENV)/.trainers: $(VENV)/.torch
 	@echo "== installing accelerate, PyTorch Lightning and transformers for the trainer recipes' tests"
 	$(PY) -m pip install -q 'accelerate>=1.0' 'pytorch-lightning>=2.2' 'transformers>=4.46'
@@ -85,9 +85,9 @@ demo: $(VENV)/.torch
 test: $(VENV)/.test $(VENV)/.torch $(VENV)/.photos $(VENV)/.jax $(VENV)/.hf $(VENV)/.ray $(VENV)/.trainers
 	$(PY) -m pytest -q
 	# the fallbacks on their own: NumPy pixel kernels (no numba), whole-image JPEG decoding (no _roijpeg)
-	SLIPSTREAM_NO_NUMBA=1 SLIPSTREAM_NO_ROIJPEG=1 $(PY) -m pytest -q tests/test_kernels.py tests/test_mapfields.py tests/test_tasks.py
+	SLIPSTREAM_NO_NUMBA=1 SLIPSTREAM_NO_ROIJPEG=1 $(PY) -m pytest -q tests/images/test_kernels.py tests/images/test_mapfields.py tests/images/test_imagetasks.py
 	# ... and the token kernels' NumPy references (packing plans, row gathers, mixtures)
-	SLIPSTREAM_NO_SEQCORE=1 $(PY) -m pytest -q tests/test_pack.py tests/test_pack_plan.py tests/test_pack_edges.py tests/test_pack_outputs.py tests/test_mix.py tests/test_mix_exact.py tests/test_mix_schedule.py
+	SLIPSTREAM_NO_SEQCORE=1 $(PY) -m pytest -q tests/sequences/test_pack.py tests/sequences/test_pack_plan.py tests/sequences/test_pack_edges.py tests/sequences/test_pack_outputs.py tests/sequences/test_mix.py tests/sequences/test_mix_exact.py tests/sequences/test_mix_schedule.py
 
 bench: $(VENV)/.bench
 	$(PY) benchmarks/bench_loader.py

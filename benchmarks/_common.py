@@ -36,7 +36,7 @@ except ImportError:
     sys.exit(f"{Path(sys.argv[0]).name} needs torch: pip install -e '.[bench]' (or run `make bench`)")
 
 try:  # the exact per-epoch order slipstream uses, so the copy limit gathers the same rows
-    from slipstream.core.orders import permutation as _ss_permutation
+    from slipstream.order.orders import permutation as _ss_permutation
 except ImportError:  # pragma: no cover - the private helper moved: any permutation costs the same
     _ss_permutation = None
 

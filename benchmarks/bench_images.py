@@ -48,7 +48,7 @@ cores busy the throughput ratio on a quiet machine follows the inverse ratio of 
 
 GIL share: slipstream's pipeline run single-threaded (``workers=0``) over the JPEG and the smart
 files, with the decode and the resampling (crop, resize, flip, CHW) timed as the pipeline reports
-them (``core.stages``: inside the compiled task call, which runs a chunk of a batch without the
+them (``core.timings``: inside the compiled task call, which runs a chunk of a batch without the
 GIL; or around the per-sample path's decode and resample calls). GIL-held time per sample = total
 time per sample (loader included) - that time; its share of the total bounds
 what threads can overlap: with any number of workers the GIL-held part runs one at a time, so
@@ -220,7 +220,7 @@ def source_fingerprint() -> str:
 
     digest = hashlib.sha256(ss.__version__.encode())
     package = Path(ss.__file__).parent
-    for name in ("files/writer.py", "fields.py", "files/field_image.py", "images/codecs.py", "files/format.py"):
+    for name in ("write/writer.py", "fields.py", "files/field_image.py", "images/encoded/codecs.py", "files/format.py"):
         path = package / name
         if path.exists():
             digest.update(path.read_bytes())
@@ -489,10 +489,10 @@ def ffcv_worker() -> int:
 # -- the GIL share ---------------------------------------------------------------------------------
 def gil_share(path: Path, samples: int, runs: int) -> dict[str, float]:
     """Per-sample microseconds, single-threaded: total, decoding and augmenting (as the pipeline
-    reports them through ``core.stages``: measured inside the compiled task call, which runs
+    reports them through ``core.timings``: measured inside the compiled task call, which runs
     without the GIL, or around the per-sample path's decode and resample calls), and the rest,
     which holds the GIL (the loader, windows, checks, the calls' own Python)."""
-    from slipstream.core import stages
+    from slipstream.core import timings as stages
 
     loader = slipstream_loader(path, workers=0)
     batches = max(1, samples // BATCH)
@@ -731,7 +731,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"\nGIL share of slipstream's pipeline, single-threaded (workers=0, {gil_samples} samples x {gil_runs} runs, medians):")
     print("  held = total per sample (loader included) - decode and resample+layout time as the pipeline reports them")
-    print("         (core.stages: timed inside the compiled task call, which releases the GIL for the whole chunk)")
+    print("         (core.timings: timed inside the compiled task call, which releases the GIL for the whole chunk)")
     print(f"  {'file':<6} {'total us':>9} {'decode us':>10} {'resample us':>12} {'held us':>8} {'held share':>11} "
           f"{'GIL bound img/s':>16} {'2-core bound img/s':>19}")
     for kind in ("jpeg", "smart"):

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))  # the tests' shared helpers (``from helpers import ...``)
 import s3local  # noqa: E402 - tools/, for the remote tests (stdlib only here; moto runs in its child)
 
 

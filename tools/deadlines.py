@@ -9,7 +9,7 @@ every test function, adds up the limits it waits for:
 
 - ``subprocess.run``/``check_output``/``check_call``/``call`` and ``.communicate(...)`` with
   ``timeout=``;
-- calls of functions defined in the same module or in ``tests/helpers.py`` (``run_python``, a
+- calls of functions defined in the same module or in ``tests/support/helpers.py`` (``run_python``, a
   module's own ``child``/``run_script`` wrappers), with their ``timeout`` argument, or the
   default of their ``timeout`` parameter;
 - calls inside a ``for`` loop over ``range(N)`` or a literal sequence count N times, and a test
@@ -164,9 +164,10 @@ def _tests(tree: ast.Module):
 def findings(tests_dir: Path) -> list[str]:
     """One line per test whose pytest deadline does not outlast its children's limits plus MARGIN."""
     default = ini_timeout(tests_dir.parent)
-    shared = _module_functions(ast.parse((tests_dir / "helpers.py").read_text())) if (tests_dir / "helpers.py").exists() else {}
+    helpers = tests_dir / "support" / "helpers.py"
+    shared = _module_functions(ast.parse(helpers.read_text())) if helpers.exists() else {}
     found = []
-    for path in sorted(tests_dir.glob("test_*.py")):
+    for path in sorted(tests_dir.rglob("test_*.py")):
         tree = ast.parse(path.read_text())
         budget = Budget({**shared, **_module_functions(tree)})
         module_limit = _module_timeout(tree)

@@ -23,6 +23,6 @@ except Exception as exc:  # the device stage then decodes JPEGs on the CPU
     vision = f"not usable ({exc})"
 print("roijpeg", p._roi_status, "| numpy", numpy.__version__, "| torch", torch.__version__, "| cuda", torch.cuda.is_available(), "| torchvision", vision)
 PY
-timeout 150 python3 -m pytest -q -p no:cacheprovider -k "cuda or nvjpeg" tests/test_gpu_stage.py tests/test_gpu_decode.py \
-    tests/test_gpu_device.py tests/test_gpu_mapped.py tests/test_torch_dropin.py -rs 2>&1 | tee -a "$OUT/tests.log"
+timeout 150 python3 -m pytest -q -p no:cacheprovider -k "cuda or nvjpeg" tests/images/device/test_gpu_stage.py tests/images/device/test_gpu_decode.py \
+    tests/images/device/test_gpu_device.py tests/images/device/test_gpu_mapped.py tests/torch/test_torch_dropin.py -rs 2>&1 | tee -a "$OUT/tests.log"
 timeout 420 python3 benchmarks/bench_gpu.py --json "$OUT/gpu.json" --budget-s 330 2>&1 | tee "$OUT/gpu.log"

@@ -28,10 +28,9 @@ from .core.errors import (
 from .core.rng import sample_rng
 from .core.views import batchview, joinobs, mapobs, obsview, shuffleobs, splitobs
 from .core.workerinfo import WorkerInfo, worker_info
-from .files.mapped import mapfields
 from .files.packed import PackedDataset
 from .files.shards import ShardedDataset
-from .files.writer import write
+from .images.mapfields import mapfields
 from .loading.loader import DataLoader
 from .loading.parallel import loadparallel
 from .remote.open import open
@@ -41,6 +40,7 @@ from .sequences.mix import mix
 from .sequences.pack import pack
 from .sequences.tokenfiles import token_file
 from .workers.sharedlist import SharedList
+from .write.writer import write
 
 __version__ = "0.1.0"
 

@@ -34,7 +34,7 @@ from .core.optional import require
 jax = require("jax", extra="jax", purpose="slipstream.jax needs JAX", note="for an accelerator, the jax[cuda12] / jax[tpu] build")
 
 from .core import nested
-from .core.checks import check_int
+from .core.arguments import check_int
 from .core.closing import ClosingIterator
 from .core.errors import add_note
 

@@ -34,12 +34,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import ops
 from ..core.collate import default_collate
 from ..core.cpus import usable_cores
 from ..core.errors import PackedFileError, WorkerError
 from ..core.views import obsview
-from ..images import kernels
+from ..images import kernels, ops
 from ..images.kernels import numba_status
 from ..images.pipeline import region_decoder_status
 from ..loading.backends import BACKENDS

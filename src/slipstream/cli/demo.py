@@ -31,11 +31,9 @@ import numpy as np
 
 import slipstream as ss
 
-from .. import fields as F
-from .. import ops
 from ..core.optional import optional
-from ..images import kernels
-
+from ..files import fields as F
+from ..images import kernels, ops
 
 # what the demo cannot run without: the files extra's packed files, JPEG encoder and image library
 REQUIRED = {"pyarrow": "pyarrow (packed files)", "simplejpeg": "simplejpeg (JPEG)", "PIL": "Pillow (the photo-like images)"}

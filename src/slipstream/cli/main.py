@@ -11,11 +11,11 @@ from .. import __version__
 from ..convert.sources import convert
 from ..core.errors import PackedFileError
 from ..core.sizes import parse_size
-from ..files.failures import SKIP_HINT, SkippedSamplesWarning
-from ..files.failures import describe as describe_skipped
 from ..files.field import pyarrow_module
 from ..loading.backends import BACKENDS
 from ..remote.open import open as open_any
+from ..write.failures import SKIP_HINT, SkippedSamplesWarning
+from ..write.failures import describe as describe_skipped
 from .bench import PIPELINES, WARMUP_BATCHES
 from .bench import run as run_bench
 from .demo import main as run_demo

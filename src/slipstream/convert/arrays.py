@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import fields as F
+from ..files import fields as F
 from ..files.field import Field
-from .base import ConvertError, Source
+from .source import ConvertError, Source
 
 __all__ = ["npy_source", "npz_source"]
 

@@ -13,12 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import fields as F
+from ..files import fields as F
 from ..files.field import Field
 from ..files.field import pyarrow_module as _pa
 from ..files.field_tokens import list_views
-from ..images import codecs as _imaging
-from .base import ConvertError
+from ..images.encoded import codecs as _imaging
+from .source import ConvertError
 
 __all__ = ["Column", "first_null", "hf_column", "null_error"]
 

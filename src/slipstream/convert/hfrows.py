@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .. import fields as F
-from ..images import codecs as _imaging
+from ..files import fields as F
+from ..images.encoded import codecs as _imaging
 from .columns import Column, hf_column
 from .tables import _TableRows
 

@@ -28,7 +28,7 @@ from ..files.field_tokens import checked_list
 from ..files.folder import open_folder
 from ..files.packed import PackedDataset
 from ..files.shards import ShardedDataset
-from ..images import codecs as _imaging
+from ..images.encoded import codecs as _imaging
 from .hfjson import check_json
 
 __all__ = ["to_huggingface"]

@@ -25,8 +25,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .. import fields as F
-from ..images import codecs as _imaging
+from ..files import fields as F
+from ..images.encoded import codecs as _imaging
 
 __all__ = ["ImageFolder", "imagefolder"]
 

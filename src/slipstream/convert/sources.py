@@ -28,7 +28,7 @@ Packed files hold no nulls: a null value raises ``ConvertError`` naming the colu
 ``codec="jpeg"``, images that are not JPEG already (PNG, BMP, TIFF, raw pixels...) are re-encoded
 as JPEG, which is lossy: ``Source.cautions`` says so (``slipstream convert`` prints it), and
 ``codec="png"`` keeps them lossless. ``on_error="skip"`` writes every sample that reads and
-encodes and lists the others in the metadata (``files.failures``).
+encodes and lists the others in the metadata (``write.failures``).
 """
 
 from __future__ import annotations
@@ -38,13 +38,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .. import fields as F
+from ..files import fields as F
 from ..files.writelock import LOCK
-from ..files.writer import write
-from ..images.codecs import sniff
+from ..images.encoded.codecs import sniff
+from ..write.writer import write
 from .arrays import npy_source, npz_source
-from .base import SUPPORTED, ConvertError, Source
 from .imagefolder import EXTENSIONS, imagefolder
+from .source import SUPPORTED, ConvertError, Source
 from .tables import huggingface_source, parquet_source
 
 __all__ = ["SUPPORTED", "ConvertError", "Source", "convert", "open_source"]

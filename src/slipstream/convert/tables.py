@@ -11,10 +11,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .. import fields as F
+from ..files import fields as F
 from ..files.field import pyarrow_module as _pa
-from .base import ConvertError, Source
 from .columns import Column, first_null, hf_column, null_error
+from .source import ConvertError, Source
 
 __all__ = ["huggingface_source", "parquet_source"]
 

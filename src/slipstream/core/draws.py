@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import streams
+
 __all__ = ["Draws"]
 
 _MASK = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15  # the Weyl increment of SplitMix64
 _DRAW = 0xD1B54A32D192ED03  # another odd constant, for the draws of one sample
 _M1, _M2 = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
-_TAG = 4  # keeps these streams apart from the orders' (1) and sample_rng's (2)
 _UNIT = 2.0**-53
 
 
@@ -67,7 +68,7 @@ class Draws:
     __slots__ = ("_key", "_rows")
 
     def __init__(self, seed: int, epoch: int, indices: np.ndarray | list[int]):
-        key = _mix(_TAG)
+        key = _mix(streams.DRAWS)
         seed = int(seed)
         if seed < 0:
             raise ValueError(f"seed must be >= 0, got {seed}")

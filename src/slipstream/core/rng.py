@@ -19,17 +19,17 @@ from typing import Any
 
 import numpy as np
 
+from . import streams
 from .draws import Draws
 
 __all__ = ["one_sample", "sample_context", "sample_draws", "sample_rng", "seed_rng"]
 
 _local = threading.local()
-_SAMPLE_TAG = 2  # keeps the samples' random streams apart from the orders' (see _orders)
 
 
 def seed_rng(seed: int, epoch: int, index: int) -> np.random.Generator:
     """The generator ``sample_rng()`` returns while sample ``index`` of ``epoch`` loads under ``seed``."""
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(_SAMPLE_TAG, epoch, index))))
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(streams.SAMPLE, epoch, index))))
 
 
 class _Context:

@@ -8,7 +8,7 @@ becomes one ``(n, *shape)`` array, each object leaf a list.
 
 The structure is decided once per spec (``nested.flatten``: the leaf nodes in depth-first order
 and the ``Structure`` that rebuilds the nesting); the per-sample path then runs the writers and
-settlers compiled from it (``core.writers``) and rebuilds views with the structure's precompiled
+settlers compiled from it (``core.samplewriters``) and rebuilds views with the structure's precompiled
 ``unflatten``, never a generic walk of the sample.
 
 Contract: ``Spec.write`` / ``settle`` / ``settle_batch`` accept exactly what ``default_collate``
@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from . import writers as w
+from . import samplewriters as w
 from .containers import flatten_group
 from .nested import Structure, flatten
 from .nodes import ArrayLeaf, CollatedNode, Node, ObjectLeaf, VarNode, leaf_of

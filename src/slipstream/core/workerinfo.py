@@ -9,9 +9,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import streams
+
 __all__ = ["WorkerInfo", "seed_globals", "set_worker_info", "worker_info", "worker_seed"]
 
-_WORKER_TAG = 3  # keeps the workers' global seeds apart from the orders' (1) and the samples' (2)
 
 
 class WorkerInfo(NamedTuple):
@@ -45,7 +46,7 @@ def set_worker_info(info: WorkerInfo | None, *, process: bool = False) -> None:
 
 def worker_seed(seed: int, worker_id: int) -> int:
     """A 64-bit seed for worker ``worker_id`` of a loader seeded with ``seed``."""
-    return int(np.random.SeedSequence(seed, spawn_key=(_WORKER_TAG, worker_id)).generate_state(1, np.uint64)[0])
+    return int(np.random.SeedSequence(seed, spawn_key=(streams.WORKER, worker_id)).generate_state(1, np.uint64)[0])
 
 
 def seed_globals(seed: int) -> None:

@@ -6,8 +6,9 @@ from typing import Any
 
 import numpy as np
 
+from ..core import streams
 from ..core.nodes import VarNode
-from ..images import codecs as _imaging
+from ..images.encoded import codecs as _imaging
 from .field import Column, Field, binary_views, pyarrow_module, slice_row
 
 __all__ = ["Image", "ImageColumn"]
@@ -171,7 +172,7 @@ class Image(Field):
         if self.policy == "smart":
             return self.codec if raw_size > self.threshold else "raw"
         if self.policy == "proportion":
-            coin = np.random.Generator(np.random.PCG64(np.random.SeedSequence(self.seed, spawn_key=(3, index)))).random()
+            coin = np.random.Generator(np.random.PCG64(np.random.SeedSequence(self.seed, spawn_key=(streams.CODEC_CHOICE, index)))).random()
             return self.codec if coin < self.proportion else "raw"
         return self.codec
 

@@ -19,7 +19,7 @@ import json
 import zlib
 from typing import Any
 
-from ..images import codecs as _imaging
+from ..images.encoded import codecs as _imaging
 
 FORMAT = "slipstream.packed"
 VERSION = 1

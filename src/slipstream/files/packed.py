@@ -23,13 +23,13 @@ import numpy as np
 
 from ..core.errors import ChecksumError, CorruptFileError, FormatVersionError, MissingFieldError, NotAPackedFileError
 from ..core.spec import Spec
+from ..images.mapfields import mapfields
 from . import format as _format
 from .field import Column, Field, ScalarColumn, field_from_spec
 from .field import pyarrow_module as _pa
 from .field_array import FixedColumn
 from .field_image import ImageColumn
 from .local import LocalFile
-from .mapped import mapfields
 from .pagememory import PageMemory
 
 __all__ = ["PackedDataset", "checked_indices"]
@@ -187,7 +187,7 @@ class PackedDataset:
     def map(self, **pipelines: Any) -> Any:
         """``ds.map(image=[ops...])``: a view whose field ``image`` goes through that pipeline (see
         ``slipstream.ops``); ``ds.map(image=[ops...], device="cuda")`` runs its pixel work on that
-        torch device (``slipstream.gpu.mapped``; options ``cpu_share``, ``dtype``, ``layout``)."""
+        torch device (``slipstream.images.device.devicemap``; options ``cpu_share``, ``dtype``, ``layout``)."""
         return mapfields(self, **pipelines)
 
     def batch_spec(self) -> Spec | None:

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..core.errors import ChecksumError, ShardMismatchError
 from ..core.spec import Spec
-from .mapped import mapfields
+from ..images.mapfields import mapfields
 from .packed import PackedDataset, checked_indices
 
 __all__ = ["ShardedDataset", "scatter_rows"]

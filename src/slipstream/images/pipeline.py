@@ -7,7 +7,7 @@ at the smallest DCT scale (1/2, 1/4, 1/8) that still covers the window at the ou
 per-thread scratch buffer that is reused), and resamples the window straight into ``out`` (the
 batch slot), flipped, laid out and normalized in the same pass. Custom ``ops.Apply`` steps break
 the fusion: the geometry then goes to a uint8 HxWxC image that they are given in turn.
-``Pipeline.windows`` places many samples' windows at once (what ``images.tasks`` runs a whole
+``Pipeline.windows`` places many samples' windows at once (what ``images.imagetasks`` runs a whole
 chunk of a batch from, in one compiled call).
 """
 
@@ -19,13 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from ..core import stages
+from ..core import timings as stages
 from ..core.draws import Draws
 from ..core.optional import probe
 from ..core.rng import sample_draws
-from ..ops import Apply, Decode, Geometry, Normalize, Op, ToCHW, ToRGB, Windows
-from . import codecs as _imaging
 from . import kernels as _kernels
+from .encoded import codecs as _imaging
+from .ops import Apply, Decode, Geometry, Normalize, Op, ToCHW, ToRGB, Windows
 from .placement import place
 
 __all__ = ["ImageDecodeError", "ImageSource", "Pipeline", "region_decoder", "region_decoder_status"]

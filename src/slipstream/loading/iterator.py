@@ -1,7 +1,7 @@
 """An epoch's iterator: batches from the backend's executor, counted as they are handed out.
 
 ``LoaderIterator`` is what ``iter(loader)`` returns. Each ``next()`` first lets stateful data settle
-its changes (``loading.datastate``: before the executor starts any more batches), then takes the
+its changes (``order.datastate``: before the executor starts any more batches), then takes the
 executor's next batch (shaping one read before the buffers had a shape through the loader's
 ``shape_batch``) and records it in the epoch's ``Progress`` and ``EpochStats``.
 """
@@ -12,9 +12,9 @@ import threading
 from typing import Any
 
 from ..core.closing import ClosingIterator
+from ..order.datastate import Settler
+from ..order.progress import Progress
 from .buffers import Unshaped
-from .datastate import Settler
-from .progress import Progress
 from .stats import EpochStats, clock
 
 __all__ = ["LoaderIterator"]

@@ -14,21 +14,21 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..core.checks import check_int
+from ..core.arguments import check_int
 from ..core.containers import numobs
 from ..core.spec import Spec
+from ..order.datastate import DataState, opened_in, settle_at_in
+from ..order.epochs import EpochOrder
+from ..order.progress import Position, Progress, state_dict, todo
+from ..order.resume import Batching, field_names, resume
 from .backends import Reading, Settings, make_backend
+from .batchplan import COLLATE, INTO, SAMPLES, BatchPlan, chunk_size
 from .buffers import Buffers, Unshaped
-from .datastate import DataState, opened_in, settle_at_in
-from .epochs import EpochOrder
 from .finishing import FinishingExecutor, finisher_of
 from .iterator import LoaderIterator
 from .options import check_options, unknown_arguments
-from .plan import COLLATE, INTO, SAMPLES, BatchPlan, chunk_size
-from .progress import Position, Progress, state_dict, todo
 from .readahead import hint_of, read_ahead
 from .readers import BatchInfo, make_reader
-from .resume import Batching, field_names, resume
 from .stats import EpochStats
 
 __all__ = ["DataLoader", "LoaderIterator"]
@@ -73,7 +73,7 @@ class DataLoader:
         finish_ahead: for data with a batch finisher (a device stage), the batches finished ahead
             of the consumer (default ``max(2, prefetch)``; see Finishing below).
         in_order: False lets a finished batch overtake one that is still loading.
-        rank, world_size: this process's share of each epoch (see ``core.orders`` for padding); a
+        rank, world_size: this process's share of each epoch (see ``order.orders`` for padding); a
             shuffled order then needs ``seed`` (the same on every rank).
         sampler: an iterable of indices, re-iterated each epoch (``set_epoch(epoch)`` is called
             when it has one); excludes ``shuffle``. A sized one is drawn whole each epoch; one
@@ -83,9 +83,9 @@ class DataLoader:
             shuffle, sampler, drop_last.
         order: "sequential", "random" (what ``shuffle=True`` means) or "quasi_random": pages of a
             packed file in random order, samples shuffled within a window of 8 pages, so an epoch
-            reads each page about once (see ``core.orders.quasi_random``); works with rank sharding.
+            reads each page about once (see ``order.orders.quasi_random``); works with rank sharding.
             Or an epoch order object (``batches(epoch, n, seed)``, ``num_batches(n)``: see
-            ``loading.epochs``) that decides this rank's batches itself.
+            ``order.epochs``) that decides this rank's batches itself.
 
     Batches and buffers: with the default collate, batches are written into a small pool of
     preallocated buffers. A buffer is reused only when nothing outside the loader references any
@@ -105,7 +105,7 @@ class DataLoader:
     the consumer uses another; each holds device memory) (``loading.finishing``); ``timeout``
     applies to a finish too; ``state_dict()`` counts only the batches handed out.
 
-    Stateful data (``loading.datastate``): a container with ``state_dict()`` and ``load_state_dict()``
+    Stateful data (``order.datastate``): a container with ``state_dict()`` and ``load_state_dict()``
     is part of the loader's state (``"data"``); one with ``settle_changes(position)`` too has the
     changes made to it at run time (a mixture's ``set_weights``) take effect from a position no
     worker has begun reading: with the "sequential" order, the first position of the batch
@@ -174,7 +174,7 @@ class DataLoader:
         self._buffers = Buffers(self.batch_size, self.prefetch + 4, self._backend.allocate, declared, self._reader.origin)
         self._next = Position()  # where the next iterator starts (after load_state_dict: mid-epoch)
         self._progress: Progress | None = None  # the most recent iterator's, kept after it is gone
-        self._settler: Any = None  # ... and its settle calls (stateful data: ``loading.datastate``)
+        self._settler: Any = None  # ... and its settle calls (stateful data: ``order.datastate``)
         self._stats: EpochStats | None = None  # ... and its counters (see ``stats``)
         self._busy: Any = None  # ... and its worker threads' busy meter (None without threads)
         self._lock = threading.RLock()  # iter() claims epochs under it
@@ -214,7 +214,7 @@ class DataLoader:
             # first: a sampler (or a finisher) that fails changes nothing
             if start.deal.fresh:
                 batches = self._order.batches(start.epoch, self._n, seed)
-            else:  # the rest of an epoch begun with other batching (``loading.resume``)
+            else:  # the rest of an epoch begun with other batching (``order.resume``)
                 batches = self._order.batches(start.epoch, self._n, seed, start.deal)
             finisher = finisher_of(self.data)  # may raise (no CUDA...): before anything changes too
             total = len(batches) if isinstance(batches, list) else None
@@ -312,7 +312,7 @@ class DataLoader:
         packed files and views of them) and, for ``order="quasi_random"``, ``num_pages`` and
         ``page_layout`` (a digest of ``page_starts()``). Stateful data: ``data``, its ``state_dict()``
         (and ``opened`` for an epoch begun with nothing handed out yet, ``settle_at`` for one begun
-        in the sequential order: where its changes settle next, also after a resume: ``loading.datastate``).
+        in the sequential order: where its changes settle next, also after a resume: ``order.datastate``).
         """
         progress, settler = self._progress, self._settler
         position = self._next if progress is None else Position.after(progress)
@@ -333,7 +333,7 @@ class DataLoader:
         The data and the order must be the state's: its length, its fields, the order and (for
         "quasi_random") the page layout; else ``ValueError`` says which differs. A loader made with
         ``seed=`` refuses a state of another seed; one made without takes the state's seed.
-        ``loading.resume`` says which orders can move, and how states saved before a key existed load.
+        ``order.resume`` says which orders can move, and how states saved before a key existed load.
         Stateful data loads ``state["data"]`` first (a list: the ranks' must be equal), and is put
         back as it was if the rest is refused; a state without ``data`` leaves the data as it is.
         """

@@ -1,7 +1,7 @@
 """The DataLoader's arguments, checked: one clear error per mistake, before anything starts.
 
 ``check_options`` normalises the arguments (NumPy integers become ints, ``workers="auto"`` becomes
-``usable_cores()``, ``shuffle`` becomes ``order="random"``) and turns them into the loader's epoch order (``loading.epochs``); an unknown
+``usable_cores()``, ``shuffle`` becomes ``order="random"``) and turns them into the loader's epoch order (``order.epochs``); an unknown
 keyword gets a hint naming slipstream's word for it (``num_workers=`` is torch's ``workers=``).
 """
 
@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from ..core.checks import check_callable, check_flag, check_int, check_timeout
+from ..core.arguments import check_callable, check_flag, check_int, check_timeout
 from ..core.cpus import usable_cores
+from ..order.epochs import BatchSamplerOrder, EpochOrder, IndexOrder, SamplerOrder, UserOrder
 from .backends import BACKENDS
-from .epochs import BatchSamplerOrder, EpochOrder, IndexOrder, SamplerOrder, UserOrder
 
 __all__ = ["check_options", "check_workers", "unknown_arguments"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from ..core.checks import check_callable, check_int
+from ..core.arguments import check_callable, check_int
 from ..core.closing import ClosingIterator
 from ..core.errors import add_note
 from .backends.inline import InlineExecutor

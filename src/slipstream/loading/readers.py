@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core import stages
+from ..core import timings as stages
 from ..core.containers import getobs, getobs_into, is_group, origin_note
 from ..core.errors import Cancelled, add_note
 from ..core.nodes import ArrayLeaf

@@ -5,7 +5,7 @@ from the first ``next()`` to the latest batch, and how much of that time the con
 ``next()`` (waiting for a batch, or shaping one): the *wait fraction*. Near 1, training is input
 bound (more workers, a faster pipeline, or processes); near 0, the loader keeps ahead. Thread
 workers also report how busy they were (time in tasks over ``workers`` times the epoch's time so
-far), and where that time went per sample (``core.stages``: decode, augment, collate as the work
+far), and where that time went per sample (``core.timings``: decode, augment, collate as the work
 reports them, read the rest). Two clock reads per batch on the consumer's side, one pair per task
 in a worker thread, one or two per stage a task reports.
 """
@@ -15,13 +15,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..core.stages import SAMPLES
+from ..core.timings import SAMPLES
 
 __all__ = ["Busy", "BusyMeter", "EpochStats", "clock", "per_sample"]
 
 
 class BusyMeter:
-    """Seconds each worker thread spent in tasks, and in each stage (``core.stages``: each worker
+    """Seconds each worker thread spent in tasks, and in each stage (``core.timings``: each worker
     adds to its own entries only)."""
 
     __slots__ = ("seconds", "stages", "born")

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core import streams
 from ..core.optional import probe
 
 __all__ = [
@@ -44,7 +45,6 @@ __all__ = [
 METHODS = ("concat", "best_fit", "first_fit")
 TOO_LONG = ("split", "truncate", "error")
 MAX_BIN_LENGTH = 2**24  # the bins planners keep a table per remaining capacity
-_PACK_TAG = 23  # keeps the packing's random stream apart from the loader's orders
 
 
 def kernels() -> tuple[Any, str]:
@@ -53,12 +53,12 @@ def kernels() -> tuple[Any, str]:
 
 
 def seeded_rng(seed: int) -> np.random.Generator:
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(_PACK_TAG,))))
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(streams.PACK,))))
 
 
 def shuffle_keys(seed: int) -> np.ndarray:
     """The 4 round keys (uint64) of the tie-breaking shuffle of ``seed``."""
-    return np.random.SeedSequence(seed, spawn_key=(_PACK_TAG, 1)).generate_state(4, np.uint64)
+    return np.random.SeedSequence(seed, spawn_key=(streams.PACK, 1)).generate_state(4, np.uint64)
 
 
 def _mix64(z: np.ndarray) -> np.ndarray:

@@ -23,7 +23,7 @@ import torch.utils.data as _tud
 from ._bypass import AccelerateBypassWarning, mark_prepared
 from ._dataloader import DataLoader
 from ._datasets import _length
-from ._device import _check_device
+from ._todevice import _check_device
 
 __all__ = ["AccelerateBypassWarning", "prepare"]
 

@@ -27,7 +27,7 @@ import torch
 from torch.utils.data import default_collate as _torch_collate
 
 from ..core import nested
-from ..gpu.staged import StagedImage
+from ..images.device.hostfield import StagedImage
 
 # NumPy dtypes that ``torch.from_numpy`` turns into the tensor dtype default_collate gives
 _ARRAY_DTYPES = frozenset(

@@ -31,12 +31,11 @@ import numpy as np
 import torch
 import torch.utils.data as _tud
 
-from ..loading.datastate import is_stateful
 from ..loading.loader import DataLoader as _SSLoader
+from ..order.datastate import is_stateful
 from ..workers.pool import WorkerPool
 from ._bypass import prepared_flag
 from ._datasets import _finishes, _SamplerOrder
-from ._device import _NO_ACCELERATOR, _accelerator_available, _check_device, _pinned, _to_cuda, _to_device
 from ._epoch import _LoaderIter
 from ._iterable import _Fetcher, _IterablePayload, _round_robin, _seeded_pipe, _Skipping
 from ._mapepoch import _MapEpoch
@@ -45,6 +44,7 @@ from ._record import EpochRecord, SamplerDraws
 from ._rngstate import generators, replayed, restart_from, states
 from ._samplerepochs import check_epochs, check_readable, epoch_samplers, epochs_of, set_epochs
 from ._state import Resume, build, read
+from ._todevice import _NO_ACCELERATOR, _accelerator_available, _check_device, _pinned, _to_cuda, _to_device
 
 _BACKENDS = ("process", "thread")
 _T_co = TypeVar("_T_co", covariant=True)
@@ -327,7 +327,7 @@ class DataLoader(_tud.DataLoader[_T_co]):
         to another epoch since (call ``set_epoch`` with the saved epoch's number, or not at all).
         A mid-epoch state is refused (``ValueError``) for a sampler with ``set_epoch`` but no
         integer ``epoch`` to read it by: it could not be put back at its epoch.
-        A stateful dataset (``state_dict``/``load_state_dict``: ``slipstream.loading.datastate``)
+        A stateful dataset (``state_dict``/``load_state_dict``: ``slipstream.order.datastate``)
         loads its state, saved in slipstream's loader's, now (its ``ValueError`` before anything changes).
         Raises TypeError if ``state_dict`` is not a dict, ValueError if it is not such a state or
         was saved by a DataLoader built with a different dataset size, batching or sampling.

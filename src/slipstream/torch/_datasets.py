@@ -3,7 +3,7 @@
 * ``_Dataset`` and its subclasses wrap the user's dataset so slipstream indexes it as torch does
   (a tuple or dict dataset is one container, not a slipstream group), with or without
   ``__getitems__``, keeping a packed file's ``getobs_batch_into`` and ``batch_spec`` and a stateful
-  dataset's ``state_dict``/``load_state_dict``/``settle_changes`` (``loading.datastate``). Each
+  dataset's ``state_dict``/``load_state_dict``/``settle_changes`` (``order.datastate``). Each
   wrapper carries a token and registers itself in ``_DATASETS`` when made or unpickled, so a
   worker process finds its own copy for ``get_worker_info().dataset``.
 * ``_WholeDataset``/``_WholeCollate`` pass ``__getitems__``'s return value whole to the user's
@@ -54,7 +54,7 @@ class _Dataset:
     def __reduce__(self) -> tuple[Any, ...]:
         return (_restore, (type(self), self.dataset, self.token))
 
-    # the dataset's state, when it has one (``loading.datastate``): AttributeError where it has none
+    # the dataset's state, when it has one (``order.datastate``): AttributeError where it has none
     @property
     def state_dict(self) -> Any:
         return self.dataset.state_dict
@@ -163,7 +163,7 @@ def _sized(sampler: Any) -> bool:
 
 
 class _SamplerOrder:
-    """The epoch order (``slipstream.loading.epochs``) of a torch loader: each epoch's batches
+    """The epoch order (``slipstream.order.epochs``) of a torch loader: each epoch's batches
     drawn from torch's batch sampler (or, ``batch_size=None``, its sampler, one index per batch)
     when slipstream starts the epoch, as torch's iterator draws them: a sized sampler whole, one
     without ``__len__`` as the batches are loaded. No ``set_epoch``: torch leaves that to the user."""

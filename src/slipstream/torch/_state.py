@@ -17,7 +17,7 @@ The state (JSON-serializable; generator states are base64 text) holds:
   for an ``IterableDataset``; with a stateful dataset's own state as its ``data``), and
   ``loader_behind``: it describes an epoch left unfinished before the one in progress started, so
   the resumed loader moves past it first; ``data``: a stateful map-style dataset's state
-  (``loading.datastate``) while ``loader`` is None (before the first epoch);
+  (``order.datastate``) while ``loader`` is None (before the first epoch);
 * ``worker_batches``: an ``IterableDataset`` read out of order by worker processes (``in_order=False``):
   each worker's batches handed out this epoch (the resumed workers each read past their own; the
   order they came in depends on timing), else None;
@@ -36,7 +36,7 @@ from typing import Any
 import torch
 import torch.utils.data as _tud
 
-from ..loading.datastate import is_stateful
+from ..order.datastate import is_stateful
 from ._datasets import _length
 from ._record import EpochRecord
 from ._rngstate import GLOBAL, decode, encode, generators, states

@@ -28,7 +28,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from ..core import stages
+from ..core import timings as stages
 from ..core.errors import Cancelled, add_note
 from ..core.workerinfo import WorkerInfo, set_worker_info
 from . import protocol
@@ -49,7 +49,7 @@ class Run:
         self.left = len(parts)
         self.error_pos, self.error, self.error_where = len(parts), None, ""
         self.seconds = 0.0  # time its parts ran
-        self.stages: dict[str, float] = {}  # ... and what they reported of it (``core.stages``)
+        self.stages: dict[str, float] = {}  # ... and what they reported of it (``core.timings``)
 
     def part(self, state: Any, pos: int) -> tuple[Any, BaseException | None, float, dict[str, float]]:
         """Run part ``pos``: ``(result, error, seconds, stages it reported)``; a job's part is

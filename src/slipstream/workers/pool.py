@@ -212,7 +212,7 @@ class WorkerPool:
     ) -> int:
         """Run each of ``parts`` as ``fn(state, *args, generation)`` in ``worker``, shared between its
         threads; one ticket, whose value is ``(results in part order, seconds the parts ran, seconds
-        per stage they reported)`` (``core.stages``), or the earliest failed part's exception. The
+        per stage they reported)`` (``core.timings``), or the earliest failed part's exception. The
         rest as ``submit``."""
         return self._submit(worker, lambda ticket: protocol.job(ticket, generation, parts), keep, objects, segments)
 

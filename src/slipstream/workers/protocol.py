@@ -12,7 +12,7 @@ parent -> worker
                                    (on the worker's threads, see ``crew``), skipping the rest once
                                    one failed or ``generation`` is cancelled; answered once: OK with
                                    ``(results in part order, seconds the parts ran, the seconds per
-                                   stage they reported (core.stages))``, or ERR with the earliest
+                                   stage they reported (core.timings))``, or ERR with the earliest
                                    failed part's exception
     ATTACH      key, size          one fd follows: map ``size`` bytes of it as ``state.segments[key]``
     PUT         key, obj           ``state.cache[key] = obj``; an ``Apply`` is run instead, at once

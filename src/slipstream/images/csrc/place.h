@@ -2,11 +2,11 @@
  * place: the geometry ops' windows and where they lie in the decoded pixels,
  * for every sample of a task, in C: the same IEEE operations in the same
  * order as ops.py's Geometry.place and images/placement.py (which the
- * per-sample path runs), so both give the same bits (tests/test_tasks.py).
+ * per-sample path runs), so both give the same bits (tests/images/test_imagetasks.py).
  *
  * A program is a list of ops of SS_OP_WORDS doubles each: its kind, the
  * column of its first draw in the sample's uniforms `u`, then its parameters
- * (images/tasks.py's `_program` writes them):
+ * (images/imagetasks.py's `_program` writes them):
  *   SS_RRC:    size_h, size_w, scale0, scale1 - scale0, log(ratio0),
  *              log(ratio1) - log(ratio0), halvings, ratio0, ratio1, 0.5**halvings
  *   SS_RESIZE: size (the shorter side; 0: resize to h x w), h, w

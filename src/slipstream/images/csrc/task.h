@@ -6,7 +6,7 @@
  * roi_decode) or stored pixels (raw), resampled into the window's output size
  * (ss_resample), mirrored, and written into the sample's row of the batch
  * (ss_write). Every window, scale and decode region is computed by the caller
- * (images/tasks.py, in NumPy), so this code only executes them.
+ * (images/imagetasks.py, in NumPy), so this code only executes them.
  *
  * It stops at the first sample it does not handle, and returns its position
  * with `msg` saying why: a JPEG that fails to decode, a CMYK/YCCK or

@@ -8,7 +8,7 @@ A backend has a small surface, the same for every way of loading:
   plans that hands out batches (or ``Unshaped`` samples) in order, keeping the executor contract
   (``loading.jobs``, ``backends.ordered``): bounded prefetch, errors at their batch, ``close()``;
 * ``restart(worker_init)``: the next ``run`` starts fresh workers (with the data as it is then);
-* ``data_changed(state)``: stateful data took ``state`` (``loading.datastate``): jobs made after it
+* ``data_changed(state)``: stateful data took ``state`` (``order.datastate``): jobs made after it
   run on copies of the data that loaded it (nothing to do where the workers share the data);
 * ``close()``: stop the workers and free what they hold (idempotent; a later ``run`` starts anew).
 
@@ -22,11 +22,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ...core.slots import heap_arrays
+from ..batchplan import BatchPlan
 from ..buffers import Buffers
 from ..jobs import Job
-from ..plan import BatchPlan
 from ..readers import Reader
-from ..tasks import local_job
+from ..readtasks import local_job
 
 __all__ = ["Backend", "Reading", "Settings"]
 

@@ -5,10 +5,10 @@ pickled once otherwise. They persist across epochs until ``close()`` (or ``resta
 epoch starts fresh ones with the data as it is then), and a new pool replaces one that broke or
 whose seed changed. Batch slots live in shared-memory segments (``allocate``), so a worker writes
 its rows where the consumer reads them, without a copy. A batch plan becomes a job of tasks
-(``loading.tasks``' ``remote_*`` functions: the same read path as threads) sent by the
+(``loading.readtasks``' ``remote_*`` functions: the same read path as threads) sent by the
 ``ProcessExecutor``. When stateful data changes state (``data_changed``), every job made afterwards
 carries the state as an ``Apply`` object (``workers.protocol``), which the pool sends to each worker
-once and the worker's copy loads before it reads the job (``loading.datastate``); a new pool's workers
+once and the worker's copy loads before it reads the job (``order.datastate``); a new pool's workers
 start with the data as it is then, and get only the changes after. ``layout()`` says how many processes run how many threads each: ``workers``
 processes of one thread here; the helper backend (``helper``) is one process of ``workers`` threads.
 """
@@ -23,13 +23,13 @@ from typing import Any
 import numpy as np
 
 from ...core.spec import Spec
+from ...order.datastate import load_in_worker
 from ...workers.pool import WorkerPool
 from ...workers.protocol import Apply
 from ...workers.shm import Segment, layout
-from ..datastate import load_in_worker
+from ..batchplan import COLLATE, INTO, BatchPlan
 from ..jobs import Job, Task, batch_name
-from ..plan import COLLATE, INTO, BatchPlan
-from ..tasks import failed, remote_collate, remote_read_into, remote_samples, unshaped
+from ..readtasks import failed, remote_collate, remote_read_into, remote_samples, unshaped
 from .base import Backend, Reading, Settings
 from .process_executor import ProcessExecutor
 

@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ...core import stages
+from ...core import timings as stages
 from ...core.closing import close_at_exit, forget_at_exit
 from ...core.errors import add_note
 from ...core.workerinfo import WorkerInfo, set_worker_info, worker_seed
