@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from slipstream.images import kernels as K
-from slipstream.images.kernels import numba_passes, numba_path, numpy_path
+from slipstream.images.kernels import numba_path, numpy_path
 
 IMPLS = [
     pytest.param(numpy_path.resample, id="numpy"),
@@ -236,7 +236,7 @@ def test_public_function_dispatches_and_warm_up():
     seconds = K.warm_up()
     assert seconds >= 0.0 and (K.NUMBA or seconds == 0.0)
     if K.NUMBA:
-        assert numba_passes.resample_u8.targetoptions["nogil"] and numba_path.write_lut.targetoptions["nogil"]
+        assert numba_path.resample_u8.targetoptions["nogil"] and numba_path.write_lut.targetoptions["nogil"]
     else:
         with pytest.raises(RuntimeError):
             numba_path.resample(src, (0, 0, 20, 20), out)
@@ -258,13 +258,13 @@ def test_the_first_calls_run_on_numpy_while_numba_compiles_in_the_background():
         """
         import numpy as np
         from slipstream.images import kernels as _kernels
-        from slipstream.images.kernels import compiler
+        from slipstream.images.kernels import numba_path
         src = np.zeros((8, 8, 3), np.uint8)
         out = np.empty((4, 4, 3), np.uint8)
         _kernels.resample_into(src, (0, 0, 8, 8), out)  # starts the compile, returns at once
-        print("WARMED", _kernels.warm_up("uint8") >= 0, compiler.ready[np.dtype("uint8")].is_set() == _kernels.NUMBA)
+        print("WARMED", _kernels.warm_up("uint8") >= 0, numba_path.ready[np.dtype("uint8")].is_set() == _kernels.NUMBA)
         _kernels.warm_up()
-        print("ALL", all(event.is_set() == _kernels.NUMBA for event in compiler.ready.values()))
+        print("ALL", all(event.is_set() == _kernels.NUMBA for event in numba_path.ready.values()))
         """,
         timeout=300,
     )
@@ -314,10 +314,10 @@ def test_numba_switched_off_on_purpose_does_not_warn():
 def test_warn_once_warns_the_first_time_a_key_is_given_only():
     import warnings
 
-    from slipstream.images.kernels import jit
+    from slipstream.images.kernels import numba_path
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for _ in range(3):
-            jit.warn_once("test-key-only-here", "slipstream: test warning")
+            numba_path.warn_once("test-key-only-here", "slipstream: test warning")
     assert [(w.category, str(w.message)) for w in caught] == [(RuntimeWarning, "slipstream: test warning")]

@@ -22,7 +22,7 @@ path ``slipstream.images.kernels.resample_into`` uses), and returns a ``Plan``:
   ``RuntimeError`` otherwise), so no weight row sums to 0. A flipped sample's horizontal rows are
   reversed (the mirror costs nothing).
 
-Windows follow the CPU path's rule (``kernels.checks``): the edges are rounded to float32, as
+Windows follow the CPU path's rule (``kernels.contract``): the edges are rounded to float32, as
 Pillow receives them, and must lie inside the image with positive size. A window that does not
 raises ``ValueError`` naming the image's position in the batch ("image k of the batch", not a
 dataset index).
@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from ..kernels.constants import BILINEAR_SUPPORT, BOX_SUPPORT, FILTERS
+from ..kernels.contract import BILINEAR_SUPPORT, BOX_SUPPORT, FILTERS
 
 __all__ = ["MixedSizeError", "Plan", "SUPPORTS", "boxes_of", "plan"]
 

@@ -22,14 +22,11 @@ NumPy path until they are ready, so no batch waits for the compiler; ``warm_up()
 
 The modules, one role each:
 
-- ``constants``: Pillow's fixed-point constants, filter supports and the pass-order rule, named once;
-- ``checks``: the argument checks both implementations share;
+- ``contract``: Pillow's constants, the pass-order rule and the argument checks both
+  implementations share;
 - ``numpy_path``: the NumPy implementation;
-- ``jit``: whether numba is active and why not, the decorator every numba kernel is compiled with,
-  and ``warn_once`` (the kernels' one-time warnings);
-- ``numba_passes``: the numba uint8 resampler (coefficients, the two passes);
-- ``numba_path``: the numba implementation (uint8 passes, then float outputs through a table);
-- ``compiler``: the background compiler and ``warm_up``.
+- ``numba_path``: the numba implementation (whether numba is active and why not, the uint8 passes,
+  the float outputs, ``warn_once``), its background compiler and ``warm_up``.
 """
 
 from __future__ import annotations
@@ -37,10 +34,9 @@ from __future__ import annotations
 import numpy as np
 
 from . import numba_path, numpy_path
-from .compiler import compile_in_background, ready, warm_up
-from .jit import NUMBA, fallback_used
-from .jit import status as numba_status
-from .jit import version as numba_version
+from .numba_path import NUMBA, compile_in_background, fallback_used, ready, warm_up
+from .numba_path import status as numba_status
+from .numba_path import version as numba_version
 
 __all__ = ["NUMBA", "numba_status", "numba_version", "resample_into", "warm_up"]
 

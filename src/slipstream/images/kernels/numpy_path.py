@@ -2,7 +2,7 @@
 
 Contract: ``resample(src, box, out, *, flip, filter, chw, scale, offset)`` takes and checks the
 arguments of ``resample_into`` and writes the same bits as the numba path (``numba_path``), with
-Pillow's constants and pass order from ``constants``. Always available (NumPy alone): it runs when
+Pillow's constants and pass order from ``contract``. Always available (NumPy alone): it runs when
 numba is missing or disabled, and while the numba kernels compile.
 """
 
@@ -12,8 +12,7 @@ import math
 
 import numpy as np
 
-from .checks import run
-from .constants import BILINEAR_SUPPORT, BOX_SUPPORT, HALF, ONE, PRECISION_BITS, horizontal_first
+from .contract import BILINEAR_SUPPORT, BOX_SUPPORT, HALF, ONE, PRECISION_BITS, horizontal_first, run
 
 __all__ = ["resample"]
 
@@ -66,7 +65,7 @@ def vertical(cols, ymin, count, kk):
 
 
 def kernel(src, edges, out, size, flip, box_filter, chw, scale, offset) -> None:
-    """The checked call (see ``checks``): resample, mirror, normalize and lay out into ``out``."""
+    """The checked call (see ``contract.run``): resample, mirror, normalize and lay out into ``out``."""
     height, width, channels = src.shape
     out_h, out_w = size
     ymin, ycount, kv = coeffs(height, edges[0], edges[1], out_h, box_filter)

@@ -1,8 +1,13 @@
-"""Argument checks of ``resample_into``, shared by both implementations.
+"""What both implementations of ``resample_into`` share: Pillow's constants, its pass-order rule,
+and the argument checks.
 
-Contract: ``run(kernel, src, box, out, flip, filter, chw, scale, offset)`` validates the public
-arguments (raising the ``TypeError``/``ValueError`` that ``resample_into`` documents, before any
-pixel is written), normalizes them to what a kernel takes, calls
+Contract: the constants are Pillow's (``libImaging/Resample.c``, 8 bits per channel); the NumPy and
+numba paths read them from here (numba freezes them into the compiled kernels), so the two paths
+cannot drift apart. ``horizontal_first`` is the one pass-order rule. Nothing here imports numba.
+
+``run(kernel, src, box, out, flip, filter, chw, scale, offset)`` validates the public arguments
+(raising the ``TypeError``/``ValueError`` that ``resample_into`` documents, before any pixel is
+written), normalizes them to what a kernel takes, calls
 ``kernel(src, edges, target, (out_h, out_w), flip, box_filter, chw, scale, offset)`` with a
 C-contiguous ``target`` (``out`` itself, or a scratch array copied into ``out`` afterwards) and
 returns ``out``. A kernel receives: ``src`` uint8 (H, W, C) C-contiguous; ``edges`` float32
@@ -19,9 +24,35 @@ from typing import Any
 
 import numpy as np
 
-from .constants import FILTERS, OUT_DTYPES
+__all__ = [
+    "BILINEAR_SUPPORT",
+    "BOX_SUPPORT",
+    "FILTERS",
+    "HALF",
+    "ONE",
+    "OUT_DTYPES",
+    "PRECISION_BITS",
+    "check",
+    "horizontal_first",
+    "run",
+]
 
-__all__ = ["check", "run"]
+PRECISION_BITS = 22  # Pillow: 32 - 8 - 2, the fraction bits of the fixed-point coefficients
+ONE = float(1 << PRECISION_BITS)  # a coefficient of 1.0 in fixed point
+HALF = 1 << (PRECISION_BITS - 1)  # added before the shift: round half up
+
+FILTERS = {"bilinear": False, "box": True}  # name -> is the box filter
+BOX_SUPPORT = 0.5  # Pillow's BOX filter reaches half a pixel either side
+BILINEAR_SUPPORT = 1.0  # its BILINEAR (triangle) filter one pixel
+
+OUT_DTYPES = (np.dtype(np.uint8), np.dtype(np.float32), np.dtype(np.float16))
+
+
+def horizontal_first(height: int, width: int, out_h: int, out_w: int) -> bool:
+    """Pillow >= 13's pass order for a (height, width) image resampled to (out_h, out_w): the
+    horizontal pass first, unless the height shrinks more than twice as much as the width (in
+    pixels), then the vertical pass first. (Pillow < 13 always ran the horizontal pass first.)"""
+    return not (height - out_h > 0 and height - out_h > (width - out_w) * 2)
 
 
 def check(src, box, out, flip, filter, chw, scale, offset) -> tuple[Any, ...]:
