@@ -5,5 +5,6 @@ The operations are defined in ``slipstream.images.ops``; this module is their pu
 """
 
 from .images.ops import Apply, CenterCrop, Decode, Normalize, Op, RandomHorizontalFlip, RandomResizedCrop, Resize, ToCHW, ToRGB
+from .images.ops import Geometry, Window, WindowError, Windows  # noqa: F401 - public names of slipstream.ops, outside __all__ as before
 
 __all__ = ["Apply", "CenterCrop", "Decode", "Normalize", "Op", "RandomHorizontalFlip", "RandomResizedCrop", "Resize", "ToCHW", "ToRGB"]

@@ -5,9 +5,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slipstream import ops
+from slipstream.images import ops
 from slipstream.core.draws import Draws
-from slipstream.ops import WindowError, Windows
+from slipstream.images.ops import WindowError, Windows
 
 
 def _box(op, height, width, seed=0, epoch=0, n=1):
