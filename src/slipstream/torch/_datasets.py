@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from ..core.views import ObsView
-from ._globals import _seed_like_torch, _set_torch_worker_info
+from ._compat import seed_like_torch, set_worker_info
 
 # The process workers' copies of the datasets, by token, for ``get_worker_info().dataset``: a copy
 # registers itself when unpickled (spawn, forkserver) or is inherited with this module (fork).
@@ -207,8 +207,8 @@ class _MapWorkerInit:
 
     def __call__(self, worker_id: int) -> None:
         torch.set_num_threads(1)
-        seed = _seed_like_torch(self.base_seed, worker_id)
+        seed = seed_like_torch(self.base_seed, worker_id)
         adapter = _DATASETS.get(self.token)
-        _set_torch_worker_info(worker_id, self.num_workers, seed, None if adapter is None else adapter.dataset)
+        set_worker_info(worker_id, self.num_workers, seed, None if adapter is None else adapter.dataset)
         if self.worker_init_fn is not None:
             self.worker_init_fn(worker_id)

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..core.errors import DataLoaderTimeoutError, WorkerError
+from ._compat import seed_like_torch, set_worker_info
 from ._epoch import _close_source
-from ._globals import _seed_like_torch, _set_torch_worker_info
 from ._record import EpochRecord
 
 if TYPE_CHECKING:
@@ -165,9 +165,9 @@ def _iterable_begin(state: Any, epoch: int, base_seed: int, shared_seed: int | N
     if "torch-worker" not in cache:  # once per process: persistent workers are set up once, as in torch
         cache["torch-worker"] = True
         torch.set_num_threads(1)
-        seed = _seed_like_torch(base_seed, state.id)
+        seed = seed_like_torch(base_seed, state.id)
         payload.dataset = _seeded_pipe(payload.dataset, shared_seed, state.num_workers, state.id, shard=False)
-        _set_torch_worker_info(state.id, state.num_workers, seed, payload.dataset)
+        set_worker_info(state.id, state.num_workers, seed, payload.dataset)
         if shared_seed is not None:  # torch's _sharding_worker_init_fn, before the user's
             from torch.utils.data import graph_settings
 
