@@ -36,9 +36,8 @@ from ..order.datastate import is_stateful
 from ..workers.pool import WorkerPool
 from ._bypass import prepared_flag
 from ._datasets import _finishes, _SamplerOrder
-from ._epoch import _LoaderIter
+from ._epoch import _LoaderIter, _MapEpoch
 from ._iterable import _Fetcher, _IterablePayload, _round_robin, _seeded_pipe, _Skipping
-from ._mapepoch import _MapEpoch
 from ._maploader import make_map_loader
 from ._record import EpochRecord, SamplerDraws
 from ._rngstate import generators, replayed, restart_from, states

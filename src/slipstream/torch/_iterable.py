@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import signal
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -25,32 +24,11 @@ import torch
 
 from ..core.errors import DataLoaderTimeoutError, WorkerError
 from ._compat import seed_like_torch, set_worker_info
-from ._epoch import _close_source
+from ._epoch import _close_source, _torch_worker_error
 from ._record import EpochRecord
 
 if TYPE_CHECKING:
     from ._dataloader import DataLoader
-
-
-def _torch_worker_error(error: WorkerError) -> WorkerError:
-    """A dead worker's ``WorkerError`` with torch's words first (``DataLoader worker (pid(s) N)
-    exited unexpectedly``, and for a signal ``DataLoader worker (pid N) is killed by signal: ...``),
-    then slipstream's; ``error`` itself when it is not about a worker that died."""
-    pid, code = error.pid, error.exitcode
-    if pid is None or code is None:
-        return error
-    words = f"DataLoader worker (pid(s) {pid}) exited unexpectedly"
-    if code < 0:
-        try:
-            name = signal.strsignal(-code) or f"signal {-code}"
-        except ValueError:
-            name = f"signal {-code}"
-        words += f". DataLoader worker (pid {pid}) is killed by signal: {name}."
-    else:
-        words += f" with exit code {code}."
-    torch_error = WorkerError(f"{words} {error}", pid, code)
-    torch_error.__notes__ = list(getattr(error, "__notes__", []))
-    return torch_error.with_traceback(error.__traceback__)
 
 
 class _IterablePayload:
