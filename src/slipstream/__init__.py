@@ -26,6 +26,7 @@ from .core.errors import (
     WorkerError,
 )
 from .core.rng import sample_rng
+from .core.version import __version__ as __version__
 from .core.views import batchview, joinobs, mapobs, obsview, shuffleobs, splitobs
 from .core.workerinfo import WorkerInfo, worker_info
 from .files.packed import PackedDataset
@@ -41,8 +42,6 @@ from .sequences.pack import pack
 from .sequences.tokenfiles import token_file
 from .workers.sharedlist import SharedList
 from .write.writer import write
-
-__version__ = "0.1.0"
 
 __all__ = [
     "ChecksumError",

@@ -29,11 +29,12 @@ from typing import Any
 
 import numpy as np
 
-import slipstream as ss
-
 from ..core.optional import optional
 from ..files import fields as F
 from ..images import kernels, ops
+from ..loading.loader import DataLoader
+from ..remote.open import open as open_packed
+from ..write.writer import write
 
 # what the demo cannot run without: the files extra's packed files, JPEG encoder and image library
 REQUIRED = {"pyarrow": "pyarrow (packed files)", "simplejpeg": "simplejpeg (JPEG)", "PIL": "Pillow (the photo-like images)"}
@@ -163,13 +164,13 @@ def run(n: int = 1000, batch_size: int = 64, workers: int = 2, repeats: int = 3)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "demo.arrow"
         samples = [{"image": jpeg, "label": k % 10} for k, jpeg in enumerate(jpegs)]
-        ss.write(path, samples, {"image": F.Image(codec="jpeg", max_side=512), "label": F.Int()}, workers=workers)
+        write(path, samples, {"image": F.Image(codec="jpeg", max_side=512), "label": F.Int()}, workers=workers)
         print(f"  packed {path.stat().st_size / 1e6:.1f} MB")
         spent = kernels.warm_up("uint8")  # a training run would not wait: batches use the NumPy path meanwhile
         if kernels.NUMBA:
             print(f"  pixel kernels ready in {spent:.1f} s (compiled once, then loaded from numba's disk cache)")
-        train = ss.open(path).map(image=[ops.RandomResizedCrop(224), ops.RandomHorizontalFlip(), ops.ToCHW()])
-        loader = ss.DataLoader(train, batch_size, shuffle=True, seed=0, workers=workers)
+        train = open_packed(path).map(image=[ops.RandomResizedCrop(224), ops.RandomHorizontalFlip(), ops.ToCHW()])
+        loader = DataLoader(train, batch_size, shuffle=True, seed=0, workers=workers)
         results = {}
         results["slipstream"], first = _rate(loader, n, repeats)
         print(f"  slipstream DataLoader ({workers} threads)                {results['slipstream']:>8,.0f} img/s   first batch {first * 1e3:.0f} ms")

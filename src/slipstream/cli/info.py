@@ -18,10 +18,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import __version__
 from ..core.cpus import cgroup_quota, usable_cores
+from ..core.version import __version__
 from ..images.kernels import numba_status, numba_version
 from ..images.pipeline import region_decoder_status
+from ..sequences.interleave import KERNEL_STATUS as MIXING_STATUS
+from ..sequences.packplan import kernels
 
 __all__ = ["info_lines", "installed_version", "libjpeg_turbo_version"]
 
@@ -78,13 +80,10 @@ def _region_decoder() -> str:
 
 
 def _token_kernels() -> str:
-    from ..sequences.interleave import KERNEL_STATUS as mixing
-    from ..sequences.packplan import kernels
-
     packing = kernels()[1]
-    if packing == mixing == "active":
+    if packing == MIXING_STATUS == "active":
         return "active (sequences._packing, _mixing): packing plans, row gathers and mixtures run compiled, without the GIL"
-    return f"packing {packing}, mixing {mixing}: NumPy gives the same rows and mixtures, slower"
+    return f"packing {packing}, mixing {MIXING_STATUS}: NumPy gives the same rows and mixtures, slower"
 
 
 def _simplejpeg() -> str:

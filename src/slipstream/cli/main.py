@@ -7,10 +7,10 @@ import sys
 import warnings
 from typing import Any
 
-from .. import __version__
 from ..convert.sources import convert
 from ..core.errors import PackedFileError
 from ..core.sizes import parse_size
+from ..core.version import __version__
 from ..files.field import pyarrow_module
 from ..loading.backends import BACKENDS
 from ..remote.open import open as open_any
