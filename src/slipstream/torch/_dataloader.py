@@ -35,6 +35,8 @@ from ..loading.loader import DataLoader as _SSLoader
 from ..order.datastate import is_stateful
 from ..workers.pool import WorkerPool
 from ._bypass import prepared_flag
+from ._compat import auto_collation, index_sampler, is_iterable, reported_length
+from ._context import CloseCount, LoaderContext
 from ._datasets import _finishes, _SamplerOrder
 from ._epoch import _LoaderIter, _MapEpoch
 from ._iterable import _Fetcher, _IterablePayload, _round_robin, _seeded_pipe, _Skipping
@@ -114,7 +116,7 @@ class DataLoader(_tud.DataLoader[_T_co]):
         if backend is not None and backend not in _BACKENDS:
             raise ValueError(f"backend must be None, 'process' or 'thread', got {backend!r}")
         chosen = backend or "process"
-        iterable = self._dataset_kind == _tud.dataloader._DatasetKind.Iterable
+        iterable = is_iterable(self)
         if num_workers > 0 and chosen == "thread":
             if iterable:
                 raise ValueError(
@@ -141,7 +143,34 @@ class DataLoader(_tud.DataLoader[_T_co]):
         self._record: EpochRecord | None = None  # the most recent iter()'s
         self._resume: Resume | None = None  # a loaded state, for the next iter()
         self._epochs = 0  # the number of the next iter()'s epoch
-        self._closes = 0  # close() calls: an epoch's iterator tells its workers were stopped under it
+        self._closes = CloseCount()  # close() calls: an epoch's iterator tells its workers were stopped under it
+
+    def _context(self) -> LoaderContext:
+        """This loader's settings now, for the helpers (``_context``)."""
+        return LoaderContext(
+            dataset=self.dataset,
+            iterable=is_iterable(self),
+            batch_size=self.batch_size,
+            auto_collation=auto_collation(self),
+            drop_last=self.drop_last,
+            sampler=self.sampler,
+            batch_sampler=self.batch_sampler,
+            index_sampler=index_sampler(self),
+            generator=self.generator,
+            collate_fn=self.collate_fn,
+            user_collate=self._user_collate,
+            shuffle=self._shuffle,
+            seed=self.seed,
+            num_workers=self.num_workers,
+            backend=self.backend,
+            prefetch_factor=self.prefetch_factor,
+            persistent_workers=self.persistent_workers,
+            timeout=self.timeout,
+            in_order=self.in_order,
+            worker_init_fn=self.worker_init_fn,
+            multiprocessing_context=self.multiprocessing_context,
+            reported_length=reported_length(self),
+        )
 
     # -- iteration ---------------------------------------------------------------------------
     def _get_iterator(self) -> Any:  # torch's hook, in case anything calls it
@@ -154,7 +183,8 @@ class DataLoader(_tud.DataLoader[_T_co]):
         resume, self._resume = self._resume, None
         draws = None if resume is None else resume.draws
         gens = generators(self)
-        iterable = self._dataset_kind == _tud.dataloader._DatasetKind.Iterable
+        context = self._context()
+        iterable = context.iterable
         record = EpochRecord(self._epochs, counts_pulls=not iterable and not self._prefetches_ahead())
         self._epochs += 1
         if draws is None:
@@ -174,19 +204,19 @@ class DataLoader(_tud.DataLoader[_T_co]):
         self._draws.generators, self._draws.record, self._draws.samplers = gens, record, samplers
         self._draws.replay_epochs = None if draws is None else draws.sampler_epochs
         if iterable:
-            if self.num_workers == 0:
-                dataset = _seeded_pipe(self.dataset, shared_seed, 1, 0) if shared_seed is not None else self.dataset
-                batch_size = self.batch_size if self._auto_collation else None
-                source: Iterator[Any] = _Fetcher(iter(dataset), batch_size, self.drop_last, self.collate_fn)
+            if context.num_workers == 0:
+                dataset = _seeded_pipe(context.dataset, shared_seed, 1, 0) if shared_seed is not None else context.dataset
+                batch_size = context.batch_size if context.auto_collation else None
+                source: Iterator[Any] = _Fetcher(iter(dataset), batch_size, context.drop_last, context.collate_fn)
             else:  # out of order, the batches handed out are counted per worker, and each skips its own
                 skips = None if resume is None else resume.worker_batches
-                if skips is not None or not self.in_order:
-                    record.workers = list(skips) if skips is not None else [0] * self.num_workers
-                source = self._iterable_processes(base_seed, shared_seed, record, skips)
+                if skips is not None or not context.in_order:
+                    record.workers = list(skips) if skips is not None else [0] * context.num_workers
+                source = self._iterable_processes(context, base_seed, shared_seed, record, skips)
             if record.skipped and record.workers is None:
                 source = _Skipping(source, record.skipped)
         else:
-            source = self._map(base_seed, record, previous, resume)
+            source = self._map(context, base_seed, record, previous, resume)
         if self.pin_memory:
             if _accelerator_available():
                 source = _pinned(source)
@@ -195,7 +225,7 @@ class DataLoader(_tud.DataLoader[_T_co]):
                 warnings.warn(_NO_ACCELERATOR, stacklevel=2)
         if self.device is not None:
             source = _to_cuda(source, self.device) if self._prefetches_ahead() else _to_device(source, self.device)
-        return _LoaderIter(self, source, record)
+        return _LoaderIter(context, source, record, closes=self._closes, owner=self)
 
     def _prefetches_ahead(self) -> bool:
         """The CUDA prefetcher takes a batch from the epoch before the user has the previous one.
@@ -222,10 +252,12 @@ class DataLoader(_tud.DataLoader[_T_co]):
         return base_seed, shared_seed
 
     # map-style: slipstream's loader over torch's batches
-    def _map(self, base_seed: int, record: EpochRecord, previous: EpochRecord | None, resume: Resume | None) -> Iterator[Any]:
+    def _map(
+        self, context: LoaderContext, base_seed: int, record: EpochRecord, previous: EpochRecord | None, resume: Resume | None
+    ) -> Iterator[Any]:
         fresh = self._ss is None
-        loader = self._map_loader(base_seed)
-        if not fresh and self.num_workers > 0 and self.backend == "process" and not self.persistent_workers:
+        loader = self._map_loader(context, base_seed)
+        if not fresh and context.num_workers > 0 and context.backend == "process" and not context.persistent_workers:
             # torch starts new workers each epoch: they see the dataset as it is now, seeded anew
             loader.restart_workers(loader.worker_init.reseeded(base_seed))
         if resume is not None:
@@ -241,8 +273,8 @@ class DataLoader(_tud.DataLoader[_T_co]):
             self._move_past(loader)  # a resumed epoch left before it began: its loaded position is left too
         elif previous is not None:
             record.core_behind = previous.core_behind
-        epoch = _MapEpoch(loader, lambda: self._map_start(loader, record), self.timeout, record)
-        if self.num_workers > 0 or self._order is None:  # torch's worker iterator draws the sampler inside
+        epoch = _MapEpoch(loader, lambda: self._map_start(loader, record), context.timeout, record)
+        if context.num_workers > 0 or self._order is None:  # torch's worker iterator draws the sampler inside
             epoch.begin()  # iter(), its single-process one at the first next() (seed's permutation draws nothing)
         return epoch
 
@@ -261,33 +293,30 @@ class DataLoader(_tud.DataLoader[_T_co]):
             record.total = len(loader)
         return iterator
 
-    def _map_loader(self, base_seed: int) -> _SSLoader:
+    def _map_loader(self, context: LoaderContext, base_seed: int) -> _SSLoader:
+        """slipstream's loader, made at the first ``iter()`` (and after ``load_state_dict``) and kept."""
         if self._ss is None:
-            self._ss = self._make_map_loader(base_seed)
+            self._ss, self._order = make_map_loader(context, base_seed, self._draws)
         return self._ss
-
-    def _make_map_loader(self, base_seed: int) -> _SSLoader:
-        loader, self._order = make_map_loader(self, base_seed)
-        return loader
 
     # IterableDataset, in worker processes, taken round-robin
     def _iterable_processes(
-        self, base_seed: int, shared_seed: int | None, record: EpochRecord, skips: list[int] | None
+        self, context: LoaderContext, base_seed: int, shared_seed: int | None, record: EpochRecord, skips: list[int] | None
     ) -> Iterator[Any]:
-        persistent = self.persistent_workers
+        persistent = context.persistent_workers
         pool = self._iter_pool if persistent else None
         if pool is None or pool.closed:
             payload = _IterablePayload(
-                self.dataset,
-                self.collate_fn,
-                self.worker_init_fn,
-                self.batch_size if self._auto_collation else None,
-                self.drop_last,
+                context.dataset,
+                context.collate_fn,
+                context.worker_init_fn,
+                context.batch_size if context.auto_collation else None,
+                context.drop_last,
             )
             pool = WorkerPool(
                 payload,
-                self.num_workers,
-                context=self.multiprocessing_context,
+                context.num_workers,
+                context=context.multiprocessing_context,
                 seed=base_seed % 2**63,
                 name="slipstream-torch",
             )
@@ -295,7 +324,7 @@ class DataLoader(_tud.DataLoader[_T_co]):
                 self._iter_pool = pool
                 weakref.finalize(self, pool.close)
         self._iter_epoch += 1
-        return _round_robin(self, pool, self._iter_epoch, base_seed, shared_seed, not persistent, record, skips)
+        return _round_robin(context, pool, self._iter_epoch, base_seed, shared_seed, not persistent, record, skips)
 
     # -- checkpoints ---------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -310,8 +339,8 @@ class DataLoader(_tud.DataLoader[_T_co]):
         """
         if self._resume is not None:  # loaded, not iterated since
             return dict(self._resume.state)
-        iterable = self._dataset_kind == _tud.dataloader._DatasetKind.Iterable
-        return build(self, self._record, None if iterable else self._ss)
+        context = self._context()
+        return build(context, self._record, None if context.iterable else self._ss, self._base_seed)
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Continue from ``state_dict`` (what ``state_dict()`` returned): the next ``iter()`` yields
@@ -331,7 +360,7 @@ class DataLoader(_tud.DataLoader[_T_co]):
         Raises TypeError if ``state_dict`` is not a dict, ValueError if it is not such a state or
         was saved by a DataLoader built with a different dataset size, batching or sampling.
         """
-        resume = read(self, state_dict)
+        resume = read(self._context(), state_dict)
         if resume.draws is not None:  # mid-epoch: its samplers' epochs must be known (before anything changes)
             check_readable(self)
         if isinstance(resume.core, dict) and "data" in resume.core and is_stateful(self.dataset):
@@ -356,7 +385,7 @@ class DataLoader(_tud.DataLoader[_T_co]):
         """Stop this loader's worker processes now (a later ``iter()`` starts new ones and goes on with
         the next epoch; the ``next()`` of an epoch whose worker processes it stopped raises a
         ``RuntimeError`` saying so). Idempotent."""
-        self._closes += 1
+        self._closes.count += 1
         if self._ss is not None:
             self._ss.close()
         pool, self._iter_pool = self._iter_pool, None

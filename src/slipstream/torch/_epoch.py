@@ -38,17 +38,13 @@ from __future__ import annotations
 import signal
 import warnings
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
-
-import torch.utils.data as _tud
+from typing import Any
 
 from ..core.closing import ClosingIterator
 from ..core.errors import DataLoaderTimeoutError, WorkerError
+from ._context import CloseCount, LoaderContext
 from ._convert import _keep
 from ._record import EpochRecord
-
-if TYPE_CHECKING:
-    from ._dataloader import DataLoader
 
 
 class LoaderClosedError(RuntimeError):
@@ -87,17 +83,26 @@ def _close_source(source: Iterator[Any]) -> None:
 
 class _LoaderIter(ClosingIterator):
     """One epoch of a ``DataLoader``: ``next()``, ``len()`` (as torch's iterator) and ``close()``
-    (also on ``with`` exit and when dropped: workers stay for the next epoch where they persist)."""
+    (also on ``with`` exit and when dropped: workers stay for the next epoch where they persist).
 
-    def __init__(self, loader: DataLoader, source: Iterator[Any], record: EpochRecord | None = None):
+    ``context`` is the loader's settings at this ``iter()``; ``closes`` its ``loader.close()``
+    count; ``owner`` (the loader) stays referenced while the epoch is read, so that the loader, whose
+    collection stops persistent worker processes, lives as long as its epoch."""
+
+    def __init__(
+        self,
+        context: LoaderContext,
+        source: Iterator[Any],
+        record: EpochRecord | None,
+        *,
+        closes: CloseCount,
+        owner: object,
+    ):
         super().__init__(_close_source, source)
-        self._loader = loader
-        self._source = source
-        self._record = record
+        self._context, self._source, self._record, self._owner = context, source, record, owner
         self._yielded = 0 if record is None else record.skipped  # a resumed epoch's count goes on
-        self._iterable = loader._dataset_kind == _tud.dataloader._DatasetKind.Iterable
-        self._len_called = loader._IterableDataset_len_called
-        self._closes = loader._closes  # loader.close() calls before this epoch
+        self._closes = closes
+        self._closes_before = closes.count  # loader.close() calls before this epoch
 
     def _next(self) -> Any:
         if self.closed:  # left by the user: not the epoch's end (see ``_ended``)
@@ -107,7 +112,7 @@ class _LoaderIter(ClosingIterator):
         except StopIteration:
             raise
         except Exception as exc:
-            if self._loader._closes != self._closes and isinstance(exc, RuntimeError) and str(exc).startswith(_POOL_CLOSED):
+            if self._closes.count != self._closes_before and isinstance(exc, RuntimeError) and str(exc).startswith(_POOL_CLOSED):
                 raise LoaderClosedError(
                     "loader.close() stopped this epoch's worker processes, so the epoch cannot go on: start the next "
                     "epoch with iter(loader) (new workers start), or resume the rest of this one from loader.state_dict()"
@@ -119,12 +124,13 @@ class _LoaderIter(ClosingIterator):
         self._yielded += 1
         if self._record is not None:
             self._record.handed += 1
-        if self._iterable and self._len_called is not None and self._yielded > self._len_called:
+        reported = self._context.reported_length
+        if self._context.iterable and reported is not None and self._yielded > reported:
             message = (
-                f"Length of IterableDataset {self._loader.dataset} was reported to be {self._len_called}"
+                f"Length of IterableDataset {self._context.dataset} was reported to be {reported}"
                 f"(when accessing len(dataloader)), but {self._yielded} samples have been fetched. "
             )
-            if self._loader.num_workers > 0:
+            if self._context.num_workers > 0:
                 message += (
                     "For multiprocessing data-loading, this could be caused by not properly configuring the "
                     "IterableDataset replica at each worker. Please see "
@@ -139,7 +145,7 @@ class _LoaderIter(ClosingIterator):
             self._record.ended = True
 
     def __len__(self) -> int:
-        return len(self._loader._index_sampler)
+        return len(self._context.index_sampler)
 
     def _keeps_going(self, error: BaseException) -> bool:
         # the source decides whether its epoch goes on, unless loader.close() stopped its workers

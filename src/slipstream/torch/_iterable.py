@@ -18,17 +18,15 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from ..core.errors import DataLoaderTimeoutError, WorkerError
 from ._compat import seed_like_torch, set_worker_info
+from ._context import LoaderContext
 from ._epoch import _close_source, _torch_worker_error
 from ._record import EpochRecord
-
-if TYPE_CHECKING:
-    from ._dataloader import DataLoader
 
 
 class _IterablePayload:
@@ -172,7 +170,7 @@ def _iterable_next(state: Any, epoch: int) -> Any:
 
 
 def _round_robin(
-    loader: DataLoader,
+    context: LoaderContext,
     pool: Any,
     epoch: int,
     base_seed: int,
@@ -182,15 +180,15 @@ def _round_robin(
     skips: list[int] | None = None,
 ) -> Iterator[Any]:
     """One epoch's batches from ``pool``'s workers, as torch takes them: round-robin (with
-    ``loader.in_order``; else whichever worker's next batch is ready first, each worker's in its
-    order), skipping a worker whose iterator has ended, each worker ``loader.prefetch_factor``
+    ``context.in_order``; else whichever worker's next batch is ready first, each worker's in its
+    order), skipping a worker whose iterator has ended, each worker ``context.prefetch_factor``
     batches ahead. Worker ``w`` first reads past ``skips[w]`` batches (a resumed epoch); ``record``
-    (with ``workers`` counts) is told the worker of each batch taken. Past ``loader.timeout`` (0:
+    (with ``workers`` counts) is told the worker of each batch taken. Past ``context.timeout`` (0:
     none) it closes the pool and raises ``DataLoaderTimeoutError``; at the end it closes the pool
     when ``own_pool``, else discards the tasks still outstanding."""
-    k = loader.num_workers
-    ahead = loader.prefetch_factor if loader.prefetch_factor is not None else 2
-    timeout = loader.timeout or None
+    k = context.num_workers
+    ahead = context.prefetch_factor if context.prefetch_factor is not None else 2
+    timeout = context.timeout or None
     queues: list[deque[int]] = [deque() for _ in range(k)]
     owner: dict[int, int] = {}
     begins: set[int] = set()
@@ -207,7 +205,7 @@ def _round_robin(
         except TimeoutError:
             pool.close()
             raise DataLoaderTimeoutError(
-                f"DataLoader timed out after {loader.timeout} seconds (slipstream: no batch from the "
+                f"DataLoader timed out after {context.timeout} seconds (slipstream: no batch from the "
                 f"{k} worker processes; they were stopped)"
             ) from None
         except WorkerError as exc:
@@ -224,7 +222,7 @@ def _round_robin(
         active = [True] * k
         w = 0
         while any(active):
-            if loader.in_order:
+            if context.in_order:
                 if not active[w]:
                     w = (w + 1) % k
                     continue

@@ -17,6 +17,7 @@ import torch
 
 from ..core.containers import is_group
 from ..loading.loader import DataLoader as _SSLoader
+from ._context import LoaderContext
 from ._convert import Convert, _keep, _plan
 from ._datasets import (
     _BatchIntoDataset,
@@ -30,6 +31,7 @@ from ._datasets import (
     _WholeCollate,
     _WholeDataset,
 )
+from ._record import SamplerDraws
 
 __all__ = ["make_map_loader"]
 
@@ -78,64 +80,68 @@ class _MapLoader(_SSLoader):
         return super().shape_batch(unshaped)
 
 
-def make_map_loader(dl: Any, base_seed: int) -> tuple[_SSLoader, _SamplerOrder | None]:
-    """The core loader for the drop-in ``dl`` (a ``slipstream.torch.DataLoader`` over a map-style
-    dataset) and the torch-sampler order it draws from (None with slipstream's own permutation)."""
+def make_map_loader(context: LoaderContext, base_seed: int, draws: SamplerDraws) -> tuple[_SSLoader, _SamplerOrder | None]:
+    """The core loader for a drop-in over a map-style dataset, built with the settings ``context``, and
+    the torch-sampler order it draws from (None with slipstream's own permutation of ``(seed,
+    epoch)``). ``base_seed`` is torch's base seed of the first epoch (the process workers' seeds);
+    ``draws`` is told about each draw of the sampler (the loader's ``SamplerDraws``)."""
     order: _SamplerOrder | None = None
-    dataset = dl.dataset
-    processes = dl.num_workers > 0 and dl.backend == "process"
+    dataset = context.dataset
+    processes = context.num_workers > 0 and context.backend == "process"
     many = bool(getattr(dataset, "__getitems__", None))
     collate: Callable[[list[Any]], Any] | None
     adapter: type[_Dataset] | None = None
-    if not dl._auto_collation:  # batch_size=None: collate_fn(dataset[i]), no __getitems__
-        collate = _CollateOne(dl.collate_fn)
+    if not context.auto_collation:  # batch_size=None: collate_fn(dataset[i]), no __getitems__
+        collate = _CollateOne(context.collate_fn)
         adapter = _Dataset if (processes or many or is_group(dataset)) else None
-    elif dl._user_collate:
-        collate = dl.collate_fn
+    elif context.user_collate:
+        collate = context.collate_fn
         if many:
-            adapter, collate = _WholeDataset, _WholeCollate(dl.collate_fn)
+            adapter, collate = _WholeDataset, _WholeCollate(context.collate_fn)
     else:
         collate = None  # the buffers, if the first batch's samples are ones they reproduce exactly
-    if adapter is None and (processes or is_group(dataset) or _odd_array(dataset) or (_finishes(dataset) and not hasattr(dataset, "batch_finisher"))):
+    if adapter is None and (
+        processes or is_group(dataset) or _odd_array(dataset) or (_finishes(dataset) and not hasattr(dataset, "batch_finisher"))
+    ):
         if hasattr(dataset, "getobs_batch_into") and not many:
             adapter = _BatchIntoDataset
         else:
             adapter = _ManyDataset if many else _Dataset
     token = next(_tokens)
     data = dataset if adapter is None else adapter(dataset, token)
-    if dl.seed is not None:
-        ss_seed = dl.seed
+    if context.seed is not None:
+        ss_seed = context.seed
     else:  # reproducible under torch.manual_seed / a seeded generator, drawing nothing from them
-        source = dl.generator if dl.generator is not None else torch.default_generator
+        source = context.generator if context.generator is not None else torch.default_generator
         ss_seed = source.initial_seed() % 2**63
-    kwargs: dict[str, Any] = {"collate": collate, "seed": ss_seed, "in_order": dl.in_order}
-    if dl.seed is not None and dl._shuffle:  # slipstream's own permutation of (seed, epoch)
-        kwargs.update(batch_size=dl.batch_size or 1, shuffle=True, drop_last=dl.drop_last)
+    kwargs: dict[str, Any] = {"collate": collate, "seed": ss_seed, "in_order": context.in_order}
+    if context.seed is not None and context.shuffle:  # slipstream's own permutation of (seed, epoch)
+        kwargs.update(batch_size=context.batch_size or 1, shuffle=True, drop_last=context.drop_last)
     else:
-        sampler = dl.batch_sampler if dl._auto_collation else dl.sampler
-        order = _SamplerOrder(sampler, batched=dl._auto_collation, draws=dl._draws)
+        sampler = context.batch_sampler if context.auto_collation else context.sampler
+        order = _SamplerOrder(sampler, batched=context.auto_collation, draws=draws)
         kwargs.update(order=order)
     if _finishes(dataset):  # a device stage: prefetch_factor finished batches ahead (each holds device memory)
-        kwargs.update(finish_ahead=max(2, dl.prefetch_factor or 2))
-    if dl.num_workers > 0:
-        factor = dl.prefetch_factor if dl.prefetch_factor is not None else 2
+        kwargs.update(finish_ahead=max(2, context.prefetch_factor or 2))
+    if context.num_workers > 0:
+        factor = context.prefetch_factor if context.prefetch_factor is not None else 2
         kwargs.update(
             # torch keeps prefetch_factor batches in flight per worker; slipstream's workers
             # share each batch, so as many batches are started ahead as torch's workers hold
-            workers=dl.num_workers,
-            prefetch=dl.num_workers * factor,
-            backend=dl.backend,
-            timeout=dl.timeout or None,
+            workers=context.num_workers,
+            prefetch=context.num_workers * factor,
+            backend=context.backend,
+            timeout=context.timeout or None,
         )
         if processes:
             kwargs.update(
-                worker_init=_MapWorkerInit(token, base_seed, dl.num_workers, dl.worker_init_fn),
-                mp_context=dl.multiprocessing_context,
+                worker_init=_MapWorkerInit(token, base_seed, context.num_workers, context.worker_init_fn),
+                mp_context=context.multiprocessing_context,
             )
-        elif dl.worker_init_fn is not None:
-            kwargs.update(worker_init=dl.worker_init_fn)
-    loader = _MapLoader(data, dl.collate_fn, **kwargs) if collate is None else _SSLoader(data, **kwargs)
+        elif context.worker_init_fn is not None:
+            kwargs.update(worker_init=context.worker_init_fn)
+    loader = _MapLoader(data, context.collate_fn, **kwargs) if collate is None else _SSLoader(data, **kwargs)
     # without seed=, the core's seed is derived from torch's generator here: a loaded state's is
     # taken (the drop-in's own identity checks seed= against the state's)
-    loader.seed_given = dl.seed is not None
+    loader.seed_given = context.seed is not None
     return loader, order

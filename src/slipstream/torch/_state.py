@@ -34,9 +34,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.utils.data as _tud
 
 from ..order.datastate import is_stateful
+from ._context import LoaderContext
 from ._datasets import _length
 from ._record import EpochRecord
 from ._rngstate import GLOBAL, decode, encode, generators, states
@@ -73,23 +73,23 @@ def _kind(obj: Any) -> str | None:
     return None if obj is None else f"{type(obj).__module__}.{type(obj).__qualname__}"
 
 
-def identity(loader: Any) -> dict[str, Any]:
+def identity(context: LoaderContext) -> dict[str, Any]:
     """What a state is only valid for: the same dataset kind and size, batching and sampling."""
-    iterable = loader._dataset_kind == _tud.dataloader._DatasetKind.Iterable
+    iterable = context.iterable
     ident: dict[str, Any] = {
         "dataset": "iterable" if iterable else "map",
-        "batch_size": loader.batch_size,
-        "drop_last": loader.drop_last,
-        "sampler": _kind(loader.sampler),
-        "batch_sampler": _kind(loader.batch_sampler),
-        "seed": loader.seed,
-        "generators": sorted(generators(loader)),
+        "batch_size": context.batch_size,
+        "drop_last": context.drop_last,
+        "sampler": _kind(context.sampler),
+        "batch_sampler": _kind(context.batch_sampler),
+        "seed": context.seed,
+        "generators": sorted(generators(context)),
     }
     if iterable:  # the stream (which worker yields which batch) depends on the number of workers
-        ident["num_workers"] = loader.num_workers
+        ident["num_workers"] = context.num_workers
     else:
-        ident["num_observations"] = _length(loader.dataset)
-        ident["num_batches"] = _length(loader._index_sampler)
+        ident["num_observations"] = _length(context.dataset)
+        ident["num_batches"] = _length(context.index_sampler)
     return ident
 
 
@@ -97,12 +97,13 @@ def _encoded(saved: Mapping[str, torch.Tensor]) -> dict[str, str]:
     return {name: encode(state) for name, state in saved.items()}
 
 
-def build(loader: Any, record: EpochRecord | None, core: Any) -> dict[str, Any]:
-    """The state of ``loader`` whose most recent epoch is ``record`` (None: not iterated yet) and
-    whose slipstream loader is ``core`` (None: none yet)."""
-    persistent = loader.persistent_workers and loader.num_workers > 0
-    iterable = loader._dataset_kind == _tud.dataloader._DatasetKind.Iterable
-    private = {name: s for name, s in states(generators(loader)).items() if name != GLOBAL}
+def build(context: LoaderContext, record: EpochRecord | None, core: Any, base_seed: int | None) -> dict[str, Any]:
+    """The state of a loader with the settings ``context`` whose most recent epoch is ``record``
+    (None: not iterated yet), whose slipstream loader is ``core`` (None: none yet) and whose
+    persistent workers' base seed is ``base_seed`` (None: not drawn yet)."""
+    persistent = context.persistent_workers and context.num_workers > 0
+    iterable = context.iterable
+    private = {name: s for name, s in states(generators(context)).items() if name != GLOBAL}
     state: dict[str, Any] = {
         "format": FORMAT,
         "version": VERSION,
@@ -110,14 +111,14 @@ def build(loader: Any, record: EpochRecord | None, core: Any) -> dict[str, Any]:
         "batch": 0,
         "draws": None,
         "generators": _encoded(private),
-        "base_seed": loader._base_seed if persistent else None,
+        "base_seed": base_seed if persistent else None,
         "loader": None if core is None else core.state_dict(),  # (replaced below mid-epoch)
         "loader_behind": False,
         "worker_batches": None,
-        "identity": identity(loader),
+        "identity": identity(context),
     }
-    if core is None and not iterable and is_stateful(loader.dataset):  # (slipstream's loader holds it once made)
-        state["data"] = loader.dataset.state_dict()
+    if core is None and not iterable and is_stateful(context.dataset):  # (slipstream's loader holds it once made)
+        state["data"] = context.dataset.state_dict()
     if record is None:
         return state
     if record.finished():
@@ -153,9 +154,10 @@ def _decoded(saved: Any, key: str, names: list[str]) -> dict[str, torch.Tensor]:
     return {name: decode(text) for name, text in saved.items()}
 
 
-def read(loader: Any, state: Any) -> Resume:
-    """Check that ``state`` is one of this loader's (TypeError if not a mapping, ValueError if it is
-    not a state_dict() or was saved by a loader built differently) and return what it says."""
+def read(context: LoaderContext, state: Any) -> Resume:
+    """Check that ``state`` is a state of a loader with the settings ``context`` (TypeError if not a
+    mapping, ValueError if it is not a state_dict() or was saved by a loader built differently) and
+    return what it says."""
     if not isinstance(state, Mapping):
         raise TypeError(f"state_dict must be the dict state_dict() returned, got {type(state).__name__}")
     if state.get("format") != FORMAT:
@@ -163,7 +165,7 @@ def read(loader: Any, state: Any) -> Resume:
     if state.get("version") != VERSION:
         raise ValueError(f"state version {state.get('version')!r} is not supported (expected {VERSION})")
     saved = state.get("identity")
-    now = identity(loader)
+    now = identity(context)
     if not isinstance(saved, Mapping):
         raise ValueError("state lacks its 'identity': expected the dict that state_dict() returned")
     for key in sorted(set(saved) | set(now)):
@@ -183,7 +185,7 @@ def read(loader: Any, state: Any) -> Resume:
             draws["drew_base_seed"],
             parse_epochs(draws.get("sampler_epochs")),
         )
-    workers = _worker_batches(loader, state, draws is not None)
+    workers = _worker_batches(context, state, draws is not None)
     behind = state.get("loader_behind", False)
     if not isinstance(behind, bool):
         raise ValueError(f"state['loader_behind'] must be a bool, got {behind!r}")
@@ -200,14 +202,13 @@ def read(loader: Any, state: Any) -> Resume:
     )
 
 
-def _worker_batches(loader: Any, state: Mapping[str, Any], mid_epoch: bool) -> list[int] | None:
+def _worker_batches(context: LoaderContext, state: Mapping[str, Any], mid_epoch: bool) -> list[int] | None:
     """``state["worker_batches"]``, checked: one count per worker process. ValueError for a
     mid-epoch state without them loaded into a loader that reads an ``IterableDataset`` out of
     order (which batches were handed out cannot be told from their number)."""
     counts = state.get("worker_batches")
     if counts is None:
-        iterable = loader._dataset_kind == _tud.dataloader._DatasetKind.Iterable
-        if iterable and mid_epoch and loader.num_workers > 0 and not loader.in_order and state.get("batch"):
+        if context.iterable and mid_epoch and context.num_workers > 0 and not context.in_order and state.get("batch"):
             raise ValueError(
                 "this state was saved mid-epoch by a DataLoader reading its IterableDataset in order (in_order=True): "
                 "a loader with in_order=False cannot resume it (its batches come in another order); load it into "
@@ -216,7 +217,7 @@ def _worker_batches(loader: Any, state: Mapping[str, Any], mid_epoch: bool) -> l
         return None
     if (
         not isinstance(counts, list)
-        or len(counts) != loader.num_workers
+        or len(counts) != context.num_workers
         or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts)
     ):
         raise ValueError(f"state['worker_batches'] must be None or one count >= 0 per worker, got {counts!r:.200}")
