@@ -4,7 +4,21 @@
 The operations are defined in ``slipstream.images.ops``; this module is their public name.
 """
 
-from .images.ops import Apply, CenterCrop, Decode, Normalize, Op, RandomHorizontalFlip, RandomResizedCrop, Resize, ToCHW, ToRGB
-from .images.ops import Geometry, Window, WindowError, Windows  # noqa: F401 - public names of slipstream.ops, outside __all__ as before
+from .images.ops import (  # noqa: F401 - Geometry, Window, WindowError, Windows: public, outside __all__
+    Apply,
+    CenterCrop,
+    Decode,
+    Geometry,
+    Normalize,
+    Op,
+    RandomHorizontalFlip,
+    RandomResizedCrop,
+    Resize,
+    ToCHW,
+    ToRGB,
+    Window,
+    WindowError,
+    Windows,
+)
 
 __all__ = ["Apply", "CenterCrop", "Decode", "Normalize", "Op", "RandomHorizontalFlip", "RandomResizedCrop", "Resize", "ToCHW", "ToRGB"]
