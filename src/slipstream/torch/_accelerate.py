@@ -22,13 +22,13 @@ import torch.utils.data as _tud
 
 from ._bypass import AccelerateBypassWarning, mark_prepared
 from ._dataloader import DataLoader
-from ._datasets import _length
+from ._datasets import length
 from ._todevice import _check_device
 
 __all__ = ["AccelerateBypassWarning", "prepare"]
 
 
-def _index_sampler(loader: DataLoader) -> Any:
+def _sampler_of(loader: DataLoader) -> Any:
     """What draws the loader's indices: the sampler inside torch's own ``BatchSampler``, or the
     batch sampler given, or the sampler (``batch_size=None``)."""
     batches = loader.batch_sampler
@@ -57,14 +57,14 @@ def _check_shard(loader: DataLoader, processes: int, index: int) -> None:
     """A map-style loader in a run of several processes must read this process's share only."""
     if processes <= 1 or isinstance(loader.dataset, _tud.IterableDataset):
         return  # an IterableDataset shards itself (it is given no sampler)
-    sampler = _index_sampler(loader)
+    sampler = _sampler_of(loader)
     if isinstance(sampler, _tud.DistributedSampler):
         if (sampler.num_replicas, sampler.rank) != (processes, index):
             raise ValueError(
                 f"the loader's DistributedSampler is for rank {sampler.rank} of {sampler.num_replicas}, but this is "
                 f"process {index} of {processes} (accelerator.process_index / accelerator.num_processes)"
             )
-    elif _whole(sampler, _length(loader.dataset)):
+    elif _whole(sampler, length(loader.dataset)):
         raise ValueError(
             f"this is process {index} of {processes}, but the loader reads the whole dataset (as every other process, "
             f"through its {type(sampler).__name__}): "

@@ -1,14 +1,14 @@
 """The collate plan: slipstream's default-collated NumPy batches turned into exactly what torch's
 ``default_collate`` returns.
 
-``_plan(sample)`` looks at one sample (sample 0) and returns a function from slipstream's
+``collate_plan(sample)`` looks at one sample (sample 0) and returns a function from slipstream's
 default collation of samples shaped like it (NumPy buffers nested as the sample is) to
 ``default_collate``'s output: tensors viewing the buffers (``torch.from_numpy``, no copy; a
 read-only array is copied), strings and bytes as torch's list (a tuple inside a tuple or list
 sample), tuples as lists, namedtuples, dicts, and other mappings and list subclasses cloned as torch
 clones them. It returns None where the buffers cannot reproduce torch's result (tensor subclasses,
 ``requires_grad``, bfloat16, ``uint64`` scalars, ``None``, custom sequences, ...): the loader then
-collates with torch's ``default_collate`` itself. ``_keep`` is the identity plan.
+collates with torch's ``default_collate`` itself. ``keep`` is the identity plan.
 
 A packed file's ``F.JSON`` fields (and any object-typed value) can differ in structure from batch
 to batch: every step of a plan checks that its batch still has the structure it was made for (a
@@ -52,7 +52,7 @@ def _as_tensor(array: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(array) if array.flags.writeable else torch.tensor(array)
 
 
-def _keep(value: Any) -> Any:
+def keep(value: Any) -> Any:
     return value
 
 
@@ -113,7 +113,7 @@ def _finished(batch: Any) -> Any:
     return batch
 
 
-def _plan(sample: Any, in_sequence: bool = False) -> Convert | None:
+def collate_plan(sample: Any, in_sequence: bool = False) -> Convert | None:
     """How to turn slipstream's default collation of samples shaped like ``sample`` into exactly
     what torch's ``default_collate`` returns; None when slipstream's buffers cannot reproduce it
     (the loader then collates with torch's ``default_collate`` itself).
@@ -148,7 +148,7 @@ def _plan(sample: Any, in_sequence: bool = False) -> Convert | None:
         return None
     if node is dict:  # any mapping
         return _plan_mapping(sample)
-    members = [_plan(v, True) for v in sample]
+    members = [collate_plan(v, True) for v in sample]
     if any(m is None for m in members):
         return None
     count = len(members)
@@ -192,7 +192,7 @@ def _plan(sample: Any, in_sequence: bool = False) -> Convert | None:
 
 
 def _plan_mapping(sample: Mapping) -> Convert | None:
-    members = {k: _plan(v) for k, v in sample.items()}
+    members = {k: collate_plan(v) for k, v in sample.items()}
     if any(m is None for m in members.values()):
         return None
     items = list(members.items())

@@ -6,7 +6,7 @@
   indices drawn from torch's sampler (or slipstream's own permutation with ``seed``), its
   default-collated batches turned into torch's by the collate plan (``_convert``) that the first
   batch's samples decide;
-* ``IterableDataset``: ``_Fetcher`` in this thread, or worker processes taken round-robin
+* ``IterableDataset``: ``Fetcher`` in this thread, or worker processes taken round-robin
   (``_iterable``);
 
 then pins and moves the batches (``_device``) and wraps them in one epoch's iterator
@@ -16,7 +16,7 @@ Checkpoints: each ``iter()`` keeps an ``EpochRecord`` (``_record``): the generat
 its draws (``_rngstate``), how many batches went out; ``state_dict()`` writes it out (``_state``).
 ``load_state_dict`` makes the next ``iter()`` draw again from the saved states (the same base seed
 and sampler indices) and skip the batches handed out: slipstream's loader skips them unread
-(map-style), an ``IterableDataset``'s stream is read again and they are dropped (``_Skipping``;
+(map-style), an ``IterableDataset``'s stream is read again and they are dropped (``Skipping``;
 read out of order by worker processes, each worker reads past its own batches handed out).
 """
 
@@ -37,9 +37,9 @@ from ..workers.pool import WorkerPool
 from ._bypass import prepared_flag
 from ._compat import auto_collation, index_sampler, is_iterable, reported_length
 from ._context import CloseCount, LoaderContext
-from ._datasets import _finishes, _SamplerOrder
-from ._epoch import _LoaderIter, _MapEpoch
-from ._iterable import _Fetcher, _IterablePayload, _round_robin, _seeded_pipe, _Skipping
+from ._datasets import SamplerOrder, _finishes
+from ._epoch import LoaderIter, MapEpoch
+from ._iterable import Fetcher, IterablePayload, Skipping, round_robin, seeded_pipe
 from ._maploader import make_map_loader
 from ._record import EpochRecord, SamplerDraws
 from ._rngstate import generators, replayed, restart_from, states
@@ -138,7 +138,7 @@ class DataLoader(_tud.DataLoader[_T_co]):
         self._iter_pool: Any = None  # IterableDataset, persistent workers: the process pool
         self._iter_epoch = 0
         self._warned_pin = False
-        self._order: _SamplerOrder | None = None  # map-style without seed's permutation: the sampler order
+        self._order: SamplerOrder | None = None  # map-style without seed's permutation: the sampler order
         self._draws = SamplerDraws()  # records (or, resumed, replays) the sampler's draws
         self._record: EpochRecord | None = None  # the most recent iter()'s
         self._resume: Resume | None = None  # a loaded state, for the next iter()
@@ -176,7 +176,7 @@ class DataLoader(_tud.DataLoader[_T_co]):
     def _get_iterator(self) -> Any:  # torch's hook, in case anything calls it
         return self.__iter__()
 
-    def __iter__(self) -> _LoaderIter:  # type: ignore[override]
+    def __iter__(self) -> LoaderIter:  # type: ignore[override]
         samplers = epoch_samplers(self)
         if self._resume is not None and self._resume.draws is not None and self._resume.draws.sampler_epochs:
             check_epochs(samplers, self._resume.draws.sampler_epochs)  # before anything changes: iter() may be called again
@@ -205,16 +205,16 @@ class DataLoader(_tud.DataLoader[_T_co]):
         self._draws.replay_epochs = None if draws is None else draws.sampler_epochs
         if iterable:
             if context.num_workers == 0:
-                dataset = _seeded_pipe(context.dataset, shared_seed, 1, 0) if shared_seed is not None else context.dataset
+                dataset = seeded_pipe(context.dataset, shared_seed, 1, 0) if shared_seed is not None else context.dataset
                 batch_size = context.batch_size if context.auto_collation else None
-                source: Iterator[Any] = _Fetcher(iter(dataset), batch_size, context.drop_last, context.collate_fn)
+                source: Iterator[Any] = Fetcher(iter(dataset), batch_size, context.drop_last, context.collate_fn)
             else:  # out of order, the batches handed out are counted per worker, and each skips its own
                 skips = None if resume is None else resume.worker_batches
                 if skips is not None or not context.in_order:
                     record.workers = list(skips) if skips is not None else [0] * context.num_workers
                 source = self._iterable_processes(context, base_seed, shared_seed, record, skips)
             if record.skipped and record.workers is None:
-                source = _Skipping(source, record.skipped)
+                source = Skipping(source, record.skipped)
         else:
             source = self._map(context, base_seed, record, previous, resume)
         if self.pin_memory:
@@ -225,7 +225,7 @@ class DataLoader(_tud.DataLoader[_T_co]):
                 warnings.warn(_NO_ACCELERATOR, stacklevel=2)
         if self.device is not None:
             source = _to_cuda(source, self.device) if self._prefetches_ahead() else _to_device(source, self.device)
-        return _LoaderIter(context, source, record, closes=self._closes, owner=self)
+        return LoaderIter(context, source, record, closes=self._closes, owner=self)
 
     def _prefetches_ahead(self) -> bool:
         """The CUDA prefetcher takes a batch from the epoch before the user has the previous one.
@@ -273,7 +273,7 @@ class DataLoader(_tud.DataLoader[_T_co]):
             self._move_past(loader)  # a resumed epoch left before it began: its loaded position is left too
         elif previous is not None:
             record.core_behind = previous.core_behind
-        epoch = _MapEpoch(loader, lambda: self._map_start(loader, record), context.timeout, record)
+        epoch = MapEpoch(loader, lambda: self._map_start(loader, record), context.timeout, record)
         if context.num_workers > 0 or self._order is None:  # torch's worker iterator draws the sampler inside
             epoch.begin()  # iter(), its single-process one at the first next() (seed's permutation draws nothing)
         return epoch
@@ -286,8 +286,8 @@ class DataLoader(_tud.DataLoader[_T_co]):
 
     def _map_start(self, loader: _SSLoader, record: EpochRecord) -> Any:
         """slipstream's iterator for this epoch: it draws the batches from torch's sampler (see
-        ``_SamplerOrder``), reads nothing before the first batch (its samples shape the buffers:
-        see ``_MapLoader``), and goes on past a batch that raises, as torch's does (``_MapEpoch``)."""
+        ``SamplerOrder``), reads nothing before the first batch (its samples shape the buffers:
+        see ``_MapLoader``), and goes on past a batch that raises, as torch's does (``MapEpoch``)."""
         iterator = loader.__iter__(keep_going=True)
         if self._order is None:  # seed's permutation: as many batches as slipstream's loader makes
             record.total = len(loader)
@@ -306,7 +306,7 @@ class DataLoader(_tud.DataLoader[_T_co]):
         persistent = context.persistent_workers
         pool = self._iter_pool if persistent else None
         if pool is None or pool.closed:
-            payload = _IterablePayload(
+            payload = IterablePayload(
                 context.dataset,
                 context.collate_fn,
                 context.worker_init_fn,
@@ -324,7 +324,7 @@ class DataLoader(_tud.DataLoader[_T_co]):
                 self._iter_pool = pool
                 weakref.finalize(self, pool.close)
         self._iter_epoch += 1
-        return _round_robin(context, pool, self._iter_epoch, base_seed, shared_seed, not persistent, record, skips)
+        return round_robin(context, pool, self._iter_epoch, base_seed, shared_seed, not persistent, record, skips)
 
     # -- checkpoints ---------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

@@ -1,15 +1,15 @@
 """How slipstream sees a torch map-style dataset, and what its process workers set up.
 
-* ``_Dataset`` and its subclasses wrap the user's dataset so slipstream indexes it as torch does
+* ``IndexedDataset`` and its subclasses wrap the user's dataset so slipstream indexes it as torch does
   (a tuple or dict dataset is one container, not a slipstream group), with or without
   ``__getitems__``, keeping a packed file's ``getobs_batch_into`` and ``batch_spec`` and a stateful
   dataset's ``state_dict``/``load_state_dict``/``settle_changes`` (``order.datastate``). Each
   wrapper carries a token and registers itself in ``_DATASETS`` when made or unpickled, so a
   worker process finds its own copy for ``get_worker_info().dataset``.
-* ``_WholeDataset``/``_WholeCollate`` pass ``__getitems__``'s return value whole to the user's
-  ``collate_fn``; ``_CollateOne`` is ``batch_size=None``'s ``collate_fn(dataset[i])``.
-* ``_SamplerOrder`` is the loader's epoch order: the epoch's batches of indices, drawn from torch's sampler.
-* ``_MapWorkerInit`` is slipstream's ``worker_init`` for map-style process workers: torch's
+* ``WholeDataset``/``WholeCollate`` pass ``__getitems__``'s return value whole to the user's
+  ``collate_fn``; ``CollateOne`` is ``batch_size=None``'s ``collate_fn(dataset[i])``.
+* ``SamplerOrder`` is the loader's epoch order: the epoch's batches of indices, drawn from torch's sampler.
+* ``MapWorkerInit`` is slipstream's ``worker_init`` for map-style process workers: torch's
   seeding and ``get_worker_info()``, then the user's ``worker_init_fn``.
 
 Everything here is module-level: it is pickled by reference into worker processes.
@@ -30,14 +30,14 @@ from ._compat import seed_like_torch, set_worker_info
 # The process workers' copies of the datasets, by token, for ``get_worker_info().dataset``: a copy
 # registers itself when unpickled (spawn, forkserver) or is inherited with this module (fork).
 _DATASETS: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
-_tokens = itertools.count()
+dataset_tokens = itertools.count()
 
 
 def _restore(cls: type, dataset: Any, token: int) -> Any:
     return cls(dataset, token)
 
 
-class _Dataset:
+class IndexedDataset:
     """A map-style dataset indexed as torch indexes it (a tuple or dict dataset is one container,
     not a slipstream group); ``__getitems__`` hidden (``batch_size=None`` reads one index at a time)."""
 
@@ -91,14 +91,14 @@ def _finishes(dataset: Any) -> bool:
     return callable(getattr(_unsubset(dataset), "batch_finisher", None))
 
 
-class _ManyDataset(_Dataset):
+class ManyDataset(IndexedDataset):
     """... with the dataset's ``__getitems__`` (torch calls it for every batch when present)."""
 
     def __getitems__(self, indices: list[int]) -> Any:
         return self.dataset.__getitems__(indices)
 
 
-class _BatchIntoDataset(_Dataset):
+class BatchIntoDataset(IndexedDataset):
     """... keeping a packed file's vectorized reads (``getobs_batch_into``: whole chunks of a batch
     decoded into the batch buffer, the same values its ``__getitem__`` gives)."""
 
@@ -120,7 +120,7 @@ class _Whole:
         self.value = value
 
 
-class _WholeDataset(_Dataset):
+class WholeDataset(IndexedDataset):
     """... with ``__getitems__``'s return value passed whole to the user's collate_fn (torch does
     not require it to be a list of samples): slipstream sees one wrapped value and placeholders."""
 
@@ -128,7 +128,7 @@ class _WholeDataset(_Dataset):
         return [_Whole(self.dataset.__getitems__(indices)), *([None] * (len(indices) - 1))]
 
 
-class _WholeCollate:
+class WholeCollate:
     def __init__(self, collate_fn: Callable[[Any], Any]):
         self.collate_fn = collate_fn
 
@@ -139,7 +139,7 @@ class _WholeCollate:
         return self.collate_fn([s for part in parts for s in part])  # one batch read in chunks
 
 
-class _CollateOne:
+class CollateOne:
     """``batch_size=None``: torch gives ``collate_fn(dataset[i])`` (no batching)."""
 
     def __init__(self, collate_fn: Callable[[Any], Any]):
@@ -149,7 +149,7 @@ class _CollateOne:
         return self.collate_fn(samples[0])
 
 
-def _length(obj: Any) -> int | None:
+def length(obj: Any) -> int | None:
     """``len(obj)``, or None where it has none (``TypeError``)."""
     try:
         return len(obj)
@@ -159,10 +159,10 @@ def _length(obj: Any) -> int | None:
 
 def _sized(sampler: Any) -> bool:
     """Whether ``len(sampler)`` works (torch's BatchSampler has ``__len__`` only if its sampler has)."""
-    return _length(sampler) is not None
+    return length(sampler) is not None
 
 
-class _SamplerOrder:
+class SamplerOrder:
     """The epoch order (``slipstream.order.epochs``) of a torch loader: each epoch's batches
     drawn from torch's batch sampler (or, ``batch_size=None``, its sampler, one index per batch)
     when slipstream starts the epoch, as torch's iterator draws them: a sized sampler whole, one
@@ -194,16 +194,16 @@ class _SamplerOrder:
         return len(self.sampler)  # type: ignore[arg-type]
 
 
-class _MapWorkerInit:
+class MapWorkerInit:
     """``worker_init`` for slipstream's process workers (map-style datasets): torch's seeding and
     ``get_worker_info()``, then the user's ``worker_init_fn``."""
 
     def __init__(self, token: int, base_seed: int, num_workers: int, worker_init_fn: Callable[[int], Any] | None):
         self.token, self.base_seed, self.num_workers, self.worker_init_fn = token, base_seed, num_workers, worker_init_fn
 
-    def reseeded(self, base_seed: int) -> _MapWorkerInit:
+    def reseeded(self, base_seed: int) -> MapWorkerInit:
         """The same set-up for fresh workers of an epoch with torch's new ``base_seed``."""
-        return _MapWorkerInit(self.token, base_seed, self.num_workers, self.worker_init_fn)
+        return MapWorkerInit(self.token, base_seed, self.num_workers, self.worker_init_fn)
 
     def __call__(self, worker_id: int) -> None:
         torch.set_num_threads(1)

@@ -1,7 +1,7 @@
 """One epoch of a ``slipstream.torch.DataLoader``: the iterator ``iter(loader)`` returns, the
 map-style epoch under it, and the errors their ``next()`` raises in torch's words.
 
-``_LoaderIter`` hands out the batches of its source (an iterator of finished batches), with
+``LoaderIter`` hands out the batches of its source (an iterator of finished batches), with
 ``len()`` as torch's iterator gives it, torch's warning when an ``IterableDataset`` yields more
 batches than its reported ``len()``, and ``close()`` (or ``with``) to stop the epoch's loading at
 once. It tells the epoch's ``EpochRecord`` each batch it hands out and its end (for
@@ -15,14 +15,14 @@ are not persistent, the epoch goes on). Closing is leaving the epoch early (as `
 end: ``next()`` on a closed iterator raises StopIteration without marking the epoch ended, so
 ``state_dict()`` still resumes the rest of the epoch left.
 
-``_MapEpoch`` is a map-style dataset's source: it wraps slipstream's epoch iterator and gives
+``MapEpoch`` is a map-style dataset's source: it wraps slipstream's epoch iterator and gives
 torch's batches and torch's errors:
 
 * each batch through the collate plan its loader decided from the first batch (``_convert``);
 * a timeout raises ``DataLoaderTimeoutError`` (a ``RuntimeError`` starting with torch's
   ``DataLoader timed out after N seconds``, and a ``TimeoutError``); a dead worker's
   ``WorkerError`` says torch's ``DataLoader worker (pid(s) N) exited unexpectedly`` first
-  (``_torch_worker_error``, also used for an ``IterableDataset``'s workers);
+  (``torch_worker_error``, also used for an ``IterableDataset``'s workers);
 * an exception raised while loading a batch (the dataset's, the collate's) is raised by that
   ``next()``, and the next ``next()`` goes on with the following batch, as torch's iterator does:
   slipstream's iterator is made with ``keep_going=True``, so each batch is read once (none is
@@ -43,7 +43,7 @@ from typing import Any
 from ..core.closing import ClosingIterator
 from ..core.errors import DataLoaderTimeoutError, WorkerError
 from ._context import CloseCount, LoaderContext
-from ._convert import _keep
+from ._convert import keep
 from ._record import EpochRecord
 
 
@@ -54,7 +54,7 @@ class LoaderClosedError(RuntimeError):
 _POOL_CLOSED = "slipstream: the worker pool is closed"  # what the worker pool raises once closed
 
 
-def _torch_worker_error(error: WorkerError) -> WorkerError:
+def torch_worker_error(error: WorkerError) -> WorkerError:
     """A dead worker's ``WorkerError`` with torch's words first (``DataLoader worker (pid(s) N)
     exited unexpectedly``, and for a signal ``DataLoader worker (pid N) is killed by signal: ...``),
     then slipstream's; ``error`` itself when it is not about a worker that died."""
@@ -75,13 +75,13 @@ def _torch_worker_error(error: WorkerError) -> WorkerError:
     return torch_error.with_traceback(error.__traceback__)
 
 
-def _close_source(source: Iterator[Any]) -> None:
+def close_source(source: Iterator[Any]) -> None:
     close = getattr(source, "close", None)
     if close is not None:
         close()
 
 
-class _LoaderIter(ClosingIterator):
+class LoaderIter(ClosingIterator):
     """One epoch of a ``DataLoader``: ``next()``, ``len()`` (as torch's iterator) and ``close()``
     (also on ``with`` exit and when dropped: workers stay for the next epoch where they persist).
 
@@ -98,7 +98,7 @@ class _LoaderIter(ClosingIterator):
         closes: CloseCount,
         owner: object,
     ):
-        super().__init__(_close_source, source)
+        super().__init__(close_source, source)
         self._context, self._source, self._record, self._owner = context, source, record, owner
         self._yielded = 0 if record is None else record.skipped  # a resumed epoch's count goes on
         self._closes = closes
@@ -157,7 +157,7 @@ def _close_started(started: list[Any]) -> None:
         it.close()
 
 
-class _MapEpoch(ClosingIterator):
+class MapEpoch(ClosingIterator):
     """The epoch's batches of slipstream ``loader`` as torch gives them. ``start()`` starts the
     epoch and returns slipstream's iterator over it (one that goes on after a failed batch)."""
 
@@ -190,7 +190,7 @@ class _MapEpoch(ClosingIterator):
         except TimeoutError as exc:
             raise DataLoaderTimeoutError(f"DataLoader timed out after {self._timeout} seconds ({exc})") from exc
         except WorkerError as exc:
-            torch_error = _torch_worker_error(exc)
+            torch_error = torch_worker_error(exc)
             if torch_error is exc:
                 raise
             raise torch_error from None
@@ -200,8 +200,8 @@ class _MapEpoch(ClosingIterator):
             raise
         if self._record is not None:
             self._record.took(self._loader)
-        convert = getattr(self._loader, "convert", _keep)
-        return batch if convert is _keep else convert(batch)
+        convert = getattr(self._loader, "convert", keep)
+        return batch if convert is keep else convert(batch)
 
     def _keeps_going(self, error: BaseException) -> bool:
         """A batch's own error (the dataset's, the collate's): slipstream's iterator goes on (or

@@ -1,17 +1,17 @@
 """``IterableDataset`` loading, as torch does it.
 
-* ``_Fetcher`` batches an iterator as torch's ``_IterableDatasetFetcher`` does (``batch_size``
+* ``Fetcher`` batches an iterator as torch's ``_IterableDatasetFetcher`` does (``batch_size``
   items or one unbatched item, the last batch short unless ``drop_last``), in this thread
   (``num_workers=0``) or in a worker process.
-* In worker processes (``num_workers > 0``): each worker holds an ``_IterablePayload`` (its own
+* In worker processes (``num_workers > 0``): each worker holds an ``IterablePayload`` (its own
   copy of the dataset); ``_iterable_begin`` sets the worker up as torch does (seeding,
   ``get_worker_info()``, ``worker_init_fn``, once per process) and starts the epoch's iterator;
   ``_iterable_next`` returns its next collated batch, or ``_Ended``. These are module-level: they
   are pickled by reference into the workers.
-* ``_round_robin`` takes the workers' batches in torch's order and raises
+* ``round_robin`` takes the workers' batches in torch's order and raises
   ``DataLoaderTimeoutError`` (also a ``RuntimeError``, as torch's) past ``timeout``.
-* ``_Skipping`` replays a resumed epoch: it drops the batches handed out before the checkpoint
-  (a ``_Fetcher`` reads their items without collating them) at the first ``next()``.
+* ``Skipping`` replays a resumed epoch: it drops the batches handed out before the checkpoint
+  (a ``Fetcher`` reads their items without collating them) at the first ``next()``.
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ import torch
 from ..core.errors import DataLoaderTimeoutError, WorkerError
 from ._compat import seed_like_torch, set_worker_info
 from ._context import LoaderContext
-from ._epoch import _close_source, _torch_worker_error
+from ._epoch import close_source, torch_worker_error
 from ._record import EpochRecord
 
 
-class _IterablePayload:
+class IterablePayload:
     """What each worker process holds for an ``IterableDataset``: sent once (inherited with fork),
     so lambdas work as ``collate_fn``/``worker_init_fn`` with fork, as in torch."""
 
@@ -42,7 +42,7 @@ class _Ended:
     """A worker's iterator is exhausted (torch's ``_IterableDatasetStopIteration``)."""
 
 
-class _Fetcher:
+class Fetcher:
     """Batches of an iterator as torch's ``_IterableDatasetFetcher`` makes them: ``batch_size``
     items (None: one item, not batched), the last batch short unless ``drop_last``, and the
     iterator not touched again once it has ended."""
@@ -51,7 +51,7 @@ class _Fetcher:
         self.iterator, self.batch_size, self.drop_last, self.collate_fn = iterator, batch_size, drop_last, collate_fn
         self.ended = False
 
-    def __iter__(self) -> _Fetcher:
+    def __iter__(self) -> Fetcher:
         return self
 
     def __next__(self) -> Any:  # (an error of the dataset's iterator passes through, as in torch)
@@ -91,7 +91,7 @@ class _Fetcher:
                 continue
 
 
-class _Skipping:
+class Skipping:
     """``source``'s batches but its first ``count``, dropped at the first ``next()`` (a resumed
     epoch read again from its start: exact for a dataset that yields the same stream again). A
     batch's error passes through without ending it, as ``source``'s own; ``close()`` closes it."""
@@ -99,13 +99,13 @@ class _Skipping:
     def __init__(self, source: Iterator[Any], count: int):
         self.source, self.count = source, count
 
-    def __iter__(self) -> _Skipping:
+    def __iter__(self) -> Skipping:
         return self
 
     def __next__(self) -> Any:
         if self.count:
             count, self.count = self.count, 0
-            if isinstance(self.source, _Fetcher):
+            if isinstance(self.source, Fetcher):
                 self.source.skip(count)
             else:
                 for _ in range(count):
@@ -113,10 +113,10 @@ class _Skipping:
         return next(self.source)
 
     def close(self) -> None:
-        _close_source(self.source)
+        close_source(self.source)
 
 
-def _seeded_pipe(dataset: Any, shared_seed: int | None, num_workers: int, worker_id: int, shard: bool = True) -> Any:
+def seeded_pipe(dataset: Any, shared_seed: int | None, num_workers: int, worker_id: int, shard: bool = True) -> Any:
     """An ``IterDataPipe`` seeded (its shuffles) from ``shared_seed`` and sharded between
     ``num_workers`` as torch's DataLoader does it; any other dataset as it is."""
     if shared_seed is None:
@@ -135,14 +135,14 @@ def _iterable_begin(state: Any, epoch: int, base_seed: int, shared_seed: int | N
     """Start an epoch in this worker: set up the worker (first time only), then ``iter(dataset)``
     and read past its first ``skip`` batches (a resumed epoch: the ones handed out before).
     A DataPipe is seeded from ``shared_seed`` every epoch and sharded once, as torch's workers do."""
-    payload: _IterablePayload = state.payload
+    payload: IterablePayload = state.payload
     cache = state.cache
     cache.pop("iterator", None)
     if "torch-worker" not in cache:  # once per process: persistent workers are set up once, as in torch
         cache["torch-worker"] = True
         torch.set_num_threads(1)
         seed = seed_like_torch(base_seed, state.id)
-        payload.dataset = _seeded_pipe(payload.dataset, shared_seed, state.num_workers, state.id, shard=False)
+        payload.dataset = seeded_pipe(payload.dataset, shared_seed, state.num_workers, state.id, shard=False)
         set_worker_info(state.id, state.num_workers, seed, payload.dataset)
         if shared_seed is not None:  # torch's _sharding_worker_init_fn, before the user's
             from torch.utils.data import graph_settings
@@ -151,8 +151,8 @@ def _iterable_begin(state: Any, epoch: int, base_seed: int, shared_seed: int | N
         if payload.worker_init_fn is not None:
             payload.worker_init_fn(state.id)
     else:
-        payload.dataset = _seeded_pipe(payload.dataset, shared_seed, state.num_workers, state.id, shard=False)
-    fetcher = _Fetcher(iter(payload.dataset), payload.batch_size, payload.drop_last, payload.collate_fn)
+        payload.dataset = seeded_pipe(payload.dataset, shared_seed, state.num_workers, state.id, shard=False)
+    fetcher = Fetcher(iter(payload.dataset), payload.batch_size, payload.drop_last, payload.collate_fn)
     fetcher.skip(skip)
     cache["iterator"] = (epoch, fetcher)
 
@@ -169,7 +169,7 @@ def _iterable_next(state: Any, epoch: int) -> Any:
         return _Ended()
 
 
-def _round_robin(
+def round_robin(
     context: LoaderContext,
     pool: Any,
     epoch: int,
@@ -209,7 +209,7 @@ def _round_robin(
                 f"{k} worker processes; they were stopped)"
             ) from None
         except WorkerError as exc:
-            torch_error = _torch_worker_error(exc)
+            torch_error = torch_worker_error(exc)
             if torch_error is exc:
                 raise
             raise torch_error from None

@@ -18,18 +18,18 @@ import torch
 from ..core.containers import is_group
 from ..loading.loader import DataLoader as _SSLoader
 from ._context import LoaderContext
-from ._convert import Convert, _keep, _plan
+from ._convert import Convert, collate_plan, keep
 from ._datasets import (
-    _BatchIntoDataset,
-    _CollateOne,
-    _Dataset,
+    BatchIntoDataset,
+    CollateOne,
+    IndexedDataset,
+    ManyDataset,
+    MapWorkerInit,
+    SamplerOrder,
+    WholeCollate,
+    WholeDataset,
     _finishes,
-    _ManyDataset,
-    _MapWorkerInit,
-    _SamplerOrder,
-    _tokens,
-    _WholeCollate,
-    _WholeDataset,
+    dataset_tokens,
 )
 from ._record import SamplerDraws
 
@@ -41,7 +41,7 @@ def _odd_array(dataset: Any) -> bool:
     uint64 scalars): read sample by sample and collated by torch, as any dataset of such samples."""
     if not isinstance(dataset, np.ndarray):
         return False
-    return dataset.ndim == 0 or dataset.dtype.kind not in "biufc" or (len(dataset) > 0 and _plan(dataset[0]) is None)
+    return dataset.ndim == 0 or dataset.dtype.kind not in "biufc" or (len(dataset) > 0 and collate_plan(dataset[0]) is None)
 
 
 class _MapLoader(_SSLoader):
@@ -52,7 +52,7 @@ class _MapLoader(_SSLoader):
 
     def __init__(self, data: Any, torch_collate: Callable[[list[Any]], Any], **kwargs: Any):
         super().__init__(data, **kwargs)
-        self.convert: Convert = _keep
+        self.convert: Convert = keep
         self._torch_collate = torch_collate
         self._collates = False  # True: the samples are collated by torch's default_collate
         self._decided = threading.Lock(), False
@@ -64,7 +64,7 @@ class _MapLoader(_SSLoader):
         with lock:
             if done:
                 return
-            plan = None if sample is None else _plan(sample)
+            plan = None if sample is None else collate_plan(sample)
             if plan is None:
                 self._collates = True
             else:
@@ -80,34 +80,34 @@ class _MapLoader(_SSLoader):
         return super().shape_batch(unshaped)
 
 
-def make_map_loader(context: LoaderContext, base_seed: int, draws: SamplerDraws) -> tuple[_SSLoader, _SamplerOrder | None]:
+def make_map_loader(context: LoaderContext, base_seed: int, draws: SamplerDraws) -> tuple[_SSLoader, SamplerOrder | None]:
     """The core loader for a drop-in over a map-style dataset, built with the settings ``context``, and
     the torch-sampler order it draws from (None with slipstream's own permutation of ``(seed,
     epoch)``). ``base_seed`` is torch's base seed of the first epoch (the process workers' seeds);
     ``draws`` is told about each draw of the sampler (the loader's ``SamplerDraws``)."""
-    order: _SamplerOrder | None = None
+    order: SamplerOrder | None = None
     dataset = context.dataset
     processes = context.num_workers > 0 and context.backend == "process"
     many = bool(getattr(dataset, "__getitems__", None))
     collate: Callable[[list[Any]], Any] | None
-    adapter: type[_Dataset] | None = None
+    adapter: type[IndexedDataset] | None = None
     if not context.auto_collation:  # batch_size=None: collate_fn(dataset[i]), no __getitems__
-        collate = _CollateOne(context.collate_fn)
-        adapter = _Dataset if (processes or many or is_group(dataset)) else None
+        collate = CollateOne(context.collate_fn)
+        adapter = IndexedDataset if (processes or many or is_group(dataset)) else None
     elif context.user_collate:
         collate = context.collate_fn
         if many:
-            adapter, collate = _WholeDataset, _WholeCollate(context.collate_fn)
+            adapter, collate = WholeDataset, WholeCollate(context.collate_fn)
     else:
         collate = None  # the buffers, if the first batch's samples are ones they reproduce exactly
     if adapter is None and (
         processes or is_group(dataset) or _odd_array(dataset) or (_finishes(dataset) and not hasattr(dataset, "batch_finisher"))
     ):
         if hasattr(dataset, "getobs_batch_into") and not many:
-            adapter = _BatchIntoDataset
+            adapter = BatchIntoDataset
         else:
-            adapter = _ManyDataset if many else _Dataset
-    token = next(_tokens)
+            adapter = ManyDataset if many else IndexedDataset
+    token = next(dataset_tokens)
     data = dataset if adapter is None else adapter(dataset, token)
     if context.seed is not None:
         ss_seed = context.seed
@@ -119,7 +119,7 @@ def make_map_loader(context: LoaderContext, base_seed: int, draws: SamplerDraws)
         kwargs.update(batch_size=context.batch_size or 1, shuffle=True, drop_last=context.drop_last)
     else:
         sampler = context.batch_sampler if context.auto_collation else context.sampler
-        order = _SamplerOrder(sampler, batched=context.auto_collation, draws=draws)
+        order = SamplerOrder(sampler, batched=context.auto_collation, draws=draws)
         kwargs.update(order=order)
     if _finishes(dataset):  # a device stage: prefetch_factor finished batches ahead (each holds device memory)
         kwargs.update(finish_ahead=max(2, context.prefetch_factor or 2))
@@ -135,7 +135,7 @@ def make_map_loader(context: LoaderContext, base_seed: int, draws: SamplerDraws)
         )
         if processes:
             kwargs.update(
-                worker_init=_MapWorkerInit(token, base_seed, context.num_workers, context.worker_init_fn),
+                worker_init=MapWorkerInit(token, base_seed, context.num_workers, context.worker_init_fn),
                 mp_context=context.multiprocessing_context,
             )
         elif context.worker_init_fn is not None:

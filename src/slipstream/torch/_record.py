@@ -1,7 +1,7 @@
 """How far one epoch of a ``DataLoader`` got, and what it drew: the facts its ``state_dict()`` states.
 
 * ``EpochRecord``: plain data the loader holds for its most recent ``iter()``. The epoch's iterators
-  write to it (``_LoaderIter``: batches handed to the user, the end; ``_MapEpoch``: slipstream's
+  write to it (``LoaderIter``: batches handed to the user, the end; ``MapEpoch``: slipstream's
   epoch started, batches taken from it) and never the other way round, so an iterator the user drops
   is still collected (and its workers stopped).
 * ``SamplerDraws``: what the epoch order calls around its sampler's draw: it keeps the generators'

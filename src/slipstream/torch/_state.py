@@ -37,7 +37,7 @@ import torch
 
 from ..order.datastate import is_stateful
 from ._context import LoaderContext
-from ._datasets import _length
+from ._datasets import length
 from ._record import EpochRecord
 from ._rngstate import GLOBAL, decode, encode, generators, states
 from ._samplerepochs import parse_epochs
@@ -88,8 +88,8 @@ def identity(context: LoaderContext) -> dict[str, Any]:
     if iterable:  # the stream (which worker yields which batch) depends on the number of workers
         ident["num_workers"] = context.num_workers
     else:
-        ident["num_observations"] = _length(context.dataset)
-        ident["num_batches"] = _length(context.index_sampler)
+        ident["num_observations"] = length(context.dataset)
+        ident["num_batches"] = length(context.index_sampler)
     return ident
 
 
