@@ -20,10 +20,10 @@ from typing import Any
 import torch
 import torch.utils.data as _tud
 
+from ..core.devices import device_name
 from ._bypass import AccelerateBypassWarning, mark_prepared
 from ._dataloader import DataLoader
 from ._datasets import length
-from ._todevice import _check_device
 
 __all__ = ["AccelerateBypassWarning", "prepare"]
 
@@ -91,11 +91,21 @@ def _index(device: torch.device) -> int | None:
         return 0
 
 
+def _placed_on(device: Any) -> torch.device | None:
+    """The accelerator's ``device`` as the loader holds its own: None for the CPU (``device_name``
+    reads it, ``ValueError`` for what is not a device)."""
+    name = device_name(device, "accelerator.device")
+    if name is None:
+        return None
+    chosen = torch.device(name)
+    return None if chosen.type == "cpu" else chosen
+
+
 def _check_placement(loader: DataLoader, accelerator: Any) -> None:
     """With device placement on, batches must arrive on ``accelerator.device`` (the loader moves them)."""
     if not getattr(accelerator, "device_placement", True):
         return
-    want = _check_device(accelerator.device)  # as the loader reads its device= (None: the CPU)
+    want = _placed_on(accelerator.device)
     if not _same_device(loader.device, want):
         raise ValueError(
             f"accelerate places batches on {accelerator.device}, but this loader hands them out on "
