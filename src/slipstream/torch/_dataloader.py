@@ -9,8 +9,12 @@
 * ``IterableDataset``: ``Fetcher`` in this thread, or worker processes taken round-robin
   (``_iterable``);
 
-then pins and moves the batches (``_device``) and wraps them in one epoch's iterator
+then pins and moves the batches (``_todevice``) and wraps them in one epoch's iterator
 (``_epoch``). The behaviour it promises is ``slipstream.torch``'s docstring.
+
+The helpers read the loader's settings from a ``LoaderContext`` (``_context``) that the loader
+builds at ``iter()``, ``state_dict()`` and ``load_state_dict``; torch's private attributes are read
+through ``_compat``.
 
 Checkpoints: each ``iter()`` keeps an ``EpochRecord`` (``_record``): the generators' states before
 its draws (``_rngstate``), how many batches went out; ``state_dict()`` writes it out (``_state``).

@@ -179,7 +179,8 @@ def round_robin(
     record: EpochRecord | None = None,
     skips: list[int] | None = None,
 ) -> Iterator[Any]:
-    """One epoch's batches from ``pool``'s workers, as torch takes them: round-robin (with
+    """One epoch's batches from ``pool``'s workers (the loader's settings at this epoch's ``iter()``
+    are ``context``), as torch takes them: round-robin (with
     ``context.in_order``; else whichever worker's next batch is ready first, each worker's in its
     order), skipping a worker whose iterator has ended, each worker ``context.prefetch_factor``
     batches ahead. Worker ``w`` first reads past ``skips[w]`` batches (a resumed epoch); ``record``

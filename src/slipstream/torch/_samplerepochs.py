@@ -72,7 +72,7 @@ def epochs_of(samplers: Mapping[str, Any]) -> dict[str, int]:
 
 
 def parse_epochs(value: Any) -> dict[str, int] | None:
-    """``state["draws"]["sampler_epochs"]`` checked (None: a state saved before it was recorded)."""
+    """``state["draws"]["sampler_epochs"]`` checked (None where the state holds none)."""
     if value is None:
         return None
     if not isinstance(value, Mapping) or not all(

@@ -9,7 +9,7 @@ The state (JSON-serializable; generator states are base64 text) holds:
   ``iter`` the generators' states at its ``iter()`` (before torch's base seed), ``sampler`` their
   states before its sampler's draw, ``drew_base_seed``, and ``sampler_epochs``: the epoch of each
   sampler that keeps one (``DistributedSampler``) at the draw, which the resumed epoch draws at
-  (``_samplerepochs``; a state without it is resumed unchecked, as before);
+  (``_samplerepochs``; a state whose ``draws`` lack it is resumed without checking those epochs);
 * ``generators``: the private generators' states now (the loader's ``generator``, a sampler's own);
   torch's global generator is the user's and is not saved;
 * ``base_seed``: persistent workers' base seed (drawn once, as torch does), else None;
@@ -51,7 +51,7 @@ class Draws:
     iter: dict[str, torch.Tensor]
     sampler: dict[str, torch.Tensor]
     drew_base_seed: bool
-    sampler_epochs: dict[str, int] | None = None  # None: a state saved before they were recorded
+    sampler_epochs: dict[str, int] | None = None  # None: the state holds none (the samplers' epochs are not checked)
 
 
 @dataclass
