@@ -16,11 +16,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from helpers import SRC
+from helpers import SRC, SUPPORT
 
 pytest.importorskip("psutil")
-
-TESTS = str(Path(__file__).resolve().parents[1] / "support")
 
 # Module-level helpers for the children (spawn/forkserver workers must import them by name).
 HELPERS = '''
@@ -96,7 +94,7 @@ def child(code: str, timeout: float = 60, env: dict | None = None, script: Path 
     """Run ``code`` (or ``script``) in a fresh interpreter in its own session; kill the whole group on timeout.
 
     Returns ``(returncode, stdout, stderr, last JSON line as dict or None)``; a timeout returns rc None."""
-    extra = [SRC, TESTS] + ([str(path)] if path else [])
+    extra = [SRC, SUPPORT] + ([str(path)] if path else [])
     full = {**os.environ, "PYTHONPATH": os.pathsep.join(extra + [os.environ.get("PYTHONPATH", "")]), **(env or {})}
     if script is None:
         prelude = "import json, os, sys, time, gc\nimport numpy as np\nimport slipstream as ss\nfrom procdata import *\n"

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
+SUPPORT = str(Path(__file__).resolve().parent)  # tests/support: these shared helpers, for child interpreters
 
 
 def _is_tensor(value: Any) -> bool:
@@ -141,8 +142,11 @@ def assert_batches_equal_default_collate(ds: Any, batch_size: int, workers: int,
 
 
 def run_python(code: str, timeout: float = 60, env: dict | None = None, argv: list[str] | None = None) -> subprocess.CompletedProcess:
-    """Run ``code`` in a fresh interpreter (so a hang or crash fails one test); return the result."""
-    full_env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", ""), **(env or {})}
+    """Run ``code`` in a fresh interpreter (so a hang or crash fails one test); return the result.
+
+    The child finds ``slipstream`` in ``src/`` and the modules of ``tests/support`` (``from finishdata import ...``);
+    ``env`` is added to (and may override) the environment, ``PYTHONPATH`` included."""
+    full_env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, SUPPORT, os.environ.get("PYTHONPATH", "")]), **(env or {})}
     return subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code), *(argv or [])], capture_output=True, text=True, timeout=timeout, env=full_env
     )

@@ -22,7 +22,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from helpers import SRC
+from helpers import SRC, SUPPORT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch.utils.data import (
@@ -885,7 +885,7 @@ def test_it_is_a_torch_dataloader_with_torchs_attributes():
 
 def run_script(body: str, timeout: float = 90) -> subprocess.CompletedProcess:
     code = textwrap.dedent(body)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, os.path.dirname(__file__)])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, SUPPORT])}
     return subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=timeout, env=env)
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from enginedata import IMAGE_FIELDS, Dies, Labels, Refuses, Unsendable, assert_reads_back, files_of, image_tree, parquet_set
-from helpers import SRC, run_python
+from helpers import SRC, SUPPORT, run_python
 
 import slipstream as ss
 from slipstream import fields as F
@@ -227,7 +227,7 @@ def test_worker_processes_exit_when_the_driver_is_killed(tmp_path):
         [sys.executable, "-c", textwrap.dedent(
             f"""
             import sys
-            sys.path.insert(0, {str(Path(__file__).resolve().parents[1] / "support")!r})
+            sys.path.insert(0, {SUPPORT!r})
             import slipstream as ss
             from slipstream import fields as F
             from enginedata import Blocks
