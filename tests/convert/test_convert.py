@@ -78,7 +78,7 @@ def test_image_folder_stores_jpegs_unchanged_labels_and_relative_paths(tree: Pat
         assert codec == "jpeg"
         if sample["path"].endswith(".jpg"):
             assert stored == source  # passed through: no second lossy encode
-            decoded = ss.images.codecs.as_image(source, "x")
+            decoded = ss.images.encoded.codecs.as_image(source, "x")
             np.testing.assert_array_equal(sample["image"], np.repeat(decoded, 3 // decoded.shape[2], axis=2))
         else:  # a PNG re-encoded as JPEG: close to its pixels
             original = np.asarray(Image.open(tree / sample["path"]).convert("RGB"))
@@ -95,7 +95,7 @@ def test_image_folder_lossless_codec_and_resize_options(tree: Path, tmp_path: Pa
     for i in range(len(ds)):
         sample = ds[i]
         assert _stored(ds, "image", i)[0] == "png"
-        decoded = ss.images.codecs.as_image((tree / sample["path"]).read_bytes(), "x")
+        decoded = ss.images.encoded.codecs.as_image((tree / sample["path"]).read_bytes(), "x")
         np.testing.assert_array_equal(sample["image"], np.repeat(decoded, 3 // decoded.shape[2], axis=2))  # RGB
     small = tmp_path / "small.ss"
     assert _convert(tree, small, "--codec", "qoi", "--max-side", "8", "--page-size", "1K") == 0
