@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from packed import photo_like
-from test_reader_batches import packed_samples
+from samples import packed_samples
 
 import slipstream as ss
 from slipstream import fields as F
