@@ -11,25 +11,13 @@ import pyarrow.ipc
 import pyarrow.parquet as pq
 import pytest
 import simplejpeg
+from hfdata import HF_FEATURES, hf_table, jpeg, pixels, save_to_disk
 from PIL import Image
 
 import slipstream as ss
 from slipstream import fields as F
 from slipstream.cli.main import main
 from slipstream.convert.sources import ConvertError, open_source
-
-
-def _pixels(seed: int, height: int, width: int, channels: int = 3) -> np.ndarray:
-    """A smooth image (JPEG keeps it close) with a seeded offset."""
-    y, x = np.mgrid[0:height, 0:width]
-    base = x * 100 // max(1, width - 1) + y * 50 // max(1, height - 1) + seed % 20 * 5
-    image = np.stack([base, base // 2 + 60, 200 - base // 2], axis=2)[:, :, :channels]
-    return image.astype(np.uint8)
-
-
-def _jpeg(seed: int, height: int, width: int, channels: int = 3) -> bytes:
-    image = _pixels(seed, height, width, channels)
-    return simplejpeg.encode_jpeg(image, quality=85, colorspace="RGB" if channels == 3 else "GRAY", colorsubsampling="420" if channels == 3 else "Gray")
 
 
 def _png(image: np.ndarray) -> bytes:
@@ -59,8 +47,8 @@ def tree(tmp_path: Path) -> Path:
     for label, cls in enumerate(["cat", "dog"]):
         (root / cls).mkdir(parents=True)
         for i in range(3):
-            (root / cls / f"{i}.jpg").write_bytes(_jpeg(10 * label + i, 24 + i, 32, channels=1 if i == 2 else 3))
-        (root / cls / "z.png").write_bytes(_png(_pixels(label, 20, 16)))
+            (root / cls / f"{i}.jpg").write_bytes(jpeg(10 * label + i, 24 + i, 32, channels=1 if i == 2 else 3))
+        (root / cls / "z.png").write_bytes(_png(pixels(label, 20, 16)))
     return root
 
 
@@ -160,7 +148,7 @@ def test_npz_with_unequal_lengths_names_the_keys_and_lengths(tmp_path: Path, cap
 
 # -- Parquet -----------------------------------------------------------------------------------------
 def _table(n: int) -> tuple[pa.Table, list[bytes]]:
-    jpegs = [_jpeg(i, 12, 16) for i in range(n)]
+    jpegs = [jpeg(i, 12, 16) for i in range(n)]
     table = pa.table(
         {
             "id": pa.array(range(n), pa.int32()),
@@ -169,7 +157,7 @@ def _table(n: int) -> tuple[pa.Table, list[bytes]]:
             "name": pa.array([f"s{i}" for i in range(n)], pa.large_string()),
             "blob": pa.array([bytes([i, 0, 1]) for i in range(n)], pa.binary()),
             "photo": pa.array(jpegs, pa.binary()),
-            "hf_image": pa.array([{"bytes": _png(_pixels(i, 6, 5)), "path": f"{i}.png"} for i in range(n)]),
+            "hf_image": pa.array([{"bytes": _png(pixels(i, 6, 5)), "path": f"{i}.png"} for i in range(n)]),
             "tags": pa.array([[i, i + 1] for i in range(n)]),  # a list of integers: token ids
             "words": pa.array([[f"w{i}"] * (i % 3) for i in range(n)]),  # any other list: JSON
             "meta": pa.array([{"a": i, "b": str(i)} for i in range(n)]),
@@ -197,11 +185,11 @@ def test_parquet_columns_map_to_fields_and_read_back_equal(tmp_path: Path):
             assert sample[name] == row[name] and type(sample[name]) is type(row[name]), (i, name)
         assert sample["tags"].dtype == np.int64 and sample["tags"].tolist() == row["tags"]
         np.testing.assert_array_equal(sample["photo"], simplejpeg.decode_jpeg(jpegs[i]))
-        np.testing.assert_array_equal(sample["hf_image"], _pixels(i, 6, 5))
+        np.testing.assert_array_equal(sample["hf_image"], pixels(i, 6, 5))
 
 
 def test_parquet_jpeg_bytes_pass_through_and_image_paths_are_read(tmp_path: Path):
-    jpegs = [_jpeg(i, 10, 10) for i in range(3)]
+    jpegs = [jpeg(i, 10, 10) for i in range(3)]
     (tmp_path / "on_disk.jpg").write_bytes(jpegs[2])
     images = pa.array([{"bytes": jpegs[0], "path": None}, {"bytes": jpegs[1], "path": "a.jpg"}, {"bytes": None, "path": "on_disk.jpg"}])
     pq.write_table(pa.table({"image": images, "label": [0, 1, 2]}), tmp_path / "t.parquet")
@@ -227,47 +215,11 @@ def test_parquet_nulls_name_the_column_and_row(tmp_path: Path, capsys):
 
 
 # -- Hugging Face save_to_disk ---------------------------------------------------------------------------
-def _save_to_disk(folder: Path, tables: list[pa.Table], features: dict | None) -> None:
-    """What ``datasets.Dataset.save_to_disk`` writes: Arrow IPC stream shards, state.json, dataset_info.json."""
-    folder.mkdir()
-    names = [f"data-{k:05d}-of-{len(tables):05d}.arrow" for k in range(len(tables))]
-    for name, table in zip(names, tables):
-        with pa.OSFile(str(folder / name), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
-            writer.write_table(table, max_chunksize=2)
-    state = {"_data_files": [{"filename": n} for n in names], "_fingerprint": "0", "_format_columns": None, "_format_kwargs": {},
-             "_format_type": None, "_output_all_columns": False, "_split": "train"}  # fmt: skip
-    (folder / "state.json").write_text(json.dumps(state))
-    if features is not None:
-        (folder / "dataset_info.json").write_text(json.dumps({"citation": "", "description": "", "features": features}))
-
-
-HF_FEATURES = {
-    "img": {"decode": True, "id": None, "_type": "Image"},
-    "label": {"names": ["cat", "dog"], "_type": "ClassLabel"},
-    "text": {"dtype": "string", "id": None, "_type": "Value"},
-    "score": {"dtype": "float32", "_type": "Value"},
-    "tokens": {"feature": {"dtype": "int64", "_type": "Value"}, "length": -1, "_type": "Sequence"},
-    "emb": {"shape": [2, 2], "dtype": "float32", "_type": "Array2D"},
-}
-
-
-def _hf_table(start: int, n: int) -> pa.Table:
-    rows = range(start, start + n)
-    return pa.table(
-        {
-            "img": pa.array([{"bytes": _jpeg(i, 8, 12), "path": None} for i in rows], pa.struct([("bytes", pa.binary()), ("path", pa.string())])),
-            "label": pa.array([i % 2 for i in rows], pa.int64()),
-            "text": pa.array([f"t{i}" for i in rows], pa.string()),
-            "score": pa.array([i / 2 for i in rows], pa.float32()),
-            "tokens": pa.array([list(range(i % 3)) for i in rows], pa.list_(pa.int64())),
-            "emb": pa.array([[[i, 1.5], [2.0, -i]] for i in rows], pa.list_(pa.list_(pa.float32(), 2), 2)),
-        }
-    )
 
 
 def test_huggingface_saved_dataset_converts_by_its_features(tmp_path: Path):
     folder = tmp_path / "hf"
-    _save_to_disk(folder, [_hf_table(0, 5), _hf_table(5, 4)], HF_FEATURES)
+    save_to_disk(folder, [hf_table(0, 5), hf_table(5, 4)], HF_FEATURES)
     out = tmp_path / "hf.ss"
     assert _convert(folder, out) == 0
     ds = ss.open(out)
@@ -278,19 +230,19 @@ def test_huggingface_saved_dataset_converts_by_its_features(tmp_path: Path):
     assert len(ds) == 9
     for i in range(9):
         sample = ds[i]
-        assert _stored(ds, "img", i) == ("jpeg", _jpeg(i, 8, 12))
+        assert _stored(ds, "img", i) == ("jpeg", jpeg(i, 8, 12))
         assert (sample["label"], sample["text"], sample["score"], sample["tokens"].tolist()) == (i % 2, f"t{i}", i / 2, list(range(i % 3)))
         np.testing.assert_array_equal(sample["emb"], np.array([[i, 1.5], [2.0, -i]], np.float32))
 
 
 def test_huggingface_without_dataset_info_uses_arrow_types_and_nulls_fail(tmp_path: Path):
     folder = tmp_path / "bare"
-    _save_to_disk(folder, [_hf_table(0, 4)], None)
+    save_to_disk(folder, [hf_table(0, 4)], None)
     assert _convert(folder, tmp_path / "bare.ss") == 0
     ds = ss.open(tmp_path / "bare.ss")
     assert ds.fields["img"] == F.Image(codec="jpeg") and ds.fields["emb"] == F.JSON() and ds[3]["emb"] == [[3.0, 1.5], [2.0, -3.0]]
     nulls = tmp_path / "nulls"
-    _save_to_disk(nulls, [pa.table({"text": ["a", "b", None]})], {"text": {"dtype": "string", "_type": "Value"}})
+    save_to_disk(nulls, [pa.table({"text": ["a", "b", None]})], {"text": {"dtype": "string", "_type": "Value"}})
     with pytest.raises(ConvertError, match=r"column 'text' is null at row 2"):
         open_source(nulls)
 
@@ -299,8 +251,8 @@ def test_huggingface_dataset_dict_asks_for_a_split(tmp_path: Path):
     root = tmp_path / "dd"
     root.mkdir()
     (root / "dataset_dict.json").write_text(json.dumps({"splits": ["test", "train"]}))
-    _save_to_disk(root / "train", [_hf_table(0, 2)], HF_FEATURES)
-    _save_to_disk(root / "test", [_hf_table(0, 2)], HF_FEATURES)
+    save_to_disk(root / "train", [hf_table(0, 2)], HF_FEATURES)
+    save_to_disk(root / "test", [hf_table(0, 2)], HF_FEATURES)
     with pytest.raises(ConvertError, match=r"DatasetDict \(splits \['test', 'train'\]\); convert one split"):
         open_source(root)
 
@@ -309,7 +261,7 @@ def test_huggingface_dataset_dict_asks_for_a_split(tmp_path: Path):
 def test_unknown_sources_say_what_is_supported(tmp_path: Path, capsys):
     (tmp_path / "table.csv").write_text("a,b\n1,2\n")
     (tmp_path / "flat").mkdir()
-    (tmp_path / "flat" / "x.jpg").write_bytes(_jpeg(0, 4, 4))
+    (tmp_path / "flat" / "x.jpg").write_bytes(jpeg(0, 4, 4))
     for src in ("table.csv", "flat"):
         assert _convert(tmp_path / src, tmp_path / "out.ss") == 2
         err = capsys.readouterr().err
@@ -326,7 +278,7 @@ def test_unknown_sources_say_what_is_supported(tmp_path: Path, capsys):
 @pytest.fixture
 def broken_tree(tree: Path) -> Path:
     """The tree with one file that is not a decodable JPEG (its header parses, its data is cut)."""
-    (tree / "dog" / "1.jpg").write_bytes(_jpeg(11, 25, 32)[:120])
+    (tree / "dog" / "1.jpg").write_bytes(jpeg(11, 25, 32)[:120])
     return tree
 
 
@@ -366,15 +318,15 @@ def test_class_names_survive_conversion(tree: Path, tmp_path: Path):
     assert _convert(tree, tmp_path / "folder.ss") == 0
     assert ss.open(tmp_path / "folder.ss").metadata == {"class_names": {"label": ["cat", "dog"]}}
     hf = tmp_path / "hf"
-    _save_to_disk(hf, [_hf_table(0, 3)], HF_FEATURES)
+    save_to_disk(hf, [hf_table(0, 3)], HF_FEATURES)
     assert _convert(hf, tmp_path / "hf.ss") == 0
     assert ss.open(tmp_path / "hf.ss").metadata == {"class_names": {"label": ["cat", "dog"]}}
-    table = _hf_table(0, 3).replace_schema_metadata({b"huggingface": json.dumps({"info": {"features": HF_FEATURES}}).encode()})
+    table = hf_table(0, 3).replace_schema_metadata({b"huggingface": json.dumps({"info": {"features": HF_FEATURES}}).encode()})
     pq.write_table(table, tmp_path / "hf.parquet")
     assert _convert(tmp_path / "hf.parquet", tmp_path / "pq.ss") == 0
     assert ss.open(tmp_path / "pq.ss").metadata == {"class_names": {"label": ["cat", "dog"]}}
     bare = tmp_path / "bare"
-    _save_to_disk(bare, [_hf_table(0, 3)], None)
+    save_to_disk(bare, [hf_table(0, 3)], None)
     assert _convert(bare, tmp_path / "bare.ss") == 0
     assert ss.open(tmp_path / "bare.ss").metadata == {}
 
@@ -417,7 +369,7 @@ def test_shard_size_writes_a_sharded_folder_of_the_same_samples(tree: Path, tmp_
 
 
 def test_a_folder_holding_only_a_killed_writers_lock_file_is_an_empty_folder_to_convert(tree: Path, tmp_path: Path):
-    from slipstream.files.writelock import LOCK
+    from slipstream.write.writelock import LOCK
 
     folder = tmp_path / "shards"
     folder.mkdir()
@@ -465,7 +417,7 @@ def test_convert_says_when_images_are_re_encoded_as_lossy_jpeg(tree: Path, tmp_p
 
 def test_convert_of_a_parquet_column_of_png_images_says_it_is_lossy(tmp_path: Path, capsys):
     path = tmp_path / "png.parquet"
-    pq.write_table(pa.table({"image": [_png(_pixels(i, 8, 8)) for i in range(3)]}), path)
+    pq.write_table(pa.table({"image": [_png(pixels(i, 8, 8)) for i in range(3)]}), path)
     assert _convert(path, tmp_path / "png.ss") == 0
     assert "note: image column 'image' holds PNG images (its first row): stored as JPEG" in capsys.readouterr().err
 
@@ -473,7 +425,7 @@ def test_convert_of_a_parquet_column_of_png_images_says_it_is_lossy(tmp_path: Pa
 def test_a_hugging_face_json_column_converts_to_its_values(tmp_path: Path):
     folder = tmp_path / "hfjson"
     texts = pa.array(['{"a":1,"b":[0.13436424411240122]}', '"x"', "null"])
-    _save_to_disk(folder, [pa.table({"j": pa.ExtensionArray.from_storage(pa.json_(), texts)})], {"j": {"_type": "Json"}})
+    save_to_disk(folder, [pa.table({"j": pa.ExtensionArray.from_storage(pa.json_(), texts)})], {"j": {"_type": "Json"}})
     assert _convert(folder, tmp_path / "j.ss") == 0
     ds = ss.open(tmp_path / "j.ss")
     assert ds.fields == {"j": F.JSON()} and [ds[i]["j"] for i in range(3)] == [{"a": 1, "b": [0.13436424411240122]}, "x", None]

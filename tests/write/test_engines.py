@@ -144,10 +144,10 @@ def test_slipstream_imports_without_ray_and_engine_ray_says_how_to_install_it(tm
 
 
 def test_a_hugging_face_folder_gives_the_same_shards_in_processes(tmp_path):
-    from test_convert import HF_FEATURES, _hf_table, _save_to_disk
+    from hfdata import HF_FEATURES, hf_table, save_to_disk  # here: pyarrow and simplejpeg only for this test
 
     source = tmp_path / "hf"
-    _save_to_disk(source, [_hf_table(0, 30), _hf_table(30, 25)], HF_FEATURES)  # image structs, ClassLabel, Array2D: their readers pickle
+    save_to_disk(source, [hf_table(0, 30), hf_table(30, 25)], HF_FEATURES)  # image structs, ClassLabel, Array2D: their readers pickle
     one, _ = convert(source, tmp_path / "one", shard_size="4kB", page_size=1_500, progress=False)
     two, _ = convert(source, tmp_path / "two", shard_size="4kB", page_size=1_500, progress=False, engine="processes", workers=2)
     assert files_of(two) == files_of(one) and len(ss.open(one).shards) > 2
