@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_remote_cache import Child
+from pipedchild import Child
 
 from slipstream.remote.cache import PageCache
 from slipstream.remote.fetch import Fetcher, range_key
