@@ -5,55 +5,11 @@ from __future__ import annotations
 
 import threading
 
-import numpy as np
 import pytest
+from finishdata import Data, Finisher
 from helpers import run_python
 
 import slipstream as ss
-
-
-class Finisher:
-    """Adds 1000 to the batch's values in the finish thread; counts what it finished ahead."""
-
-    def __init__(self, fail_at: set[int] | None = None, gate: threading.Event | None = None):
-        self.fail_at, self.gate = fail_at or set(), gate
-        self.threads: set[str] = set()
-        self.handoff_threads: set[str] = set()
-        self.finished = self.handed = self.most_ahead = 0
-        self.lock = threading.Lock()
-
-    def finish(self, batch):
-        if self.gate is not None:
-            self.gate.wait(30)
-        self.threads.add(threading.current_thread().name)
-        if int(batch["x"][0]) in self.fail_at:
-            raise ValueError(f"finish failed at {int(batch['x'][0])}")
-        with self.lock:
-            self.finished += 1
-            self.most_ahead = max(self.most_ahead, self.finished - self.handed)
-        return {"x": batch["x"] + 1000}
-
-    def handoff(self, finished):
-        self.handoff_threads.add(threading.current_thread().name)
-        with self.lock:
-            self.handed += 1
-        return finished
-
-
-class Data:
-    def __init__(self, n: int, finisher: Finisher, bad_sample: int | None = None):
-        self.n, self.finisher, self.bad_sample = n, finisher, bad_sample
-
-    def __len__(self):
-        return self.n
-
-    def __getitem__(self, i):
-        if i == self.bad_sample:
-            raise KeyError(f"sample {i} is bad")
-        return {"x": np.int64(i)}
-
-    def batch_finisher(self):
-        return self.finisher
 
 
 @pytest.mark.parametrize("workers", [0, 2])
@@ -119,8 +75,7 @@ def test_a_loading_error_arrives_at_its_batch_after_the_finished_ones_before_it(
 def test_closing_while_a_finish_waits_returns_and_the_process_exits():
     code = """
     import threading, numpy as np, slipstream as ss
-    import sys; sys.path.insert(0, "tests")
-    from test_finishing import Data, Finisher
+    from finishdata import Data, Finisher
     gate = threading.Event()
     loader = ss.DataLoader(Data(100, Finisher(gate=gate)), batch_size=2, workers=2)
     it = iter(loader)

@@ -10,44 +10,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from finishdata import AddFinisher, SlowData  # noqa: E402
 from helpers import run_python  # noqa: E402
 
 import slipstream as ss  # noqa: E402
-
-# -- a container with a finisher, and finishers ----------------------------------------------------
-
-
-class SlowData:
-    """Sample i sleeps ``delay`` for i >= ``slow_from``; a finisher that adds 1000."""
-
-    def __init__(self, n, slow_from=10**9, delay=0.0, finisher=None):
-        self.n, self.slow_from, self.delay, self.finisher = n, slow_from, delay, finisher
-
-    def __len__(self):
-        return self.n
-
-    def __getitem__(self, i):
-        if i >= self.slow_from:
-            threading.Event().wait(self.delay)
-        return {"x": np.int64(i)}
-
-    def batch_finisher(self):
-        return self.finisher or AddFinisher()
-
-
-class AddFinisher:
-    def __init__(self, gate=None, handoff_fail_at=None):
-        self.gate, self.handoff_fail_at = gate, handoff_fail_at
-
-    def finish(self, batch):
-        if self.gate is not None:
-            self.gate.wait(30)
-        return {"x": batch["x"] + 1000}
-
-    def handoff(self, finished):
-        if self.handoff_fail_at is not None and int(finished["x"][0]) == self.handoff_fail_at:
-            raise RuntimeError(f"handoff failed at {self.handoff_fail_at}")
-        return finished
 
 
 def test_close_from_another_thread_while_the_consumer_tops_up():
@@ -57,8 +23,7 @@ def test_close_from_another_thread_while_the_consumer_tops_up():
     executor's own (pool shut down: 'cannot schedule new futures after shutdown'; deque mutated)."""
     code = """
     import sys, threading, numpy as np, slipstream as ss
-    sys.path.insert(0, "tests")
-    from test_finishing_faults import SlowData
+    from finishdata import SlowData
     outcomes = {}
     for trial in range(6):
         loader = ss.DataLoader(SlowData(60, slow_from=6, delay=0.4), batch_size=2, workers=2, backend="thread", prefetch=2)
@@ -88,10 +53,9 @@ def test_keyboard_interrupt_while_a_finish_runs_loses_no_batch_in_the_dropin_sta
     one batch too far: that batch is lost."""
     code = """
     import os, signal, sys, threading, time, json, numpy as np, torch
-    sys.path.insert(0, "tests")
     import slipstream as ss
     from slipstream.torch import DataLoader
-    from test_finishing_faults import SlowData, AddFinisher
+    from finishdata import SlowData, AddFinisher
 
     class Gate(AddFinisher):
         def __init__(self):
@@ -136,9 +100,8 @@ def test_keyboard_interrupt_core_loader_keep_going():
     handed out and the epoch goes on past it (without a finisher, workers=2: the epoch ends, state 3)."""
     code = """
     import signal, sys, threading, time, numpy as np
-    sys.path.insert(0, "tests")
     import slipstream as ss
-    from test_finishing_faults import SlowData, AddFinisher
+    from finishdata import SlowData, AddFinisher
 
     class Slow(AddFinisher):
         def finish(self, batch):
@@ -179,10 +142,9 @@ def test_handoff_error_is_the_batchs_own_and_keep_going_goes_on():
 def test_a_dying_worker_arrives_after_the_batches_finished_ahead():
     code = """
     import os, sys, numpy as np
-    sys.path.insert(0, "tests")
     import slipstream as ss
     from slipstream.workers.pool import WorkerError
-    from test_finishing_faults import SlowData
+    from finishdata import SlowData
 
     class Dying(SlowData):
         def __getitem__(self, i):
