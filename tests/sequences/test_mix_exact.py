@@ -12,7 +12,7 @@ import pytest
 from helpers import run_python
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_mix import running_counts, sequence, sources
+from mixcounts import running_counts, sequence, sources
 
 import slipstream as ss
 from slipstream.sequences import interleave
