@@ -13,8 +13,8 @@ import threading
 import numpy as np
 import pytest
 from helpers import assert_same, snapshot
+from procchild import assert_gone, child
 from procdata import Custom, Faulty, Records
-from test_loader_processes import assert_gone, child
 
 import slipstream as ss
 from slipstream.core.errors import Cancelled

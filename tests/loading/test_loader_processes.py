@@ -10,7 +10,6 @@ worker process and no shared-memory file is left.
 
 from __future__ import annotations
 
-import json
 import os
 import pickle
 import signal
@@ -19,18 +18,17 @@ import sys
 import textwrap
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import SRC, assert_resumes_exactly, assert_same, snapshot
+from helpers import SRC, SUPPORT, assert_resumes_exactly, assert_same, snapshot
+from procchild import assert_gone, child
 from procdata import Faulty, InitSeen, Records, Seeds, TaggedInit, remember_init, shifted_collate
 
 import slipstream as ss
 
 psutil = pytest.importorskip("psutil")
 
-TESTS = str(Path(__file__).resolve().parents[1] / "support")
 METHODS = ["fork", "spawn", "forkserver"]
 BACKENDS = ["process", "helper"]  # the backends whose workers are processes writing into shared memory
 
@@ -51,27 +49,6 @@ def open_segments(pid: int | None = None) -> list[str]:
         if "slipstream-" in target:
             found.append(target)
     return found
-
-
-def child(code: str, timeout: float = 60, env: dict | None = None) -> tuple[subprocess.CompletedProcess, dict]:
-    """Run ``code`` in a fresh interpreter; it must print one JSON line last. Returns (result, that dict)."""
-    full = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, TESTS, os.environ.get("PYTHONPATH", "")]), **(env or {})}
-    prelude = "import json, os, sys, time, gc\nimport numpy as np\nimport slipstream as ss\nfrom procdata import *\n"
-    script = prelude + textwrap.dedent(code)
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout, env=full)
-    lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
-    assert lines, f"the child printed no result (rc {result.returncode}):\n{result.stdout}\n{result.stderr}"
-    return result, json.loads(lines[-1])
-
-
-def assert_gone(pids: list[int], within: float = 5.0) -> None:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
-        if not alive:
-            return
-        psutil.wait_procs([psutil.Process(p) for p in alive], timeout=0.1)
-    raise AssertionError(f"worker processes {alive} still alive after {within} s")
 
 
 def loader(data, method="fork", backend="process", **kwargs):
@@ -363,7 +340,7 @@ def test_workers_exit_on_their_own_when_the_parent_is_killed(tmp_path, backend):
             """
         )
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, TESTS])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, SUPPORT])}
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60, env=env)
     assert result.returncode == -signal.SIGKILL
     pids = [int(p) for p in result.stdout.split()]
@@ -372,7 +349,7 @@ def test_workers_exit_on_their_own_when_the_parent_is_killed(tmp_path, backend):
 
 
 def test_ctrl_c_while_waiting_for_a_batch_stops_the_workers_and_exits(tmp_path):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, TESTS])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, SUPPORT])}
     stamp = tmp_path / "stamp"
     code = textwrap.dedent(
         f"""
