@@ -9,9 +9,10 @@ every test function, adds up the limits it waits for:
 
 - ``subprocess.run``/``check_output``/``check_call``/``call`` and ``.communicate(...)`` with
   ``timeout=``;
-- calls of functions defined in the same module or in ``tests/support/helpers.py`` (``run_python``, a
-  module's own ``child``/``run_script`` wrappers), with their ``timeout`` argument, or the
-  default of their ``timeout`` parameter;
+- calls of functions defined in the same module or imported from a module of ``tests/support/``
+  (``from helpers import run_python``, ``from procchild import child``, a module's own
+  ``run_script`` wrapper), with their ``timeout`` argument, or the default of their ``timeout``
+  parameter;
 - calls inside a ``for`` loop over ``range(N)`` or a literal sequence count N times, and a test
   parametrized into several cases counts each case once (each has its own deadline).
 
@@ -161,15 +162,39 @@ def _tests(tree: ast.Module):
                     yield item, node
 
 
+def _support_modules(support: Path) -> dict[str, ast.Module]:
+    """The parsed modules of ``tests/support/``, by import name."""
+    return {path.stem: ast.parse(path.read_text()) for path in sorted(support.glob("*.py"))} if support.is_dir() else {}
+
+
+def _imported(tree: ast.Module, modules: dict[str, ast.Module], seen: frozenset[str] = frozenset()) -> dict[str, ast.FunctionDef]:
+    """The functions ``tree`` imports from the support ``modules`` (``from helpers import run_python``,
+    ``from procdata import *``), under the names it imports them as; each imported module's own functions
+    (and what it imports in turn) come along at a lower precedence, for the calls inside them."""
+    scope: dict[str, ast.FunctionDef] = {}
+    named: dict[str, ast.FunctionDef] = {}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in modules) or node.module in seen:
+            continue
+        source = modules[node.module]
+        functions = {**_imported(source, modules, seen | {node.module}), **_module_functions(source)}
+        scope.update(functions)
+        for alias in node.names:
+            if alias.name == "*":
+                named.update(_module_functions(source))
+            elif alias.name in functions:
+                named[alias.asname or alias.name] = functions[alias.name]
+    return {**scope, **named}
+
+
 def findings(tests_dir: Path) -> list[str]:
     """One line per test whose pytest deadline does not outlast its children's limits plus MARGIN."""
     default = ini_timeout(tests_dir.parent)
-    helpers = tests_dir / "support" / "helpers.py"
-    shared = _module_functions(ast.parse(helpers.read_text())) if helpers.exists() else {}
+    modules = _support_modules(tests_dir / "support")
     found = []
     for path in sorted(tests_dir.rglob("test_*.py")):
         tree = ast.parse(path.read_text())
-        budget = Budget({**shared, **_module_functions(tree)})
+        budget = Budget({**_imported(tree, modules), **_module_functions(tree)})
         module_limit = _module_timeout(tree)
         for fn, cls in _tests(tree):
             deadline = _mark_timeout(fn.decorator_list)
@@ -179,7 +204,7 @@ def findings(tests_dir: Path) -> list[str]:
                 deadline = module_limit if module_limit is not None else default
             children = budget.of_function(fn, {})
             if children and deadline and deadline < children + MARGIN:
-                found.append(f"{path.name}:{fn.lineno} {fn.name}: pytest allows {deadline:g} s, its children {children:g} s (+{MARGIN:g} s margin)")
+                found.append(f"{path.relative_to(tests_dir)}:{fn.lineno} {fn.name}: pytest allows {deadline:g} s, its children {children:g} s (+{MARGIN:g} s margin)")
     return found
 
 

@@ -19,7 +19,8 @@ def _suite(tmp_path: Path, body: str, timeout: int = 120) -> Path:
     (tmp_path / "pyproject.toml").write_text(f"[tool.pytest.ini_options]\ntimeout = {timeout}\n")
     tests = tmp_path / "tests"
     tests.mkdir()
-    (tests / "helpers.py").write_text("def run_python(code, timeout=60):\n    return subprocess.run([code], timeout=timeout)\n")
+    (tests / "support").mkdir()
+    (tests / "support" / "helpers.py").write_text("def run_python(code, timeout=60):\n    return subprocess.run([code], timeout=timeout)\n")
     (tests / "test_probe.py").write_text(textwrap.dedent(body))
     return tests
 
@@ -60,3 +61,10 @@ def test_a_child_allowed_longer_than_the_test_is_found_through_wrappers_loops_an
 def test_the_suite_wide_timeout_applies_where_no_mark_does(tmp_path):
     tests = _suite(tmp_path, "from helpers import run_python\n\ndef test_default():\n    run_python('x', timeout=100)\n", timeout=120)
     assert [row.split()[1] for row in deadlines.findings(tests)] == ["test_default:"]
+
+
+def test_a_wrapper_imported_from_a_support_module_is_followed_under_its_imported_name(tmp_path):
+    tests = _suite(tmp_path, "from childrun import child as run_child\n\ndef test_imported():\n    run_child('x')\n", timeout=120)
+    (tests / "support" / "childrun.py").write_text("from helpers import run_python\n\ndef child(code, timeout=90):\n    return run_python(code, timeout=timeout)\n")
+    found = deadlines.findings(tests)
+    assert [row.split()[1] for row in found] == ["test_imported:"] and "its children 90 s" in found[0], found
