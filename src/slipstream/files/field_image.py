@@ -29,7 +29,7 @@ class ImageColumn(Column):
     def shape(self, row: int) -> tuple[int, int, int]:
         """The stored (H, W, C), checked against the stored bytes (``ValueError`` for damage: a header
         that disagrees, or one that declares more pixels than the bytes can encode, stored shape and
-        all: ``codecs.check_encoded_size``), so no buffer is ever sized from a damaged header."""
+        all: ``images.encoded.codecs.check_encoded_size``), so no buffer is ever sized from a damaged header."""
         shape = int(self.heights[row]), int(self.widths[row]), int(self.channels[row])
         _check_shape(self.codec(row), self.encoded(row), shape)
         return shape
