@@ -1,3 +1,6 @@
+"""The flat public namespace (``slipstream.__all__``): sorted, every name exported, documented and
+type-hinted, and the names of the contract all there."""
+
 import inspect
 
 import slipstream as ss

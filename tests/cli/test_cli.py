@@ -1,3 +1,7 @@
+"""The ``slipstream`` command line: ``demo``, ``convert``, ``inspect``, ``info``, ``bench``, ``validate`` and
+``--version`` (in process and through the installed entry point), their messages and exit codes for bad
+input, and the Makefile targets that install what the demo and the benchmarks' smoke tests need."""
+
 from helpers import run_python
 
 

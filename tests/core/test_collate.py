@@ -1,3 +1,6 @@
+"""core.collate and core.spec: the default collate stacks nested samples like ``default_collate`` (safe casts
+only, mismatches named by sample and field), lists what it cannot stack, and a spec builds and cuts batches."""
+
 from collections import namedtuple
 
 import numpy as np

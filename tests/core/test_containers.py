@@ -1,3 +1,7 @@
+"""core.containers, the data container protocol: ``numobs``, ``getobs`` and ``getobs_into`` on arrays, plain
+containers and groups (tuples and mappings of containers), and ``write_obs`` refusing shape mismatches and
+lossy casts."""
+
 from collections import namedtuple
 
 import numpy as np

@@ -1,3 +1,6 @@
+"""core.rng: ``sample_rng()`` is a function of seed, epoch and index inside a sample context (nested and per
+thread), independent of the order's stream, and a working generator outside a loader."""
+
 import threading
 
 import numpy as np

@@ -1,3 +1,6 @@
+"""core.slots: the pool of batch buffers reuses a slot only once nothing references its arrays (views
+included), drops kept slots when full, and sizes slots to the batch."""
+
 import numpy as np
 
 from slipstream.core.slots import SlotPool

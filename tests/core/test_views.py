@@ -1,3 +1,7 @@
+"""core.views: ``ObsView``, ``mapobs``, ``BatchView``, ``shuffleobs``, ``splitobs`` and ``joinobs``: indexing
+(slices, masks, negative indices, views of views), laziness, batching arithmetic, seeded shuffles and
+splits, and views as containers of the protocol."""
+
 import numpy as np
 import pytest
 from hypothesis import given

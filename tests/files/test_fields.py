@@ -1,3 +1,7 @@
+"""The field kinds (``slipstream.fields``): every scalar, bytes, text, JSON and array kind round-trips
+through a packed file, wrong values and settings are refused naming sample and field, and field specs
+round-trip through JSON (unknown kinds and newer versions refused)."""
+
 import json
 
 import numpy as np

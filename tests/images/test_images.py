@@ -1,3 +1,7 @@
+"""``F.Image``: lossless codecs round-trip exactly and JPEG closely; resizing (``max_side``/``min_side``) and the
+compression policies; the channel rules (``channels=1/3`` and the default); 16-bit input; bad
+images refused naming the sample (a PNG claiming a huge size included); decoding straight into a batch buffer."""
+
 import io
 
 import numpy as np

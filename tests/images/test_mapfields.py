@@ -1,3 +1,7 @@
+"""``ss.open(p).map(image=[ops...])``: a mapped packed file gives fixed-size batches, bit-identical for a seed
+with any worker count, close to Pillow's resize and crop; custom and Numba-compiled ops after the fused
+geometry; decode options; errors naming the problem; strict checks remembered across epochs and workers."""
+
 import numpy as np
 import pytest
 import simplejpeg

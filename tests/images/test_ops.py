@@ -1,3 +1,7 @@
+"""images.ops, the image operations: RandomResizedCrop's boxes (inside the image, distributed as torchvision's,
+the fallback, the same for the same draws), Resize's rounding, geometry composed into one source window
+(flips included), Normalize's coefficients, and bad settings refused."""
+
 import math
 
 import numpy as np

@@ -1,3 +1,7 @@
+"""The inline and thread executors (loading.backends.inline, .threads): results in job order, a job split
+over workers and finished once, errors at their position (or a failed job's error and ``keep_going``),
+at most ``prefetch`` jobs taken ahead, and close waking idle workers."""
+
 import threading
 
 import pytest

@@ -1,3 +1,7 @@
+"""``ss.DataLoader``: batches (exact length, ranks, seeded epochs, any worker count), collation and the
+container protocol, samplers and batch samplers, the resumable state, prefetch and out-of-order delivery,
+user errors and timeouts, argument checks (their order and exception types) and ``workers="auto"``."""
+
 import json
 import threading
 

@@ -1,3 +1,7 @@
+"""``ss.loadparallel``: ``fn`` mapped over an iterable in worker threads, in input order, reading at most
+``prefetch`` items ahead; an error reaches the consumer at its item; ``workers=0`` maps lazily in the
+caller's thread and ``workers="auto"`` uses the usable cores."""
+
 import threading
 
 import pytest

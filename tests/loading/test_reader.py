@@ -1,3 +1,7 @@
+"""Reading a packed file (``ss.open``): samples read back equal from the page cache or RAM as read-only views,
+field selection, batched reads into buffers, quasi-random page order, pickling by path, and damaged, foreign
+or newer files refused clearly (``validate`` names the bad page)."""
+
 import json
 import pickle
 

@@ -1,3 +1,6 @@
+"""order.orders: a permutation holds each index once, is a pure function of seed and epoch, and differs
+between epochs."""
+
 from hypothesis import given
 from hypothesis import strategies as st
 

@@ -1,3 +1,7 @@
+"""``ss.write``: byte-identical files with any worker count, whole samples per page, inferred fields, atomic
+replacement (a failed or killed write leaves no partial file; racing writers leave one whole file),
+bounded memory, iterables that reuse one buffer, the user's metadata, and bad arguments refused."""
+
 import filecmp
 import signal
 import subprocess
