@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slipstream.images import ops
 from slipstream.core.draws import Draws
+from slipstream.images import ops
 from slipstream.images.ops import WindowError, Windows
 
 
