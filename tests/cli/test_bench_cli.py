@@ -1,4 +1,4 @@
-"""``slipstream bench`` (issue 22, item 18): common files load without a traceback, the warm-up is never
+"""``slipstream bench``: common files load without a traceback, the warm-up is never
 timed, the numba kernels are ready before anything is, and the advice after ``--sweep`` is the sweep's."""
 
 from __future__ import annotations

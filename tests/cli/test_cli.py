@@ -218,7 +218,7 @@ def test_ray_takes_no_value_so_it_never_swallows_src_and_the_address_has_its_own
     assert "--ray-address is for --ray" in capsys.readouterr().err and len(calls) == 3
 
 
-# -- validate, demo without the files extra, the Makefile (issue 22, item 21) ----------------------------
+# -- validate, demo without the files extra, the Makefile ---------------------------------------------
 
 
 def test_validate_checks_every_page_and_names_the_first_bad_one(tmp_path, capsys):

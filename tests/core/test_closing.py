@@ -103,10 +103,10 @@ def run_script(code, timeout=60, env=None):
 
 
 def test_exit_closes_workers_politely_before_multiprocessing_terminates_them():
-    """A script that exits with a process loader's iterator still open: before, slipstream's exit
-    hook closed the pool first (a CLOSE message, the worker returns and flushes its stdout); now
-    multiprocessing's own atexit runs first and SIGTERMs the daemonic workers, so what the
-    workers printed (and any child-side finalizer) is lost."""
+    """A script that exits with a process loader's iterator still open: slipstream's exit hook
+    closes the pool before multiprocessing's own atexit SIGTERMs the daemonic workers (a CLOSE
+    message: the worker returns and flushes its stdout), so what the workers printed (and any
+    child-side finalizer) is not lost."""
     r = run_script(
         """
         import numpy as np, slipstream as ss
@@ -125,12 +125,12 @@ def test_exit_lets_spawned_workers_run_their_atexit_handlers(tmp_path):
     """The same order problem seen from a "spawn" worker: a polite CLOSE lets the worker's
     interpreter exit normally, running its atexit handlers (log handlers, user clean-up registered
     in worker_init); a SIGTERM from multiprocessing's atexit skips them."""
-    (tmp_path / "review_winit.py").write_text(
+    (tmp_path / "atexit_winit.py").write_text(
         textwrap.dedent(
             """
             import atexit, os
             def init(k):
-                marker = os.path.join(os.environ["REVIEW_MARKERS"], f"worker-{k}")
+                marker = os.path.join(os.environ["ATEXIT_MARKERS"], f"worker-{k}")
                 atexit.register(lambda: open(marker, "w").write("bye"))
             """
         )
@@ -140,13 +140,13 @@ def test_exit_lets_spawned_workers_run_their_atexit_handlers(tmp_path):
     r = run_script(
         """
         import numpy as np, slipstream as ss
-        from review_winit import init
+        from atexit_winit import init
         if __name__ == "__main__":
             dl = ss.DataLoader(np.zeros((100, 2)), batch_size=4, workers=2, backend="process", mp_context="spawn", worker_init=init)
             it = iter(dl)
             next(it)
         """,
-        env={"PYTHONPATH": f"{SRC}{os.pathsep}{tmp_path}", "REVIEW_MARKERS": str(markers)},
+        env={"PYTHONPATH": f"{SRC}{os.pathsep}{tmp_path}", "ATEXIT_MARKERS": str(markers)},
     )
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in markers.iterdir()) == ["worker-0", "worker-1"], r.stderr

@@ -22,8 +22,8 @@ def run_script(code, timeout=60, env=None):
     ("tqdm", "ss.write(path, {'x': np.zeros((4, 2))}, progress=True)"),
 ])
 def test_missing_optional_module_is_still_a_module_not_found_error(blocked, call, tmp_path):
-    """Before, a missing qoi / tqdm surfaced as ModuleNotFoundError; ``core.optional.require``
-    now raises a plain ImportError, so ``except ModuleNotFoundError`` no longer catches it."""
+    """A missing qoi / tqdm surfaces as ModuleNotFoundError (``core.optional.require``'s error is
+    one, with the install hint), so a caller's ``except ModuleNotFoundError`` still catches it."""
     r = run_script(
         f"""
         import sys

@@ -1,8 +1,8 @@
-"""Issue 22, item 4: an image header that declares more pixels than its bytes can encode sizes no
-buffer, on any path: a 2.5 KB JPEG declaring 30000x30000 (its stored shape saying the same, as a
-forged or damaged page does) made ``ds[i]``, the fallback pipeline and the device stage allocate and
-fill 2.6 GB before they raised; now each raises ``CorruptFileError`` naming the file, sample and
-field from the header alone (``images.encoded.codecs.check_encoded_size``), with and without the compiled
+"""An image header that declares more pixels than its bytes can encode sizes no buffer, on any
+path: for a 2.5 KB JPEG declaring 30000x30000 (its stored shape saying the same, as a forged or
+damaged page does), ``ds[i]``, the fallback pipeline and the device stage each raise
+``CorruptFileError`` naming the file, sample and field from the header alone, before allocating
+anything the size of the declared image (``images.encoded.codecs.check_encoded_size``), with and without the compiled
 region decoder. Peak memory is measured in a fresh interpreter (``ru_maxrss``), with a wide bound.
 """
 

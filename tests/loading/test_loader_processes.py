@@ -540,7 +540,7 @@ def test_a_packed_image_pipeline_gives_the_same_batches_in_worker_processes(tmp_
 @pytest.mark.parametrize("backend", ["thread", *BACKENDS])
 def test_an_iterator_keeps_its_unnamed_loader_and_workers_alive_to_the_end(backend):
     """A loader nobody names (``for b in ss.DataLoader(...)``) lives as long as its iterator: its
-    finalizer used to close the worker pool mid-epoch ("the worker pool is closed" after 9 of 10)."""
+    finalizer does not close the worker pool mid-epoch ("the worker pool is closed" after 9 of 10)."""
     result, out = child(
         f"""
         import gc

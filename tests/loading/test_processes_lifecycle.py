@@ -1,4 +1,7 @@
-"""Adversarial review of the process backend: each test here reproduces one bug (and fails until it is fixed).
+"""The process backend's lifecycle as training scripts drive it: iterators of one loader that live at
+once or come by the thousand, datasets that only work in workers, a Ctrl-C in the middle of a message,
+kept batches and file descriptors, a file descriptor that cannot be sent, workers that fail while
+booting, and shared memory released at close while another loader's workers live.
 
 Every scenario runs in a fresh interpreter in its own session with a timeout, so a hang fails one
 test and the whole process group (workers included) is killed; nothing is left behind. The child
@@ -86,7 +89,7 @@ class Big:
 
 @pytest.fixture
 def helpers_dir(tmp_path):
-    (tmp_path / "reviewdata.py").write_text(HELPERS)
+    (tmp_path / "lifecycledata.py").write_text(HELPERS)
     return tmp_path
 
 
@@ -119,19 +122,14 @@ def child(code: str, timeout: float = 60, env: dict | None = None, script: Path 
 
 
 def test_closing_one_iterator_does_not_cancel_another_iterator_of_the_same_loader():
-    """Bug: the cancellation generation is one counter per WorkerPool (``_procpool.py`` WorkerPool.cancel,
-    ``_procexec.py`` ProcessExecutor.close calls ``pool.cancel()`` and each executor captures
-    ``pool.generation`` in ``__init__``). Closing (or garbage-collecting) any iterator with tasks in
-    flight bumps it, so every *other* live iterator of the loader sees all its tasks as cancelled and
-    raises the internal ``slipstream.core.errors.Cancelled`` (empty message) from ``next()``.
+    """Closing (or garbage-collecting) an iterator with tasks in flight cancels its own tasks only:
+    every other live iterator of the loader goes on to the end of its epoch (the DataLoader promises
+    that several iterators, even at once, are independent), never raising the internal
+    ``slipstream.core.errors.Cancelled``.
 
-    The everyday trigger is ``it = iter(dl)`` after a partial epoch: the new iterator is made before the
-    old one is dropped, and the old one's finalizer then kills the new epoch. The DataLoader docstring
-    promises "several iterators (even at once) are independent" (and so they are with threads).
-    Expected: both scenarios yield the full remaining epoch.
-
-    Status: failed at c769e34; passes with the uncommitted working-tree fix (``open_generation`` /
-    ``cancel(generation)``), which has its own wrap-around bug (see the last test)."""
+    The everyday case is ``it = iter(dl)`` after a partial epoch: the new iterator is made before the
+    old one is dropped, and the old one's finalizer must not end the new epoch. Both scenarios yield
+    the full remaining epoch."""
     rc, out, err, res = child(
         """
         data = Records(97)
@@ -163,43 +161,33 @@ def test_closing_one_iterator_does_not_cancel_another_iterator_of_the_same_loade
 
 @pytest.mark.parametrize("case", ["worker_init-handle/fork", "lazy-file/spawn", "lazy-file/fork"])
 def test_the_parent_process_does_not_read_samples_of_a_process_backed_loader(case, helpers_dir):
-    """Bug: ``DataLoader.__iter__`` calls ``_shape_buffers()`` (``_loader.py`` ~l.249/l.365), which reads
-    sample 0 *in the parent* before ``_worker_pool()`` starts the workers. With backend="process" that
-    breaks the contract that ``worker_init`` runs "in each worker before it loads anything" and the
-    standard ways of writing a process-safe dataset:
+    """With backend="process" the parent reads no sample: sample 0, which shapes the batch buffers, is
+    read in a worker, so ``worker_init`` runs in each worker before it loads anything. The two usual
+    ways of writing a process-safe dataset then give exactly the records of workers=0:
 
-    * a dataset reading through a handle that ``worker_init`` opens fails in the parent (TypeError on
-      ``None``, "raised while loading sample 0 to shape the batch buffers");
-    * a dataset that opens its file lazily on first access gets the file opened in the parent, so with
-      spawn/forkserver pickling the dataset then fails ("cannot pickle '_io.FileIO'" -- while the error
-      even advises opening files lazily), and with fork every worker inherits the *same* open file
-      description and they race on its offset (seek+read), giving wrong or short records.
-
-    Expected: with backend="process" no sample is read in the parent (shape the buffers from sample 0
-    read in a worker, e.g. a first "spec" task whose result the parent turns into the SlotPool), and
-    these loaders produce exactly the records of workers=0.
-
-    Status: failed at c769e34; passes with the uncommitted working-tree fix (``spec_task`` /
-    ``_shape_buffers_in``). The thread backend still reads sample 0 in the consumer thread before any
-    ``worker_init`` ran (NeedsInit with workers=2 fails the same way there)."""
+    * a dataset reading through a handle that ``worker_init`` opens (read in the parent, it fails on
+      the handle's ``None``);
+    * a dataset that opens its file lazily on first access (opened in the parent, the file would not
+      pickle for spawn/forkserver, and with fork every worker would share one file description and
+      race on its offset, giving wrong or short records)."""
     rc, out, err, res = child(
         f"""
-        import reviewdata
+        import lifecycledata
         case = {case!r}
         kind, method = case.split("/")
         res = {{}}
         if __name__ == "__main__":
             try:
                 if kind == "worker_init-handle":
-                    with ss.DataLoader(reviewdata.NeedsInit(), 4, workers=2, backend="process", mp_context=method,
-                                       worker_init=reviewdata.open_handle) as dl:
+                    with ss.DataLoader(lifecycledata.NeedsInit(), 4, workers=2, backend="process", mp_context=method,
+                                       worker_init=lifecycledata.open_handle) as dl:
                         rows = [int(i) for b in dl for i in b["i"]]
                     res["ok"] = rows == list(range(16))
                 else:
                     path = {str(helpers_dir / "records.bin")!r}
                     with open(path, "wb") as f:
                         f.write(np.arange(400 * 16, dtype=np.int64).tobytes())
-                    with ss.DataLoader(reviewdata.LazyFile(path, 400), 8, workers=4, backend="process",
+                    with ss.DataLoader(lifecycledata.LazyFile(path, 400), 8, workers=4, backend="process",
                                        mp_context=method) as dl:
                         bad = sum(int((b["rec"][:, 0] != b["id"] * 16).sum()) for b in dl)
                     res["ok"] = bad == 0
@@ -217,24 +205,19 @@ def test_the_parent_process_does_not_read_samples_of_a_process_backed_loader(cas
 
 
 def test_an_interrupt_in_the_middle_of_a_message_does_not_poison_the_next_epoch(helpers_dir):
-    """Bug: the pool's pipes are length-prefixed streams, and an exception that escapes while the parent
-    is part-way through reading (``_procpool.py`` WorkerPool._read -> ``conn.recv_bytes()``) or writing
-    (``_flush`` -> ``send_bytes``) a message leaves the stream out of step. The executor then only
-    cancels (``ProcessExecutor.close``); the pool is *not* closed, so ``DataLoader._worker_pool`` reuses
-    it for the next epoch, whose first read starts in the middle of the old message:
-    ``UnpicklingError: invalid load key`` (or, with other byte counts, a read that never completes).
+    """An exception that escapes while the parent is part-way through reading or writing a message on
+    a worker's pipe (length-prefixed streams) leaves that pipe out of step, so the pool is not used
+    again: the interrupted epoch raises KeyboardInterrupt and the next ``iter(dl)`` works (a reused
+    pool would start reading in the middle of the old message: ``UnpicklingError: invalid load key``,
+    or a read that never completes).
 
-    A Ctrl-C while a large result (a user collate returning a big object) is being received is the
-    realistic trigger: ``Connection._recv`` loops over ``os.read`` and Python runs the SIGINT handler
-    between two reads. The test injects exactly that -- KeyboardInterrupt after half of a large
-    message has been read -- deterministically (a real SIGINT reproduces it with the right timing).
-    Expected: the interrupted epoch raises KeyboardInterrupt, and the next ``iter(dl)`` works (e.g.
-    the pool is marked broken when an exception escapes a partial read/write, so a fresh one starts).
-
-    Status: failed (hung) at c769e34; passes with the uncommitted working-tree ``WorkerPool._guarded``."""
+    A Ctrl-C while a large result (a user collate returning a big object) is received is the
+    realistic case: ``Connection._recv`` loops over ``os.read`` and Python runs the SIGINT handler
+    between two reads. The test raises KeyboardInterrupt after half of a large message has been read,
+    deterministically (a real SIGINT does the same with the right timing)."""
     rc, out, err, res = child(
         """
-        import reviewdata
+        import lifecycledata
         from multiprocessing import connection
         original = connection.Connection._recv
         armed = [True]
@@ -248,8 +231,8 @@ def test_an_interrupt_in_the_middle_of_a_message_does_not_poison_the_next_epoch(
 
         connection.Connection._recv = interrupted
         res = {}
-        dl = ss.DataLoader(reviewdata.Ints(), 4, workers=1, backend="process", mp_context="fork",
-                           collate=reviewdata.big_collate, prefetch=1)
+        dl = ss.DataLoader(lifecycledata.Ints(), 4, workers=1, backend="process", mp_context="fork",
+                           collate=lifecycledata.big_collate, prefetch=1)
         try:
             list(dl)
             res["first"] = "no interrupt"
@@ -273,19 +256,13 @@ def test_an_interrupt_in_the_middle_of_a_message_does_not_poison_the_next_epoch(
 
 
 def test_keeping_many_batches_does_not_exhaust_file_descriptors():
-    """Bug: every shared-memory slot costs the parent one file descriptor for as long as any batch of it
-    lives, because CPython's ``mmap.mmap(fd, size)`` keeps a dup() of the fd (``_shm.py`` Segment
-    ``self.buffer = mmap.mmap(fd, size)``; closing ``Segment.fd`` does not release the dup). A user who
-    keeps batches (``list(loader)``, which the SlotPool docstring explicitly supports: "the kept ones
-    leave the pool") holds one fd per batch, so a few hundred/thousand kept batches hit RLIMIT_NOFILE
-    (soft limit 1024 on most distributions). When that happens the failure is a WorkerError
-    "exited with code 1" (see the next test), not even an error naming the cause.
+    """Kept batches hold no file descriptors: ``list(loader)`` of 600 batches (the SlotPool lets kept
+    batches leave the pool) works under a 256-fd limit, as it does with workers=0 or threads.
 
-    Expected: kept batches do not hold fds (map without keeping the fd, e.g. ``mmap(..., trackfd=False)``
-    on 3.13+, or a ctypes/``os``-level mmap of the fd followed by ``os.close``), so ``list(loader)`` of
-    600 batches works under a 256-fd limit as it does with workers=0 or threads.
-
-    Status: failed at c769e34; passes with the uncommitted working-tree ``_rawmap.Mapping`` slots."""
+    A shared-memory slot mapped with ``mmap.mmap(fd, size)`` would keep a dup of its fd for as long
+    as any batch of it lives: a few hundred kept batches would reach RLIMIT_NOFILE (a soft limit of
+    1024 on most distributions), and the failure would be a WorkerError "exited with code 1" naming
+    no cause (see the next test)."""
     rc, out, err, res = child(
         """
         import resource
@@ -308,19 +285,15 @@ def test_keeping_many_batches_does_not_exhaust_file_descriptors():
 
 
 def test_a_failed_fd_send_is_reported_as_itself_not_as_a_worker_crash():
-    """Bug: ``WorkerPool._flush`` (``_procpool.py``, the ``except OSError: pass`` "the worker is gone")
-    swallows *every* OSError from ``send_bytes``/``send_handle``, assuming only a dead worker causes
-    them. But ``send_handle`` fails in the parent when the parent is out of fds (``socket.fromfd`` dups
-    the socket: EMFILE) -- exactly what happens in the previous test. The "attach" header has already
-    gone out, the fd has not, so the worker's ``recv_handle`` reads the next task's bytes, dies with
-    "RuntimeError: received 0 items of ancdata", and the user gets
-    ``WorkerError: worker 0 ... exited with code 1`` -- a crash report with the real cause hidden.
+    """An OSError sending a worker a file descriptor is reported as itself, not as a worker crash:
+    ``send_handle`` fails in the parent when the parent is out of fds (``socket.fromfd`` dups the
+    socket: EMFILE), as in the previous test, after the "attach" header has gone out; the worker,
+    reading the next task's bytes as its fd, would die ("received 0 items of ancdata") and the user
+    would see ``WorkerError: worker 0 ... exited with code 1`` with the cause hidden.
 
-    Here ``send_handle`` raises EMFILE once (as a real fd shortage does). Expected: the consumer gets
-    an error naming the cause (an OSError with errno EMFILE / "Too many open files", the pool closed),
-    not a WorkerError about a worker that exited.
-
-    Status: failed at c769e34; passes with the uncommitted working-tree ``_flush`` error handling."""
+    Here ``send_handle`` raises EMFILE once (as a real fd shortage does): the consumer gets an error
+    naming the cause (an OSError with errno EMFILE / "Too many open files", the pool closed), not a
+    WorkerError about a worker that exited."""
     rc, out, err, res = child(
         """
         import errno
@@ -356,23 +329,15 @@ def test_a_failed_fd_send_is_reported_as_itself_not_as_a_worker_crash():
 
 @pytest.mark.parametrize("how", ["dies", "hangs"])
 def test_a_spawned_worker_that_fails_while_booting_is_reported_even_with_a_large_dataset(how, helpers_dir):
-    """Bug: with spawn/forkserver, ``WorkerPool.__init__`` (``_procpool.py``, the loop
-    ``worker.conn.send_bytes(message)``) writes each worker's pickled payload with a blocking
-    ``send_bytes`` and watches neither the worker's sentinel nor ``timeout``. A payload larger than
-    the socket buffer (any dataset holding a few MB) blocks until the worker reads it, so
+    """With spawn/forkserver, a worker whose payload (the pickled dataset) is larger than the socket
+    buffer and that fails while booting is reported as with a small dataset, the parent's sends
+    watching the worker and ``timeout``:
 
     * a worker that dies while booting (here: exit code 7 while importing the main module; in real
-      life a failing import, the OOM killer, a missing ``if __name__ == "__main__"``) gives a bare
-      ``BrokenPipeError: [Errno 32] Broken pipe`` with no pid and exit code -- while the same worker
-      death with a small dataset gives ``WorkerError: worker 0 (pid ...) exited with code 7``;
-    * a worker that hangs while booting blocks ``iter(dl)`` forever, ignoring ``timeout=2``.
-
-    Expected: WorkerError naming the pid and "exited with code 7", resp. TimeoutError (or WorkerError)
-    within a few seconds of ``timeout`` (e.g. send the payload with ``mpc.wait`` on the pipe and the
-    sentinel, or from a helper thread, and check sentinels/deadline).
-
-    Status: both failed at c769e34; pass with the uncommitted working-tree sender threads in
-    ``WorkerPool.__init__``."""
+      life a failing import, the OOM killer, a missing ``if __name__ == "__main__"``) is a WorkerError
+      naming its pid and "exited with code 7", not a bare ``BrokenPipeError``;
+    * a worker that hangs while booting is a TimeoutError (or WorkerError) within a few seconds of
+      ``timeout=2``, not an ``iter(dl)`` blocked forever."""
     script = helpers_dir / "bootfail.py"
     script.write_text(
         textwrap.dedent(
@@ -383,12 +348,12 @@ def test_a_spawned_worker_that_fails_while_booting_is_reported_even_with_a_large
                     os._exit(7)
                 time.sleep(3600)
             import slipstream as ss
-            import reviewdata
+            import lifecycledata
             if __name__ == "__main__":
                 res = {{}}
                 start = time.monotonic()
                 try:
-                    with ss.DataLoader(reviewdata.Big(2**24), 4, workers=2, backend="process", mp_context="spawn",
+                    with ss.DataLoader(lifecycledata.Big(2**24), 4, workers=2, backend="process", mp_context="spawn",
                                        timeout=2) as dl:
                         list(dl)
                     res["error"] = None
@@ -410,19 +375,11 @@ def test_a_spawned_worker_that_fails_while_booting_is_reported_even_with_a_large
 
 
 def test_closing_a_loader_frees_its_shared_memory_even_if_another_loader_forked_workers_later():
-    """Bug: with the fork start method every worker inherits all of the parent's open fds and mappings,
-    including the shared-memory batch slots (and pipe ends) of *other* loaders
-    (``_procpool.py`` WorkerPool.__init__ forks with no clean-up in ``_worker_main``; ``_shm.py``
-    segments are plain MAP_SHARED mappings of inheritable fds). So after ``a.close()`` -- documented to
-    "release the shared batch buffers" -- a's slots stay allocated in /dev/shm for as long as any loader
-    forked afterwards (e.g. the validation loader) lives: here 5 slots of 32 MiB each.
-
-    Expected: after ``a.close()`` (and with no batch of a's held) no worker of ``b`` maps or holds any of
-    a's segments (e.g. ``madvise(MADV_DONTFORK)`` on slot mappings, and a forked worker closing the fds
-    of slot segments it did not receive).
-
-    Status: failed at c769e34; passes with the uncommitted working-tree ``close_inherited_fds`` /
-    ``drop_free_shared_slots``."""
+    """``a.close()`` releases a's shared batch buffers even while a loader forked afterwards lives:
+    with the fork start method a worker inherits all of the parent's open fds and mappings, the
+    shared-memory slots (and pipe ends) of other loaders included, and must drop them. After
+    ``a.close()`` (no batch of a's held), no worker of ``b`` (a validation loader, say) maps or holds
+    any of a's segments, so none of a's 5 slots of 32 MiB stays allocated in /dev/shm."""
     rc, out, err, res = child(
         """
         def held(pid):
@@ -462,16 +419,10 @@ def test_closing_a_loader_frees_its_shared_memory_even_if_another_loader_forked_
 
 
 def test_an_iterator_survives_a_thousand_later_iterators_of_its_loader():
-    """Bug (in the working tree's per-iterator cancellation, ``_procpool.py`` ``_FLAGS = 1024``,
-    ``open_generation``/``cancelled``): generations share 1024 flags round-robin, and
-    ``open_generation`` overwrites flag ``g % 1024`` without checking whether generation ``g - 1024``
-    is still open. So once 1024 more iterators have been made on the loader (``next(iter(dl))`` to
-    peek at a batch for logging, say), a still-live older iterator's tasks all read as cancelled and
-    it raises the internal ``slipstream.core.errors.Cancelled()``.
-
-    Expected: a live iterator is never cancelled by others, however many (e.g. hand flags out from a
-    free list and return them when an executor closes and its tasks have answered; grow the array, or
-    wait, when all are in use)."""
+    """A live iterator is never cancelled by its loader's later iterators, however many: after 1024
+    more iterators have been made and dropped (``next(iter(dl))`` to peek at a batch for logging,
+    say), an older iterator still yields the rest of its epoch instead of raising the internal
+    ``slipstream.core.errors.Cancelled()``."""
     rc, out, err, res = child(
         """
         with ss.DataLoader(Records(200), 8, workers=2, backend="process", mp_context="fork") as dl:

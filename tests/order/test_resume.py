@@ -228,7 +228,7 @@ def test_a_version_1_state_still_loads():
 
 
 def test_a_one_rank_out_of_order_state_moves_with_its_overtaking_batches():
-    """Review: a world_size=1 state with done_ahead was refused on other batching (it is every rank's)."""
+    """A world_size=1 state with done_ahead resumes on other batching (its overtaking batches are every rank's)."""
     old = loader(40, 4, 0, 1, False, "sequential")
     state = {**old.state_dict(), "batch": 2, "done_ahead": [4]}  # batches 0, 1 and 4 were handed out
     new = [loader(40, 4, r, 2, False, "sequential") for r in range(2)]
@@ -240,7 +240,7 @@ def test_a_one_rank_out_of_order_state_moves_with_its_overtaking_batches():
 
 
 def test_an_empty_epoch_resumed_elsewhere_keeps_its_number():
-    """Review: n=0 on other batching jumped an epoch (nothing left counted as all handed out)."""
+    """An empty epoch (n=0) resumed on other batching keeps its epoch number (nothing left is not a finished epoch)."""
     state = {**loader(0, 2, 0, 1, False, "random").state_dict(), "epoch": 1}
     x = loader(0, 3, 0, 2, False, "random")
     x.load_state_dict(state)
@@ -248,7 +248,7 @@ def test_an_empty_epoch_resumed_elsewhere_keeps_its_number():
 
 
 def test_bad_lists_and_fields_are_refused():
-    """Review: states that do not describe one job at one step were accepted."""
+    """States that do not describe one job at one step are refused, each naming what is wrong."""
     ranks = [loader(40, 4, r, 2, False, "random") for r in range(2)]
     for x in ranks:
         take(iter(x), 2)
@@ -313,7 +313,7 @@ def test_a_packed_file_in_quasi_random_order_moves_from_two_ranks_to_three(tmp_p
     assert set(seen) == set(range(60)) and sum(seen.values()) == 60  # 36 left for 3 ranks: no padding
 
 
-# -- what a state is refused for (issue 22, item 8) ------------------------------------------------
+# -- what a state is refused for -----------------------------------------------------------------
 
 
 def _written(tmp_path, name, page_size, n=200, fields=("i",)):

@@ -138,7 +138,7 @@ def _outcomes(loader) -> list:
 @pytest.mark.parametrize("num_workers, backend", [(0, None), (2, "thread")])
 def test_the_epoch_goes_on_after_a_batch_that_raised(num_workers, backend):
     """torch's iterator raises a batch's error from that ``next()`` and the next ``next()`` gives
-    the following batch; the drop-in's used to end the epoch at the first error."""
+    the following batch; the drop-in's epoch goes on after the error in the same way."""
     want = _outcomes(torch.utils.data.DataLoader(_EveryThird(), batch_size=2))
     assert want == ["error", "error", [4, 5], "error", "error"]
     assert _outcomes(DataLoader(_EveryThird(), batch_size=2, num_workers=num_workers, backend=backend)) == want

@@ -1,5 +1,5 @@
-"""Adversarial review of ``slipstream.torch.DataLoader``: one test per divergence from
-``torch.utils.data.DataLoader`` found in realistic training-script usage.
+"""``slipstream.torch.DataLoader`` across epochs as training scripts use it: each test is a usage of
+``torch.utils.data.DataLoader`` where the drop-in must behave as torch's does.
 
 Each test builds torch's loader and the drop-in with the same arguments and expects the same
 batches (or, where torch's behaviour cannot be matched, the error slipstream's docstring promises).
@@ -50,20 +50,12 @@ class _Growing(Dataset):
 
 
 def test_a_dataset_that_grows_between_epochs_is_loaded_in_full():
-    """Symptom: a map-style dataset that grows between epochs (a replay buffer, an active-learning
-    pool, a list the script appends to) raises ``IndexError: the batch_sampler gave sample index 5,
-    out of range for 5 observations`` in the second epoch, with any ``num_workers``; torch's sampler
-    sees the new ``len(dataset)`` and loads every sample. (A shrinking dataset is the same.)
-
-    Root cause: the drop-in builds its ``ss.DataLoader`` once, at the first ``iter()``, and keeps it
-    (``_map_loader``, src/slipstream/torch/_dataloader.py:186-189); ``ss.DataLoader.__init__``
-    freezes the number of observations (``self._n = numobs(data)``, src/slipstream/_loader.py:143)
-    and ``_batches`` checks every epoch's indices against that stale count
-    (``_as_indices(b, self._n, ...)``, src/slipstream/_loader.py:217).
-
-    Expected: each epoch indexes the dataset as it is at that epoch's ``iter()``, as torch does:
-    the second epoch has batches of sizes [4, 4, 4] like torch's.
-    """
+    """A map-style dataset that grows between epochs (a replay buffer, an active-learning pool, a list
+    the script appends to) is loaded in full, as torch's sampler sees the new ``len(dataset)``: each
+    epoch indexes the dataset as it is at that epoch's ``iter()`` (the second epoch has batches of
+    sizes [4, 4, 4] like torch's), with any ``num_workers``, instead of checking its indices against
+    the first epoch's count (``IndexError: ... out of range for 5 observations``). A shrinking
+    dataset is the same."""
     sizes = {}
     for name, cls in (("torch", TorchLoader), ("slipstream", DataLoader)):
         dataset = _Growing(5)
@@ -85,26 +77,18 @@ def test_a_dataset_that_grows_between_epochs_is_loaded_in_full():
 
 
 def test_zip_of_two_shuffled_loaders_with_workers_gives_torchs_permutations():
-    """Symptom: with ``num_workers > 0``, two shuffled loaders iterated together under
-    ``torch.manual_seed`` (``zip(labeled_loader, unlabeled_loader)``, or FixMatch's
-    ``labeled_iter = iter(a); unlabeled_iter = iter(b)`` then ``next()`` on each) give a different
-    permutation from torch's for the first loader (torch: [2, 0, 5, 3], [1, 4, 7, 6]; slipstream:
-    [7, 2, 0, 5], [3, 4, 6, 1]). Any global-RNG draw between ``iter(loader)`` and the first
-    ``next()`` shifts the permutation the same way.
+    """With ``num_workers > 0``, two shuffled loaders iterated together under ``torch.manual_seed``
+    (``zip(labeled_loader, unlabeled_loader)``, or FixMatch's ``labeled_iter = iter(a);
+    unlabeled_iter = iter(b)`` then ``next()`` on each) give torch's permutations (torch: [2, 0, 5, 3],
+    [1, 4, 7, 6] for the first), and so does any global-RNG draw between ``iter(loader)`` and the
+    first ``next()``.
 
-    Root cause: torch's ``_MultiProcessingDataLoaderIter._reset`` primes
-    ``prefetch_factor * num_workers`` indices inside ``iter()`` (torch/utils/data/dataloader.py,
-    "prime the prefetch loop"), so ``RandomSampler`` draws its seed from the global RNG at
-    ``iter()``, right after the base seed. The drop-in's ``_map`` is a generator
-    (src/slipstream/torch/_dataloader.py:156-168): the batch sampler is drawn at the first
-    ``next()``, so the RNG draws are ordered base(a), base(b), sampler(a), sampler(b) instead of
-    torch's base(a), sampler(a), base(b), sampler(b). (The module docstring says torch draws
-    samplers lazily; that is true only for ``num_workers=0``.)
-
-    Expected: with ``num_workers > 0`` draw the epoch's batches inside ``iter()`` (as torch's
-    multi-process iterator does), keeping the lazy draw for ``num_workers=0``; the same
-    permutations as torch.
-    """
+    torch's multi-process iterator primes ``prefetch_factor * num_workers`` indices inside ``iter()``
+    (``_MultiProcessingDataLoaderIter._reset``, "prime the prefetch loop"), so ``RandomSampler`` draws
+    its seed from the global RNG at ``iter()``, right after the base seed: the draws are ordered
+    base(a), sampler(a), base(b), sampler(b). The drop-in draws the epoch's batches inside ``iter()``
+    with ``num_workers > 0`` too, and lazily, at the first ``next()``, for ``num_workers=0`` (as torch
+    does there)."""
     code = """
         import json, torch
         from torch.utils.data import DataLoader as TorchLoader
@@ -130,24 +114,15 @@ def test_zip_of_two_shuffled_loaders_with_workers_gives_torchs_permutations():
 
 
 def test_process_workers_see_the_dataset_as_it_is_at_each_epoch_without_persistent_workers():
-    """Symptom: a training script that updates its dataset between epochs (``dataset.set_epoch(e)``,
-    a curriculum level, progressive resizing, a new transform) gets epoch 0's behaviour forever
-    with the default ``backend`` and ``num_workers > 0`` (slipstream: [[0, 0, 0, 0]] every epoch;
-    torch: [[0, 0, 0, 0]], [[1, 1, 1, 1]], [[2, 2, 2, 2]]). No error, no warning: the batches are
-    silently stale.
+    """A training script that updates its dataset between epochs (``dataset.set_epoch(e)``, a
+    curriculum level, progressive resizing, a new transform) gets each epoch's behaviour with the
+    default ``backend`` and ``num_workers > 0``, as torch's: [[0, 0, 0, 0]], [[1, 1, 1, 1]],
+    [[2, 2, 2, 2]], never epoch 0's batches again without an error or a warning.
 
-    Root cause: the map-style ``ss.DataLoader`` is made once and kept
-    (src/slipstream/torch/_dataloader.py:186-189) and its ``WorkerPool`` persists across epochs
-    (``_worker_pool``, src/slipstream/_loader.py:344-364), whatever ``persistent_workers`` says;
-    the workers hold the copy of the dataset made when they started (forked at the first
-    ``iter()``). torch's default (``persistent_workers=False``) starts new workers, with a fresh
-    copy of the dataset, at every ``iter()``. The docstring mentions the persistence only as a
-    seeding difference.
-
-    Expected: with ``persistent_workers=False`` each epoch's workers see the dataset as it is at
-    that ``iter()`` (restart the pool, or re-send the dataset, at each epoch), as torch's do; keep
-    the workers only when ``persistent_workers=True``, where torch's are stale too.
-    """
+    torch's default (``persistent_workers=False``) starts new workers, with a fresh copy of the
+    dataset, at every ``iter()``; with ``persistent_workers=False`` each epoch's workers of the drop-in
+    see the dataset as it is at that ``iter()`` too. Only with ``persistent_workers=True`` are the
+    workers kept, and there torch's are stale too."""
     code = """
         import json, torch
         from torch.utils.data import Dataset, DataLoader as TorchLoader
@@ -200,7 +175,7 @@ class _OwnRng(Dataset):
 
 def test_sample_zero_is_not_read_before_the_epoch_with_num_workers_0():
     """Shaping the buffers and planning the conversion to torch's output take the first batch's
-    own samples (sample 0 used to be read once more before the epoch): a dataset with its own
+    own samples (sample 0 is not read once more before the epoch): a dataset with its own
     state sees torch's reads and gives torch's values."""
     mine, theirs = _OwnRng(), _OwnRng()
     got = [b[0].tolist() for b in DataLoader(mine, batch_size=2)]
@@ -225,22 +200,12 @@ class _Labels(Dataset):
 
 
 def test_a_tensor_sample_wider_than_sample_zero_is_not_silently_wrapped():
-    """Symptom: when a later sample is a tensor of a wider dtype than sample 0's (int64 after int32,
-    float64 after float32, uint16 after uint8 images), the drop-in silently casts it into sample
-    0's dtype: int64 values 2**40 + i come out of the batch as int32 ``i`` (wrapped), float64 values
-    are rounded to float32. torch (``num_workers=0``) promotes and returns the exact values as
-    int64. The same samples as NumPy arrays raise the ``TypeError`` the docstring promises
-    ("sample 1 has dtype int64 but the first sample had int32; casting could lose information").
-
-    Root cause: ``_array_writer.checked`` (src/slipstream/_collate.py:270) runs the safe-cast check
-    only for ``np.ndarray``/``np.generic`` values (``source = value.dtype if isinstance(value,
-    (np.ndarray, np.generic)) else None``); a ``torch.Tensor`` gets ``source = None`` and goes
-    straight to ``np.copyto(..., casting="same_kind")``, which wraps int64 into int32.
-
-    Expected: a tensor sample whose dtype cannot be cast safely into sample 0's raises the same
-    ``TypeError`` naming the sample as an ndarray does (or the batch equals torch's); never
-    silently different values.
-    """
+    """A later sample that is a tensor of a wider dtype than sample 0's (int64 after int32, float64
+    after float32, uint16 after uint8 images) is never cast silently into sample 0's dtype (int64
+    values 2**40 + i wrapped to int32 ``i``, float64 values rounded to float32): it raises the
+    ``TypeError`` naming the sample that the same samples as NumPy arrays raise ("sample 1 has dtype
+    int64 but the first sample had int32; casting could lose information"), or the batch equals
+    torch's (``num_workers=0`` promotes and returns the exact values as int64)."""
     expected = [b.tolist() for b in TorchLoader(_Labels(), batch_size=2)]
     assert expected[0][1] == [2**40 + 1, 2**40 + 1]
     try:
@@ -284,9 +249,9 @@ def _drain(it, n: int | None = None) -> list:
 
 @pytest.mark.parametrize("kwargs", [{}, {"num_workers": 2, "backend": "thread"}], ids=["workers0", "threads2"])
 def test_a_failed_batch_in_one_of_two_live_iterators_skips_nothing(kwargs):
-    """Two live iterators of one loader (torch allows it: each is its own epoch); a batch raising
-    in the first made it go on from the second's position (the loader's state describes the most
-    recent iterator), skipping batches silently. Each goes on from its own batch now."""
+    """Two live iterators of one loader (torch allows it: each is its own epoch): after a batch raises
+    in the first, each iterator goes on from its own batch (not from the most recent iterator's
+    position, which the loader's state describes), skipping nothing."""
     got = []
     for loader in (TorchLoader(_BadSample(), batch_size=2), DataLoader(_BadSample(), batch_size=2, **kwargs)):
         a = iter(loader)
@@ -300,9 +265,9 @@ def test_a_failed_batch_in_one_of_two_live_iterators_skips_nothing(kwargs):
 
 @pytest.mark.parametrize("kwargs", [{}, {"num_workers": 2, "backend": "thread"}], ids=["workers0", "threads2"])
 def test_an_epoch_goes_on_after_a_failed_batch_reading_each_sample_once(kwargs):
-    """After a batch raised, the drop-in restarted the epoch's loading from the loader's state:
-    the batches already prefetched were read again (a dataset with side effects saw extra reads;
-    torch reads each sample once). The failed batch counts as consumed in the loader's state."""
+    """After a batch raised, the epoch goes on without reading again the batches already prefetched
+    (a dataset with side effects sees each sample read once, as torch reads it); the failed batch
+    counts as consumed in the loader's state."""
     dataset, theirs = _BadSample(bad=0, n=20), _BadSample(bad=0, n=20)
     loader = DataLoader(dataset, batch_size=2, **kwargs)
     it = iter(loader)
@@ -348,7 +313,8 @@ def test_an_epoch_of_process_workers_goes_on_after_a_failed_batch_reading_each_s
     "workers", [{}, {"num_workers": 2, "backend": "thread"}, {"num_workers": 2, "persistent_workers": True}]
 )
 def test_close_between_epochs_goes_on_with_the_next_epochs_permutation(workers):
-    """close() stops the workers; the next iter() was epoch 0 again (the same permutation with seed=)."""
+    """close() stops the workers; the next iter() is the next epoch, with that epoch's permutation
+    (not epoch 0's again with seed=)."""
 
     def epochs(close: bool) -> list:
         loader = DataLoader(list(range(20)), batch_size=4, shuffle=True, seed=3, **workers)
@@ -406,9 +372,9 @@ def cuda_on_cpu(monkeypatch):
 
 @pytest.mark.parametrize("kwargs", [{}, {"num_workers": 2, "backend": "thread"}], ids=["workers0", "threads2"])
 def test_an_error_in_the_batch_after_does_not_lose_the_batch_the_prefetcher_holds(cuda_on_cpu, kwargs):
-    """The prefetcher takes batch k+1 before handing out batch k: an error loading batch k+1 was
-    raised in place of batch k (lost) and ended the epoch. Batch k is handed out, the error comes
-    at the next ``next()``, and the epoch goes on after it as torch's (and the CPU path) does."""
+    """The prefetcher takes batch k+1 before handing out batch k: an error loading batch k+1 neither
+    replaces batch k nor ends the epoch. Batch k is handed out, the error comes at the next
+    ``next()``, and the epoch goes on after it as torch's (and the CPU path) does."""
     want = _drain(iter(TorchLoader(_BadSample(), batch_size=2)))
     assert want == [[0, 1], "ERR", [4, 5], [6, 7], [8, 9], [10, 11]]
     assert _drain(iter(cuda_on_cpu(DataLoader(_BadSample(), batch_size=2, **kwargs)))) == want
@@ -443,10 +409,10 @@ class _Count(torch.utils.data.IterableDataset):
     ids=["map-processes", "map-persistent", "iterable-persistent"],
 )
 def test_next_after_the_loader_closed_its_workers_says_so(make):
-    """``loader.close()`` stops the worker processes; the epoch's iterator then raised slipstream's
-    internal "the worker pool is closed" (and, iterable, counted it as a batch handed out). It
-    raises a RuntimeError naming ``loader.close()``, ends (StopIteration after), and the state
-    still resumes the rest of the epoch."""
+    """``loader.close()`` stops the worker processes; the epoch's iterator then raises a RuntimeError
+    naming ``loader.close()`` (not slipstream's internal "the worker pool is closed", and, iterable,
+    not counted as a batch handed out), ends (StopIteration after), and the state still resumes the
+    rest of the epoch."""
     loader = make()
     it = iter(loader)
     first = next(it).tolist()

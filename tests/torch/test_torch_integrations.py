@@ -351,7 +351,7 @@ def test_trainer_preparing_the_loader_itself_warns(tmp_path):
     assert data.threads == {"MainThread"}
 
 
-# -- review fixes: the bypass warning, device indices, whole-dataset samplers --------------------------
+# -- the bypass warning, device indices, whole-dataset samplers ----------------------------------------
 
 
 def test_the_bypass_warning_is_for_accelerate_only():

@@ -545,7 +545,7 @@ def test_an_iterable_dataset_read_out_of_order_resumes_each_workers_stream():
     assert got["rest"] == [10, 11, 12, 13, 3]
 
 
-# -- a sampler that keeps an epoch (issue 22, item 9) --------------------------------------------
+# -- a sampler that keeps an epoch ---------------------------------------------------------------
 
 
 def _distributed(batched: bool = False, **workers):

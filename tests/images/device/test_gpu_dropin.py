@@ -1,4 +1,4 @@
-"""slipstream.torch.DataLoader over device-mapped views (issue 14), on device="cpu": exact resume at every
+"""slipstream.torch.DataLoader over device-mapped views, on device="cpu": exact resume at every
 batch, samplers, collate, batch_size=None, views and splits of a device view, the finish depth."""
 
 from __future__ import annotations
@@ -177,9 +177,9 @@ def test_dropin_over_a_split_of_a_device_view(data, workers, backend):
 
 
 def test_dropin_prefetches_ahead_is_false_for_an_obsview_of_a_device_view(data):
-    """The fix of the first review (no second CUDA prefetch of device batches) keys on
-    _finishes(dataset), which does not see through an ObsView: DataLoader(ss.obsview(view),
-    device="cuda") would prefetch device batches a second time again."""
+    """The drop-in never prefetches device batches a second time onto CUDA: whether the dataset
+    finishes its own batches (``_finishes(dataset)``) is seen through a Subset and through an ObsView
+    of a device view, so DataLoader(ss.obsview(view), device="cuda") does not prefetch them again."""
     from slipstream.torch._datasets import _finishes
 
     mapped = ss.open(data["jpeg"]).map(image=PIPE, device="cpu")

@@ -1,4 +1,4 @@
-"""The device stage through the loaders, as a review probed it (issue 14): ss.open(p).map(image=[...],
+"""The device stage through the loaders: ss.open(p).map(image=[...],
 device=...) with several iterators, elastic and drop-in resume, shards, quasi-random orders, views,
 abandoned iterators, and a sample's pixels independent of its batch mates. Run on device="cpu" (the
 same code as CUDA but the side stream)."""
@@ -27,7 +27,7 @@ PIPE = [ops.RandomResizedCrop(16), ops.RandomHorizontalFlip()]
 
 @pytest.fixture(scope="module")
 def jpegs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("review_device")
+    root = tmp_path_factory.mktemp("device_loaders")
     rng = np.random.default_rng(0)
     samples = [{"image": photo_like(int(rng.integers(30, 90)), int(rng.integers(30, 90)), seed=k), "label": k} for k in range(N)]
     path = ss.write(root / "jpegs.arrow", samples, {"image": F.Image(codec="jpeg", quality=90), "label": F.Int()}, progress=False)

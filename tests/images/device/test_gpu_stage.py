@@ -1,4 +1,4 @@
-"""slipstream.gpu (issue 14, first slice): the batched crop + resize + flip + normalize + layout
+"""images.device.batchpixels (``slipstream.gpu``): the batched crop + resize + flip + normalize + layout
 stage, run on CPU tensors against the CPU pipeline's own resampler on the same windows."""
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def test_batch_matches_the_cpu_resampler_on_the_same_windows(seed, n, channels, 
 
 
 def test_worst_image_difference_over_a_fixed_set_is_well_inside_the_bound():
-    """The number the issue asks for, on 64 photo-sized images and RandomResizedCrop-like windows."""
+    """The worst pixel difference from the CPU pipeline, on 64 photo-sized images and RandomResizedCrop-like windows."""
     rng = np.random.default_rng(14)
     images = [_image(rng, int(rng.integers(150, 400)), int(rng.integers(150, 400)), 3) for _ in range(64)]
     boxes = [_window(rng, *image.shape[:2]) for image in images]

@@ -1,4 +1,4 @@
-"""Device views under other views and shards (issue 14, as a third review probed them): index semantics
+"""Device views under other views and shards: index semantics
 against the CPU pipeline, process start methods, elastic and out-of-order resume, finish_ahead, JAX,
 DeviceStage by hand, views that cannot finish. device="cpu" throughout."""
 
@@ -22,7 +22,7 @@ PIPE = [ops.Decode(exact=True), ops.RandomResizedCrop(16), ops.RandomHorizontalF
 
 @pytest.fixture(scope="module")
 def jpegs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("review3")
+    root = tmp_path_factory.mktemp("device_views")
     rng = np.random.default_rng(0)
     samples = [{"image": photo_like(int(rng.integers(30, 90)), int(rng.integers(30, 90)), seed=k), "label": k} for k in range(N)]
     schema = {"image": F.Image(codec="jpeg", quality=90), "label": F.Int()}
