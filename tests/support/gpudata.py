@@ -1,4 +1,4 @@
-"""Data and comparisons shared by the device-stage tests (tests/test_gpu_*.py, test_finishing_faults.py)."""
+"""Data and comparisons shared by the device-stage tests (tests/images/device/test_gpu_*.py, tests/jax/test_jax.py)."""
 
 from __future__ import annotations
 
