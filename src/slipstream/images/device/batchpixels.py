@@ -37,13 +37,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from .devicemap import DTYPE_NAMES, LAYOUT_NAMES
+from .batchformats import DTYPE_NAMES, LAYOUT_NAMES
 from .geometry import Plan, plan
 
 __all__ = ["DTYPES", "LAYOUTS", "finalize", "resample", "resize_crops"]
 
 PAD_FLOOR = 1 << 22  # region pixels per channel a group may pad to whatever its true size (``_groups``)
-DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}  # the names: mapped (NumPy only)
+DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}  # the names: batchformats (NumPy only)
 LAYOUTS = LAYOUT_NAMES
 
 

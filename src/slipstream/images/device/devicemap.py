@@ -4,7 +4,7 @@ A ``DeviceMapped`` view of a packed dataset (one file or shards) is read by any 
 CPU-mapped one, split where the loader splits work:
 
 - in the loader's workers (threads or processes; NumPy only, torch is not imported there), each
-  mapped field of a chunk of a batch becomes a list of ``StagedImage`` rows (``staged``): stored
+  mapped field of a chunk of a batch becomes a list of ``StagedImage`` rows (``hostfield``): stored
   bytes and the CPU pipeline's windows, or CPU-resampled pixels for the images the device does not
   decode and for ``cpu_share`` of the JPEGs; the other fields are read as the file reads them;
 - in the consumer's process, the loader hands each batch to ``batch_finisher()`` (a
@@ -36,13 +36,12 @@ from ...core.containers import numobs
 from ...core.nodes import ObjectLeaf
 from ...core.rng import sample_draws
 from ...core.spec import Spec
+from .. import device as device_package
 from ..pipeline import Pipeline
+from .batchformats import DTYPE_NAMES, LAYOUT_NAMES
 from .hostfield import StagedField
 
-__all__ = ["DTYPE_NAMES", "DeviceMapped", "LAYOUT_NAMES", "device_map"]
-
-LAYOUT_NAMES = ("NCHW", "channels_last", "NHWC")
-DTYPE_NAMES = ("uint8", "float16", "bfloat16", "float32")
+__all__ = ["DeviceMapped", "device_map"]
 
 
 class DeviceMapped:
@@ -114,9 +113,8 @@ class DeviceMapped:
     def batch_finisher(self) -> Any:
         """A new ``images.device.finisher.DeviceFinisher`` for this view (imports torch; the loader calls it once
         per epoch, in the consumer's process)."""
-        from .finisher import DeviceFinisher
-
-        return DeviceFinisher(self)
+        # through the package's lazy table: finisher (and torch) load on first use, never in a worker
+        return device_package.DeviceFinisher(self)
 
     def finish_rows(self, name: str, rows: list[Any]) -> Any:
         """Rows of mapped field ``name`` as one tensor on the device, by hand (no side stream)."""
