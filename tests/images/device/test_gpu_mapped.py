@@ -152,6 +152,15 @@ def test_dtype_layout_and_bfloat16_normalize(files):
         ss.open(jpegs).map(image=pipe, cpu_share=0.5)
 
 
+def test_the_device_is_read_as_every_device_argument_is(files):
+    jpegs, _, _ = files
+    assert ss.open(jpegs).map(image=PIPE, device=1).device == "cuda:1"  # a bare index is a CUDA device
+    assert ss.open(jpegs).map(image=PIPE, device=torch.device("cpu")).device == "cpu"
+    for bad in ("not a device", -1, True, 2.0):
+        with pytest.raises(ValueError, match="device must be"):
+            ss.open(jpegs).map(image=PIPE, device=bad)
+
+
 def _damaged_copy(path, tmp_path, sample: int):
     """A copy of ``path`` whose sample ``sample`` has an EOI two thirds into its JPEG."""
     good = ss.open(path).encoded(sample, "image")[1].tobytes()

@@ -26,13 +26,13 @@ a batch tensor by hand.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from ...core.containers import numobs
+from ...core.devices import device_name
 from ...core.nodes import ObjectLeaf
 from ...core.rng import sample_draws
 from ...core.spec import Spec
@@ -127,20 +127,6 @@ class DeviceMapped:
         return f"DeviceMapped({self.data!r}, {sorted(self.pipelines)} on {self.device!r}, cpu_share={self.cpu_share})"
 
 
-_DEVICE = re.compile(r"[a-z][a-z0-9_]*(:[0-9]+)?")
-
-
-def _device_name(device: Any) -> str:
-    """``device`` as torch's device string: an int is a CUDA index; a ``torch.device`` its name.
-    Only the form is checked here (torch is not imported): torch checks the rest at ``iter()``."""
-    if isinstance(device, int) and not isinstance(device, bool) and device >= 0:
-        return f"cuda:{device}"
-    name = str(device) if type(device).__name__ == "device" else device
-    if not isinstance(name, str) or not _DEVICE.fullmatch(name):
-        raise ValueError(f"device must be a torch device such as 'cuda', 'cuda:1', 'cpu' or a CUDA index, got {device!r}")
-    return name
-
-
 def _check(dtype: Any, layout: Any, share: Any) -> None:
     if dtype is not None and dtype not in DTYPE_NAMES:
         raise ValueError(f"dtype must be one of {DTYPE_NAMES}, got {dtype!r}")
@@ -166,4 +152,7 @@ def device_map(data: Any, pipelines: dict[str, Any], device: Any, *, cpu_share: 
         normalized = [name for name, pipeline in compiled.items() if pipeline.normalize is not None]
         if normalized:
             raise ValueError(f"field {normalized[0]!r}: dtype='uint8' cannot hold the output of its ops.Normalize; give a float dtype, or drop the Normalize")
-    return DeviceMapped(data, compiled, _device_name(device), cpu_share, dtype, layout)
+    where = device_name(device)  # its form only: torch says whether it exists, at iter()
+    if where is None:
+        raise ValueError("device must be a torch device such as 'cuda', 'cuda:1' or 'cpu', or a CUDA index, got None")
+    return DeviceMapped(data, compiled, where, cpu_share, dtype, layout)
