@@ -1,29 +1,29 @@
-"""slipstream.gpu: image pixel work on a torch device (issue 14).
+"""Image pixel work on a torch device; ``slipstream.gpu`` is its public name.
 
-The user's spelling is ``ss.open(p).map(image=[ops...], device="cuda")`` (``mapped``), read by any
-loader. The work is split where a loader splits it:
+The user's spelling is ``ss.open(p).map(image=[ops...], device="cuda")`` (``devicemap``), read by
+any loader. The work is split where a loader splits it:
 
-- NumPy only, in the loader's workers: ``mapped.DeviceMapped`` (the view), ``staged`` (each sample of
-  a chunk as a ``StagedImage``: stored bytes, header size and the CPU pipeline's window and flip, or
-  pixels the CPU pipeline resampled: non-JPEGs, CMYK JPEGs and ``cpu_share``), ``host.HostReader``
-  (bytes, header sizes, windows), ``geometry`` (windows to filter taps);
-- torch, in the training process: ``finish.DeviceFinisher`` (``loading.finishing`` runs it ahead of
-  the consumer on a side stream), ``decode.decode_batch`` (nvJPEG batched on CUDA with torchvision,
-  CPU decoders elsewhere), ``stage.resample`` (crop, antialiased resize with Pillow's filters, flip;
-  batched, bucketed by region size) and ``stage.finalize`` (normalize, cast, layout);
-  ``device.DeviceStage`` (indices to one batch by hand, without a loader).
+- NumPy only, in the loader's workers: ``devicemap.DeviceMapped`` (the view), ``hostfield`` (each
+  sample of a chunk as a ``StagedImage``: stored bytes, header size and the CPU pipeline's window
+  and flip, or pixels the CPU pipeline resampled: non-JPEGs, CMYK JPEGs and ``cpu_share``),
+  ``hostbatch.HostReader`` (bytes, header sizes, windows), ``geometry`` (windows to filter taps),
+  ``batchformats`` (the output dtypes and layouts by name);
+- torch, in the training process: ``finisher.DeviceFinisher`` (``loading.finishing`` runs it ahead
+  of the consumer on a side stream), ``decode.decode_batch`` (nvJPEG batched on CUDA with
+  torchvision, CPU decoders elsewhere), ``batchpixels.resample`` (crop, antialiased resize with
+  Pillow's filters, flip; batched, bucketed by region size) and ``batchpixels.finalize``
+  (normalize, cast, layout); ``devicestage.DeviceStage`` (indices to one batch by hand, without a
+  loader).
 
-Measured on CPU tensors (tests/images/device/test_gpu_device.py, tests/images/device/test_gpu_mapped.py): against the CPU pipeline
-with ``ops.Decode(exact=True)``, at most 0.23 uint8 levels mean per image (no pixel over 1 level);
-against its default (reduced DCT scale when the window allows), up to 6 levels per image.
+Output against the CPU pipeline: with ``ops.Decode(exact=True)``, at most 0.23 uint8 levels mean
+per image and no pixel over 1 level apart; against its default (a reduced DCT scale when the
+window allows), up to 6 levels per image (tests/images/device/test_gpu_device.py and
+test_gpu_mapped.py check these bounds on CPU tensors). On CUDA, nvJPEG decodes the JPEGs: its
+IDCT and upsampling are not libjpeg's, so these bounds are the CPU decoders'; ``decode`` says what
+happens to a JPEG nvJPEG refuses.
 
-Attributes load lazily (PEP 562): importing the NumPy-only modules never imports torch.
-
-Not measured here (no GPU was lent to this work): everything CUDA. To check on a GPU first (the
-CUDA-only tests do some): ``decode_batch`` cuda vs cpu output (nvJPEG's IDCT/upsampling vs
-libjpeg's; nvJPEG may accept damaged JPEGs that libjpeg refuses), that a failed nvJPEG batch raises
-``RuntimeError`` (what the retry catches), whether torchvision's batched decode runs on the current
-stream, kernels per batch, and ``benchmarks/bench_gpu.py``'s figures against the issue's goals.
+Attributes load lazily (PEP 562, ``_WHERE``): importing the package or its NumPy-only modules
+never imports torch.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-# name -> submodule. Loaded on first use (PEP 562): the host side (``geometry``, ``host``,
-# ``staged``, ``mapped``) needs NumPy only, so loader workers never import torch for it.
+# name -> submodule. Loaded on first use (PEP 562): the host side (``geometry``, ``hostbatch``,
+# ``hostfield``, ``devicemap``, ``batchformats``) needs NumPy only, so loader workers never import torch for it.
 _WHERE = {
     "DTYPES": "batchpixels",
     "DeviceFinisher": "finisher",

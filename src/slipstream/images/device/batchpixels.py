@@ -310,13 +310,13 @@ def resize_crops(
     different shapes (tall and thin among short and wide), can make up to one group per sample.
     A sample's values depend only on its own region and weights: which pass runs first is decided
     by the output size alone, so a sample's rounding does not follow its batch mates; what may still
-    differ is a matmul library's blocking for another padded shape (on CPU tensors the tests find
-    every sample equal to it resampled alone; on CUDA it is unchecked).
+    differ is a matmul library's blocking for another padded shape (on CPU tensors every sample
+    equals itself resampled alone: ``tests/images/device/test_gpu_stage.py``).
 
     The resized values are the CPU path's up to rounding: the CPU path has 22-bit fixed-point
     weights and a uint8 intermediate; this stage float32 weights (bilinear ones computed from
     float32 filter centres, whose rounding grows with the region's size; box taps decided in
-    float64 on the host, ``geometry``) and a float32 intermediate. Measured against
+    float64 on the host, ``geometry``) and a float32 intermediate. Against
     ``images.kernels.resample_into`` on CPU tensors: no pixel over 1 level apart on the tests'
     images and the fuzzed windows; ``tests/images/device/test_gpu_stage.py`` asserts at most 3 per pixel and a
     mean of at most 2 per image, and scans box up- and downscales pixel by pixel (at most 1).

@@ -2,18 +2,18 @@
 
 By hand, without a loader (a loader over ``ss.open(p).map(..., device=...)`` does the same work,
 split into its workers and its finish thread: ``images.device.devicemap``). The work is split where a loader
-splits it: ``stage.host(indices, seed, epoch)`` runs on CPU workers (``host.HostReader``: stored
+splits it: ``stage.host(indices, seed, epoch)`` runs on CPU workers (``hostbatch.HostReader``: stored
 bytes, header sizes and the CPU pipeline's windows, no pixels decoded) and
 ``stage.device_batch(batch)`` in the training process (``decode.decode_batch`` at full size, then
-``stage.resize_crops``: crop, antialiased resize, flip, normalize, cast and layout, batched).
+``batchpixels.resize_crops``: crop, antialiased resize, flip, normalize, cast and layout, batched).
 ``stage(indices, seed, epoch)`` does both. The indices key the draws, as a loader's indices do
 over the dataset itself (not a view of it).
 
 The output matches what the CPU pipeline ``ss.open(p).map(field=ops)`` gives for the same samples,
 seed and epoch when it decodes at full size (``ops.Decode(exact=True)``), up to the resampler's
-rounding (``resize_crops``: measured at most 1 level on a pixel). The CPU pipeline's default decodes a
+rounding (``resize_crops``: at most 1 level on a pixel). The CPU pipeline's default decodes a
 JPEG at a reduced DCT scale when the window allows, so it differs from this stage by what that
-scale costs (measured in ``tests/images/device/test_gpu_device.py``). ``ops.Decode(fast=True)`` is honoured by
+scale costs (bounded in ``tests/images/device/test_gpu_device.py``). ``ops.Decode(fast=True)`` is honoured by
 the CPU decoders only; nvJPEG has one DCT.
 
 Output: dtype the pipeline's ``Normalize`` dtype (uint8 without one) unless ``dtype`` says

@@ -2,9 +2,9 @@
 
 ``finish(batch)`` runs in the loader's finish thread: each mapped field's ``StagedImage`` rows
 become one tensor on the device (``field``): the device rows decoded at full size
-(``decode.decode_batch``: nvJPEG on CUDA) and resampled (``stage.resample``: crop, antialiased
+(``decode.decode_batch``: nvJPEG on CUDA) and resampled (``batchpixels.resample``: crop, antialiased
 resize, flip, bucketed by region size), the CPU rows (already resampled by the workers) uploaded,
-both joined at their rows and normalized, cast and laid out together (``stage.finalize``). On CUDA
+both joined at their rows and normalized, cast and laid out together (``batchpixels.finalize``). On CUDA
 the work is queued on the finisher's own stream and an event recorded after it; ``handoff`` (in the
 consumer's thread) makes the consumer's current stream wait for that event (a GPU-side wait) and
 marks the batch's tensors as used on it (``record_stream``), so the caching allocator keeps their
@@ -61,7 +61,7 @@ def _check_rows(name: str, rows: Any) -> tuple[int, tuple[int, int]]:
 
 
 class DeviceFinisher:
-    """Finishes batches of ``view`` (a ``mapped.DeviceMapped``) on its device (module doc)."""
+    """Finishes batches of ``view`` (a ``devicemap.DeviceMapped``) on its device (module doc)."""
 
     def __init__(self, view: Any):
         self.view, self.device = view, torch.device(view.device)

@@ -17,7 +17,7 @@ path ``slipstream.images.kernels.resample_into`` uses), and returns a ``Plan``:
   float32 from ``rel`` (so it differs from Pillow's float64 weight by float32 rounding), normalized
   to sum 1. Box: ``lo``/``hi`` are the taps Pillow's box test ``-0.5 < x <= 0.5`` selects, decided
   here in float64, and each has weight 1 / (hi - lo): the device never decides a tap by a float32
-  comparison (a centre rounded to float32 once dropped the only tap of a row: a black row). Both
+  comparison (a centre rounded to float32 can drop the only tap of a row: a black row). Both
   without Pillow's 22-bit fixed-point rounding. Every row has a tap by construction (checked:
   ``RuntimeError`` otherwise), so no weight row sums to 0. A flipped sample's horizontal rows are
   reversed (the mirror costs nothing).

@@ -4,7 +4,7 @@
 sample of a chunk of a batch, in the loader's worker, without importing torch:
 
 - a *device row* (``pixels is None``): the stored bytes (zero-copy), the codec, the size from the
-  header (checked against the stored shape: ``host.HostReader``), the window the CPU pipeline draws
+  header (checked against the stored shape: ``hostbatch.HostReader``), the window the CPU pipeline draws
   for the sample (``Pipeline.windows`` with ``draws``, the loader's ``sample_draws``: same seed,
   same windows, any worker count) in source pixels, and the flip; the device decodes it at full
   size and resamples it (``images.device.finisher``);
@@ -79,7 +79,7 @@ class StagedField:
 
     def __init__(self, dataset: Any, field: str, ops: Sequence[Op] | Pipeline, cpu_share: float = 0.0):
         self.reader = HostReader(dataset, field, ops)
-        self.dataset, self.field, self.cpu_share = dataset, field, float(cpu_share)  # checked by mapped.device_map
+        self.dataset, self.field, self.cpu_share = dataset, field, float(cpu_share)  # checked by devicemap.device_map
         self.pipeline = self.reader.pipeline
         self.cpu_pipeline = _geometry_only(self.pipeline)
 
