@@ -314,7 +314,8 @@ def mapfields(data: Any, device: Any = None, **pipelines: Any) -> Any:
     "device", "cpu_share", "dtype" and "layout" are then not field names."""
     options = {name: pipelines.pop(name) for name in _DEVICE_OPTIONS if name in pipelines}
     if device is not None:
-        from .device.devicemap import device_map  # NumPy only; torch is imported by the loader's finisher
+        # lazy: breaks the cycle images -> images/device -> images (mapfields -> device.devicemap -> pipeline)
+        from .device.devicemap import device_map
 
         return device_map(data, pipelines, device, **options)
     if options:
