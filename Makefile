@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # torch==2.13.0 is the CPU wheel these machines hold locally; any torch>=2.0 works.
 TORCH ?= torch==2.13.0
 
-.PHONY: demo test bench peers clean
+.PHONY: demo test docs bench peers clean
 
 $(PY):
 	@echo "== making a virtual environment in $(VENV)"
@@ -63,6 +63,15 @@ $(VENV)/.trainers: $(VENV)/.torch
 $(VENV)/.bench: $(VENV)/.test $(VENV)/.torch $(VENV)/.photos
 	touch $@
 
+# the documentation site's builder: MkDocs, the Material theme, mkdocstrings' Python handler. The build reads src/ as
+# text (griffe), so it needs the docs extra's requirements only, not slipstream installed or its C extensions rebuilt
+DOCS_REQUIREMENTS = $(shell sed -n 's/^docs = \[\(.*\)\]$$/\1/p' pyproject.toml | tr -d '",')
+$(VENV)/.docs: $(PY) pyproject.toml
+	@echo "== installing the documentation tools (the docs extra): $(DOCS_REQUIREMENTS)"
+	@test -n "$(DOCS_REQUIREMENTS)" || { echo "no docs = [...] line in pyproject.toml" >&2; exit 1; }
+	$(PY) -m pip install -q $(DOCS_REQUIREMENTS)
+	touch $@
+
 # the token benchmark's peers (grain, LitData, TRL, torchdata, MosaicML Streaming) in a virtual environment of their
 # own, so the test environment stays as it is; slipstream is installed there too (editable), so both run in one process
 PEERS ?= .venv-peers
@@ -88,6 +97,11 @@ test: $(VENV)/.test $(VENV)/.torch $(VENV)/.photos $(VENV)/.jax $(VENV)/.hf $(VE
 	SLIPSTREAM_NO_NUMBA=1 SLIPSTREAM_NO_ROIJPEG=1 $(PY) -m pytest -q tests/images/test_kernels.py tests/images/test_mapfields.py tests/images/test_imagetasks.py
 	# ... and the token kernels' NumPy references (packing plans, row gathers, mixtures)
 	SLIPSTREAM_NO_SEQCORE=1 $(PY) -m pytest -q tests/sequences/test_pack.py tests/sequences/test_pack_plan.py tests/sequences/test_pack_edges.py tests/sequences/test_pack_outputs.py tests/sequences/test_mix.py tests/sequences/test_mix_exact.py tests/sequences/test_mix_schedule.py
+
+# the documentation site, into site/ (gitignored); --strict: any warning (a broken link, a docstring that does not
+# render, a page missing from nav) fails the build
+docs: $(VENV)/.docs
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
 bench: $(VENV)/.bench
 	$(PY) benchmarks/bench_loader.py
