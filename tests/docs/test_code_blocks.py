@@ -62,10 +62,14 @@ def blocks(page: Path) -> list[Block]:
         if end is None:
             raise ValueError(f"{page.relative_to(ROOT)}:{k + 1}: a fence that is never closed")
         if OTHER_PYTHON.match(language):
-            raise ValueError(f"{page.relative_to(ROOT)}:{k + 1}: write Python blocks as ```python (this one, {language!r}, would not be run)")
+            raise ValueError(
+                f"{page.relative_to(ROOT)}:{k + 1}: write Python blocks as ```python (this one, {language!r}, would not be run)"
+            )
         if language == "python":
             if opening["indent"]:
-                raise ValueError(f"{page.relative_to(ROOT)}:{k + 1}: an indented ```python block (start it at the margin so it runs)")
+                raise ValueError(
+                    f"{page.relative_to(ROOT)}:{k + 1}: an indented ```python block (start it at the margin so it runs)"
+                )
             before = next((lines[j].strip() for j in range(k - 1, -1, -1) if lines[j].strip()), "")
             marker = NO_RUN.match(before)
             if marker and not marker["reason"]:
