@@ -886,7 +886,7 @@ def test_workers_auto_is_the_cores_this_process_may_use_and_gives_workers_0s_bat
     for k, (x, y) in enumerate(zip(got, reference)):
         assert_same(x, y, f"batch {k}")
     # resolved through usable_cores (affinity and cgroup quota), not os.cpu_count()
-    monkeypatch.setattr("slipstream.loading.options.usable_cores", lambda: 3)
+    monkeypatch.setattr("slipstream.core.arguments.usable_cores", lambda: 3)
     assert ss.DataLoader(Plain(), 4, workers="auto").workers == 3
 
 

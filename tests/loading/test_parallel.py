@@ -85,7 +85,7 @@ def test_workers_auto_uses_the_cores_this_process_may_use(monkeypatch):
     mapped = ss.loadparallel(range(20), lambda x: x * x, workers="auto")
     assert mapped.workers == usable_cores()
     assert list(mapped) == [x * x for x in range(20)]
-    monkeypatch.setattr("slipstream.loading.options.usable_cores", lambda: 5)
+    monkeypatch.setattr("slipstream.core.arguments.usable_cores", lambda: 5)
     assert ss.loadparallel(range(3), workers="auto").workers == 5
     with pytest.raises(ValueError, match="workers must be an integer >= 0 or 'auto', got 'many'"):
         ss.loadparallel(range(3), workers="many")

@@ -255,3 +255,12 @@ def test_worker_processes_exit_when_the_driver_is_killed(tmp_path):
         for process in workers:
             if process.is_running():
                 process.kill()
+
+
+def test_the_engines_take_workers_by_the_one_rule_before_any_work():
+    from slipstream.write.engines import raytasks, subprocesses
+
+    with pytest.raises(TypeError, match=r"^workers must be a positive number of processes \(or None: every usable core\), got str 'auto'$"):
+        subprocesses.run(None, None, [], workers="auto", advance=print)
+    with pytest.raises(ValueError, match=r"^workers must be a positive number of tasks in flight, got 0$"):
+        raytasks.run(None, None, [], workers=0, advance=print)

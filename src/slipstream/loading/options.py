@@ -12,14 +12,11 @@ from collections.abc import Iterable
 from types import SimpleNamespace
 from typing import Any
 
-import numpy as np
-
-from ..core.arguments import check_callable, check_flag, check_int, check_timeout
-from ..core.cpus import usable_cores
+from ..core.arguments import check_callable, check_flag, check_int, check_timeout, check_workers
 from ..order.epochs import BatchSamplerOrder, EpochOrder, IndexOrder, SamplerOrder, UserOrder
 from .backends import BACKENDS
 
-__all__ = ["check_options", "check_workers", "unknown_arguments"]
+__all__ = ["check_options", "unknown_arguments"]
 
 ORDERS = ("sequential", "random", "quasi_random")
 
@@ -47,18 +44,6 @@ def unknown_arguments(unknown: dict[str, Any]) -> str:
     if hints:
         text += "; " + "; ".join(hints) + ". With PyTorch's arguments as they are, use slipstream.torch.DataLoader (a drop-in)"
     return text
-
-
-def check_workers(value: Any) -> int:
-    """``workers``: an integer >= 0, or "auto": the cores this process may use (its affinity mask
-    capped by the cgroup CPU quota, not ``os.cpu_count()``; see ``core.cpus.usable_cores``)."""
-    if isinstance(value, str):
-        if value != "auto":
-            raise ValueError(f"workers must be an integer >= 0 or 'auto', got {value!r}")
-        return usable_cores()
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"workers must be an integer >= 0 or 'auto', got {type(value).__name__} {value!r}")
-    return check_int("workers", value, 0)
 
 
 def check_options(data: Any, **given: Any) -> SimpleNamespace:

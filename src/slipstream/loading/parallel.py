@@ -5,13 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from ..core.arguments import check_callable, check_int
+from ..core.arguments import check_callable, check_int, check_workers
 from ..core.closing import ClosingIterator
 from ..core.errors import add_note
 from .backends.inline import InlineExecutor
 from .backends.threads import ThreadExecutor
 from .jobs import Job, Task
-from .options import check_workers
 
 __all__ = ["LoadParallel", "loadparallel"]
 

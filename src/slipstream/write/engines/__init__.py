@@ -13,7 +13,7 @@ engine, its workers or their timing.
 
 from __future__ import annotations
 
-__all__ = ["ENGINES", "check_engine", "check_workers"]
+__all__ = ["ENGINES", "check_engine"]
 
 ENGINES = ("processes", "ray")
 
@@ -23,11 +23,3 @@ def check_engine(engine: str | None) -> str | None:
     if engine is not None and engine not in ENGINES:
         raise ValueError(f"engine must be None (this process), 'processes' or 'ray', got {engine!r}")
     return engine
-
-
-def check_workers(workers: int | None, what: str, default: str) -> int | None:
-    """``workers`` when it is None or a positive int; ``ValueError`` otherwise, naming ``what`` each
-    worker is (``"processes"``, ``"tasks in flight"``) and what None means (``default``)."""
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-        raise ValueError(f"workers must be a positive number of {what} (or None: {default}), got {workers!r}")
-    return workers

@@ -50,10 +50,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from ...core.arguments import check_workers
 from ...core.errors import WorkerError, add_note
 from ...core.optional import require
 from ..shardwrite import ShardJob, ShardSpec, write_shard
-from . import check_workers
 from .portable import raise_portable
 
 __all__ = ["LOOPBACK", "MAX_RETRIES", "run", "ship_modules", "start_local"]
@@ -256,7 +256,7 @@ def run(
     data: Any, spec: ShardSpec, jobs: list[ShardJob], *, workers: int | None, advance: Callable[[int], None], ray_address: str | None = None
 ) -> list[dict[str, Any]]:
     """Write ``jobs`` as Ray tasks (at most ``workers`` in flight); their index entries, in order."""
-    check_workers(workers, "tasks in flight", "all")
+    workers = check_workers(workers, minimum=1, auto=False, default="all", unit="tasks in flight")
     ray = _ray()
     started = not ray.is_initialized()
     if started:

@@ -38,10 +38,10 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+from ...core.arguments import check_workers
 from ...core.cpus import usable_cores
 from ...core.errors import WorkerError
 from ..shardwrite import ShardJob, ShardSpec, write_shard
-from . import check_workers
 from .portable import raise_portable
 
 __all__ = ["run"]
@@ -115,7 +115,7 @@ def run(
     data: Any, spec: ShardSpec, jobs: list[ShardJob], *, workers: int | None, advance: Callable[[int], None]
 ) -> list[dict[str, Any]]:
     """Write ``jobs`` in ``workers`` local processes; their index entries, in the jobs' order."""
-    check_workers(workers, "processes", "every usable core")
+    workers = check_workers(workers, minimum=1, auto=False, default="every usable core", unit="processes")
     payload = _payload(data, spec)
     count = max(1, min(workers or usable_cores(), len(jobs)))
     entries: list[dict[str, Any] | None] = [None] * len(jobs)
