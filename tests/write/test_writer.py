@@ -422,3 +422,12 @@ def test_reused_pil_images_and_tensors_are_stored_as_they_were_when_yielded(tmp_
     assert [int(gif[i]["image"][0, 0, 0]) for i in range(6)] == [0, 40, 80, 120, 160, 200]
     arrays = ss.open(ss.write(tmp_path / "x.arrow", refilled(), {"x": F.Array(np.int64, (4,))}, workers=workers, progress=False))
     assert [arrays[i]["x"].tolist() for i in range(6)] == [[k] * 4 for k in range(6)]
+
+
+def test_the_default_encoding_threads_are_the_usable_cores_at_most_8(monkeypatch):
+    from slipstream.write import writer
+
+    monkeypatch.setattr(writer, "usable_cores", lambda: 3)  # the affinity mask and cgroup quota, not os.cpu_count()
+    assert writer._default_workers() == 3
+    monkeypatch.setattr(writer, "usable_cores", lambda: 64)
+    assert writer._default_workers() == 8

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..core.containers import getobs, numobs
+from ..core.cpus import usable_cores
 from ..core.optional import require
 from ..core.sizes import parse_size
 from ..files import fields as F
@@ -359,8 +360,8 @@ def _appended_schema(path: Path, schema: Any, existing: dict[str, Any] | None) -
 
 
 def _default_workers() -> int:
-    """Encoding threads when ``workers`` is None: the CPU count, at most 8."""
-    return min(8, os.cpu_count() or 1)
+    """Encoding threads when ``workers`` is None: the usable cores (``core.cpus.usable_cores``), at most 8."""
+    return min(8, usable_cores())
 
 
 def _bar(progress: bool | None, total: int | None, desc: str) -> Any:
