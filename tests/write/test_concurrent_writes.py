@@ -1,4 +1,4 @@
-"""Concurrent sharded writes of one folder (``files.writelock``, ``files.folder.writing``): two
+"""Concurrent sharded writes of one folder (``write.writelock``, ``write.folderwrite.writing``): two
 appends are serialized and both kept; of two writes of a new folder one wins and the other fails
 clearly, removing nothing of the winner's; a writer killed while it holds the lock does not stop the
 next one.
@@ -26,8 +26,8 @@ from helpers import SRC, run_python
 
 import slipstream as ss
 from slipstream import fields as F
-from slipstream.files import writelock
-from slipstream.files.writelock import LOCK
+from slipstream.write import writelock
+from slipstream.write.writelock import LOCK
 from slipstream.write.shardplan import probe_runs
 
 _WRITER = textwrap.dedent(
@@ -228,7 +228,7 @@ def test_the_lock_waits_for_its_holder_then_is_taken_again_and_removed(tmp_path)
     folder = tmp_path / "f"
     folder.mkdir()
     holder = subprocess.Popen(
-        [sys.executable, "-c", f"import sys\nfrom pathlib import Path\nfrom slipstream.files.writelock import locked\nwith locked(Path({str(folder)!r})):\n    print('HELD', flush=True)\n    sys.stdin.readline()\n"],
+        [sys.executable, "-c", f"import sys\nfrom pathlib import Path\nfrom slipstream.write.writelock import locked\nwith locked(Path({str(folder)!r})):\n    print('HELD', flush=True)\n    sys.stdin.readline()\n"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": SRC},
     )  # fmt: skip
     got = threading.Event()
@@ -302,7 +302,7 @@ def test_a_writer_whose_file_system_refuses_locks_does_not_remove_the_holders_lo
         f"""
         import errno, warnings
         from pathlib import Path
-        from slipstream.files import writelock
+        from slipstream.write import writelock
         def refuse(fd, op):
             raise OSError(errno.ENOLCK, "No locks available")
         writelock.fcntl.lockf = refuse
@@ -381,7 +381,7 @@ def test_a_transient_enolck_while_waiting_for_a_held_lock_does_not_let_the_write
         f"""
         import errno, fcntl, warnings
         from pathlib import Path
-        from slipstream.files import writelock
+        from slipstream.write import writelock
         real = fcntl.lockf
         def lockf(fd, op):
             if op & fcntl.LOCK_NB:
@@ -412,7 +412,7 @@ def test_a_writer_that_made_the_lock_file_does_not_remove_it_when_another_writer
         f"""
         import errno, sys, warnings
         from pathlib import Path
-        from slipstream.files import writelock
+        from slipstream.write import writelock
         def lockf(fd, op):
             print("CREATED", flush=True)
             sys.stdin.readline()  # the other writer has locked the file meanwhile

@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from ..files import fields as F
-from ..files.writelock import LOCK
 from ..images.encoded.codecs import sniff
+from ..write.writelock import LOCK
 from ..write.writer import write
 from .arrays import npy_source, npz_source
 from .imagefolder import EXTENSIONS, imagefolder

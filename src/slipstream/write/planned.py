@@ -7,7 +7,7 @@ process):
 
 1. probes the data (``probe``: packs up to 64 samples in memory) and splits it (``plan.split``)
    into shards whose pages fill ``shard_size`` less an empty packed file's bytes;
-2. takes the folder's write lock (``folder.writing``: the dataset read again under it, so two
+2. takes the folder's write lock (``folderwrite.writing``: the dataset read again under it, so two
    appends are serialized and a second write of a new folder fails clearly), then runs the jobs,
    shards numbered after any existing ones (``append=True``), on the engine (none when appending
    no samples);
@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from ..core.containers import numobs
-from ..files import folder as _folder
 from ..files.field import Field
 from ..files.field import pyarrow_module as _pa
+from . import folderwrite as _folderwrite
 from . import shardplan as _plan
 from .failures import Skips, describe, record_in_shards
 from .shardwrite import ShardJob, ShardSpec, chunks, encode_chunk, read_samples, sweep
@@ -86,22 +86,22 @@ def write_planned(
     nbytes, count, empty = probe(data, fields, schema, page_size, where, Skips() if on_error == "skip" else None)
     given = folder
     folder = folder.absolute()  # the tasks' working directory may be another (a Ray worker's)
-    with _folder.writing(folder, existing) as current:  # the dataset read again under the folder's write lock
-        number = _folder.first_number(current)
+    with _folderwrite.writing(folder, existing) as current:  # the dataset read again under the folder's write lock
+        number = _folderwrite.first_number(current)
         ranges = _plan.split(numobs(data), nbytes, count, max(1, shard_size - empty) if shard_size else 0)
         if current is not None and numobs(data) == 0:
             ranges = []  # appending nothing adds no shard (as a streamed write)
         jobs = [ShardJob(number + k, r.start, r.stop) for k, r in enumerate(ranges)]
         spec = ShardSpec(folder, secrets.token_hex(6), schema, fields, page_size, on_error)
         advance = progress.update if progress is not None else (lambda n: None)
-        before = {job.name: _folder.file_identity(folder / job.name) for job in jobs}  # (a killed write's leftovers: not this write's)
+        before = {job.name: _folderwrite.file_identity(folder / job.name) for job in jobs}  # (a killed write's leftovers: not this write's)
         try:
             entries = _run(engine, data, spec, jobs, workers, advance, ray_address) if jobs else []
             entries, schema = record_in_shards(folder, entries, schema, lambda path: temporary(path, spec.token), commit)  # skipped samples listed
             previous = list(current["shards"]) if current is not None else []
-            _folder.write_index(folder, previous + entries, schema, lambda path: temporary(path, spec.token), commit)
+            _folderwrite.write_index(folder, previous + entries, schema, lambda path: temporary(path, spec.token), commit)
         except BaseException:
-            _folder.remove_shards(_created(folder, before))
+            _folderwrite.remove_shards(_created(folder, before))
             raise
         finally:
             sweep(folder, spec.token)
@@ -111,7 +111,7 @@ def write_planned(
 def _created(folder: Path, before: dict[str, tuple[int, ...] | None]) -> dict[Path, tuple[int, ...] | None]:
     """The job shards that are not the files that were there before the jobs ran: this write's
     (the folder's write lock is held), each with its identity now."""
-    now = {name: _folder.file_identity(folder / name) for name in before}
+    now = {name: _folderwrite.file_identity(folder / name) for name in before}
     return {folder / name: identity for name, identity in now.items() if identity is not None and identity != before[name]}
 
 

@@ -36,6 +36,7 @@ from ..core.errors import add_note
 from ..files import folder as _folder
 from ..files.field import Field
 from .failures import Skips, mark
+from .folderwrite import SHARD
 from .pagewrite import field_value, is_container
 
 __all__ = ["ShardJob", "ShardSpec", "chunks", "encode_chunk", "is_splittable", "read_samples", "sweep", "write_shard"]
@@ -53,7 +54,7 @@ class ShardJob:
 
     @property
     def name(self) -> str:
-        return _folder.SHARD.format(self.number)
+        return SHARD.format(self.number)
 
     def describe(self) -> str:
         samples = f"samples {self.start}..{self.stop - 1}" if self.stop > self.start else "no samples"

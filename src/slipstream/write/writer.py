@@ -37,6 +37,7 @@ from ..files.field import pyarrow_module as _pa
 from ..loading.parallel import loadparallel
 from . import described as _described
 from . import failures as _failures
+from . import folderwrite as _folderwrite
 from . import shardwrite
 from .atomic import commit, temporary
 from .engines import check_engine
@@ -169,7 +170,7 @@ def write(
     metadata, ``ss.open(path).metadata["skipped"]`` (each ``{"sample", "origin", "field", "error"}``,
     ``[]`` when none failed), with a ``SkippedSamplesWarning`` (``write.failures``).
 
-    ``shard_size`` makes ``path`` a folder of shards and their ``index.json`` (``files.folder``).
+    ``shard_size`` makes ``path`` a folder of shards and their ``index.json`` (``write.folderwrite``).
     A container, or a file set (``len`` and ``read_rows(start, stop)``: ``slipstream convert``'s
     Parquet and Hugging Face sources), is split into shards up front by one deterministic rule
     (``write.shardplan``: equal runs of samples, sized from an encoded probe of up to 64 samples), and
@@ -217,9 +218,9 @@ def _write(
     existing = None
     if shard_size is not None:
         shard_size = parse_size(shard_size, "shard_size")
-        existing = _folder.check_target(path, append)
+        existing = _folderwrite.check_target(path, append)
         if existing is not None:
-            fields, page_size, metadata = _folder.appended(existing, fields, _checked_metadata(metadata) if metadata is not None else None, path)
+            fields, page_size, metadata = _folderwrite.appended(existing, fields, _checked_metadata(metadata) if metadata is not None else None, path)
     elif append:
         raise ValueError("append=True adds shards to a sharded dataset: pass shard_size= too")
     elif path.is_dir():  # os.replace would refuse it only after every sample was encoded
@@ -273,7 +274,7 @@ def _write(
         rows = loadparallel(chunks, encode, workers=workers, prefetch=workers + 1)
         pages = paged(fields, rows, page_size, chunking, bar)
         if partial is None:  # a sharded dataset: each shard and the index are committed as they are done
-            return _folder.write_shards(
+            return _folderwrite.write_shards(
                 path, schema, pages, shard_size, existing, lambda part, stop: write_pages(part, schema, fields, pages, stop), temporary, commit
             )
         write_pages(partial, schema, fields, pages)

@@ -3,7 +3,7 @@
 ``locked(folder)`` holds ``folder/.slipstream-write.lock`` exclusively while a sharded write (a new
 dataset or ``append=True``) decides its shard numbers, writes its shards and commits the index, so
 two writes of one folder never both write ``shard-00001`` or both take an empty folder for theirs:
-the second waits for the first, then sees what it left (``files.folder.writing``).
+the second waits for the first, then sees what it left (``write.folderwrite.writing``).
 
 * The lock is a POSIX record lock (``lockf``) on that file: the kernel releases it when its holder
   exits or is killed (a ``kill -9`` mid-write never leaves it held), a process forked meanwhile does
