@@ -10,7 +10,7 @@ from packed import roundtrip
 import slipstream as ss
 from slipstream import fields as F
 from slipstream.files.field_tokens import TOKEN_DTYPES, TokensColumn, list_views
-from slipstream.write.writer import infer_fields
+from slipstream.files.inferred import infer_fields
 
 DTYPES = [d.name for d in TOKEN_DTYPES]
 

@@ -25,15 +25,15 @@ from typing import Any
 
 import numpy as np
 
-from ..core.containers import getobs, numobs
+from ..core.containers import numobs
 from ..core.cpus import usable_cores
 from ..core.optional import require
 from ..core.sizes import parse_size
-from ..files import fields as F
 from ..files import folder as _folder
 from ..files import format as _format
 from ..files.field import Field
 from ..files.field import pyarrow_module as _pa
+from ..files.inferred import infer_fields
 from ..loading.parallel import loadparallel
 from . import described as _described
 from . import failures as _failures
@@ -100,35 +100,6 @@ def _snapshot_value(value: Any) -> Any:
         except Exception:  # noqa: BLE001 - one NumPy cannot read is encoded as it is
             return value
     return value
-
-
-def infer_fields(sample: Any) -> dict[str, Field]:
-    """Fields for a sample's values: ints, floats, bools, strings, bytes, arrays (fixed shape), JSON otherwise."""
-    if not isinstance(sample, Mapping):
-        raise TypeError(f"samples must be dicts of field values to infer fields, got {type(sample).__name__}; pass fields=")
-    out: dict[str, Field] = {}
-    for name, value in sample.items():
-        if isinstance(value, (bool, np.bool_)):
-            out[name] = F.Bool()
-        elif isinstance(value, (int, np.integer)):
-            out[name] = F.Int()
-        elif isinstance(value, (float, np.floating)):
-            out[name] = F.Float()
-        elif isinstance(value, str):
-            out[name] = F.Text()
-        elif isinstance(value, (bytes, bytearray, memoryview)):
-            out[name] = F.Bytes()
-        elif isinstance(value, np.ndarray) and value.dtype.kind in "biufc":
-            out[name] = F.Array(dtype=value.dtype, shape=value.shape)
-        elif _is_pil_image(value):
-            out[name] = F.Image(codec="png")  # lossless: pass fields= for JPEG (photos)
-        else:
-            out[name] = F.JSON()
-    return out
-
-
-def _is_pil_image(value: Any) -> bool:
-    return any(cls.__module__.startswith("PIL.") and cls.__name__ == "Image" for cls in type(value).__mro__)
 
 
 def write(
