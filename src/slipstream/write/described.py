@@ -6,7 +6,7 @@ names: ``{"class_names": {field: [names]}}``), which ``ss.write`` stores under t
 (``class_names`` merged field by field, the caller's winning). ``ss.imagefolder`` offers both, so
 ``ss.write(path, ss.imagefolder(root))`` stores what ``slipstream convert`` stores. A Hugging Face
 ``datasets.Dataset`` is read through ``convert.hfrows`` (imported only when one is given: the one
-import of ``convert`` from ``files``), which offers them from its features.
+import of ``convert`` from ``write``), which offers them from its features.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ def adapted(data: Any, fields: Mapping[str, Field] | None) -> Any:
     ``fields`` names, when given); with one field in ``fields``, samples that are not dicts as
     ``{name: sample}`` (``onefield``); anything else as it is."""
     if is_hf_dataset(data):
+        # lazy: breaks the package cycle write -> convert -> write (convert.sources imports write.writer)
         from ..convert.hfrows import HuggingFaceRows
 
         return HuggingFaceRows(data, list(fields) if fields is not None else None)

@@ -37,9 +37,19 @@ from ..files.field import pyarrow_module as _pa
 from . import folderwrite as _folderwrite
 from . import shardplan as _plan
 from .failures import Skips, describe, record_in_shards
+from .pagewrite import Chunking, paged, write_pages
 from .shardwrite import ShardJob, ShardSpec, chunks, encode_chunk, read_samples, sweep
 
-__all__ = ["first_sample", "probe", "write_planned"]
+__all__ = ["ENGINES", "check_engine", "first_sample", "probe", "write_planned"]
+
+ENGINES = ("processes", "ray")  # besides None: this process (``engines.inprocess``)
+
+
+def check_engine(engine: str | None) -> str | None:
+    """``engine`` when it names one (None: this process); ``ValueError`` naming the choices otherwise."""
+    if engine is not None and engine not in ENGINES:
+        raise ValueError(f"engine must be None (this process), 'processes' or 'ray', got {engine!r}")
+    return engine
 
 
 def first_sample(data: Any) -> Any:
@@ -57,8 +67,6 @@ def probe(
     buffers, padding, page metadata, footer entries), ``empty`` the bytes of a packed file of
     no samples (the schema and footer every shard has). With ``skips`` (``on_error="skip"``),
     samples that fail are left out of the probe (``ValueError`` when all of them fail)."""
-    from .pagewrite import Chunking, paged, write_pages
-
     pa = _pa()
     rows: list[tuple[Any, ...]] = []
     for run in _plan.probe_runs(numobs(data)):
@@ -121,13 +129,13 @@ def _run(
 ) -> list[dict[str, Any]]:  # fmt: skip
     """The jobs' index entries, in order, from the engine that runs them."""
     if engine == "processes":
-        from .engines import subprocesses as processes
+        from .engines import subprocesses  # lazy: breaks the cycle write -> write/engines -> write
 
-        return processes.run(data, spec, jobs, workers=workers, advance=advance)
+        return subprocesses.run(data, spec, jobs, workers=workers, advance=advance)
     if engine == "ray":
-        from .engines import raytasks
+        from .engines import raytasks  # lazy: breaks the cycle write -> write/engines -> write
 
         return raytasks.run(data, spec, jobs, workers=workers, advance=advance, ray_address=ray_address)
-    from .engines import inprocess
+    from .engines import inprocess  # lazy: breaks the cycle write -> write/engines -> write
 
     return inprocess.run(data, spec, jobs, workers=workers if workers is not None else 1, advance=advance)

@@ -35,9 +35,11 @@ from ..core.containers import getobs, numobs, origin_note
 from ..core.errors import add_note
 from ..files import folder as _folder
 from ..files.field import Field
+from ..loading.parallel import loadparallel
+from .atomic import commit, temporary
 from .failures import Skips, mark
 from .folderwrite import SHARD
-from .pagewrite import field_value, is_container
+from .pagewrite import Chunking, field_value, is_container, naming, paged, write_pages
 
 __all__ = ["ShardJob", "ShardSpec", "chunks", "encode_chunk", "is_splittable", "read_samples", "sweep", "write_shard"]
 
@@ -154,10 +156,6 @@ def write_shard(data: Any, spec: ShardSpec, job: ShardJob, *, threads: int = 0, 
     """Write ``job``'s shard of ``data`` into ``spec.folder`` atomically (see the module doc) and
     return its index entry. ``threads``: encoding threads (0: encode in this thread).
     ``progress``: an object whose ``update(n)`` is called as samples are written (a tqdm bar)."""
-    from ..loading.parallel import loadparallel
-    from .atomic import commit, temporary
-    from .pagewrite import Chunking, naming, paged, write_pages
-
     origin = getattr(data, "sample_origin", None)
     where = naming(origin if callable(origin) else None)
     final = spec.folder / job.name

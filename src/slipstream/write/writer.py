@@ -40,8 +40,8 @@ from . import failures as _failures
 from . import folderwrite as _folderwrite
 from . import shardwrite
 from .atomic import commit, temporary
-from .engines import check_engine
 from .pagewrite import Chunking, field_value, is_container, naming, paged, write_pages
+from .planned import check_engine, first_sample, write_planned
 
 __all__ = ["write"]
 
@@ -290,8 +290,6 @@ def _write_planned(
     where: Callable[[int, str], str], on_error: str = "raise", report: list[Any] | None = None,
 ) -> Path:  # fmt: skip
     """``write`` of a container or file set into a sharded folder, by ``write.planned``."""
-    from .planned import first_sample, write_planned
-
     skip = on_error == "skip"
     first = _failures.first_sample(data, numobs(data), skip, path) if is_container(data) else first_sample(data)
     fields = _settled_fields(fields, first, where)
