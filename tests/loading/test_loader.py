@@ -2,6 +2,7 @@
 container protocol, samplers and batch samplers, the resumable state, prefetch and out-of-order delivery,
 user errors and timeouts, argument checks (their order and exception types) and ``workers="auto"``."""
 
+import dataclasses
 import json
 import threading
 
@@ -12,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import slipstream as ss
+from slipstream.loading.options import Options
 
 
 class Plain:
@@ -869,6 +871,31 @@ def test_what_the_loader_is_built_from_is_fixed_once_it_is_made():
             setattr(loader, name, value)
     loader.seed = 3  # the seed is not: the next epoch uses it
     assert [b.tolist() for b in loader] == [b.tolist() for b in ss.DataLoader(np.arange(12), 4, seed=3)]
+
+
+def test_the_checked_arguments_are_one_frozen_options_that_the_attributes_read():
+    loader = ss.DataLoader(np.arange(12), np.int64(4), shuffle=True, seed=5, workers=2, prefetch=3)
+    options = loader.options
+    assert isinstance(options, Options) and dataclasses.is_dataclass(options)
+    assert (options.batch_size, options.order, options.finish_ahead, options.workers) == (4, "random", 3, 2)
+    assert type(loader.batch_size) is int and loader.order == "random" and loader.shuffle and loader.finish_ahead == 3
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.batch_size = 6
+    assert loader._backend.options is options  # the backend reads the same options
+    loader.seed = 7  # a new seed makes new options
+    assert loader.options.seed == loader.seed == 7 and options.seed == 5
+
+
+def test_a_seed_set_later_and_a_restart_worker_init_are_checked_as_the_arguments_are():
+    loader = ss.DataLoader(np.arange(12), 4, seed=1)
+    for bad, error in ((-1, ValueError), ("3", TypeError), (None, TypeError)):
+        with pytest.raises(error, match="seed must be an integer >= 0"):
+            loader.seed = bad
+    assert loader.seed == 1
+    with pytest.raises(TypeError, match="worker_init must be a callable or None, got int"):
+        loader.restart_workers(3)
+    loader.restart_workers(print)
+    assert loader.worker_init is print and loader.options.worker_init is print
 
 
 # -- workers="auto" ------------------------------------------------------------------------------

@@ -269,7 +269,7 @@ def test_an_elastic_resume_between_disjoint_extra_positions_counts_them_out():
     """A deal with positions consumed beyond its prefix (batches that overtook the rest): the i-th
     position of what is left skips them."""
     n, deal = 64, Deal(8, [9, 10, 13, 20])
-    first = datastate.sequential_first(ss.DataLoader(Dial(n), BS, world_size=2)._order, n, deal)
+    first = datastate.sequential_first(ss.DataLoader(Dial(n), BS, world_size=2).options.epoch_order, n, deal)
     for m in range(10):
         want = deal_positions(n, deal, 0, 2, BS, False)
         assert first(m) == (int(want[m][0]) if m < len(want) else None)

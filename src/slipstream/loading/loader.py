@@ -4,7 +4,7 @@
 ``iter(loader)`` starts the next epoch: the loader draws the epoch's batches from its order
 (``epochs``), skips those a resumed state already handed out (``progress``), lets stateful data
 settle its changes where no worker has begun reading (``datastate``), makes one
-``BatchPlan`` per batch (``plan``) and hands the plans to its backend (``backends``), whose
+``BatchPlan`` per batch (``batchplan``) and hands the plans to its backend (``backends``), whose
 executor loads them ahead of the consumer. ``len(loader)`` is the epoch's exact number of batches.
 """
 
@@ -12,32 +12,52 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any
+from dataclasses import replace
+from typing import Any, Generic, TypeVar, overload
 
-from ..core.arguments import check_int
+from ..core.arguments import check_callable, check_int
 from ..core.containers import numobs
 from ..core.spec import Spec
 from ..order.datastate import DataState, opened_in, settle_at_in
 from ..order.epochs import EpochOrder
 from ..order.progress import Position, Progress, state_dict, todo
 from ..order.resume import Batching, field_names, resume
-from .backends import Reading, Settings, make_backend
+from .backends import Reading, make_backend
 from .batchplan import COLLATE, INTO, SAMPLES, BatchPlan, chunk_size
 from .buffers import Buffers, Unshaped
 from .finishing import FinishingExecutor, finisher_of
 from .iterator import LoaderIterator
-from .options import check_options, unknown_arguments
+from .options import Options, check_options, unknown_arguments
 from .readahead import hint_of, read_ahead
 from .readers import BatchInfo, make_reader
 from .stats import EpochStats
 
 __all__ = ["DataLoader", "LoaderIterator"]
 
-# what the loader's order, buffers and backend are built from: read-only once set
-_FIXED = frozenset(
-    {"data", "batch_size", "shuffle", "drop_last", "order", "sampler", "batch_sampler", "rank", "world_size", "collate"}
-    | {"workers", "prefetch", "in_order", "backend", "timeout", "worker_init", "mp_context", "finish_ahead"}
-)
+_T = TypeVar("_T")
+
+
+class _Fixed(Generic[_T]):
+    """A DataLoader attribute that reads its ``options``; setting it raises: the loader's order,
+    buffers and workers are built from it."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, loader: None, owner: type | None = None) -> _Fixed[_T]: ...
+    @overload
+    def __get__(self, loader: DataLoader, owner: type | None = None) -> _T: ...
+    def __get__(self, loader: DataLoader | None, owner: type | None = None) -> Any:
+        if loader is None:
+            return self
+        return getattr(loader.options, self.name)
+
+    def __set__(self, loader: DataLoader, value: Any) -> None:
+        raise AttributeError(
+            f"DataLoader.{self.name} is fixed once the loader is made (its order, buffers and workers are built "
+            f"from it): make a new DataLoader (the state_dict of this one resumes there)"
+        )
 
 
 class DataLoader:
@@ -86,6 +106,10 @@ class DataLoader:
             reads each page about once (see ``order.orders.quasi_random``); works with rank sharding.
             Or an epoch order object (``batches(epoch, n, seed)``, ``num_batches(n)``: see
             ``order.epochs``) that decides this rank's batches itself.
+
+    The arguments, checked and normalised, are ``loader.options`` (a frozen ``loading.options.Options``),
+    and attributes of the same names (``loader.workers`` is the number "auto" came to); these are fixed
+    once the loader is made (setting one raises ``AttributeError``), except ``seed``.
 
     Batches and buffers: with the default collate, batches are written into a small pool of
     preallocated buffers. A buffer is reused only when nothing outside the loader references any
@@ -148,26 +172,16 @@ class DataLoader:
         if unknown:
             raise TypeError(unknown_arguments(unknown))
         self._n = numobs(data)
-        o = check_options(
+        self._options = check_options(
             data, batch_size=batch_size, shuffle=shuffle, drop_last=drop_last, collate=collate, seed=seed,
             workers=workers, prefetch=prefetch, in_order=in_order, rank=rank, world_size=world_size,
             sampler=sampler, batch_sampler=batch_sampler, order=order, backend=backend, timeout=timeout,
-            worker_init=worker_init,
+            worker_init=worker_init, mp_context=mp_context, finish_ahead=finish_ahead,
         )  # fmt: skip
-        self.data = data
         # whether seed= was given: a loaded state of another seed is then refused, not taken (a wrapper
         # that derives the seed itself, as the torch drop-in does, sets it False)
         self.seed_given = seed is not None
-        self.batch_size, self.workers, self.prefetch, self.seed = o.batch_size, o.workers, o.prefetch, o.seed
-        self.rank, self.world_size = o.rank, o.world_size
-        self.shuffle, self.drop_last, self.in_order, self.order = o.shuffle, o.drop_last, o.in_order, o.order
-        self.collate, self.sampler, self.batch_sampler = collate, sampler, batch_sampler
-        self.backend, self.timeout, self.worker_init, self.mp_context = backend, o.timeout, worker_init, mp_context
-        self._order = o.epoch_order
-        self.finish_ahead = max(2, self.prefetch) if finish_ahead is None else check_int("finish_ahead", finish_ahead, 1)
-        self._backend = make_backend(
-            backend, Settings(data, collate, self.workers, self.prefetch, self.in_order, self.timeout, worker_init, mp_context)
-        )
+        self._backend = make_backend(self._options)
         self._datastate = DataState(data, self._backend)
         self._reader = make_reader(data)
         declared = self._reader.declared if collate is None else None
@@ -182,7 +196,7 @@ class DataLoader:
     def __len__(self) -> int:
         """The exact number of batches this rank gets in one whole epoch (of the data as it is now);
         an iterator's ``len()`` tells what is left of its epoch (a resumed one, too)."""
-        return self._order.num_batches(numobs(self.data))
+        return self._options.epoch_order.num_batches(numobs(self.data))
 
     @property
     def spec(self) -> Spec | None:
@@ -190,13 +204,40 @@ class DataLoader:
         files) or shaped from the first batch handed out; None before (or with ``collate=``)."""
         return self._buffers.spec
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in _FIXED and name in self.__dict__:
-            raise AttributeError(
-                f"DataLoader.{name} is fixed once the loader is made (its order, buffers and workers are built "
-                f"from it): make a new DataLoader (the state_dict of this one resumes there)"
-            )
-        object.__setattr__(self, name, value)
+    # -- the arguments, checked (``options``; read-only but the seed) --------------------------
+    @property
+    def options(self) -> Options:
+        """The loader's arguments, checked and normalised (``loading.options.Options``)."""
+        return self._options
+
+    data = _Fixed[Any]()
+    batch_size = _Fixed[int]()
+    shuffle = _Fixed[bool]()
+    drop_last = _Fixed[bool]()
+    collate = _Fixed[Callable[[list[Any]], Any] | None]()
+    workers = _Fixed[int]()
+    prefetch = _Fixed[int]()
+    in_order = _Fixed[bool]()
+    rank = _Fixed[int]()
+    world_size = _Fixed[int]()
+    sampler = _Fixed[Iterable[int] | None]()
+    batch_sampler = _Fixed[Iterable[Iterable[int]] | None]()
+    order = _Fixed[str | EpochOrder]()
+    backend = _Fixed[str]()
+    timeout = _Fixed[float | None]()
+    worker_init = _Fixed[Callable[[int], Any] | None]()
+    mp_context = _Fixed[Any]()
+    finish_ahead = _Fixed[int]()
+
+    @property
+    def seed(self) -> int:
+        """Seeds the order and ``sample_rng()``. Not fixed: the next ``iter()`` uses the seed set here
+        (an integer >= 0), and ``load_state_dict`` may take a state's."""
+        return self._options.seed
+
+    @seed.setter
+    def seed(self, value: int) -> None:
+        self._options = replace(self._options, seed=check_int("seed", value, 0))
 
     # -- iteration -------------------------------------------------------------------------
     def __iter__(self, *, keep_going: bool = False) -> LoaderIterator:
@@ -208,41 +249,43 @@ class DataLoader:
         does (the failed batch counts as handed out in ``state_dict()``). A timeout or a dead
         worker ends the epoch either way."""
         with self._lock:
-            start, seed = self._next, self.seed
+            o = self._options  # one epoch's arguments and seed, read once
+            start, seed = self._next, o.seed
             self._datastate.opening(start)  # a fresh epoch's changes settle at position 0, before its length is read
-            self._n = numobs(self.data)  # a container may grow or shrink between epochs (a replay buffer)
+            self._n = numobs(o.data)  # a container may grow or shrink between epochs (a replay buffer)
             # first: a sampler (or a finisher) that fails changes nothing
             if start.deal.fresh:
-                batches = self._order.batches(start.epoch, self._n, seed)
+                batches = o.epoch_order.batches(start.epoch, self._n, seed)
             else:  # the rest of an epoch begun with other batching (``order.resume``)
-                batches = self._order.batches(start.epoch, self._n, seed, start.deal)
-            finisher = finisher_of(self.data)  # may raise (no CUDA...): before anything changes too
+                batches = o.epoch_order.batches(start.epoch, self._n, seed, start.deal)
+            finisher = finisher_of(o.data)  # may raise (no CUDA...): before anything changes too
             total = len(batches) if isinstance(batches, list) else None
-            ahead = self.prefetch + (0 if finisher is None else self.finish_ahead)  # no batch beyond has begun reading
-            settle = self._datastate.settler(self._order, self._n, start, ahead)
+            ahead = o.prefetch + (0 if finisher is None else o.finish_ahead)  # no batch beyond has begun reading
+            settle = self._datastate.settler(o.epoch_order, self._n, start, ahead)
             progress = Progress(start.epoch, start.batch, start.done, total, start.deal)
             self._next, self._progress, self._settler = Position(start.epoch + 1), progress, settle
             stop = threading.Event()  # readers see it between samples once the iterator is closed
             stats = self._stats = EpochStats(start.epoch)
             hint = hint_of(  # (shared slots: workers in other processes, whose reads the shared cache must have room for)
-                self.data, self._backend.shares_memory, lambda k: k < progress.batch or k in progress.done, self.prefetch
+                o.data, self._backend.shares_memory, lambda k: k < progress.batch or k in progress.done, o.prefetch
             )
-            hinted = read_ahead(todo(batches, progress), hint, 2 * (self.prefetch + max(1, self.workers)))
+            hinted = read_ahead(todo(batches, progress), hint, 2 * (o.prefetch + max(1, o.workers)))
             plans = (self._plan(indices, BatchInfo(seed, start.epoch, k, stop), stats) for k, indices in hinted)
-            reading = Reading(self._reader, self._buffers, self.collate, seed)
+            reading = Reading(self._reader, self._buffers, o.collate, seed)
             executor = self._backend.run(plans, reading, start.epoch, keep_going)
             if finisher is not None:
-                executor = FinishingExecutor(executor, finisher, self.finish_ahead, self.shape_batch, self.timeout)
+                executor = FinishingExecutor(executor, finisher, o.finish_ahead, self.shape_batch, o.timeout)
             self._busy = getattr(executor, "busy_meter", None)
             return LoaderIterator(self, executor, progress, stop, keep_going, stats, settle)
 
     def _plan(self, indices: Any, info: BatchInfo, stats: EpochStats) -> BatchPlan:
         stats.planned(info.batch, len(indices))
-        if self.collate is not None:
+        options = self._options
+        if options.collate is not None:
             mode = COLLATE
         else:
             mode = INTO if self._buffers.pool is not None else SAMPLES
-        return BatchPlan(info, indices, chunk_size(len(indices), self.workers, self._reader), mode)
+        return BatchPlan(info, indices, chunk_size(len(indices), options.workers, self._reader), mode)
 
     def shape_batch(self, batch: Unshaped) -> Any:
         """The batch made of samples read before the buffers had a shape (called in the consumer's
@@ -276,8 +319,9 @@ class DataLoader:
         """Let the next ``iter()`` start fresh worker processes (with the data as it is then, and
         ``worker_init`` instead of the loader's when given); the current ones finish serving the
         iterators that use them, then stop. Worker threads start fresh every epoch anyway."""
+        check_callable("worker_init", worker_init)
         if worker_init is not None:
-            object.__setattr__(self, "worker_init", worker_init)
+            self._options = replace(self._options, worker_init=worker_init)
         self._backend.restart(worker_init)
 
     def close(self) -> None:
@@ -295,8 +339,9 @@ class DataLoader:
 
     # -- state -----------------------------------------------------------------------------
     def _batching(self) -> Batching:
-        seed = self.seed if self.seed_given else None
-        return Batching(self._n, self.world_size, self.rank, self.batch_size, self.drop_last, self._order, seed, field_names(self.data))
+        o = self._options
+        seed = o.seed if self.seed_given else None
+        return Batching(self._n, o.world_size, o.rank, o.batch_size, o.drop_last, o.epoch_order, seed, field_names(o.data))
 
     def state_dict(self) -> dict[str, Any]:
         """Where the run stands: a small JSON-serializable dict (see ``load_state_dict``).

@@ -12,14 +12,17 @@ A backend has a small surface, the same for every way of loading:
   run on copies of the data that loaded it (nothing to do where the workers share the data);
 * ``close()``: stop the workers and free what they hold (idempotent; a later ``run`` starts anew).
 
-``Reading`` is what a plan is read with: the loader's reader, buffers and collate. The loader
-knows nothing else about its backend; ``backends.make_backend`` chooses one by name.
+A backend is made from the loader's ``Options`` (``loading.options``: the data, collate, workers,
+prefetch, in_order, timeout, worker_init and mp_context are what it reads) and keeps it as
+``options``. ``Reading`` is what a plan is read with: the loader's reader, buffers and collate. The
+loader knows nothing else about its backend; ``backends.make_backend`` chooses one by name.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from ...core.slots import heap_arrays
 from ..batchplan import BatchPlan
@@ -28,27 +31,10 @@ from ..jobs import Job
 from ..readers import Reader
 from ..readtasks import local_job
 
-__all__ = ["Backend", "Reading", "Settings"]
+if TYPE_CHECKING:  # for the hints only: options imports backends (for the names it checks backend= against)
+    from ..options import Options
 
-
-class Settings:
-    """A loader's arguments that concern its backend."""
-
-    __slots__ = ("data", "collate", "workers", "prefetch", "in_order", "timeout", "worker_init", "mp_context")
-
-    def __init__(
-        self,
-        data: Any,
-        collate: Callable[[list[Any]], Any] | None,
-        workers: int,
-        prefetch: int,
-        in_order: bool,
-        timeout: float | None,
-        worker_init: Callable[[int], Any] | None,
-        mp_context: Any,
-    ):
-        self.data, self.collate, self.workers, self.prefetch = data, collate, workers, prefetch
-        self.in_order, self.timeout, self.worker_init, self.mp_context = in_order, timeout, worker_init, mp_context
+__all__ = ["Backend", "Reading"]
 
 
 class Reading:
@@ -66,8 +52,8 @@ class Backend:
     name = "base"
     shares_memory = False  # True: batch slots live in shared memory (released on close)
 
-    def __init__(self, settings: Settings):
-        self.settings = settings
+    def __init__(self, options: Options):
+        self.options = options
 
     @property
     def pids(self) -> list[int]:
@@ -94,7 +80,7 @@ class Backend:
     def restart(self, worker_init: Callable[[int], Any] | None = None) -> None:
         """The next ``run`` starts fresh workers (a no-op where workers live one epoch anyway)."""
         if worker_init is not None:
-            self.settings.worker_init = worker_init
+            self.options = replace(self.options, worker_init=worker_init)
 
     def close(self) -> None:
         """Stop the workers (none here). Idempotent."""

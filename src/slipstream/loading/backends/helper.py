@@ -28,4 +28,4 @@ class HelperBackend(ProcessBackend):
     whole_jobs = True
 
     def layout(self) -> tuple[int, int]:
-        return 1, self.settings.workers
+        return 1, self.options.workers

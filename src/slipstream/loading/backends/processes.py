@@ -18,7 +18,7 @@ from __future__ import annotations
 import secrets
 import weakref
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,8 +30,11 @@ from ...workers.shm import Segment, layout
 from ..batchplan import COLLATE, INTO, BatchPlan
 from ..jobs import Job, Task, batch_name
 from ..readtasks import failed, remote_collate, remote_read_into, remote_samples, unshaped
-from .base import Backend, Reading, Settings
+from .base import Backend, Reading
 from .process_executor import ProcessExecutor
+
+if TYPE_CHECKING:  # for the hints only: options imports backends (BACKENDS)
+    from ..options import Options
 
 __all__ = ["LoaderPayload", "ProcessBackend", "shared_arrays"]
 
@@ -62,8 +65,8 @@ class ProcessBackend(Backend):
     shares_memory = True
     whole_jobs = False  # True: each batch goes to one process as one message (its threads share it)
 
-    def __init__(self, settings: Settings):
-        super().__init__(settings)
+    def __init__(self, options: Options):
+        super().__init__(options)
         self._pool: WorkerPool | None = None
         self._seed: int | None = None
         self._retire: Any = None  # the finalizer that retires the pool with its owner
@@ -80,7 +83,7 @@ class ProcessBackend(Backend):
 
     def layout(self) -> tuple[int, int]:
         """(worker processes, threads in each)."""
-        return self.settings.workers, 1
+        return self.options.workers, 1
 
     def _workers(self, seed: int) -> WorkerPool:
         """The persistent pool: started at the first run, replaced if it broke or the seed changed."""
@@ -89,7 +92,7 @@ class ProcessBackend(Backend):
             self._stop(pool.close)
             pool = None
         if pool is None:
-            s = self.settings
+            s = self.options
             processes, threads = self.layout()
             pool = WorkerPool(
                 LoaderPayload(s.data, s.collate),
@@ -146,7 +149,7 @@ class ProcessBackend(Backend):
         return Job(tasks, finish, tag=k, keep=storage)
 
     def executor(self, jobs: Iterator[Job], reading: Reading, epoch: int, keep_going: bool) -> ProcessExecutor:
-        s = self.settings
+        s = self.options
         pool = self._workers(reading.seed)
         return ProcessExecutor(pool, jobs, s.prefetch, s.in_order, s.timeout, batch_name(epoch), keep_going, self.whole_jobs)
 

@@ -231,7 +231,7 @@ class ThreadBackend(Backend):
     name = "thread"
 
     def executor(self, jobs: Iterator[Job], reading: Any, epoch: int, keep_going: bool) -> ThreadExecutor:
-        s = self.settings
+        s = self.options
         return ThreadExecutor(
             jobs,
             s.workers,
