@@ -743,7 +743,7 @@ class Box:
         return np.full(3, i)
 
 
-# -- review of issue 10: a sampler's array is drawn whole (copied) each epoch ----------------------
+# -- a sampler's array is drawn whole (copied) each epoch ------------------------------------------
 
 
 def test_sampler_array_mutated_during_the_epoch_does_not_change_the_epoch():
@@ -784,7 +784,7 @@ def test_batch_sampler_of_arrays_is_drawn_whole_each_epoch():
     assert got == [[0, 10], [20, 30], [40, 50]]
 
 
-# -- review of issue 10: __iter__(keep_going=True) stays ----------------------------------------------
+# -- __iter__(keep_going=True) stays ------------------------------------------------------------------
 
 
 def test_iter_keep_going_keyword_is_still_accepted():
@@ -808,7 +808,7 @@ def test_iter_keep_going_keyword_is_still_accepted():
     assert out == [[[0] * 3, [1] * 3], "KeyError", [[4] * 3, [5] * 3]]
 
 
-# -- review of issue 10: the argument checks keep their order and exception types ---------------------
+# -- the argument checks keep their order and exception types -----------------------------------------
 
 
 def test_sampler_is_checked_before_timeout():
@@ -847,7 +847,7 @@ def test_len_of_an_unsized_batch_sampler_keeps_its_message():
         len(ss.DataLoader(np.arange(5), batch_sampler=Unsized()))
 
 
-# -- review of issue 10: user attributes named like the loader's hooks do not break it -----------------
+# -- user attributes named like the loader's hooks do not break it -------------------------------------
 
 
 def test_an_epoch_attribute_on_the_loader_does_not_break_iteration():
