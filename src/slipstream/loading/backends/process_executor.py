@@ -114,7 +114,12 @@ class ProcessExecutor(OrderedOutput):
             if self._consumed in self._jobs:  # (no local holds the job: the traceback would keep its buffers)
                 add_note(exc, f"slipstream: while loading {self._waited()}")
             raise
-        job, pos = self._tickets.pop(ticket)
+        try:
+            job, pos = self._tickets.pop(ticket)
+        except KeyError:
+            if self._closed:  # another thread closed this executor as the answer came: close discarded it
+                raise StopIteration from None
+            raise
         if not ok:
             job.fail(max(pos, 0), task_error(value))
         else:  # every task's result (a whole job's, or one task's), the seconds they ran and the stages they reported
