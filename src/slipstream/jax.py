@@ -37,6 +37,7 @@ from .core import nested
 from .core.arguments import check_int
 from .core.closing import ClosingIterator
 from .core.errors import add_note
+from .core.lookahead import Lookahead
 
 __all__ = ["DevicePrefetch", "device_prefetch"]
 
@@ -118,19 +119,79 @@ class _InFlight:
             self.host = None
 
 
-def _finish(source: Any, queue: deque[_InFlight]) -> None:
-    """Stop a pass: wait for the copies still reading host memory, drop them, close the source."""
-    try:
-        while queue:
-            entry = queue.popleft()
-            try:
-                entry.release()
-            except Exception:  # noqa: BLE001, S110 - a failed copy reads nothing any more
-                pass
-    finally:
-        close = getattr(source, "close", None)
+class _Numbered(Iterator[Any]):
+    """``source``'s batches; an error it raises gets a note naming the batch it was asked for."""
+
+    def __init__(self, source: Iterator[Any]):
+        self.source, self.position = source, 0
+
+    def __next__(self) -> Any:
+        try:
+            batch = next(self.source)
+        except StopIteration:
+            raise
+        except Exception as exc:
+            add_note(exc, f"slipstream.jax.device_prefetch: raised by the iterable when asked for batch {self.position}")
+            raise
+        self.position += 1
+        return batch
+
+    def __len__(self) -> int:
+        return len(self.source)  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        close = getattr(self.source, "close", None)
         if callable(close):
             close()
+
+
+class _DeviceCopy:
+    """The finisher (``core.lookahead``) of ``device_prefetch``: ``finish`` starts a host batch's
+    copies (``jax.device_put``: asynchronous dispatch, in the consumer's thread), and lets go of the
+    host batches whose copies are done; ``settle`` waits for a batch's copies before it is handed
+    out; ``discard`` (closing) waits for the copies still reading host memory."""
+
+    def __init__(self, device: Any):
+        self.device = device
+        self.put = 0  # batches put so far: the next one's position
+        self.in_flight: deque[_InFlight] = deque()  # holding their host batch until it is let go
+
+    def finish(self, host: Any) -> _InFlight:
+        position, self.put = self.put, self.put + 1
+        try:
+            arrays = _arrays(host)
+            if not arrays:
+                return _InFlight(None, host, [])
+            arrays = [_from_torch(a) if _is_torch_tensor(a) else a for a in arrays]
+            moved = jax.device_put(arrays, self.device)
+            entry = _InFlight(host, _rebuild(host, iter(moved)), moved)
+        except Exception as exc:
+            where = f"jax.device_put for batch {position} (device={self.device!r})"
+            add_note(exc, f"slipstream.jax.device_prefetch: raised by {where}")
+            raise
+        self.in_flight.append(entry)
+        for waiting in self.in_flight:  # let go early of host batches whose copies are done
+            waiting.release_if_ready()
+        return entry
+
+    def handoff(self, entry: _InFlight) -> Any:
+        return entry.batch
+
+    def settle(self, entry: _InFlight) -> None:
+        """The host batch is referenced until its copy is done, then let go."""
+        self._landed(entry)
+        entry.release()
+
+    def discard(self, entry: _InFlight) -> None:
+        self._landed(entry)
+        try:
+            entry.release()
+        except Exception:  # noqa: BLE001, S110 - a failed copy reads nothing any more
+            pass
+
+    def _landed(self, entry: _InFlight) -> None:
+        if entry.arrays:  # (a batch without arrays was never in flight)
+            self.in_flight.remove(entry)
 
 
 class DevicePrefetch:
@@ -163,77 +224,26 @@ class DevicePrefetch:
 
 
 class DevicePrefetchIterator(ClosingIterator):
-    """One pass: batches ``0, 1, ...`` of the source, on the device.
+    """One pass: batches ``0, 1, ...`` of the source, on the device, ``size`` in flight (a
+    ``core.lookahead.Lookahead`` with the copies as its inline finish).
 
     Stops (and closes the source, when it has ``close()``) on exhaustion, an error, ``close()``,
     leaving a ``with`` block, or garbage collection (``core.closing``).
     """
 
     def __init__(self, source: Iterator[Any], size: int, device: Any):
-        self._queue: deque[_InFlight] = deque()
-        super().__init__(_finish, source, self._queue)
-        self._source: Iterator[Any] | None = source
-        self._size = size
-        self._device = device
-        self._pulled = 0  # batches taken from the source
-        self._error: BaseException | None = None  # what the source (or the copy) raised after the queued batches
-
-    def _put(self, host: Any) -> _InFlight:
-        arrays = _arrays(host)
-        if not arrays:
-            return _InFlight(None, host, [])
-        arrays = [_from_torch(a) if _is_torch_tensor(a) else a for a in arrays]
-        moved = jax.device_put(arrays, self._device)
-        return _InFlight(host, _rebuild(host, iter(moved)), moved)
-
-    def _fill(self) -> None:
-        """Take batches from the source until ``size`` are in flight (or it ends or fails)."""
-        while self._source is not None and len(self._queue) < self._size:
-            position = self._pulled
-            try:
-                host = next(self._source)
-            except StopIteration:
-                self._source = None
-                return
-            except Exception as exc:  # noqa: BLE001 - raised at its position, in order
-                add_note(exc, f"slipstream.jax.device_prefetch: raised by the iterable when asked for batch {position}")
-                self._error, self._source = exc, None
-                return
-            self._pulled += 1
-            try:
-                entry = self._put(host)
-            except Exception as exc:  # noqa: BLE001 - raised at its position, in order
-                where = f"jax.device_put for batch {position} (device={self._device!r})"
-                add_note(exc, f"slipstream.jax.device_prefetch: raised by {where}")
-                self._error, self._source = exc, None
-                return
-            self._queue.append(entry)
-        for entry in self._queue:  # let go early of host batches whose copies are done
-            entry.release_if_ready()
+        self._ahead = Lookahead(_Numbered(source), _DeviceCopy(device), size)
+        super().__init__(self._ahead.close)
 
     def _next(self) -> Any:
-        self._fill()  # (anything it raises, KeyboardInterrupt and the like, stops the pass)
-        if self._queue:
-            entry = self._queue.popleft()
-            entry.release()  # the host batch is referenced until its copy is done, then let go
-            return entry.batch
-        error, self._error = self._error, None
-        if error is None:
-            raise StopIteration
-        try:
-            raise error
-        finally:
-            error = None
+        return next(self._ahead)  # (anything it raises, KeyboardInterrupt and the like, stops the pass)
 
     def __len__(self) -> int:
         """Batches left in this pass (when the source iterator has a ``len()``)."""
-        if self._source is None:
-            return len(self._queue)
-        return len(self._queue) + len(self._source)  # type: ignore[arg-type]
+        return len(self._ahead)
 
     def close(self) -> None:
         """Stop: wait for copies still reading host memory, drop the queued batches, close the source."""
-        self._source = None
         super().close()
 
 
