@@ -459,8 +459,8 @@ def test_a_full_shm_directory_reported_by_fallocate_names_the_size_and_the_way_o
 
 
 def test_pickled_exceptions_that_cannot_be_rebuilt_become_runtime_errors_with_the_text():
-    from slipstream.workers.payload import rebuild_error as _rebuild
-    from slipstream.workers.payload import wrap_error as _wrap_error
+    from slipstream.core.carried import rebuild_error as _rebuild
+    from slipstream.core.carried import wrap_error as _wrap_error
 
     class Odd(Exception):
         def __init__(self, a, b):  # pickles as Odd(message) and cannot be rebuilt

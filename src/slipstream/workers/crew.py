@@ -29,10 +29,10 @@ from collections.abc import Callable
 from typing import Any
 
 from ..core import timings as stages
+from ..core.carried import wrap_error
 from ..core.errors import Cancelled, add_note
 from ..core.workerinfo import WorkerInfo, set_worker_info
 from . import protocol
-from .payload import wrap_error
 
 __all__ = ["Crew", "Run"]
 

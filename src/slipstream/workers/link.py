@@ -27,10 +27,11 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from ..core.carried import rebuild_error
 from ..core.errors import WorkerError
 from ..core.forking import at_worker_fork
 from . import protocol
-from .payload import describe_exit, rebuild_error
+from .payload import describe_exit
 from .protocol import Kind
 from .shm import Segment
 

@@ -1,14 +1,13 @@
-"""What crosses a worker pipe besides the message frame: pickled objects, shared memory, errors.
+"""What crosses a worker pipe besides the message frame: pickled objects and shared memory.
 
 * ``pickled(obj, what)``: ``obj`` pickled, or a ``TypeError`` that names what could not be pickled
   (for an object with ``parts()``, the part that failed) and how to fix it;
 * ``pickled_payload``/``unpickled_payload``: the dataset sent once to every "spawn"/"forkserver"
   worker. Shared-memory segments inside it are not copied: each is pickled as a reference to an
   fd sent beside the bytes (``SCM_RIGHTS``), and the worker maps the fd it received;
-* ``wrap_error``/``rebuild_error``: an exception raised in a worker, sent as its pickle (when it
-  rebuilds) plus a summary and the worker's traceback; rebuilt in the parent as itself, or as a
-  ``RuntimeError`` with its text when it cannot be, with the traceback as a note;
 * ``describe_exit``: a dead worker's exit code in words.
+
+A task's exception crosses as ``core.carried`` makes it (``wrap_error``/``rebuild_error``).
 
 Both ends import this module; it holds no state but the segments of the payload being unpickled.
 """
@@ -20,15 +19,11 @@ import io
 import mmap
 import pickle
 import signal
-import traceback
 from typing import Any
 
-from ..core.errors import add_note
 from .shm import Segment
 
-__all__ = ["describe_exit", "pickled", "pickled_payload", "rebuild_error", "unpickled_payload", "wrap_error"]
-
-Wrapped = tuple[bytes | None, str, str]  # an exception's pickle (None if it does not rebuild), summary, traceback
+__all__ = ["describe_exit", "pickled", "pickled_payload", "unpickled_payload"]
 
 
 def pickled(obj: Any, what: str) -> bytes:
@@ -88,34 +83,6 @@ def unpickled_payload(blob: bytes, segments: list[mmap.mmap]) -> Any:
         return pickle.loads(blob)
     finally:
         _incoming.clear()
-
-
-def wrap_error(exc: BaseException, note: str) -> Wrapped:
-    """``exc`` made ready to send: its pickle (None if it does not pickle or rebuild), a one-line
-    summary, and ``note`` followed by its traceback."""
-    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    try:
-        data = pickle.dumps(exc, protocol=pickle.HIGHEST_PROTOCOL)
-        pickle.loads(data)  # some exceptions pickle but cannot be rebuilt
-    except BaseException:  # noqa: BLE001 - even a __reduce__ that raises SystemExit must not kill the worker
-        data = None
-    return data, f"{type(exc).__module__}.{type(exc).__qualname__}: {exc}", f"{note}\n{text}"
-
-
-def rebuild_error(wrapped: Wrapped) -> BaseException:
-    """The exception ``wrap_error`` sent, with the worker's note and traceback as a note; a
-    ``RuntimeError`` with its summary if it cannot be rebuilt."""
-    data, summary, text = wrapped
-    error: BaseException | None = None
-    if data is not None:
-        try:
-            error = pickle.loads(data)
-        except Exception:  # noqa: BLE001
-            error = None
-    if error is None:
-        error = RuntimeError(f"{summary} (the exception could not be sent back as itself)")
-    add_note(error, text.rstrip())
-    return error
 
 
 def describe_exit(exitcode: int | None) -> str:

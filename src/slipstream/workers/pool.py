@@ -4,7 +4,8 @@ This module is the parent side: tickets, results, consumers, cancellation, liven
 pool's life. The rest of the pool is split by role: ``link`` (the parent's end of each worker:
 start, flow-controlled writes, stop), ``worker`` (the worker process's loop and ``WorkerState``),
 ``protocol`` (the message kinds, encoded and decoded by both ends) and ``payload`` (what the
-messages carry: pickles with shared-memory fds beside them, exceptions with their tracebacks).
+messages carry: pickles with shared-memory fds beside them); exceptions cross as ``core.carried``
+makes them, with their tracebacks.
 
 The parent talks to each worker over its own Unix-socket pipe: tasks go out as pickled
 ``(fn, args)`` (``fn`` a module-level function, called as ``fn(state, *args)`` in the worker),
@@ -42,12 +43,13 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ..core.carried import rebuild_error
 from ..core.closing import close_at_exit, forget_at_exit
 from ..core.errors import WorkerError
 from ..core.workerinfo import worker_seed
 from . import protocol
 from .link import WorkerLink, hand_payload, stop_links
-from .payload import pickled, pickled_payload, rebuild_error
+from .payload import pickled, pickled_payload
 from .protocol import Generations, Kind
 from .shm import Segment
 from .worker import WorkerState, run_worker

@@ -21,7 +21,7 @@ parent -> worker
     CLOSE                          exit now
 worker -> parent
     OK          ticket, value      a task's result
-    ERR         ticket, wrapped    a task's exception (``payload.wrap_error``)
+    ERR         ticket, wrapped    a task's exception (``core.carried.wrap_error``)
     INIT_ERROR  wrapped            the worker could not start; it has exited, or is about to
 
 Start-up ("spawn"/"forkserver"; a forked worker inherits all of it): before any message, the
@@ -45,7 +45,8 @@ from collections.abc import Callable
 from multiprocessing import reduction
 from typing import Any
 
-from .payload import Wrapped, pickled
+from ..core.carried import Wrapped
+from .payload import pickled
 
 __all__ = [
     "Apply", "Generations", "Kind", "attach", "cancelled", "close", "decode", "err", "forget", "init_error", "job", "ok", "put",
@@ -146,12 +147,12 @@ def ok(ticket: int, value: Any) -> bytes:
 
 
 def err(ticket: int, wrapped: Wrapped) -> bytes:
-    """A task's exception, wrapped by ``payload.wrap_error``."""
+    """A task's exception, wrapped by ``core.carried.wrap_error``."""
     return _frame(Kind.ERR, ticket, wrapped)
 
 
 def init_error(wrapped: Wrapped) -> bytes:
-    """Why the worker could not start, wrapped by ``payload.wrap_error``."""
+    """Why the worker could not start, wrapped by ``core.carried.wrap_error``."""
     return _frame(Kind.INIT_ERROR, wrapped)
 
 

@@ -26,12 +26,13 @@ import signal
 import threading
 from typing import Any
 
+from ..core.carried import wrap_error
 from ..core.errors import add_note
 from ..core.forking import run_worker_fork_hooks
 from ..core.workerinfo import WorkerInfo, seed_globals, set_worker_info
 from . import protocol
 from .crew import Crew, Run
-from .payload import unpickled_payload, wrap_error
+from .payload import unpickled_payload
 from .protocol import Kind
 from .shm import attach
 

@@ -51,10 +51,10 @@ from contextlib import contextmanager
 from typing import Any
 
 from ...core.arguments import check_workers
+from ...core.carried import raise_portable
 from ...core.errors import WorkerError, add_note
 from ...core.optional import require
 from ..shardwrite import ShardJob, ShardSpec, write_shard
-from .portable import raise_portable
 
 __all__ = ["LOOPBACK", "MAX_RETRIES", "run", "ship_modules", "start_local"]
 

@@ -39,10 +39,10 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from ...core.arguments import check_workers
+from ...core.carried import raise_portable
 from ...core.cpus import usable_cores
 from ...core.errors import WorkerError
 from ..shardwrite import ShardJob, ShardSpec, write_shard
-from .portable import raise_portable
 
 __all__ = ["run"]
 
