@@ -8,7 +8,7 @@ import pytest
 
 from slipstream.loading.backends.inline import InlineExecutor
 from slipstream.loading.backends.threads import ThreadExecutor
-from slipstream.loading.jobs import Job
+from slipstream.loading.work.jobs import Job
 
 
 def value_job(value, log=None, gate=None):

@@ -4,7 +4,7 @@ StopIteration, also when the answer arrives as the executor closes (close discar
 import pytest
 
 from slipstream.loading.backends.process_executor import ProcessExecutor
-from slipstream.loading.jobs import Job, Task
+from slipstream.loading.work.jobs import Job, Task
 
 
 class ClosingPool:

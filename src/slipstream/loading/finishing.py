@@ -32,7 +32,7 @@ from typing import Any
 
 from ..core.lookahead import Lookahead
 from ..core.views import BatchView, JoinedObs, MappedObs, ObsView
-from .buffers import Unshaped
+from .work.buffers import Unshaped
 
 __all__ = ["FinishingExecutor", "finisher_of"]
 

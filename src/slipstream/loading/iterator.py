@@ -14,8 +14,8 @@ from typing import Any
 from ..core.closing import ClosingIterator
 from ..order.datastate import Settler
 from ..order.progress import Progress
-from .buffers import Unshaped
-from .stats import EpochStats, clock
+from .work.buffers import Unshaped
+from .work.stats import EpochStats, clock
 
 __all__ = ["LoaderIterator"]
 

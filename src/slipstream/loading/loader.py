@@ -23,14 +23,14 @@ from ..order.epochs import EpochOrder
 from ..order.progress import Position, Progress, state_dict, todo
 from ..order.resume import Batching, field_names, resume
 from .backends import Reading, make_backend
-from .batchplan import COLLATE, INTO, SAMPLES, BatchPlan, chunk_size
-from .buffers import Buffers, Unshaped
 from .finishing import FinishingExecutor, finisher_of
 from .iterator import LoaderIterator
 from .options import Options, check_options, unknown_arguments
 from .readahead import hint_of, read_ahead
-from .readers import BatchInfo, make_reader
-from .stats import EpochStats
+from .work.batchplan import COLLATE, INTO, SAMPLES, BatchPlan, chunk_size
+from .work.buffers import Buffers, Unshaped
+from .work.readers import BatchInfo, make_reader
+from .work.stats import EpochStats
 
 __all__ = ["DataLoader", "LoaderIterator"]
 
@@ -302,7 +302,7 @@ class DataLoader:
         share of the worker threads' time spent loading) and ``us_per_sample`` (their time per
         sample by stage: "decode", "augment", "collate" as the work reports them, e.g. image
         pipelines, and "read" the rest); the last two are None with ``workers=0``. Always on;
-        it costs two clock reads per batch and a few per task (see ``loading.stats``)."""
+        it costs two clock reads per batch and a few per task (see ``loading.work.stats``)."""
         stats = self._stats
         if stats is None:
             return None

@@ -10,7 +10,7 @@ from ..core.closing import ClosingIterator
 from ..core.errors import add_note
 from .backends.inline import InlineExecutor
 from .backends.threads import ThreadExecutor
-from .jobs import Job, Task
+from .work.jobs import Job, Task
 
 __all__ = ["LoadParallel", "loadparallel"]
 

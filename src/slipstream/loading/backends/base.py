@@ -6,7 +6,7 @@ A backend has a small surface, the same for every way of loading:
   worker processes), used by the loader's ``Buffers``;
 * ``run(plans, reading, epoch, keep_going)``: an executor (an iterator) over one epoch's batch
   plans that hands out batches (or ``Unshaped`` samples) in order, keeping the executor contract
-  (``loading.jobs``, ``backends.ordered``): bounded prefetch, errors at their batch, ``close()``;
+  (``loading.work.jobs``, ``backends.ordered``): bounded prefetch, errors at their batch, ``close()``;
 * ``restart(worker_init)``: the next ``run`` starts fresh workers (with the data as it is then);
 * ``data_changed(state)``: stateful data took ``state`` (``order.datastate``): jobs made after it
   run on copies of the data that loaded it (nothing to do where the workers share the data);
@@ -25,11 +25,11 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ...core.slots import heap_arrays
-from ..batchplan import BatchPlan
-from ..buffers import Buffers
-from ..jobs import Job
-from ..readers import Reader
-from ..readtasks import local_job
+from ..work.batchplan import BatchPlan
+from ..work.buffers import Buffers
+from ..work.jobs import Job
+from ..work.readers import Reader
+from ..work.readtasks import local_job
 
 if TYPE_CHECKING:  # for the hints only: options imports backends (for the names it checks backend= against)
     from ..options import Options

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ..jobs import Job, task_error
+from ..work.jobs import Job, task_error
 from .base import Backend
 from .ordered import OrderedOutput, next_job
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..jobs import Job, failed_job, name_of, raise_failure
+from ..work.jobs import Job, failed_job, name_of, raise_failure
 
 __all__ = ["OrderedOutput", "next_job"]
 

@@ -22,8 +22,8 @@ from typing import Any
 
 from ...core.errors import add_note
 from ...workers.pool import WorkerPool
-from ..jobs import Job, name_of, task_error
-from ..stats import BusyMeter
+from ..work.jobs import Job, name_of, task_error
+from ..work.stats import BusyMeter
 from .ordered import OrderedOutput, next_job
 
 __all__ = ["ProcessExecutor"]

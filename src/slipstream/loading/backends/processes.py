@@ -27,9 +27,9 @@ from ...order.datastate import load_in_worker
 from ...workers.pool import WorkerPool
 from ...workers.protocol import Apply
 from ...workers.shm import Segment, layout
-from ..batchplan import COLLATE, INTO, BatchPlan
-from ..jobs import Job, Task, batch_name
-from ..readtasks import failed, remote_collate, remote_read_into, remote_samples, unshaped
+from ..work.batchplan import COLLATE, INTO, BatchPlan
+from ..work.jobs import Job, Task, batch_name
+from ..work.readtasks import failed, remote_collate, remote_read_into, remote_samples, unshaped
 from .base import Backend, Reading
 from .process_executor import ProcessExecutor
 

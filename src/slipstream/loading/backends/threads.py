@@ -21,12 +21,12 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ...core import timings as stages
+from ...core import timings
 from ...core.closing import close_at_exit, forget_at_exit
 from ...core.errors import add_note
 from ...core.workerinfo import WorkerInfo, set_worker_info, worker_seed
-from ..jobs import Job, batch_name, name_of, task_error
-from ..stats import BusyMeter
+from ..work.jobs import Job, batch_name, name_of, task_error
+from ..work.stats import BusyMeter
 from .base import Backend
 from .ordered import OrderedOutput, next_job
 
@@ -77,7 +77,7 @@ class ThreadExecutor(OrderedOutput):
     # -- workers ---------------------------------------------------------------------------
     def _work(self, k: int) -> None:
         cond, busy = self._cond, self.busy_meter.seconds
-        stages.install(self.busy_meter.stages[k])  # what the tasks report (decode, augment...)
+        timings.install(self.busy_meter.stages[k])  # what the tasks report (decode, augment...)
         if self._init is not None and not self._initialized(k):
             return
         while True:

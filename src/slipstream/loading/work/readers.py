@@ -23,13 +23,13 @@ from typing import Any
 
 import numpy as np
 
-from ..core import timings as stages
-from ..core.containers import getobs, getobs_into, is_group, origin_note
-from ..core.errors import Cancelled, add_note
-from ..core.nodes import ArrayLeaf
-from ..core.rng import sample_context
-from ..core.spec import Spec, spec_of_data
-from ..core.views import ObsView
+from ...core import timings
+from ...core.containers import getobs, getobs_into, is_group, origin_note
+from ...core.errors import Cancelled, add_note
+from ...core.nodes import ArrayLeaf
+from ...core.rng import sample_context
+from ...core.spec import Spec, spec_of_data
+from ...core.views import ObsView
 
 __all__ = ["BatchInfo", "Reader", "collated", "make_reader"]
 
@@ -43,7 +43,7 @@ def collated(collate: Any, samples: list[Any], info: Any) -> Any:
         add_note(exc, f"slipstream: raised by the collate function for {info} ({len(samples)} samples)")
         raise
     finally:
-        stages.add("collate", clock() - began)
+        timings.add("collate", clock() - began)
 
 
 class BatchInfo:
@@ -84,7 +84,7 @@ class Reader:
 
     def samples(self, indices: np.ndarray, info: BatchInfo) -> list[Any]:
         """The observations themselves (for a user's collate)."""
-        stages.count(len(indices))
+        timings.count(len(indices))
         data, out, stop = self.data, [], info.stop
         with sample_context(info.seed, info.epoch) as ctx:
             for i, idx in zip(indices.tolist(), self.resolve(indices).tolist()):
@@ -114,7 +114,7 @@ class _ArrayReader(Reader):
                 self.pairs.append((array, node.slot))
 
     def read(self, spec: Spec, storage: list[Any], a: int, indices: np.ndarray, info: BatchInfo) -> None:
-        stages.count(len(indices))
+        timings.count(len(indices))
         rows = self.resolve(indices)
         b = a + len(rows)
         for array, slot in self.pairs:
@@ -123,13 +123,13 @@ class _ArrayReader(Reader):
             array.take(rows, axis=0, out=storage[slot][a:b], mode="clip")
 
     def samples(self, indices: np.ndarray, info: BatchInfo) -> list[Any]:
-        stages.count(len(indices))
+        timings.count(len(indices))
         return [getobs(self.data, int(i)) for i in self.resolve(indices)]
 
 
 class _SampleReader(Reader):
     def read(self, spec: Spec, storage: list[Any], a: int, indices: np.ndarray, info: BatchInfo) -> None:
-        stages.count(len(indices))
+        timings.count(len(indices))
         data, stop = self.data, info.stop
         write = spec.write
         into = getattr(data, "getobs_into", None) is not None or is_group(data)
@@ -157,7 +157,7 @@ class _ManyReader(Reader):
             spec.write(storage, j, sample, i)
 
     def samples(self, indices: np.ndarray, info: BatchInfo) -> list[Any]:
-        stages.count(len(indices))
+        timings.count(len(indices))
         rows = [int(r) for r in self.resolve(indices)]
         with sample_context(info.seed, info.epoch) as ctx:
             ctx.batch(indices, known=False)
@@ -177,7 +177,7 @@ class _BatchIntoReader(Reader):
     def read(self, spec: Spec, storage: list[Any], a: int, indices: np.ndarray, info: BatchInfo) -> None:
         if info.stop.is_set():
             raise Cancelled
-        stages.count(len(indices))
+        timings.count(len(indices))
         b = a + len(indices)
         views = spec.batch_views(storage, a, b)
         with sample_context(info.seed, info.epoch) as ctx:
@@ -186,7 +186,7 @@ class _BatchIntoReader(Reader):
                 value = self.data.getobs_batch_into(views, self.resolve(indices))
                 began = clock()
                 spec.settle_batch(storage, a, value, views, indices.tolist())
-                stages.add("collate", clock() - began)
+                timings.add("collate", clock() - began)
             except BaseException as exc:
                 add_note(exc, f"slipstream: raised while loading samples {indices.tolist()} ({info})")
                 raise

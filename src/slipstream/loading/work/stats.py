@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..core.timings import SAMPLES
+from ...core.timings import SAMPLES
 
 __all__ = ["Busy", "BusyMeter", "EpochStats", "clock", "per_sample"]
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from ..core.slots import SlotPool
-from ..core.spec import Spec
+from ...core.slots import SlotPool
+from ...core.spec import Spec
 from .readers import BatchInfo
 
 __all__ = ["Buffers", "Unshaped"]

@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from ..core.nodes import ArrayLeaf
-from ..core.spec import Spec
-from ..order.datastate import refusal_of
+from ...core.nodes import ArrayLeaf
+from ...core.spec import Spec
+from ...order.datastate import refusal_of
 from .batchplan import COLLATE, INTO, BatchPlan
 from .buffers import Buffers, Unshaped
 from .jobs import Job, Task, failed_job
