@@ -1,10 +1,10 @@
 """``slipstream.ops``: the image operations of ``.map(field=[ops...])`` pipelines.
 
 ``ss.open(path).map(image=[ops.RandomResizedCrop(224), ops.RandomHorizontalFlip(), ops.ToCHW()])``.
-The operations are defined in ``slipstream.images.ops``; this module is their public name.
+The operations are defined in ``slipstream.images.imageops``; this module is their public name.
 """
 
-from .images.ops import (  # noqa: F401 - Geometry, Window, WindowError, Windows: public, outside __all__
+from .images.imageops import (  # noqa: F401 - Geometry, Window, WindowError, Windows: public, outside __all__
     Apply,
     CenterCrop,
     Decode,

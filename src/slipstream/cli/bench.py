@@ -38,7 +38,8 @@ from ..core.collate import default_collate
 from ..core.cpus import usable_cores
 from ..core.errors import PackedFileError, WorkerError
 from ..core.views import obsview
-from ..images import kernels, ops
+from ..images import imageops as ops
+from ..images import kernels
 from ..images.kernels import numba_status
 from ..images.pipeline import region_decoder_status
 from ..loading.backends import BACKENDS

@@ -30,8 +30,9 @@ from typing import Any
 import numpy as np
 
 from ..core.optional import optional
-from ..files import fields as F
-from ..images import kernels, ops
+from ..files import field_kinds as F
+from ..images import imageops as ops
+from ..images import kernels
 from ..loading.loader import DataLoader
 from ..remote.open import open as open_packed
 from ..write.writer import write

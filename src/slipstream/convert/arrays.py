@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..files import fields as F
+from ..files import field_kinds as F
 from ..files.field import Field
 from .source import ConvertError, Source
 

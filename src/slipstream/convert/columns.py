@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..files import fields as F
+from ..files import field_kinds as F
 from ..files.field import Field
 from ..files.field import pyarrow_module as _pa
 from ..files.field_tokens import list_views

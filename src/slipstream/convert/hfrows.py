@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..files import fields as F
+from ..files import field_kinds as F
 from ..images.encoded import codecs as _imaging
 from .columns import Column, hf_column
 from .tables import _TableRows

@@ -25,7 +25,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..files import fields as F
+from ..files import field_kinds as F
 from ..images.encoded import codecs as _imaging
 
 __all__ = ["ImageFolder", "imagefolder"]

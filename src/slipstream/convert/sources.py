@@ -38,7 +38,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..files import fields as F
+from ..files import field_kinds as F
 from ..images.encoded.codecs import sniff
 from ..write.writelock import LOCK
 from ..write.writer import write

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..files import fields as F
+from ..files import field_kinds as F
 from ..files.field import pyarrow_module as _pa
 from .columns import Column, first_null, hf_column, null_error
 from .source import ConvertError, Source

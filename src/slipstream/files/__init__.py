@@ -1,5 +1,5 @@
 """Packed files, the format and reading: ``format`` (the Arrow IPC layout and its metadata),
-``field`` (the field and column protocol) with ``fields`` (the scalar, bytes, text and JSON kinds;
+``field`` (the field and column protocol) with ``field_kinds`` (the scalar, bytes, text and JSON kinds;
 ``slipstream.fields`` is their public name) and ``field_array``, ``field_image``, ``field_tokens``
 (the array, image and token kinds), ``inferred`` (the fields a sample's values imply), ``packed``
 (the zero-copy reader of one file's pages from a page source), ``local`` (a local file as a page

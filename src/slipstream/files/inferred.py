@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from . import fields as F
+from . import field_kinds as F
 from .field import Field
 
 __all__ = ["infer_fields"]

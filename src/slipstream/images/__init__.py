@@ -1,6 +1,6 @@
 """Images: everything pixel work needs, from encoded bytes to a batch slot, on the CPU or a device.
 
-``encoded`` (codecs and headers: below the file format), ``ops`` (the operations of ``.map``
+``encoded`` (codecs and headers: below the file format), ``imageops`` (the operations of ``.map``
 pipelines; ``slipstream.ops`` is their public name), ``pipeline`` (pipelines that decode a crop
 window and resample it into a batch slot), ``placement`` (where each window lies in the decoded
 pixels), ``imagetasks`` (a chunk of a batch through a pipeline in one compiled call),

@@ -29,10 +29,10 @@ from typing import Any
 
 import numpy as np
 
-from ..core import timings as stages
+from ..core import timings
 from ..core.draws import Draws
 from .encoded.codecs import CODECS
-from .ops import CenterCrop, Normalize, Op, RandomHorizontalFlip, RandomResizedCrop, Resize, WindowError
+from .imageops import CenterCrop, Normalize, Op, RandomHorizontalFlip, RandomResizedCrop, Resize, WindowError
 from .pipeline import REGION, WHOLE, Pipeline, region_decoder
 from .placement import place
 
@@ -238,8 +238,8 @@ def _compiled(pipeline: Pipeline, table: ImageTable, draws: Draws, target: np.nd
     try:
         while start < len(picked):
             stop, _why, decoding, resampling = run(*args, start)
-            stages.add("decode", decoding)
-            stages.add("augment", resampling)
+            timings.add("decode", decoding)
+            timings.add("augment", resampling)
             if stop < len(picked):
                 one(int(picked[stop]))  # decodes it on its own (and marks it), or raises naming it
             start = stop + 1

@@ -30,8 +30,8 @@ from ..core.nodes import CollatedNode, VarNode
 from ..core.rng import one_sample, sample_draws
 from ..core.spec import Spec
 from .image_index import ImageIndex
+from .imageops import WindowError
 from .imagetasks import run_task
-from .ops import WindowError
 from .pipeline import ImageDecodeError, ImageSource, Pipeline
 
 __all__ = ["MappedFields", "mapfields"]

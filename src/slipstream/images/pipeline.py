@@ -19,13 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from ..core import timings as stages
+from ..core import timings
 from ..core.draws import Draws
 from ..core.optional import probe
 from ..core.rng import sample_draws
 from . import kernels as _kernels
 from .encoded import codecs as _imaging
-from .ops import Apply, Decode, Geometry, Normalize, Op, ToCHW, ToRGB, Windows
+from .imageops import Apply, Decode, Geometry, Normalize, Op, ToCHW, ToRGB, Windows
 from .placement import place
 
 __all__ = ["ImageDecodeError", "ImageSource", "Pipeline", "region_decoder", "region_decoder_status"]
@@ -245,13 +245,13 @@ class Pipeline:
         began = clock()
         image, box = source.decode(windows, self.decode, channels)
         decoded = clock()
-        stages.add("decode", decoded - began)
+        timings.add("decode", decoded - began)
         if not self.tail:
             shape, dtype = self.output(channels, window.out_h, window.out_w)
             target = out if out is not None and out.shape == shape and out.dtype == dtype else np.empty(shape, dtype)
             scale, offset = self.normalize.coefficients(channels) if self.normalize else (None, None)
             result = _kernels.resample_into(image, box, target, flip=window.flip, filter=self.filter, chw=self.chw, scale=scale, offset=offset)
-            stages.add("augment", clock() - decoded)
+            timings.add("augment", clock() - decoded)
             return result
         result = _kernels.resample_into(image, box, np.empty((window.out_h, window.out_w, channels), np.uint8), flip=window.flip, filter=self.filter)
         if self.normalize is not None or self.chw:  # formats placed before the custom ops still apply first
@@ -259,7 +259,7 @@ class Pipeline:
         for k in range(len(self.ops) - len(self.tail), len(self.ops)):
             result = _step(self.ops[k], result, draws, self.streams[k])
         result = np.asarray(result)
-        stages.add("augment", clock() - decoded)
+        timings.add("augment", clock() - decoded)
         if out is not None and result.shape == out.shape and np.can_cast(result.dtype, out.dtype, casting="safe"):
             np.copyto(out, result, casting="safe")
             return out

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ops import Windows
+from .imageops import Windows
 
 __all__ = ["Placement", "place"]
 

@@ -1,4 +1,4 @@
-/* Windows and their placement in C; see place.h. Each line mirrors ops.py or
+/* Windows and their placement in C; see place.h. Each line mirrors images/imageops.py or
  * placement.py (named in the comments); compiled with -ffp-contract=off. */
 #include "place.h"
 

@@ -1,7 +1,7 @@
 /*
  * place: the geometry ops' windows and where they lie in the decoded pixels,
  * for every sample of a task, in C: the same IEEE operations in the same
- * order as ops.py's Geometry.place and images/placement.py (which the
+ * order as images/imageops.py's Geometry.place and images/placement.py (which the
  * per-sample path runs), so both give the same bits (tests/images/test_imagetasks.py).
  *
  * A program is a list of ops of SS_OP_WORDS doubles each: its kind, the

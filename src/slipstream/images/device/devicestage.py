@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from ...core.errors import CorruptFileError
-from ..ops import Op
+from ..imageops import Op
 from ..pipeline import Pipeline
 from .batchpixels import resize_crops
 from .decode import SampleDecodeError, decode_batch

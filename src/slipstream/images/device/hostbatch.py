@@ -27,7 +27,7 @@ import numpy as np
 from ...core.draws import Draws
 from ...core.errors import CorruptFileError
 from ..encoded import codecs as _imaging
-from ..ops import Op, WindowError
+from ..imageops import Op, WindowError
 from ..pipeline import Pipeline
 from .geometry import MixedSizeError, boxes_of
 

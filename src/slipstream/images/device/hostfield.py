@@ -29,7 +29,7 @@ import numpy as np
 
 from ...core.draws import Draws
 from ...core.errors import CorruptFileError
-from ..ops import Normalize, Op, ToCHW, WindowError
+from ..imageops import Normalize, Op, ToCHW, WindowError
 from ..pipeline import ImageDecodeError, ImageSource, Pipeline
 from .hostbatch import HostBatch, HostReader
 

@@ -1,4 +1,4 @@
-"""images.ops, the image operations: RandomResizedCrop's boxes (inside the image, distributed as torchvision's,
+"""images.imageops, the image operations: RandomResizedCrop's boxes (inside the image, distributed as torchvision's,
 the fallback, the same for the same draws), Resize's rounding, geometry composed into one source window
 (flips included), Normalize's coefficients, and bad settings refused."""
 
@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slipstream.core.draws import Draws
-from slipstream.images import ops
-from slipstream.images.ops import WindowError, Windows
+from slipstream.images import imageops as ops
+from slipstream.images.imageops import WindowError, Windows
 
 
 def _box(op, height, width, seed=0, epoch=0, n=1):
