@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             print("ray is not installed: skipping engine='ray' (pip install 'slipstream[ray]')")
         else:
             t = time.perf_counter()
-            from slipstream.write.engines.raytasks import start_local
+            from slipstream.write.engine_ray import start_local
 
             start_local(num_cpus=cores, log_to_driver=False)  # every server on loopback, no dashboard
             started = time.perf_counter() - t

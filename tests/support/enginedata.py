@@ -1,6 +1,6 @@
 """Data for the engine tests (test_engines, test_ray): module-level, so spawned worker processes can
 import them (Ray's workers cannot, tests/support not being on their path: engine="ray" sends this module
-by value, ``write.engines.raytasks.ship_modules``)."""
+by value, ``write.engine_ray.ship_modules``)."""
 
 from __future__ import annotations
 

@@ -27,8 +27,8 @@ from helpers import SRC, run_python
 import slipstream as ss
 from slipstream import fields as F
 from slipstream.write import writelock
-from slipstream.write.writelock import LOCK
 from slipstream.write.shardplan import probe_runs
+from slipstream.write.writelock import LOCK
 
 _WRITER = textwrap.dedent(
     """

@@ -1,4 +1,4 @@
-"""write.planned with write.engines.inprocess and write.engines.subprocesses: a container or file set written as
+"""write.planned with write.engine_inprocess and write.engine_processes: a container or file set written as
 planned shards gives the same bytes in one process (any threads) and in worker processes (any count)."""
 
 from __future__ import annotations
@@ -258,7 +258,8 @@ def test_worker_processes_exit_when_the_driver_is_killed(tmp_path):
 
 
 def test_the_engines_take_workers_by_the_one_rule_before_any_work():
-    from slipstream.write.engines import raytasks, subprocesses
+    from slipstream.write import engine_processes as subprocesses
+    from slipstream.write import engine_ray as raytasks
 
     with pytest.raises(TypeError, match=r"^workers must be a positive number of processes \(or None: every usable core\), got str 'auto'$"):
         subprocesses.run(None, None, [], workers="auto", advance=print)

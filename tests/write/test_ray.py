@@ -1,4 +1,4 @@
-"""write.engines.raytasks: ``ss.write(..., engine="ray")`` writes the same shards and index as one process,
+"""write.engine_ray: ``ss.write(..., engine="ray")`` writes the same shards and index as one process,
 with any number of tasks in flight; a killed task is retried and leaves nothing partial; an error
 in a task is raised here naming its shard and sample.
 
@@ -41,7 +41,7 @@ from helpers import SRC, run_python  # noqa: E402
 import slipstream as ss  # noqa: E402
 from slipstream.cli.main import main  # noqa: E402
 from slipstream.convert.sources import convert  # noqa: E402
-from slipstream.write.engines import raytasks  # noqa: E402
+from slipstream.write import engine_ray as raytasks  # noqa: E402
 from slipstream.write.shardplan import probe_runs  # noqa: E402
 from slipstream.write.shardwrite import ShardJob  # noqa: E402
 

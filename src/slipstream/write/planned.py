@@ -34,6 +34,7 @@ from typing import Any
 from ..core.containers import numobs
 from ..files.field import Field
 from ..files.field import pyarrow_module as _pa
+from . import engine_inprocess, engine_processes, engine_ray
 from . import folderwrite as _folderwrite
 from . import shardplan as _plan
 from .failures import Skips, describe, record_in_shards
@@ -42,7 +43,7 @@ from .shardwrite import ShardJob, ShardSpec, chunks, encode_chunk, read_samples,
 
 __all__ = ["ENGINES", "check_engine", "first_sample", "probe", "write_planned"]
 
-ENGINES = ("processes", "ray")  # besides None: this process (``engines.inprocess``)
+ENGINES = ("processes", "ray")  # besides None: this process (``engine_inprocess``)
 
 
 def check_engine(engine: str | None) -> str | None:
@@ -129,13 +130,7 @@ def _run(
 ) -> list[dict[str, Any]]:  # fmt: skip
     """The jobs' index entries, in order, from the engine that runs them."""
     if engine == "processes":
-        from .engines import subprocesses  # lazy: breaks the cycle write -> write/engines -> write
-
-        return subprocesses.run(data, spec, jobs, workers=workers, advance=advance)
+        return engine_processes.run(data, spec, jobs, workers=workers, advance=advance)
     if engine == "ray":
-        from .engines import raytasks  # lazy: breaks the cycle write -> write/engines -> write
-
-        return raytasks.run(data, spec, jobs, workers=workers, advance=advance, ray_address=ray_address)
-    from .engines import inprocess  # lazy: breaks the cycle write -> write/engines -> write
-
-    return inprocess.run(data, spec, jobs, workers=workers if workers is not None else 1, advance=advance)
+        return engine_ray.run(data, spec, jobs, workers=workers, advance=advance, ray_address=ray_address)
+    return engine_inprocess.run(data, spec, jobs, workers=workers if workers is not None else 1, advance=advance)

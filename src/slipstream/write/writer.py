@@ -123,7 +123,7 @@ def write(
     them are ignored, a missing one raises ``ValueError`` naming the sample (one field: a bare sample is its value). When None, the
     data's own (``data.default_fields()``: ``ss.imagefolder``'s image, label and path, a Hugging
     Face dataset's features), else fields inferred from the first sample (a PIL image as
-    ``F.Image(codec="png")``). ``workers`` encoding threads (default: the CPU count, at
+    ``F.Image(codec="png")``). ``workers`` encoding threads (default: the usable cores, at
     most 8). ``progress``: a tqdm bar (default: when stderr is a terminal). ``metadata``: a dict of
     your own (class names, a source, a license) with string keys and JSON values, stored in the
     file and read back as ``ss.open(path).metadata``, over what the data records of itself
@@ -149,7 +149,7 @@ def write(
     ``engine`` chooses where the jobs run: None, here (``workers`` encoding threads); "processes",
     ``workers`` local processes (default: every usable core); "ray", one Ray task per shard (at
     most ``workers`` in flight), on the cluster at ``ray_address`` or the one Ray finds, else a
-    local Ray started for this write (``write.engines.raytasks``). Every engine writes the same bytes
+    local Ray started for this write (``write.engine_ray``). Every engine writes the same bytes
     as the others for the same data and settings; only containers and file sets can use one.
     """
     on_error = _failures.check_on_error(on_error)

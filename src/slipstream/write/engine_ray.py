@@ -33,7 +33,7 @@ times); the retry writes the shard again under a new temporary name and renames 
 and the driver sweeps the temporary files a killed attempt left. An exception raised by the task
 itself (a sample that cannot be read or encoded) is not retried: it is raised here as itself,
 its notes naming the shard and sample, with Ray's error (and the remote traceback) as its cause;
-one that Ray could not rebuild here as itself (see ``write.engines.portable``) arrives as a
+one that Ray could not rebuild here as itself (see ``core.carried``) arrives as a
 ``RuntimeError`` stand-in saying its type, message, notes and traceback. A task whose retries ran
 out (its worker or node died) is a ``WorkerError`` naming its shard and the retries; any other
 Ray error is a ``WorkerError`` naming its shard and Ray's error, no retry claimed. The tasks still running are
@@ -50,11 +50,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ...core.arguments import check_workers
-from ...core.carried import raise_portable
-from ...core.errors import WorkerError, add_note
-from ...core.optional import require
-from ..shardwrite import ShardJob, ShardSpec, write_shard
+from ..core.arguments import check_workers
+from ..core.carried import raise_portable
+from ..core.errors import WorkerError, add_note
+from ..core.optional import require
+from .shardwrite import ShardJob, ShardSpec, write_shard
 
 __all__ = ["LOOPBACK", "MAX_RETRIES", "run", "ship_modules", "start_local"]
 

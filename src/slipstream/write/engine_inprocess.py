@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..shardwrite import ShardJob, ShardSpec, write_shard
+from .shardwrite import ShardJob, ShardSpec, write_shard
 
 __all__ = ["run"]
 

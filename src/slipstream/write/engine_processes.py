@@ -11,7 +11,7 @@ process ends, even killed (it watches its parent: no orphan keeps running).
 Failures:
 
 * an exception in a job propagates as itself, with its notes naming the shard and sample; one
-  that cannot cross back as itself (see ``write.engines.portable``) as a ``RuntimeError`` stand-in
+  that cannot cross back as itself (see ``core.carried``) as a ``RuntimeError`` stand-in
   saying its type, message, notes and traceback. The jobs not started are cancelled and the
   ones running finish first;
 * a worker that cannot unpickle the data (a class defined in ``__main__`` of a notebook,
@@ -38,11 +38,11 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-from ...core.arguments import check_workers
-from ...core.carried import raise_portable
-from ...core.cpus import usable_cores
-from ...core.errors import WorkerError
-from ..shardwrite import ShardJob, ShardSpec, write_shard
+from ..core.arguments import check_workers
+from ..core.carried import raise_portable
+from ..core.cpus import usable_cores
+from ..core.errors import WorkerError
+from .shardwrite import ShardJob, ShardSpec, write_shard
 
 __all__ = ["run"]
 
