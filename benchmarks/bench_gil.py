@@ -1,14 +1,14 @@
-"""Benchmark: the GIL a loader holds per sample, and a busy Python thread beside it (issue 11's probes).
+"""Benchmark: the GIL a loader holds per sample, and a busy Python thread beside it: two probes and the CPU cost.
 
 (1) GIL probe. A pure-Python counter thread counts while the loader (``workers=1``) loads in this
     process, with ``sys.setswitchinterval(1e-4)`` so the GIL changes hands often; the counter's rate
     with the loader against its rate alone says what share of the time the loader held the GIL:
     ``held = (1 - rate_with / rate_alone) * seconds / samples`` per sample. It counts everything the
     loader does under the GIL in this process: the worker thread's Python and the consumer's
-    ``next()``. Goal (issue 11): at most 15 us per sample for the whole loader.
+    ``next()``. Goal: at most 15 us per sample for the whole loader.
 (2) Neighbour. The loader's own rate (``workers=1``, Python's default switch interval) with one
     busy pure-Python thread beside it (a training step's Python, standing in) against without.
-    Goal (issue 11): at least 90% for the backend the README recommends for training.
+    Goal: at least 90% for the backend the README recommends for training.
 (3) CPU here. This process's CPU time per sample while the loader runs alone: for the process and
     helper backends, everything the loader costs the trainer's process (an upper bound on the GIL
     it holds there); for threads it includes the workers' GIL-free work too. Unlike (1) and (2) it

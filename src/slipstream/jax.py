@@ -3,17 +3,21 @@
 ``device_prefetch(loader)`` wraps any iterable of batches (what ``ss.DataLoader`` yields: NumPy
 arrays in nested dicts, tuples and lists) and yields the same structure with every numeric array
 moved onto a JAX device (or spread over several with a ``jax.sharding.Sharding``), keeping a few
-batches in flight so that the host-to-device copy of the next batch overlaps the step on this one::
+batches in flight so that the host-to-device copy of the next batch overlaps the step on this one:
 
-    from slipstream.jax import device_prefetch
+```python
+import jax
+from jax.sharding import NamedSharding, PartitionSpec
+from slipstream.jax import device_prefetch
 
-    for batch in device_prefetch(loader):            # the default device
-        state = train_step(state, batch)
+for batch in device_prefetch(loader):                    # the default device
+    state = train_step(state, batch)
 
-    mesh = jax.make_mesh((jax.device_count(),), ("data",))
-    sharding = NamedSharding(mesh, PartitionSpec("data"))   # axis 0 split across the devices
-    for batch in device_prefetch(loader, device=sharding):   # use drop_last=True: every batch must divide
-        ...
+mesh = jax.make_mesh((jax.device_count(),), ("data",))
+sharding = NamedSharding(mesh, PartitionSpec("data"))    # axis 0 split across the devices
+for batch in device_prefetch(loader, device=sharding):   # use drop_last=True: every batch must divide
+    ...
+```
 
 JAX is optional: ``import slipstream`` never imports it; importing this module without it raises
 ImportError. Nothing runs in background threads: the copies are JAX's asynchronous dispatch, and

@@ -124,7 +124,7 @@ def segment_mask(segment_ids: Any, *, causal: bool = True) -> Any:
     ``torch.nn.functional.scaled_dot_product_attention`` (broadcast over heads) and a 4-D
     ``attention_mask`` a ``transformers`` model with ``attn_implementation="sdpa"`` uses as given
     (not "eager", which adds a mask to the scores: give it ``attention_inputs`` instead).
-    Memory is B*L*L bytes: for long rows prefer a variable-length kernel.
+    Memory is ``B * L * L`` bytes: for long rows prefer a variable-length kernel.
     """
     torch = _torch_of(segment_ids)
     _check_ids(segment_ids, "segment_ids", torch)

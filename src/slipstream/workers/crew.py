@@ -28,7 +28,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from ..core import timings as stages
+from ..core import timings
 from ..core.carried import wrap_error
 from ..core.errors import Cancelled, add_note
 from ..core.workerinfo import WorkerInfo, set_worker_info
@@ -58,14 +58,14 @@ class Run:
         if self.generation is not None and (self.error is not None or state.cancelled(self.generation)):
             return None, Cancelled(), 0.0, spent
         fn, args = self.parts[pos]
-        stages.install(spent)
+        timings.install(spent)
         began = time.perf_counter()
         try:
             result = fn(state, *args) if self.generation is None else fn(state, *args, self.generation)
         except BaseException as exc:  # noqa: BLE001 - answered to the parent
             return None, exc, time.perf_counter() - began, spent
         finally:
-            stages.install(None)
+            timings.install(None)
         return result, None, time.perf_counter() - began, spent
 
     def settle(
