@@ -32,9 +32,9 @@ from .core.workerinfo import WorkerInfo, worker_info
 from .files.packed import PackedDataset
 from .files.shards import ShardedDataset
 from .images.mapfields import mapfields
+from .inplace.opening import open
 from .loading.loader import DataLoader
 from .loading.parallel import loadparallel
-from .remote.open import open
 from .sequences.attention import attention_inputs, segment_mask
 from .sequences.megatron import megatron_file
 from .sequences.mix import mix

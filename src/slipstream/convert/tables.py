@@ -16,7 +16,7 @@ from ..files.field import pyarrow_module as _pa
 from .columns import Column, first_null, hf_column, null_error
 from .source import ConvertError, Source
 
-__all__ = ["huggingface_source", "parquet_source"]
+__all__ = ["hf_features", "huggingface_source", "parquet_source", "table_columns"]
 
 _ROWS_PER_BATCH_BYTES = 32 << 20  # about how many bytes of table rows to decode at a time
 _PANDAS_INDEX = re.compile(r"__index_level_\d+__")
@@ -91,7 +91,7 @@ class _TableRows:
             yield {name: v[k] for name, v in zip(names, values)}
 
 
-def _hf_features(metadata: dict[bytes, bytes] | None) -> dict[str, Any]:
+def hf_features(metadata: dict[bytes, bytes] | None) -> dict[str, Any]:
     """The ``features`` Hugging Face stores in an Arrow or Parquet schema's metadata (empty when none)."""
     raw = (metadata or {}).get(b"huggingface")
     if raw is None:
@@ -103,7 +103,10 @@ def _hf_features(metadata: dict[bytes, bytes] | None) -> dict[str, Any]:
     return features if isinstance(features, dict) else {}
 
 
-def _table_columns(where: Path, schema: Any, features: dict[str, Any], first: Callable[[str], Any], image: F.Image) -> list[Column]:
+def table_columns(where: Path, schema: Any, features: dict[str, Any], first: Callable[[str], Any], image: F.Image) -> list[Column]:
+    """One ``Column`` per column of ``schema`` (a pandas index written along is left out), its field
+    chosen by the Hugging Face ``features`` where they name it, else by the Arrow type (``first(name)``
+    gives a column's first values, to sniff image bytes); ``ConvertError`` for a table with none."""
     columns = []
     for arrow_field in schema:
         name = arrow_field.name
@@ -147,7 +150,7 @@ def parquet_source(path: Path, image: F.Image, files: list[Path] | None = None) 
         batch = next(parquet.iter_batches(batch_size=16, columns=[name]), None)
         return batch.column(0) if batch is not None else pa.array([], type=schema.field(name).type)
 
-    columns = _table_columns(path, schema, _hf_features(schema.metadata), first, image)
+    columns = table_columns(path, schema, hf_features(schema.metadata), first, image)
     names = [c.name for c in columns]
     first_row = 0
     for file, handle in zip(files, opened):
@@ -245,7 +248,7 @@ def huggingface_source(folder: Path, image: F.Image) -> Source:
             raise ConvertError(f"{folder}: {other.name} has a different schema from {files[0].name}")
     features = info.get("features") if isinstance(info, dict) else None
     if not isinstance(features, dict):
-        features = _hf_features(schema.metadata)
+        features = hf_features(schema.metadata)
 
     # One pass over the memory-mapped batches (cheap: nothing is decoded) counts the rows and finds nulls up front.
     total = 0
@@ -266,6 +269,6 @@ def huggingface_source(folder: Path, image: F.Image) -> Source:
     def first(name: str) -> Any:
         return first_batch.column(name) if first_batch is not None else pa.array([], type=schema.field(name).type)
 
-    columns = _table_columns(folder, schema, features, first, image)
+    columns = table_columns(folder, schema, features, first, image)
 
     return _source("Hugging Face dataset", folder, _TableRows(folder, [_ArrowFile(file.absolute(), rows[file]) for file in files], columns), columns)

@@ -305,7 +305,12 @@ class PackedDataset:
 
     # -- checks and inspection ---------------------------------------------------------------
     def validate(self) -> None:
-        """Check every page against its stored checksum; raise ``ChecksumError`` naming the first bad page."""
+        """Check every page against its stored checksum; raise ``ChecksumError`` naming the first bad page.
+        A source with checks of its own (data read in place: ``inplace``) runs those instead."""
+        own = getattr(self._source, "validate", None)
+        if own is not None:
+            own(self._starts, self._n)
+            return
         pa = _pa()
         for p, (start, expected) in enumerate(zip(self._starts, self._checks)):
             stop = self._starts[p + 1] if p + 1 < len(self._starts) else self._n
@@ -344,14 +349,16 @@ class PackedDataset:
 
     @property
     def remote(self) -> bool:
-        """Whether the pages come from object storage (fetched, cached, kept in memory a while)."""
+        """Whether the pages are read into memory rather than memory-mapped from this file (object
+        storage, data read in place: fetched or decoded, the recently used ones kept a while)."""
         return not self._source.local
 
     def remote_stats(self) -> dict[str, Any] | None:
         """A remote file's fetch counters in this process (requests, bytes, hits, misses, retries,
         pages the cache could not take, hit rate, cache bytes on disk; shared by the files opened
         together); None for a local file."""
-        return None if self._source.local else self._source.fetcher.stats()
+        fetcher = getattr(self._source, "fetcher", None)
+        return None if fetcher is None else fetcher.stats()
 
     def prefetch(self, indices: Any) -> None:
         """A hint that samples ``indices`` will be read soon: a remote file starts fetching their

@@ -1,0 +1,52 @@
+"""``ss.open``: packed files (``remote.open``) and data read in place (this package), by what ``path`` is.
+
+* a ``.parquet`` file, a folder of them (and no ``index.json``), or a list of them: ``inplace.parquet``;
+* anything else: packed data, ``remote.open`` (a packed file, a list of them, a sharded folder,
+  local or in object storage).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from ..files import field_kinds as F
+from ..files.packed import PackedDataset
+from ..files.shards import ShardedDataset
+from ..remote import open as _packed
+from ..remote.store import is_url
+from .parquet import is_parquet, open_parquet
+
+__all__ = ["open"]
+
+
+def open(  # noqa: A001
+    path: Any,
+    cache: str = "os",
+    fields: list[str] | None = None,
+    *,
+    image: F.Image | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    cache_limit: int | str | None = None,
+    filesystem: Any = None,
+    storage_options: dict[str, Any] | None = None,
+    timeout: float = 30.0,
+    retry_budget: float = 120.0,
+    readahead: int = 8,
+    keep: int = 32,
+) -> PackedDataset | ShardedDataset:
+    """Open data as a container of dict samples: packed files (see ``remote.open``) or data read in
+    place (Parquet: see ``inplace.parquet``). ``cache="os"`` memory-maps local packed files,
+    ``"ram"`` reads them into memory; ``fields`` reads only those fields (columns); ``image`` is
+    the field of image columns read in place (default ``F.Image(codec="jpeg")``: each image's own
+    channels; ``F.Image(channels=3)`` makes them RGB); ``keep`` the pages (row groups) each process
+    keeps decoded, over all the files opened together. Errors name the file, shard or object."""
+    paths = list(path) if isinstance(path, (list, tuple)) else [path]
+    local = filesystem is None and not any(is_url(p) for p in paths)
+    if local and paths and all(isinstance(p, (str, os.PathLike)) and is_parquet(p) for p in paths):
+        return open_parquet(path if isinstance(path, (list, tuple)) else Path(path), fields, image=image, keep=keep)
+    return _packed.open(
+        path, cache, fields, cache_dir=cache_dir, cache_limit=cache_limit, filesystem=filesystem, storage_options=storage_options,
+        timeout=timeout, retry_budget=retry_budget, readahead=readahead, keep=keep,
+    )  # fmt: skip
