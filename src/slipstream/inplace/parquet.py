@@ -81,7 +81,7 @@ class ParquetPages(TablePages):
             return self._reader().read_row_group(0, columns=[name]).column(0).slice(0, 16).combine_chunks()
 
         columns = table_columns(self.path, schema, hf_features(schema.metadata), first, self._image)
-        self._fields = None if fields is None else list(fields)
+        self._wanted = None if fields is None else list(fields)
         rows = [self.metadata.row_group(g).num_rows for g in range(self.metadata.num_row_groups)]
         super().__init__(chosen_columns(self.path, columns, fields), rows, None, recent)
         self._names = [c.name for c in self.columns]
@@ -127,7 +127,7 @@ class ParquetPages(TablePages):
                 raise ChecksumError(self.path, f"row group {p} (samples {starts[p]}..{stop - 1}) fails its checks: {message}", p, range(starts[p], stop)) from None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"path": str(self.path), "fields": self._fields, "image": self._image, "identity": self.identity, "keep": self.recent.keep}
+        return {"path": str(self.path), "fields": self._wanted, "image": self._image, "identity": self.identity, "keep": self.recent.keep}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["path"], state["fields"], image=state["image"], recent=RecentPages(state["keep"]))  # type: ignore[misc]
