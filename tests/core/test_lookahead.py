@@ -219,3 +219,133 @@ def test_len_counts_the_items_ahead_and_the_sources_rest():
 def test_depth_must_be_positive():
     with pytest.raises(ValueError, match="depth"):
         Lookahead(iter([]), Logged([]), 0)
+
+
+class Interrupted(BaseException):
+    """A ``BaseException`` that is not an ``Exception`` (as ``KeyboardInterrupt``, ``SystemExit``)."""
+
+
+def test_an_interrupt_from_an_inline_finish_is_raised_at_once_and_its_item_is_lost():
+    log: list = []
+
+    class Interrupting(Logged):
+        def finish(self, item):
+            if item == 2:
+                raise KeyboardInterrupt
+            return super().finish(item)
+
+    source = Source(5, log)
+    it = Lookahead(source, Interrupting(log), 3)
+    with pytest.raises(KeyboardInterrupt):
+        next(it)
+    assert source.k == 3  # item 2 was taken from the source
+    assert it.failed_tag is None  # nobody's error
+    assert drain(it) == [100, 101, 103, 104]  # items 0 and 1 still come; item 2 is not retried
+
+
+@pytest.mark.parametrize("timeout", [5, None])
+def test_a_background_finishs_own_timeout_error_is_its_items_own_and_the_rest_goes_on(timeout):
+    log: list = []
+
+    class OwnTimeout(Logged):
+        def finish(self, item):
+            if item == 1:
+                raise TimeoutError("the finish's own")
+            return super().finish(item)
+
+    source = Source(4, log)
+    it = Lookahead(source, OwnTimeout(log), 2, thread="test-lookahead", timeout=timeout)
+    assert next(it) == 100
+    with pytest.raises(TimeoutError, match="the finish's own"):
+        next(it)
+    assert it.failed_tag == 1 and not it.closed
+    assert drain(it) == [102, 103]
+
+
+def test_a_background_finishs_own_base_exception_is_raised_once_at_its_item_and_the_rest_goes_on():
+    log: list = []
+
+    class Exiting(Logged):
+        def finish(self, item):
+            if item == 1:
+                raise Interrupted("finish 1")
+            return super().finish(item)
+
+    it = Lookahead(Source(4, log), Exiting(log), 2, thread="test-lookahead")
+    assert next(it) == 100
+    with pytest.raises(Interrupted, match="finish 1"):
+        next(it)
+    assert it.failed_tag == 1
+    assert drain(it) == [102, 103]  # raised once: the items after it go on
+
+
+def test_an_interrupt_while_waiting_for_a_background_finish_keeps_its_item_next():
+    gate = threading.Event()
+    started = threading.Event()
+
+    class Gated(Logged):
+        def finish(self, item):
+            if item == 0:
+                started.set()
+                gate.wait(10)
+            return super().finish(item)
+
+    class InterruptingFuture:
+        """Stands in for the item's future: the consumer's wait is interrupted once, then waits for real."""
+
+        def __init__(self, future):
+            self.future, self.interrupted = future, False
+
+        def result(self, timeout=None):
+            if not self.interrupted:
+                self.interrupted = True
+                started.wait(10)
+                raise KeyboardInterrupt
+            gate.set()
+            return self.future.result(timeout)
+
+        def __getattr__(self, name):
+            return getattr(self.future, name)
+
+    log: list = []
+    it = Lookahead(Source(3, log), Gated(log), 2, thread="test-lookahead", timeout=10)
+    it._top_up()
+    it._pending[0].future = InterruptingFuture(it._pending[0].future)
+    with pytest.raises(KeyboardInterrupt):
+        next(it)
+    assert it.failed_tag is None
+    assert drain(it) == [100, 101, 102]  # the item waited for stays next
+
+
+def test_an_item_finished_inline_while_another_thread_closes_is_discarded():
+    log: list = []
+    holder: list = []
+
+    class ClosedMeanwhile(Settled):
+        def finish(self, item):
+            out = super().finish(item)
+            if item == 1:  # close() from another thread, once this finish is done, before it is queued
+                closer = threading.Thread(target=holder[0].close)
+                closer.start()
+                closer.join(10)
+                assert not closer.is_alive()
+            return out
+
+    source = Source(5, log)
+    it = Lookahead(source, ClosedMeanwhile(log), 2)
+    holder.append(it)
+    with pytest.raises(StopIteration):
+        next(it)
+    assert log == ["take 0", "finish 0", "take 1", "finish 1", "discard 0", "close", "discard 1"]
+    assert source.closes == 1
+
+
+def test_bool_is_true_unsized_or_exhausted():
+    unsized = Lookahead((k for k in range(2)), Logged([]), 1)
+    assert bool(unsized)
+    log: list = []
+    sized = Lookahead(Source(1, log), Logged(log), 1)
+    assert next(sized) == 100
+    with pytest.raises(StopIteration):
+        next(sized)
+    assert len(sized) == 0 and bool(sized)

@@ -14,7 +14,8 @@ through ``finisher``, which has two methods and two optional ones:
   ``take_after_handoff``, after the next item was taken too), before the item is handed out: e.g.
   wait until the copy out of a host batch is done, so that its memory may be reused;
 * ``discard(finished)``, optional: for each item finished ahead that ``close()`` drops (a finish
-  still running in the background thread is left to end on its own). It must not raise.
+  still running in the background thread is left to end on its own), and for an item whose inline
+  finish ended after ``close()`` came from another thread. It must not raise.
 
 Taking: ``next()`` takes items from ``source`` in the consumer's thread (so ``source`` keeps a
 one-consumer contract) until ``depth`` are taken ahead (finishing or finished), then hands out the
@@ -34,18 +35,21 @@ Errors come out where their item would have:
   after the items taken before it; nothing more is taken until the consumer has received it
   (then taking goes on: ``source`` decides whether it has more);
 * an ``Exception`` of a background ``finish``, of ``handoff`` or of ``settle`` is that item's own;
-  the items after it go on;
+  the items after it go on. So is any ``BaseException`` a background ``finish`` raises itself
+  (``SystemExit``; a ``TimeoutError`` of its own, too): raised once, at its item;
 * an interrupt (a ``BaseException`` that is not an ``Exception``: ``KeyboardInterrupt``) is
   raised at once and is nobody's error: raised while the consumer waits for a background finish,
-  that item stays next; raised by ``source`` or an inline ``finish``, nothing was taken;
-* a background finish that takes longer than ``timeout`` seconds raises ``TimeoutError`` and
-  closes the iterator.
+  that item stays next; raised by ``source``, nothing was taken; raised by an inline ``finish``,
+  its item (taken from ``source``) is lost, and the items before and after it come as usual (a
+  finish is never run twice on one item);
+* a background finish that takes longer than ``timeout`` seconds, counted from when the consumer
+  starts waiting for that item, raises ``TimeoutError`` and closes the iterator.
 
 The end of ``source`` closes the iterator (after the items taken before it). ``close()`` drops the
 items finished ahead and closes ``source`` (its ``close()``, when it has one); it is idempotent
 and safe from any thread (a second call returns once the first is done). ``closed``: closed
 here, or ``source`` closed itself. ``len()``: the items taken ahead (errors not counted) plus,
-while the source may give more, ``len(source)``.
+while the source may give more, ``len(source)``; ``bool()`` is always True (an iterator).
 """
 
 from __future__ import annotations
@@ -68,6 +72,11 @@ class _Entry:
 
     def __init__(self, tag: Any, future: Future[Any] | None = None, error: BaseException | None = None):
         self.tag, self.future, self.error = tag, future, error
+
+
+def _raised_by(future: Future[Any], error: BaseException) -> bool:
+    """Whether ``error`` is the one ``future``'s own call raised (not one of the wait for it)."""
+    return future.done() and not future.cancelled() and future.exception() is error
 
 
 class Lookahead(Iterator[Any]):
@@ -133,14 +142,27 @@ class Lookahead(Iterator[Any]):
                 del item  # the finish thread holds it until it is finished
                 continue
             try:
-                done: Future[Any] = Future()
-                done.set_result(self.finisher.finish(item))
+                finished = self.finisher.finish(item)
             except Exception as exc:  # noqa: BLE001 - the item's own error, at its position
                 self._blocked = True
                 self._queue(_Entry(tag, error=exc))
                 return
             del item
-            self._queue(_Entry(tag, done))
+            done: Future[Any] = Future()
+            done.set_result(finished)
+            try:
+                self._queue(_Entry(tag, done))
+            except StopIteration:  # closed from another thread during the finish: dropped as close() drops
+                self._discard_late(finished)
+                raise
+            del finished
+
+    def _discard_late(self, finished: Any) -> None:
+        """``discard`` an item finished after ``close()`` (once that close is done: one discard at a time)."""
+        discard = getattr(self.finisher, "discard", None)
+        if discard is not None:
+            with self._closing:
+                discard(finished)
 
     # -- handing out -----------------------------------------------------------------------------
     def __iter__(self) -> Lookahead:
@@ -187,20 +209,25 @@ class Lookahead(Iterator[Any]):
 
     def _finished(self, entry: _Entry) -> Any:
         """``entry``'s finished item, waited for (module doc: timeout, its own error, an interrupt)."""
-        assert entry.future is not None
+        future = entry.future
+        assert future is not None
         try:
-            return entry.future.result(self.timeout)
-        except FutureTimeout:
-            self.close()
-            raise TimeoutError(f"slipstream: finishing the batch took longer than timeout={self.timeout} s") from None
-        except Exception:
-            self.failed_tag = entry.tag  # the item's own error
-            raise
-        except BaseException:  # an interrupt while waiting: the item is not handed out, and stays next
-            with self._lock:
+            return future.result(self.timeout)
+        except BaseException as exc:
+            if _raised_by(future, exc) or (isinstance(exc, Exception) and not isinstance(exc, FutureTimeout)):
+                self.failed_tag = entry.tag  # the item's own error (a TimeoutError or SystemExit too)
+                raise
+            if isinstance(exc, FutureTimeout):  # the wait for it timed out
+                self.close()
+                raise TimeoutError(f"slipstream: finishing the batch took longer than timeout={self.timeout} s") from None
+            with self._lock:  # an interrupt while waiting: the item is not handed out, and stays next
                 if not self._closed:
                     self._pending.appendleft(entry)
             raise
+
+    def __bool__(self) -> bool:
+        """True: an iterator is truthy, whatever ``len()`` says (or whether it has one)."""
+        return True
 
     def __len__(self) -> int:
         ahead = sum(entry.error is None for entry in self._pending)
