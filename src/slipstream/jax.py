@@ -26,6 +26,7 @@ the source is advanced in the consumer's thread (``ss.DataLoader`` loads in its 
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from copy import copy
@@ -153,12 +154,15 @@ class _DeviceCopy:
     """The finisher (``core.lookahead``) of ``device_prefetch``: ``finish`` starts a host batch's
     copies (``jax.device_put``: asynchronous dispatch, in the consumer's thread), and lets go of the
     host batches whose copies are done; ``settle`` waits for a batch's copies before it is handed
-    out; ``discard`` (closing) waits for the copies still reading host memory."""
+    out; ``discard`` (closing) waits for the copies still reading host memory. ``discard`` may come
+    from another thread (``close()``) while ``finish`` runs: ``in_flight`` is changed only under
+    ``lock``, and ``finish`` walks a snapshot of it."""
 
     def __init__(self, device: Any):
         self.device = device
         self.put = 0  # batches put so far: the next one's position
         self.in_flight: deque[_InFlight] = deque()  # holding their host batch until it is let go
+        self.lock = threading.Lock()  # ``in_flight``'s changes and snapshots
 
     def finish(self, host: Any) -> _InFlight:
         position, self.put = self.put, self.put + 1
@@ -173,9 +177,11 @@ class _DeviceCopy:
             where = f"jax.device_put for batch {position} (device={self.device!r})"
             add_note(exc, f"slipstream.jax.device_prefetch: raised by {where}")
             raise
-        self.in_flight.append(entry)
-        for waiting in self.in_flight:  # let go early of host batches whose copies are done
-            waiting.release_if_ready()
+        with self.lock:
+            self.in_flight.append(entry)
+            waiting = list(self.in_flight)
+        for each in waiting:  # let go early of host batches whose copies are done
+            each.release_if_ready()
         return entry
 
     def handoff(self, entry: _InFlight) -> Any:
@@ -195,7 +201,8 @@ class _DeviceCopy:
 
     def _landed(self, entry: _InFlight) -> None:
         if entry.arrays:  # (a batch without arrays was never in flight)
-            self.in_flight.remove(entry)
+            with self.lock:
+                self.in_flight.remove(entry)
 
 
 class DevicePrefetch:

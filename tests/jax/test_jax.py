@@ -210,6 +210,46 @@ def test_the_host_batch_is_held_until_its_copy_is_done(monkeypatch):
     assert fakes[2][0].waited and hosts[2]() is None
 
 
+
+def test_a_close_from_another_thread_while_a_copy_is_queued_lets_go_of_every_host_batch(monkeypatch):
+    """close() from another thread lands while the consumer's finish walks the batches in flight
+    (it drops batches 1 and 2 from them), just before batch 3 is queued: no batch is left in flight,
+    holding its host batch, and every copy still reading host memory was waited for."""
+    fakes: list = []
+    hosts: list = []
+    it = None
+
+    class ClosingArray(FakeArray):
+        def is_ready(self):  # batch 1's readiness, asked by batch 3's finish: the other thread closes now
+            if len(fakes) == 4 and self is fakes[1][0]:
+                closer = threading.Thread(target=it.close)
+                closer.start()
+                closer.join(10)
+                assert not closer.is_alive()
+            return super().is_ready()
+
+    def fake_put(arrays, device=None):
+        fakes.append([ClosingArray() for _ in arrays])
+        return fakes[-1]
+
+    monkeypatch.setattr(jax, "device_put", fake_put)
+
+    def source():  # holds no reference to a batch it yielded
+        for k in range(6):
+            x = np.full(3, k)
+            hosts.append(weakref.ref(x))
+            yield {"x": x}
+
+    it = iter(device_prefetch(source(), size=3))
+    assert next(it)["x"] is fakes[0][0]
+    with pytest.raises(StopIteration):
+        next(it)  # batch 3 was finished, then found the pass closed
+    assert len(fakes) == 4
+    gc.collect()
+    assert [h() is None for h in hosts] == [True] * 4, "a host batch is still held by a batch in flight"
+    assert all(f[0].waited for f in fakes[1:])
+
+
 def test_buffers_reused_by_the_loader_never_change_what_reached_the_device():
     n, bs = 400, 8
     data = {"x": np.arange(n * 16, dtype=np.float32).reshape(n, 16), "y": np.arange(n, dtype=np.int64)}
