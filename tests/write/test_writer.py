@@ -148,6 +148,37 @@ def test_bad_arguments_are_refused(tmp_path):
     assert [s["x"] for s in ss.open(ss.write(tmp_path / "b.arrow", [1, 2], {"x": F.Int()}, progress=False))] == [1, 2]
 
 
+
+@pytest.mark.parametrize(
+    ("engine", "message"),
+    [
+        (None, r"a number >= 0 of encoding threads \(or None: the usable cores, at most 8\), got str 'auto'"),
+        ("processes", r"a positive number of processes \(or None: every usable core\), got str 'auto'"),
+        ("ray", r"a positive number of tasks in flight \(or None: all\), got str 'auto'"),
+    ],
+)
+def test_workers_take_the_engines_rule_before_any_work(tmp_path, engine, message):
+    """No "auto" (None is the default) and no bool, whatever the engine, refused before a sample is read."""
+    read = []
+
+    class Recorded:
+        def __len__(self):
+            return 4
+
+        def __getitem__(self, i):
+            read.append(i)
+            return {"x": i}
+
+    shard_size = None if engine is None else "1MB"
+    for bad in ("auto", True):
+        with pytest.raises(TypeError, match="^workers must be " + (message if bad == "auto" else "")):
+            ss.write(tmp_path / "w", Recorded(), {"x": F.Int()}, workers=bad, engine=engine, shard_size=shard_size, progress=False)
+    assert read == [] and not (tmp_path / "w").exists()
+    with pytest.raises(ValueError, match="^workers must be .*, got -1$"):
+        ss.write(tmp_path / "w", Recorded(), {"x": F.Int()}, workers=-1, engine=engine, shard_size=shard_size, progress=False)
+    assert read == []
+
+
 # -- writers racing to one path ---------------------------------------------------------------------
 def _racing_stream(tag: int, after_first=None, n: int = 40):
     """Samples of writer ``tag`` (distinct bytes per writer); ``after_first()`` runs once the writer has

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.arguments import check_workers
 from ..core.containers import numobs
 from ..core.cpus import usable_cores
 from ..core.optional import require
@@ -124,7 +125,8 @@ def write(
     data's own (``data.default_fields()``: ``ss.imagefolder``'s image, label and path, a Hugging
     Face dataset's features), else fields inferred from the first sample (a PIL image as
     ``F.Image(codec="png")``). ``workers`` encoding threads (default: the usable cores, at
-    most 8). ``progress``: a tqdm bar (default: when stderr is a terminal). ``metadata``: a dict of
+    most 8; 0: encoded in this thread; no "auto": None is the default, and an engine's workers are
+    counted by the same rule, checked before any work). ``progress``: a tqdm bar (default: when stderr is a terminal). ``metadata``: a dict of
     your own (class names, a source, a license) with string keys and JSON values, stored in the
     file and read back as ``ss.open(path).metadata``, over what the data records of itself
     (``data.default_metadata(names)``: an image folder's or a ``ClassLabel``'s class names, as
@@ -153,6 +155,7 @@ def write(
     as the others for the same data and settings; only containers and file sets can use one.
     """
     on_error = _failures.check_on_error(on_error)
+    workers = _checked_workers(workers, engine)
     report: list[Any] = []  # (skipped entries, total) of a write with on_error="skip"
     try:
         written = _write(
@@ -327,6 +330,16 @@ def _appended_schema(path: Path, schema: Any, existing: dict[str, Any] | None) -
     if existing["schema"].remove_metadata() != schema.remove_metadata():
         raise ValueError(f"{path}: the data's columns {schema.remove_metadata()} differ from the dataset's {existing['schema'].remove_metadata()}")
     return existing["schema"]
+
+
+def _checked_workers(workers: Any, engine: str | None) -> int | None:
+    """``workers`` as ``engine`` takes it (``core.arguments.check_workers``, with the engines' own
+    terms: no "auto", None for the default), so a bad count is refused before any work."""
+    if check_engine(engine) == "processes":
+        return check_workers(workers, minimum=1, auto=False, default="every usable core", unit="processes")
+    if engine == "ray":
+        return check_workers(workers, minimum=1, auto=False, default="all", unit="tasks in flight")
+    return check_workers(workers, minimum=0, auto=False, default="the usable cores, at most 8", unit="encoding threads")
 
 
 def _default_workers() -> int:
