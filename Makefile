@@ -29,8 +29,9 @@ $(VENV)/.torch: $(VENV)/.files
 	$(PY) -m pip install --progress-bar off '$(TORCH)'
 	touch $@
 
-# scikit-image's photos, for the benchmarks' smoke tests (tests/test_bench_gpu*.py, tests/benchmarks/test_bench_remote.py
-# skip without it) and `make bench`; not in the test extra: it brings SciPy (~40 MB)
+# scikit-image's photos, for the benchmarks' smoke tests (tests/benchmarks/test_bench_gpu*.py,
+# tests/benchmarks/test_bench_remote.py skip without it) and `make bench`; not in the test extra:
+# it brings SciPy (~40 MB)
 $(VENV)/.photos: $(VENV)/.files
 	@echo "== installing scikit-image (the benchmarks' photos) for the benchmarks' smoke tests"
 	$(PY) -m pip install -q 'scikit-image>=0.21'

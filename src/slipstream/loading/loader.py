@@ -2,10 +2,11 @@
 
 ``DataLoader = backend(plans of order(seed, epoch, rank, world_size) read from data)``. Each
 ``iter(loader)`` starts the next epoch: the loader draws the epoch's batches from its order
-(``epochs``), skips those a resumed state already handed out (``progress``), lets stateful data
-settle its changes where no worker has begun reading (``datastate``), makes one
-``BatchPlan`` per batch (``batchplan``) and hands the plans to its backend (``backends``), whose
-executor loads them ahead of the consumer. ``len(loader)`` is the epoch's exact number of batches.
+(``order.epochs``), skips those a resumed state already handed out (``order.progress``), lets
+stateful data settle its changes where no worker has begun reading (``order.datastate``), makes
+one ``BatchPlan`` per batch (``loading.work.batchplan``) and hands the plans to its backend
+(``backends``), whose executor loads them ahead of the consumer. ``len(loader)`` is the epoch's
+exact number of batches.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ pickled once otherwise. They persist across epochs until ``close()`` (or ``resta
 epoch starts fresh ones with the data as it is then), and a new pool replaces one that broke or
 whose seed changed. Batch slots live in shared-memory segments (``allocate``), so a worker writes
 its rows where the consumer reads them, without a copy. A batch plan becomes a job of tasks
-(``loading.readtasks``' ``remote_*`` functions: the same read path as threads) sent by the
+(``loading.work.readtasks``' ``remote_*`` functions: the same read path as threads) sent by the
 ``ProcessExecutor``. When stateful data changes state (``data_changed``), every job made afterwards
 carries the state as an ``Apply`` object (``workers.protocol``), which the pool sends to each worker
 once and the worker's copy loads before it reads the job (``order.datastate``); a new pool's workers
