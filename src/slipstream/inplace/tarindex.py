@@ -1,0 +1,461 @@
+"""A tar shard's index: each member's name, data offset and size, and its samples as WebDataset
+groups them, found by one pass over the headers and cached beside the file's identity.
+
+``tar_index(path)`` reads only the 512-byte headers (and the pax and GNU long-name records they
+announce), seeking over member data, so a reader of the shard needs nothing more than ranged reads
+of ``offsets[i] .. offsets[i] + sizes[i]`` afterwards (a remote reader the same). ``scan(read,
+size, name)`` is that pass over any ``read(offset, n)``.
+
+What is refused, with ``CorruptFileError`` naming the file (and the member or byte offset): a
+header whose checksum does not match, a number field that is not octal (or GNU base-256), a
+member or record that would end past the file's end, a truncated header, no end-of-archive block
+(a file cut at a header boundary), names that are not UTF-8, pax records that do not parse, a pax
+or long-name record above ``MAX_RECORD`` bytes (nothing is allocated from a header's size before it
+is checked against that bound and the file's size), compressed archives, and member types other
+than regular files and folders (links, devices, FIFOs, sparse files). Folders are skipped, global
+pax headers read and ignored, and the first all-zero block ends the archive (as ``tarfile`` does).
+
+Samples, as WebDataset's ``group_by_keys`` makes them: a member's key is its path up to the first
+dot of its base name, its extension the rest, lowercased; consecutive members of one key form one
+sample. Members WebDataset skips are skipped (no dot in the base name, a base name starting with a
+dot, ``__name__`` metadata paths). A key that comes back after another, or an extension twice in one
+sample, is refused naming the file and the key.
+
+The cache: ``cache_dir/tarindex/`` (``cache_dir`` default ``$SLIPSTREAM_CACHE_DIR`` or
+``~/.cache/slipstream``), private (mode 0700, refused when another user owns it or others can write
+it, as the page cache's folder is), one entry per file keyed by its absolute path, size,
+modification time and inode, written to a temporary name and renamed into place. An entry is used
+only when its digest (BLAKE2b) matches, it names the same path and identity, and its members are
+consistent with the file (aligned, ascending, inside it); anything else is rebuilt from the file
+and the entry replaced, never trusted. A folder that cannot be written leaves the index uncached.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import secrets
+import stat
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..core.errors import CorruptFileError
+from ..files.field import pyarrow_module as _pa
+
+__all__ = [
+    "BLOCK",
+    "MAX_RECORD",
+    "Strings",
+    "TarIndex",
+    "default_cache_dir",
+    "group",
+    "header_ok",
+    "header_size",
+    "scan",
+    "tar_index",
+]
+
+BLOCK = 512
+MAX_RECORD = 1 << 20  # the largest pax or GNU long-name record read (a name is at most a few KiB)
+_REGULAR = (b"0", b"\0", b"7")  # regular file, old regular file, contiguous file
+_FOLDER = b"5"
+_PAX, _PAX_GLOBAL, _SOLARIS_PAX = b"x", b"g", b"X"
+_LONGNAME, _LONGLINK = b"L", b"K"
+_RECORDS = (_PAX, _PAX_GLOBAL, _SOLARIS_PAX, _LONGNAME, _LONGLINK)  # headers that describe the next member
+_TYPES = {b"1": "a hard link", b"2": "a symbolic link", b"3": "a character device", b"4": "a block device", b"6": "a FIFO",
+          b"S": "a sparse file", b"V": "a volume label", b"M": "a multi-volume continuation"}  # fmt: skip
+_COMPRESSED = {b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz", b"\x28\xb5\x2f\xfd": "zstd"}
+_OCTAL = re.compile(rb"[0-7]*")
+_HIGH = bytes(range(128, 256))
+_KEY = re.compile(r"^((?:.*/|)[^.]+)[.]([^/]*)$")  # WebDataset's base_plus_ext
+_META = re.compile(r"__[^/]*__($|/)")  # WebDataset's skip_meta
+_MAGIC = b"slipstream tar index\0v1\0"
+_DIGEST = 32
+
+
+class Strings:
+    """Strings as one UTF-8 blob and int64 ``ends`` (compact to keep and to pickle); ``arrow(a, b)``
+    is strings ``a .. b - 1`` as a large_string array over the blob, without a copy."""
+
+    def __init__(self, blob: bytes, ends: np.ndarray):
+        self.blob, self.ends = blob, np.ascontiguousarray(ends, dtype=np.int64)
+
+    @classmethod
+    def of(cls, items: list[str]) -> Strings:
+        encoded = [s.encode("utf-8") for s in items]
+        return cls(b"".join(encoded), np.cumsum([len(e) for e in encoded], dtype=np.int64))
+
+    def __len__(self) -> int:
+        return len(self.ends)
+
+    def __getitem__(self, i: int) -> str:
+        start = int(self.ends[i - 1]) if i > 0 else 0
+        return self.blob[start : int(self.ends[i])].decode("utf-8")
+
+    def tolist(self) -> list[str]:
+        return [self[i] for i in range(len(self))]
+
+    def arrow(self, start: int, stop: int) -> Any:
+        pa = _pa()
+        offsets = np.concatenate([[0], self.ends]).astype(np.int64)
+        return pa.Array.from_buffers(
+            pa.large_string(), stop - start, [None, pa.py_buffer(offsets), pa.py_buffer(self.blob)], 0, start
+        )
+
+
+@dataclass
+class TarIndex:
+    """One tar shard's members (``names``, data ``offsets``, ``sizes``, in file order, the skipped
+    ones left out) and its samples: ``keys[s]`` owns members ``starts[s] .. starts[s + 1] - 1``,
+    member ``m`` holding extension ``extensions[codes[m]]``. ``identity``: (inode, size, mtime ns)."""
+
+    path: str
+    identity: tuple[int, int, int]
+    names: Strings
+    offsets: np.ndarray
+    sizes: np.ndarray
+    keys: Strings
+    starts: np.ndarray
+    extensions: list[str]
+    codes: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def member(self, sample: int, code: int) -> int:
+        """The member of ``sample`` holding extension ``code`` (-1 when it has none)."""
+        for m in range(int(self.starts[sample]), int(self.starts[sample + 1])):
+            if self.codes[m] == code:
+                return m
+        return -1
+
+
+# -- the pass over the headers -----------------------------------------------------------------
+def _number(field: bytes, name: Path, what: str, at: int) -> int:
+    """A header's number field: octal ASCII (spaces and NULs around it), or GNU base-256 (positive)."""
+    if field[0] == 0o200:
+        return int.from_bytes(field[1:], "big")
+    if field[0] == 0o377:
+        raise CorruptFileError(name, f"the header at byte {at} has a negative {what} (base-256 {field.hex()})")
+    text = field.split(b"\0", 1)[0].strip(b" ")
+    if not _OCTAL.fullmatch(text):
+        raise CorruptFileError(name, f"the header at byte {at} has a {what} field that is not octal: {field!r}")
+    return int(text or b"0", 8)
+
+
+def header_size(block: bytes) -> int | None:
+    """The size field of a 512-byte header (octal or GNU base-256), None when it is neither."""
+    field = block[124:136]
+    if field[0] == 0o200:
+        return int.from_bytes(field[1:], "big")
+    text = field.split(b"\0", 1)[0].strip(b" ")
+    return int(text or b"0", 8) if _OCTAL.fullmatch(text) else None
+
+
+def header_ok(block: bytes | memoryview) -> bool:
+    """Whether a 512-byte header's checksum field matches its bytes (unsigned or signed sums, as tar
+    writers differ)."""
+    raw = bytes(block)
+    field = raw[148:156].split(b"\0", 1)[0].strip(b" ")
+    if not field or not _OCTAL.fullmatch(field):
+        return False
+    stored = int(field, 8)
+    unsigned = sum(raw) - sum(raw[148:156]) + 256
+    if stored == unsigned:
+        return True
+    rest = raw[:148] + raw[156:]
+    return stored == unsigned - 256 * (len(rest) - len(rest.translate(None, _HIGH)))
+
+
+def _text(raw: bytes, name: Path, what: str, at: int) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise CorruptFileError(name, f"the {what} at byte {at} is not UTF-8: {raw[:200]!r}") from None
+
+
+def _pax(raw: bytes, name: Path, at: int) -> dict[str, bytes]:
+    """The records of a pax extended header (``"<length> <key>=<value>\\n"`` each)."""
+    records, pos = {}, 0
+    while pos < len(raw):
+        if raw[pos:].strip(b"\0") == b"":
+            break
+        space = raw.find(b" ", pos, pos + 21)
+        digits = raw[pos:space] if space > pos else b""
+        if not digits.isdigit() or int(digits) <= len(digits) + 1 or pos + int(digits) > len(raw):
+            raise CorruptFileError(name, f"the pax header at byte {at} has a record that does not parse at its byte {pos}")
+        end = pos + int(digits)
+        record = raw[space + 1 : end]
+        if not record.endswith(b"\n") or b"=" not in record:
+            raise CorruptFileError(name, f"the pax header at byte {at} has a record that does not parse at its byte {pos}")
+        key, value = record[:-1].split(b"=", 1)
+        records[_text(key, name, "pax record key", at)] = value  # (values stay bytes until used)
+        pos = end
+    return records
+
+
+def scan(read: Callable[[int, int], bytes], size: int, name: Path) -> tuple[list[str], list[int], list[int]]:
+    """The regular members of the tar archive of ``size`` bytes that ``read(offset, n)`` reads:
+    (names, data offsets, sizes) in file order (see the module doc for what is refused)."""
+    if size == 0:
+        raise CorruptFileError(name, "the file is empty, not a tar archive")
+    head = read(0, min(size, 8))
+    for magic, kind in _COMPRESSED.items():
+        if head.startswith(magic):
+            raise CorruptFileError(
+                name,
+                f"a {kind}-compressed file, not a tar archive: tar shards are read in place uncompressed (decompress it first)",
+            )
+    names: list[str] = []
+    offsets: list[int] = []
+    sizes: list[int] = []
+    pos = 0
+    long_name: str | None = None
+    pax: dict[str, bytes] = {}
+    while True:
+        if pos >= size:
+            raise CorruptFileError(
+                name, f"the archive ends at byte {size} without its end-of-archive block: the file is cut short"
+            )
+        block = read(pos, BLOCK)
+        if len(block) < BLOCK:
+            if block.strip(b"\0") == b"":
+                raise CorruptFileError(
+                    name, f"the archive ends at byte {size} without its end-of-archive block: the file is cut short"
+                )
+            raise CorruptFileError(
+                name, f"the header at byte {pos} is truncated ({len(block)} of {BLOCK} bytes): the file is cut short"
+            )
+        if block.count(0) == BLOCK:
+            break  # the end-of-archive block (what follows is padding)
+        if not header_ok(block):
+            raise CorruptFileError(name, f"the header at byte {pos} fails its checksum: the file is damaged or not a tar archive")
+        length = _number(block[124:136], name, "size", pos)
+        kind = block[156:157]
+        data = pos + BLOCK
+        if "size" in pax and kind not in _RECORDS:
+            text = pax["size"]
+            if not text.isdigit():
+                raise CorruptFileError(name, f"the pax header before byte {pos} has a size that is not a number: {text[:40]!r}")
+            length = int(text)
+        if data + length > size:
+            raise CorruptFileError(
+                name,
+                f"the member at byte {pos} says it holds {length} bytes, past the file's end ({size} bytes): the file is cut short or damaged",
+            )
+        if kind in _RECORDS:
+            if length > MAX_RECORD:
+                raise CorruptFileError(
+                    name,
+                    f"the {'long name' if kind == _LONGNAME else 'pax header'} at byte {pos} says it holds {length} bytes, more than the {MAX_RECORD} read",
+                )
+            raw = read(data, length)
+            if len(raw) != length:
+                raise CorruptFileError(name, f"the record at byte {pos} is truncated: the file is cut short")
+            if kind in (_PAX, _SOLARIS_PAX):
+                pax = _pax(raw, name, pos)
+            elif kind == _PAX_GLOBAL:
+                _pax(raw, name, pos)  # checked, then ignored
+            elif kind == _LONGNAME:
+                long_name = _text(raw.split(b"\0", 1)[0], name, "long name", pos)
+            pos = data + -(-length // BLOCK) * BLOCK
+            continue
+        if "path" in pax:
+            member = _text(pax["path"], name, "pax path", pos)
+        elif long_name is not None:
+            member = long_name
+        else:
+            member = _text(block[:100].split(b"\0", 1)[0], name, "member name", pos)
+            prefix = block[345:500].split(b"\0", 1)[0]
+            if block[257:263] == b"ustar\0" and prefix:
+                member = _text(prefix, name, "member name prefix", pos) + "/" + member
+        pax, long_name = {}, None
+        if kind in _TYPES:
+            raise CorruptFileError(
+                name, f"member {member!r} (at byte {pos}) is {_TYPES[kind]}: tar shards hold regular files (and folders) only"
+            )
+        if kind not in _REGULAR and kind != _FOLDER:
+            raise CorruptFileError(name, f"member {member!r} (at byte {pos}) has the unknown type {kind!r}")
+        if kind == _FOLDER or member.endswith("/"):
+            pass  # a folder: nothing to read
+        elif not member:
+            raise CorruptFileError(name, f"the member at byte {pos} has no name")
+        else:
+            names.append(member)
+            offsets.append(data)
+            sizes.append(length)
+        pos = data + -(-length // BLOCK) * BLOCK
+    return names, offsets, sizes
+
+
+def group(path: str, identity: tuple[int, int, int], names: list[str], offsets: Any, sizes: Any) -> TarIndex:
+    """The samples of a shard's members, as WebDataset groups them (see the module doc)."""
+    kept_names, kept, keys, starts, codes = [], [], [], [], []
+    extensions: dict[str, int] = {}
+    seen: set[str] = set()
+    current: str | None = None
+    in_sample: set[str] = set()
+    for m, member in enumerate(names):
+        if "/" not in member and member.startswith("__") and member.endswith("__") or _META.match(member):
+            continue
+        match = _KEY.match(member)
+        if match is None:
+            continue
+        key, extension = match.group(1), match.group(2).lower()
+        if key != current:
+            if key in seen:
+                raise CorruptFileError(
+                    path, f"key {key!r} comes back at member {member!r} after other keys: a sample's members must be consecutive"
+                )
+            seen.add(key)
+            current, in_sample = key, set()
+            keys.append(key)
+            starts.append(len(kept))
+        if extension in in_sample:
+            raise CorruptFileError(path, f"sample {key!r} holds extension {extension!r} twice (member {member!r})")
+        if extension == "__key__":
+            raise CorruptFileError(path, f"member {member!r}: the extension '__key__' names the key column")
+        in_sample.add(extension)
+        kept.append(m)
+        kept_names.append(member)
+        codes.append(extensions.setdefault(extension, len(extensions)))
+    starts.append(len(kept))
+    at = np.asarray(kept, dtype=np.int64)
+    return TarIndex(
+        path=path, identity=tuple(int(v) for v in identity), names=Strings.of(kept_names),  # type: ignore[arg-type]
+        offsets=np.asarray(offsets, dtype=np.int64)[at], sizes=np.asarray(sizes, dtype=np.int64)[at],
+        keys=Strings.of(keys), starts=np.asarray(starts, dtype=np.int64), extensions=list(extensions),
+        codes=np.asarray(codes, dtype=np.int32),
+    )  # fmt: skip
+
+
+# -- the cache ---------------------------------------------------------------------------------
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("SLIPSTREAM_CACHE_DIR") or Path.home() / ".cache" / "slipstream")
+
+
+def _entry_name(path: str, identity: tuple[int, int, int]) -> str:
+    ino, size, mtime = identity
+    return hashlib.sha256(f"{path}\0{size}\0{mtime}\0{ino}".encode("utf-8", "surrogateescape")).hexdigest()[:40] + ".idx"
+
+
+def _encode(index: TarIndex) -> bytes:
+    header = json.dumps(
+        {"path": index.path, "identity": list(index.identity), "members": len(index.names), "names": len(index.names.blob)}
+    ).encode()
+    body = b"".join([_MAGIC, struct.pack("<Q", len(header)), header, index.names.blob,
+                     index.names.ends.astype("<i8").tobytes(), index.offsets.astype("<i8").tobytes(), index.sizes.astype("<i8").tobytes()])  # fmt: skip
+    return body + hashlib.blake2b(body, digest_size=_DIGEST).digest()
+
+
+def _decode(raw: bytes, path: str, identity: tuple[int, int, int]) -> TarIndex | None:
+    """The index an entry holds, or None when it is damaged, another file's, or inconsistent."""
+    if len(raw) < len(_MAGIC) + 8 + _DIGEST or not raw.startswith(_MAGIC):
+        return None
+    body, digest = raw[:-_DIGEST], raw[-_DIGEST:]
+    if hashlib.blake2b(body, digest_size=_DIGEST).digest() != digest:
+        return None
+    at = len(_MAGIC) + 8
+    (length,) = struct.unpack_from("<Q", body, len(_MAGIC))
+    try:
+        header = json.loads(body[at : at + length])
+        m, blob_size = int(header["members"]), int(header["names"])
+        if header["path"] != path or tuple(header["identity"]) != tuple(identity) or m < 0 or blob_size < 0:
+            return None
+    except (ValueError, KeyError, TypeError):
+        return None
+    at += length
+    if len(body) != at + blob_size + 24 * m:
+        return None
+    blob = body[at : at + blob_size]
+    arrays = [np.frombuffer(body, "<i8", m, at + blob_size + 8 * k * m).astype(np.int64) for k in range(3)]
+    ends, offsets, sizes = arrays
+    file_size = identity[1]
+    if m and (ends[-1] != blob_size or np.any(np.diff(np.concatenate([[0], ends])) <= 0)):
+        return None
+    if m and (np.any(sizes < 0) or np.any(offsets < BLOCK) or np.any(offsets % BLOCK) or np.any(offsets + sizes > file_size)):
+        return None
+    if m > 1 and np.any(offsets[1:] < offsets[:-1] + -(-sizes[:-1] // BLOCK) * BLOCK + BLOCK):
+        return None
+    try:
+        names = Strings(blob, ends).tolist()
+        index = group(path, identity, names, offsets, sizes)
+    except (UnicodeDecodeError, CorruptFileError):
+        return None
+    return index if len(index.names) == m else None
+
+
+def _folder(cache_dir: str | os.PathLike | None) -> int | None:
+    from ..remote.cachedir import open_private
+
+    return open_private(Path(cache_dir if cache_dir is not None else default_cache_dir()) / "tarindex")
+
+
+def _load(dir_fd: int, entry: str, path: str, identity: tuple[int, int, int]) -> TarIndex | None:
+    try:
+        fd = os.open(entry, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        bound = 4096 + 2 * identity[1] + len(path.encode("utf-8", "surrogateescape"))  # an index is smaller than its file
+        if not stat.S_ISREG(st.st_mode) or st.st_size > bound:
+            return None
+        raw = os.read(fd, st.st_size)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return _decode(raw, path, identity)
+
+
+def _store(dir_fd: int, entry: str, index: TarIndex) -> None:
+    temporary = f"{entry}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    try:
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+        try:
+            os.write(fd, _encode(index))
+        finally:
+            os.close(fd)
+        os.replace(temporary, entry, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except OSError:  # a full or read-only disk: the index stays uncached
+        with contextlib.suppress(OSError):
+            os.unlink(temporary, dir_fd=dir_fd)
+
+
+def _scan_file(path: Path, fd: int, size: int) -> tuple[list[str], list[int], list[int]]:
+    return scan(lambda offset, n: os.pread(fd, n, offset), size, path)
+
+
+def tar_index(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None = None, cache: bool = True) -> TarIndex:
+    """The index of the local tar shard at ``path`` (see the module doc): from its cache entry when
+    one matches, else by one pass over the headers (stored in the cache when ``cache``)."""
+    path = Path(path)
+    absolute = str(path.absolute())
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        identity = (st.st_ino, st.st_size, st.st_mtime_ns)
+        dir_fd = _folder(cache_dir) if cache else None
+        try:
+            entry = _entry_name(absolute, identity)
+            index = _load(dir_fd, entry, absolute, identity) if dir_fd is not None else None
+            if index is None:
+                names, offsets, sizes = _scan_file(path, fd, st.st_size)
+                index = group(absolute, identity, names, offsets, sizes)
+                if dir_fd is not None:
+                    _store(dir_fd, entry, index)
+        finally:
+            if dir_fd is not None:
+                os.close(dir_fd)
+    finally:
+        os.close(fd)
+    return index
