@@ -210,7 +210,6 @@ def test_the_host_batch_is_held_until_its_copy_is_done(monkeypatch):
     assert fakes[2][0].waited and hosts[2]() is None
 
 
-
 def test_a_close_from_another_thread_while_a_copy_is_queued_lets_go_of_every_host_batch(monkeypatch):
     """close() from another thread lands while the consumer's finish walks the batches in flight
     (it drops batches 1 and 2 from them), just before batch 3 is queued: no batch is left in flight,

@@ -148,7 +148,6 @@ def test_bad_arguments_are_refused(tmp_path):
     assert [s["x"] for s in ss.open(ss.write(tmp_path / "b.arrow", [1, 2], {"x": F.Int()}, progress=False))] == [1, 2]
 
 
-
 @pytest.mark.parametrize(
     ("engine", "message"),
     [
