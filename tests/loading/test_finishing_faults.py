@@ -139,20 +139,35 @@ def test_handoff_error_is_the_batchs_own_and_keep_going_goes_on():
     assert out == [1000, 1002, -1, 1006, 1008, 1010]
 
 
-def test_a_dying_worker_arrives_after_the_batches_finished_ahead():
-    code = """
-    import os, sys, numpy as np
+def test_a_dying_worker_arrives_after_the_batches_finished_ahead(tmp_path):
+    """The worker reading sample 9 (batch 4) dies only once the finisher has finished batch 3 ahead
+    of the consumer (a marker file: the order of events is fixed, not left to timing): the four
+    finished batches are handed out, then the WorkerError, and the state counts four."""
+    code = f"""
+    import os, sys, time, numpy as np
     import slipstream as ss
     from slipstream.workers.pool import WorkerError
-    from finishdata import SlowData
+    from finishdata import AddFinisher, SlowData
+
+    MARKER = {str(tmp_path / "batch-3-finished")!r}
+
+    class Marking(AddFinisher):
+        def finish(self, batch):
+            out = super().finish(batch)
+            if int(batch["x"][0]) == 6:
+                open(MARKER, "w").close()
+            return out
 
     class Dying(SlowData):
         def __getitem__(self, i):
             if i == 9:
+                deadline = time.monotonic() + 60
+                while not os.path.exists(MARKER) and time.monotonic() < deadline:
+                    time.sleep(0.01)
                 os._exit(3)
             return super().__getitem__(i)
 
-    loader = ss.DataLoader(Dying(20), batch_size=2, workers=2, backend="process", prefetch=3)
+    loader = ss.DataLoader(Dying(20, finisher=Marking()), batch_size=2, workers=2, backend="process", prefetch=3)
     it = iter(loader)
     got = []
     try:
