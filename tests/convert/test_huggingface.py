@@ -348,3 +348,35 @@ def test_damaged_text_and_bytes_offsets_are_refused_before_datasets_reads_throug
     code = "import sys, slipstream as ss\ntry:\n    ss.to_huggingface(sys.argv[1])['x']\nexcept ss.CorruptFileError as exc:\n    print('refused:', exc)"
     run = subprocess.run([sys.executable, "-c", code, str(far)], check=False, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0 and "refused:" in run.stdout, (run.returncode, run.stdout[-500:], run.stderr[-2000:])
+
+
+# -- the other way: ss.write of a datasets.Dataset holding PIL images and a ClassLabel -----------
+
+
+def _pil_dataset():
+    from PIL import Image
+
+    images = [Image.fromarray(photo_like(10, 12 + i % 3, seed=i)) for i in range(5)]
+    images.append(Image.fromarray(photo_like(8, 9, seed=9, channels=1)[:, :, 0], "L"))
+    label = datasets.ClassLabel(names=["cat", "dog", "owl"])
+    features = datasets.Features({"image": datasets.Image(), "label": label, "n": datasets.Value("int32")})
+    columns = {"image": images, "label": [i % 3 for i in range(6)], "n": list(range(6))}
+    return datasets.Dataset.from_dict(columns, features=features), images
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [None, {"image": F.Image(codec="png"), "label": F.Int()}, {"label": F.Int(), "n": F.Int()}],
+    ids=["no-fields", "fields", "fields-without-the-image"],
+)
+def test_ss_write_packs_a_pil_image_column_and_keeps_the_class_names(tmp_path, fields):
+    hf, images = _pil_dataset()
+    assert hasattr(hf[0]["image"], "getpixel")  # the dataset hands out PIL images
+    ds = ss.open(ss.write(tmp_path / "pil.arrow", hf, fields, progress=False))
+    assert list(ds.fields) == (list(fields) if fields is not None else ["image", "label", "n"])
+    assert ds.metadata == {"class_names": {"label": ["cat", "dog", "owl"]}}
+    for i, image in enumerate(images):
+        assert ds[i]["label"] == i % 3
+        if "image" in ds.fields:
+            np.testing.assert_array_equal(ds[i]["image"], _pixels(image))  # PNG: lossless, each image's own channels
+    assert ss.to_huggingface(ds.path).features["label"] == datasets.ClassLabel(names=["cat", "dog", "owl"])
