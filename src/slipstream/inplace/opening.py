@@ -1,5 +1,6 @@
 """``ss.open``: packed files (``remote.open``) and data read in place (this package), by what ``path`` is.
 
+* a Hugging Face ``datasets.Dataset``: ``inplace.hfdataset`` (its Arrow table, memory-mapped);
 * a ``.parquet`` file, a folder of them (and no ``index.json``), or a list of them: ``inplace.parquet``;
 * anything else: packed data, ``remote.open`` (a packed file, a list of them, a sharded folder,
   local or in object storage).
@@ -16,6 +17,7 @@ from ..files.packed import PackedDataset
 from ..files.shards import ShardedDataset
 from ..remote import open as _packed
 from ..remote.store import is_url
+from .hfdataset import is_hf_dataset, open_hf_dataset
 from .parquet import is_parquet, open_parquet
 
 __all__ = ["open"]
@@ -37,11 +39,13 @@ def open(  # noqa: A001
     keep: int = 32,
 ) -> PackedDataset | ShardedDataset:
     """Open data as a container of dict samples: packed files (see ``remote.open``) or data read in
-    place (Parquet: see ``inplace.parquet``). ``cache="os"`` memory-maps local packed files,
+    place (a Hugging Face ``datasets.Dataset``, Parquet: see ``inplace.hfdataset``, ``inplace.parquet``). ``cache="os"`` memory-maps local packed files,
     ``"ram"`` reads them into memory; ``fields`` reads only those fields (columns); ``image`` is
     the field of image columns read in place (default ``F.Image(codec="jpeg")``: each image's own
     channels; ``F.Image(channels=3)`` makes them RGB); ``keep`` the pages (row groups) each process
     keeps decoded, over all the files opened together. Errors name the file, shard or object."""
+    if is_hf_dataset(path):
+        return open_hf_dataset(path, fields, image=image, keep=keep)
     paths = list(path) if isinstance(path, (list, tuple)) else [path]
     local = filesystem is None and not any(is_url(p) for p in paths)
     if local and paths and all(isinstance(p, (str, os.PathLike)) and is_parquet(p) for p in paths):
