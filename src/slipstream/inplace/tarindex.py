@@ -296,8 +296,10 @@ def scan(read: Callable[[int, int], bytes], size: int, name: Path) -> tuple[list
     return names, offsets, sizes
 
 
-def group(path: str, identity: tuple[int, int, int], names: list[str], offsets: Any, sizes: Any) -> TarIndex:
-    """The samples of a shard's members, as WebDataset groups them (see the module doc)."""
+def group(path: str, identity: tuple[int, int, int], names: list[str], offsets: Any, sizes: Any, name: Any = None) -> TarIndex:
+    """The samples of a shard's members, as WebDataset groups them (see the module doc); errors
+    name the file as ``name`` (default ``path``)."""
+    where = path if name is None else name
     kept_names, kept, keys, starts, codes = [], [], [], [], []
     extensions: dict[str, int] = {}
     seen: set[str] = set()
@@ -313,16 +315,16 @@ def group(path: str, identity: tuple[int, int, int], names: list[str], offsets: 
         if key != current:
             if key in seen:
                 raise CorruptFileError(
-                    path, f"key {key!r} comes back at member {member!r} after other keys: a sample's members must be consecutive"
+                    where, f"key {key!r} comes back at member {member!r} after other keys: a sample's members must be consecutive"
                 )
             seen.add(key)
             current, in_sample = key, set()
             keys.append(key)
             starts.append(len(kept))
         if extension in in_sample:
-            raise CorruptFileError(path, f"sample {key!r} holds extension {extension!r} twice (member {member!r})")
+            raise CorruptFileError(where, f"sample {key!r} holds extension {extension!r} twice (member {member!r})")
         if extension == "__key__":
-            raise CorruptFileError(path, f"member {member!r}: the extension '__key__' names the key column")
+            raise CorruptFileError(where, f"member {member!r}: the extension '__key__' names the key column")
         in_sample.add(extension)
         kept.append(m)
         kept_names.append(member)
@@ -450,7 +452,7 @@ def tar_index(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None = 
             index = _load(dir_fd, entry, absolute, identity) if dir_fd is not None else None
             if index is None:
                 names, offsets, sizes = _scan_file(path, fd, st.st_size)
-                index = group(absolute, identity, names, offsets, sizes)
+                index = group(absolute, identity, names, offsets, sizes, path)
                 if dir_fd is not None:
                     _store(dir_fd, entry, index)
         finally:
