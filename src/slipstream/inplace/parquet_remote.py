@@ -28,10 +28,12 @@ passes these checks. The decoded columns of a checked range are reused by the re
 for it (no second decode).
 
 The object's identity (its size, and its ETag or modification time where the store gives one) is
-checked against the one its footer was read with before the first download in each process: an
-object replaced or changed since raises ``ShardMismatchError`` naming it, a removed one
-``MissingShardError``; ranges cached on disk are keyed by that identity, so a changed object never
-reads an old one's pages.
+checked against the one its footer was read with before the first download in each process (one
+HEAD), and again when a range fails its checks: an object replaced or changed since raises
+``ShardMismatchError`` naming it, a removed one ``MissingShardError``; ranges cached on disk are
+keyed by that identity, so a changed object never reads an old one's pages. An object replaced
+after a process's first download, by one whose bytes in the ranges read still pass the checks, is
+not noticed by that process (the store offers no read conditional on the ETag here).
 """
 
 from __future__ import annotations
@@ -47,7 +49,15 @@ from pathlib import Path
 from typing import Any
 
 from ..convert.tables import hf_features, table_columns
-from ..core.errors import ChecksumError, ConvertError, CorruptFileError, MissingShardError, ShardMismatchError
+from ..core.errors import (
+    ChecksumError,
+    ConvertError,
+    CorruptFileError,
+    MissingShardError,
+    RemoteReadError,
+    ShardMismatchError,
+    add_note,
+)
 from ..core.processlock import ProcessLock
 from ..core.sizes import parse_size
 from ..files import field_kinds as F
@@ -215,7 +225,11 @@ def read_footer(fetcher: Fetcher, url: str, size: int, guess: int = 0) -> bytes:
         check_footer(url, footer, size)
         return footer
 
-    return fetcher.read_checked(url, parse, "its Parquet footer")
+    try:
+        return fetcher.read_checked(url, parse, "its Parquet footer")
+    except RemoteReadError as exc:
+        add_note(exc, "(reading its Parquet footer, to open it)")
+        raise
 
 
 def check_footer(url: str, footer: bytes, size: int) -> Any:
@@ -403,7 +417,7 @@ class RemoteParquetPages(TablePages):
                 return pa.array([], type=schema.field(name).type)  # (a column not chosen: its field is never used)
             if not read:  # row group 0 as read_part(0) reads it (the same ranges: cached for it)
                 chosen = self._wanted if self._wanted is not None else [n for n in schema.names if not _PANDAS_INDEX.fullmatch(n)]
-                read.append(self._read(0, tuple(chosen)))
+                read.append(self._read(0, tuple(chosen), identify=False))  # (its identity just came with the listing)
             return read[0].column(name).slice(0, 16).combine_chunks()
 
         where = Path(self.url)
@@ -480,15 +494,17 @@ class RemoteParquetPages(TablePages):
 
         return check
 
-    def _read(self, p: int, names: tuple[str, ...] | None = None) -> Any:
-        """Row group ``p``'s columns (the chosen ones, or ``names``), fetched and checked."""
+    def _read(self, p: int, names: tuple[str, ...] | None = None, identify: bool = True) -> Any:
+        """Row group ``p``'s columns (the chosen ones, or ``names``), fetched and checked (with
+        ``identify``, the object's identity before its first download)."""
         pa = _pa()
+        before = self._identify if identify else None
         spans = self._spans(p, names)
         checks = [self._checker(p, start, owners) for start, _, owners in spans]
         if len(spans) > 1:  # (the others download while the first is read)
             self.fetcher.prefetch(
                 [
-                    (self.url, start, stop, self._crc(owners), checks[k], self._identify)
+                    (self.url, start, stop, self._crc(owners), checks[k], before)
                     for k, (start, stop, owners) in enumerate(spans)
                     if k
                 ]
@@ -496,8 +512,9 @@ class RemoteParquetPages(TablePages):
         columns: dict[str, Any] = {}
         for k, (start, stop, owners) in enumerate(spans):
             try:
-                data = self.fetcher.fetch(self.url, start, stop, self._crc(owners), checks[k], self._identify)
+                data = self.fetcher.fetch(self.url, start, stop, self._crc(owners), checks[k], before)
             except ChecksumError as exc:
+                self._identify(again=True)  # (an object replaced since its first download: named as such)
                 first = sum(self._rows[:p])
                 samples = range(first, first + self._rows[p])
                 why = self._failed.get((p, start, owners), exc.args[0].split(": ", 1)[-1])
@@ -522,13 +539,14 @@ class RemoteParquetPages(TablePages):
         return self._read(p)
 
     # -- the object's identity ---------------------------------------------------------------
-    def _identify(self) -> None:
+    def _identify(self, again: bool = False) -> None:
         """``ShardMismatchError`` when the object is not the one whose footer was read (size, tag),
-        ``MissingShardError`` when it is gone; checked once per process, before its first download."""
-        if self._identified:
+        ``MissingShardError`` when it is gone; checked once per process (before its first download),
+        or ``again``."""
+        if self._identified and not again:
             return
         with self._lock:
-            if self._identified:
+            if self._identified and not again:
                 return
         try:
             _, size, tag = object_info(self.fetcher, self.url)
