@@ -37,6 +37,7 @@ from hfdata import jpeg
 from remote_helpers import epoch, s3local
 
 from slipstream.core.errors import ChecksumError, CorruptFileError, MissingShardError, ShardMismatchError
+from slipstream.inplace import parquet_remote
 from slipstream.inplace.parquet import open_parquet
 from slipstream.inplace.parquet_remote import is_parquet_url, open_remote_parquet
 
@@ -177,6 +178,25 @@ def test_chosen_fields_fetch_only_their_columns(direct: None, data: Data, tmp_pa
     _samples(every)
     images = sum(pq.read_metadata(f).row_group(g).column(0).total_compressed_size for f in data.files for g in range(4))
     assert chosen.remote_stats()["bytes"] + images <= every.remote_stats()["bytes"]
+
+
+def test_columns_apart_are_fetched_as_ranges_of_their_own(
+    direct: None, data: Data, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(parquet_remote, "GAP", 0)  # label and text, the tokens' chunk between them: two ranges
+    apart = open_remote_parquet(data.url, ["text", "label"], cache_dir=tmp_path)
+    opened = apart.remote_stats()["requests"]
+    assert_same(_samples(apart), _samples(open_parquet(data.folder, ["text", "label"])), "sample")
+    assert apart.remote_stats()["requests"] - opened == 2 * 4 * FILES
+
+
+def test_prefetched_row_groups_are_read_without_more_requests(direct: None, data: Data, tmp_path: Path) -> None:
+    ds = open_remote_parquet(data.url, ["label", "tokens"], cache_dir=tmp_path, readahead=4)
+    opened = ds.remote_stats()["requests"]
+    ds.prefetch(range(len(ds)))
+    assert_same(_samples(ds), _samples(open_parquet(data.folder, ["label", "tokens"])), "sample")
+    stats = ds.remote_stats()
+    assert stats["downloads"] == stats["requests"] - opened == 4 * FILES and stats["misses"] < 4 * FILES, stats
 
 
 # ------------------------------------------------------------------------------- what opening reads

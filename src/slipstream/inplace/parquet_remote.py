@@ -606,16 +606,22 @@ class RemoteParquetPages(TablePages):
 
     def __getstate__(self) -> dict[str, Any]:
         return {
-            "fetcher": self.fetcher, "url": self.url, "size": self.size, "tag": self.tag, "footer": self.footer, "fields": self._wanted,
-            "image": self._image, "recent": self.recent, "columns": self._all_columns, "identified": self._identified,
-        }  # fmt: skip
+            "fetcher": self.fetcher,
+            "url": self.url,
+            "size": self.size,
+            "tag": self.tag,
+            "footer": self.footer,
+            "fields": self._wanted,
+            "image": self._image,
+            "recent": self.recent,
+            "columns": self._all_columns,
+        }  # fmt: skip (the identity is checked again in the process that receives it)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(  # type: ignore[misc]
             state["fetcher"], state["url"], state["size"], state["tag"], state["footer"], state["fields"], image=state["image"],
             recent=state["recent"], columns=state["columns"],
         )  # fmt: skip
-        self._identified = state["identified"]
 
 
 def _leaf_owners(url: str, metadata: Any, schema: Any) -> list[str]:
