@@ -36,7 +36,7 @@ from helpers import assert_same, run_python
 from hfdata import jpeg
 from remote_helpers import epoch, s3local
 
-from slipstream.core.errors import ChecksumError, CorruptFileError, MissingShardError, ShardMismatchError
+from slipstream.core.errors import ChecksumError, CorruptFileError, MissingFieldError, MissingShardError, ShardMismatchError
 from slipstream.inplace import parquet_remote
 from slipstream.inplace.parquet import open_parquet
 from slipstream.inplace.parquet_remote import is_parquet_url, open_remote_parquet
@@ -174,6 +174,9 @@ def test_chosen_fields_fetch_only_their_columns(direct: None, data: Data, tmp_pa
     chosen = open_remote_parquet(data.url, ["tokens", "label"], cache_dir=tmp_path / "chosen")
     assert list(chosen.fields) == ["tokens", "label"]
     assert_same(_samples(chosen), _samples(open_parquet(data.folder, ["tokens", "label"])), "sample")
+    with pytest.raises(MissingFieldError, match="no column 'nope'") as caught:
+        open_remote_parquet(data.url, ["image", "nope"], cache_dir=tmp_path / "chosen")
+    assert caught.value.path == data.urls()[0]
     every = open_remote_parquet(data.url, cache_dir=tmp_path / "every")
     _samples(every)
     images = sum(pq.read_metadata(f).row_group(g).column(0).total_compressed_size for f in data.files for g in range(4))

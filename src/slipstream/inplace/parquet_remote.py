@@ -416,7 +416,7 @@ class RemoteParquetPages(TablePages):
             if not self._rows or self._rows[0] == 0 or (self._wanted is not None and name not in self._wanted):
                 return pa.array([], type=schema.field(name).type)  # (a column not chosen: its field is never used)
             if not read:  # row group 0 as read_part(0) reads it (the same ranges: cached for it)
-                chosen = self._wanted if self._wanted is not None else [n for n in schema.names if not _PANDAS_INDEX.fullmatch(n)]
+                chosen = [n for n in (self._wanted or schema.names) if n in schema.names and not _PANDAS_INDEX.fullmatch(n)]
                 read.append(self._read(0, tuple(chosen), identify=False))  # (its identity just came with the listing)
             return read[0].column(name).slice(0, 16).combine_chunks()
 
