@@ -170,6 +170,19 @@ def test_one_object_and_a_list_read_as_local_files(direct: None, data: Data, tmp
     assert not is_parquet_url(data.url) and not is_parquet_url([str(f) for f in data.files])
 
 
+def test_ss_open_reads_parquet_urls_and_a_prefix_without_an_index_in_place(direct: None, data: Data, tmp_path: Path) -> None:
+    """ss.open picks the in-place reader for .parquet URLs and for a prefix holding Parquet objects
+    and no index.json; a prefix with neither is still the packed reader's MissingShardError."""
+    import slipstream as ss
+
+    folder = ss.open(data.url, cache_dir=tmp_path)
+    assert_same(_samples(folder), _samples(open_parquet(data.folder)), "sample of the prefix")
+    one = ss.open(data.urls()[1], cache_dir=tmp_path)
+    assert_same(_samples(one), _samples(open_parquet(data.files[1])), "sample of one object")
+    with pytest.raises(ss.MissingShardError, match="index.json"):
+        ss.open(data.url.rstrip("/") + "-nothing-here/", cache_dir=tmp_path)
+
+
 def test_chosen_fields_fetch_only_their_columns(direct: None, data: Data, tmp_path: Path) -> None:
     chosen = open_remote_parquet(data.url, ["tokens", "label"], cache_dir=tmp_path / "chosen")
     assert list(chosen.fields) == ["tokens", "label"]

@@ -1,7 +1,9 @@
 """``ss.open``: packed files (``remote.open``) and data read in place (this package), by what ``path`` is.
 
 * a Hugging Face ``datasets.Dataset``: ``inplace.hfdataset`` (its Arrow table, memory-mapped);
-* a ``.parquet`` file, a folder of them (and no ``index.json``), or a list of them: ``inplace.parquet``;
+* a ``.parquet`` file, a folder of them (and no ``index.json``), or a list of them: ``inplace.parquet``
+  (local) or ``inplace.parquet_remote`` (URLs, ``filesystem=``; a prefix with no ``index.json`` under
+  it and ``.parquet`` objects is read as their set);
 * anything else: packed data, ``remote.open`` (a packed file, a list of them, a sharded folder,
   local or in object storage).
 """
@@ -12,13 +14,15 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..core.errors import MissingShardError
 from ..files import field_kinds as F
 from ..files.packed import PackedDataset
 from ..files.shards import ShardedDataset
 from ..remote import open as _packed
 from ..remote.store import is_url
 from .hfdataset import is_hf_dataset, open_hf_dataset
-from .parquet import is_parquet, open_parquet
+from .parquet import SUFFIX, is_parquet, open_parquet
+from .parquet_remote import open_remote_parquet
 
 __all__ = ["open"]
 
@@ -50,7 +54,19 @@ def open(  # noqa: A001
     local = filesystem is None and not any(is_url(p) for p in paths)
     if local and paths and all(isinstance(p, (str, os.PathLike)) and is_parquet(p) for p in paths):
         return open_parquet(path if isinstance(path, (list, tuple)) else Path(path), fields, image=image, keep=keep)
-    return _packed.open(
-        path, cache, fields, cache_dir=cache_dir, cache_limit=cache_limit, filesystem=filesystem, storage_options=storage_options,
+    remote = dict(
+        cache_dir=cache_dir, cache_limit=cache_limit, filesystem=filesystem, storage_options=storage_options,
         timeout=timeout, retry_budget=retry_budget, readahead=readahead, keep=keep,
     )  # fmt: skip
+    if not local and paths and all(str(p).endswith(SUFFIX) for p in paths):
+        return open_remote_parquet(path, fields, image=image, **remote)
+    try:
+        return _packed.open(path, cache, fields, **remote)
+    except MissingShardError:
+        if local or not isinstance(path, str):
+            raise
+        try:  # a prefix with no index.json under it: the Parquet objects there, if any
+            return open_remote_parquet(path, fields, image=image, **remote)
+        except FileNotFoundError:
+            pass
+        raise
