@@ -141,12 +141,13 @@ def test_fields_follow_the_extensions_and_values_are_read_as_webdataset_decodes_
 
     png = io.BytesIO()
     Image.fromarray(image).save(png, "PNG")
+    big = np.random.default_rng(0).bytes(3 * tarindex.WINDOW + 5)  # more than the pass over the headers reads at a time
     members = [
         ("a.seg.PNG", png.getvalue()),
+        ("a.npy", big),
         ("a.cls", b" 7\n"),
         ("a.txt", "héllo".encode()),
         ("a.json", b'{"x": [1, 2]}'),
-        ("a.npy", b"\x00\x01"),
     ]
     ds = open_webdataset(write_tar(tmp_path / "one.tar", members))
     assert {n: type(f) for n, f in ds.fields.items()} == {
@@ -154,7 +155,7 @@ def test_fields_follow_the_extensions_and_values_are_read_as_webdataset_decodes_
     }  # fmt: skip
     sample = ds[0]
     np.testing.assert_array_equal(sample.pop("seg.png"), image)
-    assert sample == {"__key__": "a", "cls": 7, "json": {"x": [1, 2]}, "npy": b"\x00\x01", "txt": "héllo"}
+    assert sample == {"__key__": "a", "cls": 7, "json": {"x": [1, 2]}, "npy": big, "txt": "héllo"}
     assert list(open_webdataset(tmp_path / "one.tar", fields=["txt", "cls"]).fields) == ["txt", "cls"]
     with pytest.raises(MissingFieldError, match="'jpg'"):
         open_webdataset(tmp_path / "one.tar", fields=["jpg"])
@@ -262,8 +263,9 @@ def test_the_index_is_cached_privately_and_reused_without_a_second_pass(tmp_path
     path = write_tar(tmp_path / "s.tar", [(f"{k}.bin", bytes([k]) * k) for k in range(30)])
     first = open_webdataset(path, part_samples=7)
     again = open_webdataset(path, part_samples=7)
-    unpickled = pickle.loads(pickle.dumps(first))  # (how a spawned worker gets it: the index travels along)
-    assert len(scans) == 1 and len(entries(tmp_path / "cache")) == 1
+    pickled = pickle.dumps(first)  # (how a spawned worker gets it: without the index, read from the cache there)
+    unpickled = pickle.loads(pickled)
+    assert len(scans) == 1 and len(entries(tmp_path / "cache")) == 1 and b"29.bin" not in pickled
     assert [again[i] for i in range(30)] == [unpickled[i] for i in range(30)] == [first[i] for i in range(30)]
     assert stat.S_IMODE((tmp_path / "cache" / "tarindex").stat().st_mode) == 0o700
     assert stat.S_IMODE(entries(tmp_path / "cache")[0].stat().st_mode) == 0o600
@@ -271,14 +273,22 @@ def test_the_index_is_cached_privately_and_reused_without_a_second_pass(tmp_path
     assert [open_webdataset(path)[i]["bin"] for i in range(3)] == [b"new"] * 3 and len(scans) == 2
 
 
-@pytest.mark.parametrize("damage", ["flip", "truncate", "another files", "forged offsets"])
+def test_an_index_that_could_not_be_cached_travels_with_the_pickled_dataset(tmp_path, scans, monkeypatch):
+    monkeypatch.setattr(tarindex, "_store", lambda *args: False)  # (a full or read-only cache folder)
+    path = write_tar(tmp_path / "s.tar", [(f"{k}.bin", bytes([k])) for k in range(30)])
+    pickled = pickle.dumps(open_webdataset(path))
+    assert b"29.bin" in pickled and pickle.loads(pickled)[29]["bin"] == bytes([29]) and len(scans) == 1
+    assert not entries(tmp_path / "cache")
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "another files", "forged offset", "forged size"])
 def test_a_damaged_or_mismatched_cache_entry_is_rebuilt_never_trusted(tmp_path, scans, damage):
     path = write_tar(tmp_path / "s.tar", [(f"{k}.bin", bytes([65 + k]) * 700) for k in range(6)])
     want = [open_webdataset(path)[i] for i in range(6)]
     (entry,) = entries(tmp_path / "cache")
     raw = entry.read_bytes()
-    if damage == "flip":  # a member's name, 5.bin -> 9.bin: still a consistent index, but not this file's
-        at = raw.index(b"5.bin")
+    if damage == "flip":  # a sample's key, 5 -> 9: still a consistent index, but not this file's
+        at = raw.index(b"012345") + 5
         entry.write_bytes(raw[:at] + b"9" + raw[at + 1 :])
     elif damage == "truncate":
         entry.write_bytes(raw[:-40])
@@ -286,13 +296,16 @@ def test_a_damaged_or_mismatched_cache_entry_is_rebuilt_never_trusted(tmp_path, 
         other = write_tar(tmp_path / "o.tar", [(f"{k}.bin", b"o" * 700) for k in range(6)])
         tar_index(other)
         entry.write_bytes(next(e for e in entries(tmp_path / "cache") if e != entry).read_bytes())
-    else:  # a valid digest over the last member's offset one block on: consistent enough to load, caught by the header check
+    else:  # a valid digest over the last member's offset one block on, or its size one less: loaded, caught by the header check
         index = tarindex._decode(raw, str(path.absolute()), tuple(tar_index(path).identity))
-        index.offsets[-1] += BLOCK
+        if damage == "forged offset":
+            index.offsets[-1] += BLOCK
+        else:
+            index.sizes[-1] -= 1
         entry.write_bytes(tarindex._encode(index))
     before = len(scans)
-    if damage == "forged offsets":
-        with pytest.raises(CorruptFileError, match="header is not where the index says"):
+    if damage.startswith("forged"):
+        with pytest.raises(CorruptFileError, match="header is not where the index says, or not its size"):
             [open_webdataset(path, part_samples=2)[i] for i in range(6)]
         return
     assert [open_webdataset(path)[i] for i in range(6)] == want and len(scans) == before + 1

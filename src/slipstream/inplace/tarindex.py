@@ -64,6 +64,7 @@ __all__ = [
 ]
 
 BLOCK = 512
+WINDOW = 64 << 10  # bytes read at a time by the pass over the headers
 MAX_RECORD = 1 << 20  # the largest pax or GNU long-name record read (a name is at most a few KiB)
 _REGULAR = (b"0", b"\0", b"7")  # regular file, old regular file, contiguous file
 _FOLDER = b"5"
@@ -126,6 +127,7 @@ class TarIndex:
     starts: np.ndarray
     extensions: list[str]
     codes: np.ndarray
+    cached: bool = False  # whether it is in (or came from) the cache: another process finds it there
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -173,6 +175,41 @@ def header_ok(block: bytes | memoryview) -> bool:
         return True
     rest = raw[:148] + raw[156:]
     return stored == unsigned - 256 * (len(rest) - len(rest.translate(None, _HIGH)))
+
+
+def _octal_fields(chars: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's octal number (spaces or NULs around its digits) and whether it is one in that
+    plain form (rows that are not, such as base-256 or text after a NUL, are for ``header_ok``)."""
+    k = len(chars)
+    value, ok = np.zeros(k, np.int64), np.ones(k, bool)
+    started, ended = np.zeros(k, bool), np.zeros(k, bool)
+    for j in range(chars.shape[1]):
+        ch = chars[:, j]
+        digit, blank = (ch >= 48) & (ch <= 55), (ch == 32) | (ch == 0)
+        ok &= (digit & ~ended) | blank
+        ended |= started & blank
+        value = np.where(digit & ~ended, value * 8 + (ch.astype(np.int64) - 48), value)
+        started |= digit
+    return value, ok & started
+
+
+def first_bad_header(blocks: np.ndarray, sizes: np.ndarray) -> int:
+    """The first of ``blocks`` (k x 512 uint8: the headers right before members' data) that is not
+    a regular file's header of its ``sizes`` with a matching checksum, or -1 (vectorized; rows in
+    a rarer form are checked one by one)."""
+    if not len(blocks):
+        return -1
+    checksum, plain_checksum = _octal_fields(blocks[:, 148:156])
+    size, plain_size = _octal_fields(blocks[:, 124:136])
+    unsigned = blocks.sum(axis=1, dtype=np.int64) - blocks[:, 148:156].sum(axis=1, dtype=np.int64) + 256
+    regular = np.isin(blocks[:, 156], np.frombuffer(b"".join(_REGULAR), np.uint8))
+    good = plain_checksum & (checksum == unsigned) & plain_size & (size == sizes) & regular
+    for k in np.flatnonzero(~good).tolist():
+        raw = blocks[k].tobytes()
+        stored = header_size(raw)
+        if not (header_ok(raw) and raw[156:157] in _REGULAR and (stored == sizes[k] or (sizes[k] > 8**11 - 1 and stored == 0))):
+            return k
+    return -1
 
 
 def _text(raw: bytes, name: Path, what: str, at: int) -> str:
@@ -350,16 +387,39 @@ def _entry_name(path: str, identity: tuple[int, int, int]) -> str:
 
 
 def _encode(index: TarIndex) -> bytes:
-    header = json.dumps(
-        {"path": index.path, "identity": list(index.identity), "members": len(index.names), "names": len(index.names.blob)}
-    ).encode()
-    body = b"".join([_MAGIC, struct.pack("<Q", len(header)), header, index.names.blob,
-                     index.names.ends.astype("<i8").tobytes(), index.offsets.astype("<i8").tobytes(), index.sizes.astype("<i8").tobytes()])  # fmt: skip
+    header = {"path": index.path, "identity": list(index.identity), "members": len(index.names), "samples": len(index.keys),
+              "extensions": index.extensions, "names": len(index.names.blob), "keys": len(index.keys.blob)}  # fmt: skip
+    raw = json.dumps(header).encode()
+    arrays = [index.names.ends, index.offsets, index.sizes, index.codes, index.keys.ends, index.starts]
+    parts = [
+        _MAGIC,
+        struct.pack("<Q", len(raw)),
+        raw,
+        index.names.blob,
+        index.keys.blob,
+        *(a.astype("<i8").tobytes() for a in arrays),
+    ]
+    body = b"".join(parts)
     return body + hashlib.blake2b(body, digest_size=_DIGEST).digest()
 
 
+def _strings(blob: bytes, ends: np.ndarray) -> Strings | None:
+    """``Strings`` when ``ends`` cut ``blob`` (valid UTF-8) into non-empty strings at character starts."""
+    if len(ends) and (ends[-1] != len(blob) or np.any(np.diff(ends, prepend=0) <= 0)):
+        return None
+    if not len(ends) and blob:
+        return None
+    try:
+        blob.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    cuts = np.frombuffer(blob, np.uint8)[ends[:-1]] if len(ends) > 1 else np.zeros(0, np.uint8)
+    return Strings(blob, ends) if not np.any((cuts & 0xC0) == 0x80) else None
+
+
 def _decode(raw: bytes, path: str, identity: tuple[int, int, int]) -> TarIndex | None:
-    """The index an entry holds, or None when it is damaged, another file's, or inconsistent."""
+    """The index an entry holds, or None when it is damaged (digest), another file's (path and
+    identity), or inconsistent (with itself or the file's size)."""
     if len(raw) < len(_MAGIC) + 8 + _DIGEST or not raw.startswith(_MAGIC):
         return None
     body, digest = raw[:-_DIGEST], raw[-_DIGEST:]
@@ -369,30 +429,38 @@ def _decode(raw: bytes, path: str, identity: tuple[int, int, int]) -> TarIndex |
     (length,) = struct.unpack_from("<Q", body, len(_MAGIC))
     try:
         header = json.loads(body[at : at + length])
-        m, blob_size = int(header["members"]), int(header["names"])
-        if header["path"] != path or tuple(header["identity"]) != tuple(identity) or m < 0 or blob_size < 0:
+        m, n, extensions = int(header["members"]), int(header["samples"]), list(header["extensions"])
+        name_bytes, key_bytes = int(header["names"]), int(header["keys"])
+        if header["path"] != path or tuple(header["identity"]) != tuple(identity) or min(m, n, name_bytes, key_bytes) < 0:
             return None
     except (ValueError, KeyError, TypeError):
         return None
     at += length
-    if len(body) != at + blob_size + 24 * m:
+    counts = [m, m, m, m, n, n + 1]
+    if len(body) != at + name_bytes + key_bytes + 8 * sum(counts):
         return None
-    blob = body[at : at + blob_size]
-    arrays = [np.frombuffer(body, "<i8", m, at + blob_size + 8 * k * m).astype(np.int64) for k in range(3)]
-    ends, offsets, sizes = arrays
-    file_size = identity[1]
-    if m and (ends[-1] != blob_size or np.any(np.diff(np.concatenate([[0], ends])) <= 0)):
+    if not all(isinstance(e, str) for e in extensions) or len(set(extensions)) != len(extensions):
         return None
-    if m and (np.any(sizes < 0) or np.any(offsets < BLOCK) or np.any(offsets % BLOCK) or np.any(offsets + sizes > file_size)):
+    names, keys = body[at : at + name_bytes], body[at + name_bytes : at + name_bytes + key_bytes]
+    at += name_bytes + key_bytes
+    arrays = []
+    for count in counts:
+        arrays.append(np.frombuffer(body, "<i8", count, at).astype(np.int64))
+        at += 8 * count
+    name_ends, offsets, sizes, codes, key_ends, starts = arrays
+    name_strings, key_strings = _strings(names, name_ends), _strings(keys, key_ends)
+    if name_strings is None or key_strings is None or starts[0] != 0 or starts[-1] != m or np.any(np.diff(starts) <= 0):
+        return None
+    if m and (np.any(sizes < 0) or np.any(offsets < BLOCK) or np.any(offsets % BLOCK) or np.any(offsets + sizes > identity[1])):
         return None
     if m > 1 and np.any(offsets[1:] < offsets[:-1] + -(-sizes[:-1] // BLOCK) * BLOCK + BLOCK):
         return None
-    try:
-        names = Strings(blob, ends).tolist()
-        index = group(path, identity, names, offsets, sizes)
-    except (UnicodeDecodeError, CorruptFileError):
+    if m and (np.any(codes < 0) or np.any(codes >= len(extensions))):
         return None
-    return index if len(index.names) == m else None
+    owners = np.repeat(np.arange(n, dtype=np.int64), np.diff(starts))
+    if len(np.unique(owners * max(1, len(extensions)) + codes)) != m:  # an extension twice in a sample
+        return None
+    return TarIndex(path, identity, name_strings, offsets, sizes, key_strings, starts, extensions, codes.astype(np.int32))
 
 
 def _folder(cache_dir: str | os.PathLike | None) -> int | None:
@@ -419,7 +487,8 @@ def _load(dir_fd: int, entry: str, path: str, identity: tuple[int, int, int]) ->
     return _decode(raw, path, identity)
 
 
-def _store(dir_fd: int, entry: str, index: TarIndex) -> None:
+def _store(dir_fd: int, entry: str, index: TarIndex) -> bool:
+    """Whether ``index`` could be written as ``entry`` (atomically: a temporary file, renamed)."""
     temporary = f"{entry}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
     try:
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
@@ -431,10 +500,28 @@ def _store(dir_fd: int, entry: str, index: TarIndex) -> None:
     except OSError:  # a full or read-only disk: the index stays uncached
         with contextlib.suppress(OSError):
             os.unlink(temporary, dir_fd=dir_fd)
+        return False
+    return True
+
+
+class _Window:
+    """``read(offset, n)`` of a file through windows of ``WINDOW`` bytes: the headers of small
+    members that share a window cost one system call."""
+
+    def __init__(self, fd: int):
+        self.fd, self.start, self.data = fd, 0, b""
+
+    def __call__(self, offset: int, n: int) -> bytes:
+        if self.start <= offset and offset + n <= self.start + len(self.data):
+            return self.data[offset - self.start : offset + n - self.start]
+        if n > WINDOW:
+            return os.pread(self.fd, n, offset)
+        self.start, self.data = offset, os.pread(self.fd, WINDOW, offset)
+        return self.data[:n]
 
 
 def _scan_file(path: Path, fd: int, size: int) -> tuple[list[str], list[int], list[int]]:
-    return scan(lambda offset, n: os.pread(fd, n, offset), size, path)
+    return scan(_Window(fd), size, path)
 
 
 def tar_index(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None = None, cache: bool = True) -> TarIndex:
@@ -454,7 +541,9 @@ def tar_index(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None = 
                 names, offsets, sizes = _scan_file(path, fd, st.st_size)
                 index = group(absolute, identity, names, offsets, sizes, path)
                 if dir_fd is not None:
-                    _store(dir_fd, entry, index)
+                    index.cached = _store(dir_fd, entry, index)
+            else:
+                index.cached = True
         finally:
             if dir_fd is not None:
                 os.close(dir_fd)
