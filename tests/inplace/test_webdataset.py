@@ -191,6 +191,17 @@ def test_a_jpeg_pipeline_gives_a_packed_files_batches_with_every_backend_and_wor
     assert sorted(k for b in quasi[:5] for k in b["__key__"]) == sorted(data[i]["__key__"] for i in range(len(data)))
 
 
+def test_spawned_workers_reopen_the_shards_from_the_cached_index(tmp_path):
+    image_shards(tmp_path, n=6)
+    data = open_webdataset(tmp_path, part_samples=4).map(jpg=[ops.RandomResizedCrop(16), ops.ToCHW()])
+    want = batches(data, "thread", 1)
+    with ss.DataLoader(data, 6, shuffle=True, seed=3, workers=2, backend="process", mp_context="spawn", timeout=120) as loader:
+        got = [snapshot(b) for _ in range(2) for b in loader]
+    assert len(got) == len(want) == 4
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert_same(g, w, f"spawned, batch {k}")
+
+
 def test_ranks_split_the_shards_and_a_saved_state_resumes_exactly(tmp_path):
     image_shards(tmp_path, n=9)
     data = open_webdataset(sorted(tmp_path.glob("*.tar")), part_samples=4).map(jpg=[ops.RandomResizedCrop(16), ops.ToCHW()])
@@ -240,6 +251,7 @@ def test_is_webdataset_tells_tar_shards_from_other_data(tmp_path):
     (tmp_path / "empty").mkdir()
     assert is_webdataset(tmp_path / "a.tar") and is_webdataset(str(tmp_path)) and is_webdataset("s3://b/shard-{0..9}.tar")
     assert not is_webdataset(tmp_path / "packed") and not is_webdataset(tmp_path / "empty") and not is_webdataset("d.arrow")
+    assert is_webdataset("s-{0..3}.tar") and not is_webdataset("x-{0..3}.arrow")
     assert not is_webdataset(["a.tar"])  # lists are the caller's to check item by item
     assert tar_files(tmp_path) == [tmp_path / "a.tar"]
 
@@ -266,6 +278,8 @@ def test_the_index_is_cached_privately_and_reused_without_a_second_pass(tmp_path
     pickled = pickle.dumps(first)  # (how a spawned worker gets it: without the index, read from the cache there)
     unpickled = pickle.loads(pickled)
     assert len(scans) == 1 and len(entries(tmp_path / "cache")) == 1 and b"29.bin" not in pickled
+    two = pickle.loads(pickle.dumps(open_webdataset([path, path], keep=3)))
+    assert two.shards[0]._source.recent is two.shards[1]._source.recent and two.shards[0]._source.recent.keep == 3  # one bound
     assert [again[i] for i in range(30)] == [unpickled[i] for i in range(30)] == [first[i] for i in range(30)]
     assert stat.S_IMODE((tmp_path / "cache" / "tarindex").stat().st_mode) == 0o700
     assert stat.S_IMODE(entries(tmp_path / "cache")[0].stat().st_mode) == 0o600

@@ -24,10 +24,14 @@ sample, is refused naming the file and the key.
 The cache: ``cache_dir/tarindex/`` (``cache_dir`` default ``$SLIPSTREAM_CACHE_DIR`` or
 ``~/.cache/slipstream``), private (mode 0700, refused when another user owns it or others can write
 it, as the page cache's folder is), one entry per file keyed by its absolute path, size,
-modification time and inode, written to a temporary name and renamed into place. An entry is used
-only when its digest (BLAKE2b) matches, it names the same path and identity, and its members are
-consistent with the file (aligned, ascending, inside it); anything else is rebuilt from the file
-and the entry replaced, never trusted. A folder that cannot be written leaves the index uncached.
+modification time and inode, written to a temporary name and renamed into place; it holds the
+members and their grouping, so loading it runs no pass and no grouping. An entry is used only when
+its digest (BLAKE2b) matches, it names the same path and identity, and it is consistent with
+itself and the file (members aligned, ascending and inside it, names and keys UTF-8, each sample's
+members consecutive with no extension twice); anything else is rebuilt from the file and the entry
+replaced, never trusted. Readers check each member's own header in the bytes they read
+(``first_bad_header``), which catches an entry that passes all this but is not this file's. A
+folder that cannot be written leaves the index uncached (``TarIndex.cached`` False).
 """
 
 from __future__ import annotations
@@ -50,18 +54,8 @@ import numpy as np
 from ..core.errors import CorruptFileError
 from ..files.field import pyarrow_module as _pa
 
-__all__ = [
-    "BLOCK",
-    "MAX_RECORD",
-    "Strings",
-    "TarIndex",
-    "default_cache_dir",
-    "group",
-    "header_ok",
-    "header_size",
-    "scan",
-    "tar_index",
-]
+__all__ = ["BLOCK", "MAX_RECORD", "WINDOW", "Strings", "TarIndex", "default_cache_dir", "first_bad_header", "group",
+           "header_ok", "header_size", "scan", "tar_index"]  # fmt: skip
 
 BLOCK = 512
 WINDOW = 64 << 10  # bytes read at a time by the pass over the headers

@@ -52,7 +52,13 @@ KEY = "__key__"
 PART_BYTES = 8 << 20  # about how many member bytes one part holds
 MAX_PART_SAMPLES = 8192
 MAX_EXPANSION = 1_000_000  # names a brace pattern may give
-IMAGES, INTS, TEXTS, JSONS = {"jpg", "jpeg", "png"}, {"cls", "cls2", "index"}, {"txt", "text"}, {"json"}
+IMAGES, INTS, TEXTS, JSONS = ("jpg", "jpeg", "png"), ("cls", "cls2", "index"), ("txt", "text"), ("json",)
+_KINDS = {
+    **dict.fromkeys(IMAGES, "image"),
+    **dict.fromkeys(INTS, "int"),
+    **dict.fromkeys(TEXTS, "text"),
+    **dict.fromkeys(JSONS, "json"),
+}
 _INT = re.compile(rb"[ \t\r\n]*[+-]?[0-9]{1,19}[ \t\r\n]*")
 
 
@@ -118,13 +124,14 @@ def _is_pattern(path: Any) -> bool:
 
 
 def is_webdataset(path: Any) -> bool:
-    """Whether ``path`` names WebDataset shards: a ``.tar`` path, a brace pattern of names, or a
+    """Whether ``path`` names WebDataset shards: a ``.tar`` path, a brace pattern of ``.tar`` names
+    (recognized by its form, so a malformed one reaches ``open_webdataset``'s clear error), or a
     folder holding ``.tar`` files and neither an ``index.json`` (a sharded packed dataset's) nor
     ``.parquet`` files."""
     if not isinstance(path, (str, os.PathLike)):
         return False
     if _is_pattern(path):
-        return True
+        return str(path).endswith(SUFFIX)
     p = Path(path)
     if p.suffix == SUFFIX:
         return True
@@ -157,18 +164,8 @@ def tar_files(path: Any) -> list[Path]:
 
 # -- columns -------------------------------------------------------------------------------------
 def _kind(extension: str) -> str:
-    last = extension.rsplit(".", 1)[-1]
-    return (
-        "image"
-        if last in IMAGES
-        else "int"
-        if last in INTS
-        else "text"
-        if last in TEXTS
-        else "json"
-        if last in JSONS
-        else "bytes"
-    )
+    """What an extension holds, by its last dot-separated part (``seg.png``: an image)."""
+    return _KINDS.get(extension.rsplit(".", 1)[-1], "bytes")
 
 
 class JsonValues:
@@ -404,22 +401,23 @@ class TarPages(TablePages):
                 ) from None
 
     def __getstate__(self) -> dict[str, Any]:
-        """The settings, and the index itself only when it is not cached (a worker process reads it
-        from the cache, checked as ever, so a set of thousands of shards pickles small)."""
+        """The settings, the bound on decoded parts (one object: the shards pickled together share it
+        again), and the index itself only when it is not cached (a worker process reads it from the
+        cache, checked as ever, so a set of thousands of shards pickles small)."""
         index = None if self.index.cached else self.index
         return {
             "path": str(self.path),
             "fields": self._wanted,
             "image": self._image,
-            "keep": self.recent.keep,
+            "recent": self.recent,
             "index": index,
             **self._settings,
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         state = dict(state)
-        path, fields, image, keep = state.pop("path"), state.pop("fields"), state.pop("image"), state.pop("keep")
-        self.__init__(path, fields, image=image, recent=RecentPages(keep), **state)  # type: ignore[misc]
+        path, fields = state.pop("path"), state.pop("fields")
+        self.__init__(path, fields, **state)  # type: ignore[misc]
 
 
 def open_webdataset(
