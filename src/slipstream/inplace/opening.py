@@ -4,6 +4,8 @@
 * a ``.parquet`` file, a folder of them (and no ``index.json``), or a list of them: ``inplace.parquet``
   (local) or ``inplace.parquet_remote`` (URLs, ``filesystem=``; a prefix with no ``index.json`` under
   it and ``.parquet`` objects is read as their set);
+* WebDataset tar shards: a ``.tar`` file, a list of them, a folder of them, or a brace pattern
+  (``shard-{0000..0099}.tar``): ``inplace.webdataset`` (local files);
 * anything else: packed data, ``remote.open`` (a packed file, a list of them, a sharded folder,
   local or in object storage).
 """
@@ -23,6 +25,7 @@ from ..remote.store import is_url
 from .hfdataset import is_hf_dataset, open_hf_dataset
 from .parquet import SUFFIX, is_parquet, open_parquet
 from .parquet_remote import open_remote_parquet
+from .webdataset import is_webdataset, open_webdataset
 
 __all__ = ["open"]
 
@@ -43,7 +46,8 @@ def open(  # noqa: A001
     keep: int = 32,
 ) -> PackedDataset | ShardedDataset:
     """Open data as a container of dict samples: packed files (see ``remote.open``) or data read in
-    place (a Hugging Face ``datasets.Dataset``, Parquet: see ``inplace.hfdataset``, ``inplace.parquet``). ``cache="os"`` memory-maps local packed files,
+    place (a Hugging Face ``datasets.Dataset``, Parquet, WebDataset tar shards: see ``inplace.hfdataset``,
+    ``inplace.parquet``, ``inplace.webdataset``). ``cache="os"`` memory-maps local packed files,
     ``"ram"`` reads them into memory; ``fields`` reads only those fields (columns); ``image`` is
     the field of image columns read in place (default ``F.Image(codec="jpeg")``: each image's own
     channels; ``F.Image(channels=3)`` makes them RGB); ``keep`` the pages (row groups) each process
@@ -54,6 +58,8 @@ def open(  # noqa: A001
     local = filesystem is None and not any(is_url(p) for p in paths)
     if local and paths and all(isinstance(p, (str, os.PathLike)) and is_parquet(p) for p in paths):
         return open_parquet(path if isinstance(path, (list, tuple)) else Path(path), fields, image=image, keep=keep)
+    if local and paths and all(isinstance(p, (str, os.PathLike)) and is_webdataset(p) for p in paths):
+        return open_webdataset(path, fields, image=image, keep=keep, cache_dir=cache_dir)
     remote = dict(
         cache_dir=cache_dir, cache_limit=cache_limit, filesystem=filesystem, storage_options=storage_options,
         timeout=timeout, retry_budget=retry_budget, readahead=readahead, keep=keep,
