@@ -39,8 +39,8 @@ def stored_array(column: Column, array: Any, first_row: int, where: str) -> Any:
     """``array`` (one column of a part, rows ``first_row`` ..) as ``column.field`` stores it (see the
     module doc); ``ValueError`` naming ``where``, the column and the row otherwise."""
     pa = _pa()
-    if isinstance(array, pa.ChunkedArray):
-        array = array.combine_chunks()
+    if isinstance(array, pa.ChunkedArray):  # (one chunk as it is: combine_chunks copies even one)
+        array = array.chunk(0) if array.num_chunks == 1 else array.combine_chunks()
     field = column.field
     if isinstance(field, F.Image):
         return _images(column, array, first_row, where)
