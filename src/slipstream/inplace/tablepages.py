@@ -89,7 +89,10 @@ class TablePages:
         try:
             arrays = [stored_array(c, raw.column(c.name), self.part_starts[p], where) for c in self.columns]
         except (ValueError, TypeError, KeyError) as exc:
-            raise CorruptFileError(self.name, str(exc)) from None
+            text, own = str(exc), f"{self.name}: "
+            if text.startswith(own):  # a column's own error (``convert.columns`` names the file): name the part as well
+                text = f"{where}: {text[len(own) :]}"
+            raise CorruptFileError(self.name, text) from None
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
     def prefetch(self, pages: Any) -> None:
