@@ -6,7 +6,11 @@
 downloads of this process, a read-ahead download under way (joined, not repeated; one still queued
 is taken over and fetched at once, so a read never waits behind other read-ahead), the disk cache
 (checked again: a cache file is never trusted blindly), or a new download through ``remote.retry``
-(``before()`` first: the object's size check). What comes back is classified by its cause: a
+(``before()``, the object's size check, runs beside it on its own thread: the bytes are handed
+out only once it passed, and its error, when it fails, is the one raised). A downloaded page is
+handed to its reader (and kept in memory) before it is written to the disk cache: the reader does
+not wait for the write, and other processes waiting on the page's claim find it there once the
+claim is released. What comes back is classified by its cause: a
 short body is a cut transfer (transient) unless the object is now too short to hold the range (a
 ``ShardMismatchError``: it changed since it was indexed), and so is a 416 answer (the range lies
 past the object's end); a body longer than the range means the server ignores ranged reads (a
@@ -17,7 +21,10 @@ is not what was indexed, a ``ChecksumError``.
 ``prefetch(ranges)`` queues downloads of ranges not cached nor under way (at most ``4 *
 readahead`` queued; more hints are dropped), run ``readahead`` at a time on daemon threads into
 the cache; it never raises (a failed read-ahead is fetched again, and fails with its error, when
-the range is read).
+the range is read). Hints given inside ``recorded(tickets)`` list the downloads they queued in
+``tickets``, and ``withdraw(tickets)`` takes them back: those still queued are cancelled, and those
+under way run to their end (their pages are cached) on threads lent beyond ``readahead``, so the
+downloads queued after them do not wait for them.
 
 Processes on one node share the cache and download a page once: a download holds the page's claim
 (``PageCache.claim``), and one that finds it held by another process (or another fetcher) waits
@@ -41,8 +48,10 @@ import queue
 import threading
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from ..core.errors import ChecksumError, CorruptFileError, MissingShardError, RemoteReadError, ShardMismatchError
@@ -50,10 +59,34 @@ from .cache import PageCache
 from .retry import http_status, retrying
 from .store import Store
 
-__all__ = ["Fetcher", "range_key"]
+__all__ = ["Fetcher", "range_key", "recorded", "withdraw"]
 
 Check = Callable[[bytes], int]  # the checksum of a page's bytes as the index records it
-Before = Callable[[], None] | None  # run before a download (a check of the object)
+Before = Callable[[], None] | None  # run beside a download (a check of the object), passed before its bytes are used
+Ticket = tuple["Fetcher", str, Future]  # a queued read-ahead download: its fetcher, key and future
+
+_RECORD: ContextVar[list[Ticket] | None] = ContextVar("slipstream_prefetch_record", default=None)
+
+
+@contextmanager
+def recorded(tickets: list[Ticket]) -> Iterator[list[Ticket]]:
+    """Read-ahead downloads queued by hints given inside are appended to ``tickets`` (see ``withdraw``)."""
+    token = _RECORD.set(tickets)
+    try:
+        yield tickets
+    finally:
+        _RECORD.reset(token)
+
+
+def withdraw(tickets: list[Ticket]) -> int:
+    """Take back the read-ahead downloads of ``tickets`` (emptied): those still queued are cancelled
+    (the number returned), those under way finish on a thread lent to their fetcher's pool for the
+    while, so that what is queued behind them starts now."""
+    cancelled = 0
+    while tickets:
+        fetcher, key, future = tickets.pop()
+        cancelled += fetcher._withdraw(key, future)
+    return cancelled
 
 
 def range_key(url: str, start: int, stop: int, crc: int) -> str:
@@ -66,17 +99,30 @@ class _DaemonPool:
     ``idle`` seconds without one: read-ahead that never holds up the interpreter's exit (a download
     retrying within its budget is abandoned; the cache takes only complete pages)."""
 
-    def __init__(self, threads: int, idle: float = 10.0):
+    IDLE = 10.0  # seconds a thread waits for a call before it ends
+
+    def __init__(self, threads: int, idle: float | None = None):
         self._calls: queue.SimpleQueue = queue.SimpleQueue()
-        self._most, self._idle, self._alive = threads, idle, 0
+        self._most, self._idle, self._alive = threads, self.IDLE if idle is None else idle, 0
         self._lock = threading.Lock()
 
     def submit(self, call: Callable[..., Any], *args: Any) -> None:
         with self._lock:
             self._calls.put((call, args))
-            if self._alive < self._most:
-                self._alive += 1
-                threading.Thread(target=self._run, name="slipstream-fetch", daemon=True).start()
+            self._grow()
+
+    def lend(self, threads: int) -> None:
+        """Allow ``threads`` more at once (negative: take them back; a thread over the number ends
+        after its call)."""
+        with self._lock:
+            self._most += threads
+            if not self._calls.empty():
+                self._grow()
+
+    def _grow(self) -> None:
+        if self._alive < self._most:  # (under the lock)
+            self._alive += 1
+            threading.Thread(target=self._run, name="slipstream-fetch", daemon=True).start()
 
     def _run(self) -> None:
         while True:
@@ -89,6 +135,43 @@ class _DaemonPool:
                         return
                 continue
             call(*args)  # (the call reports its own errors, through its future)
+            with self._lock:
+                if self._alive > self._most:  # (threads lent for a while, taken back)
+                    self._alive -= 1
+                    return
+
+
+class _Beside:
+    """``call()`` run on a daemon thread from now (a check of the object beside its download):
+    ``failure()`` is its error once it failed (without waiting), ``wait()`` raises it or returns once
+    it passed. ``call`` bounds itself (a request retried within the budget)."""
+
+    def __init__(self, call: Callable[[], None]):
+        self._done = threading.Event()
+        self._error: BaseException | None = None
+        threading.Thread(target=self._run, args=(call,), name="slipstream-check", daemon=True).start()
+
+    def _run(self, call: Callable[[], None]) -> None:
+        try:
+            call()
+        except BaseException as exc:  # noqa: BLE001 - raised by wait()
+            self._error = exc
+        finally:
+            self._done.set()
+
+    def failure(self) -> BaseException | None:
+        return self._error if self._done.is_set() else None
+
+    def wait(self) -> None:
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+
+
+class _CheckFailed(Exception):
+    """The check beside a download failed: no more attempts (its own error is raised instead)."""
+
+    permanent = True
 
 
 class _ShortRead(OSError):
@@ -214,6 +297,9 @@ class Fetcher:
                 self._queued += 1
                 if self._pool is None:
                     self._pool = _DaemonPool(max(1, self.readahead))
+                tickets = _RECORD.get()
+                if tickets is not None:
+                    tickets.append((self, key, future))
         if wait:
             self._download(future, key, url, start, stop, crc, check, before)
         else:
@@ -223,40 +309,72 @@ class Fetcher:
 
     def _queued_download(self, future: Future, *args: Any) -> None:
         with self._lock:
-            if not future.set_running_or_notify_cancel():  # a read took it over (and is fetching it)
+            if not future.set_running_or_notify_cancel():  # a read took it over (or it was withdrawn)
                 return
             self._queued -= 1
         self._download(future, *args)
 
+    def _withdraw(self, key: str, future: Future) -> bool:
+        """Cancel the read-ahead download ``future`` of ``key`` if still queued (True); one under way
+        runs on, on a thread lent to the pool until it ends (see ``withdraw``)."""
+        if self._pid != os.getpid():  # (a forked child: the parent's downloads are not here)
+            return False
+        with self._lock:
+            if future.cancelled():  # (a read took it over)
+                return False
+            if future.cancel():
+                if self._inflight.get(key) is future:
+                    self._inflight.pop(key)
+                self._queued -= 1
+                return True
+            pool = self._pool
+        if pool is not None and not future.done():
+            pool.lend(1)
+            future.add_done_callback(lambda _: pool.lend(-1))
+        return False
+
     def _download(self, future: Future, key: str, url: str, start: int, stop: int, crc: int, check: Check, before: Before) -> None:
+        handed = False  # the reader has the page (it may still be being written to the cache)
         try:
             wait = min(self.budget, getattr(self.store, "timeout", None) or self.budget)
             with self.cache.claim(key, stop - start, wait, lambda: self._count("waited")):
                 data = self._cached(key, stop - start, crc, check)  # (stored by the claim's previous holder)
                 if data is None:
                     self._count("downloads")
-                    if before is not None:
-                        before()
-                    data = self._downloaded(url, start, stop, crc, check)
-                    if not self.cache.put(key, data):
-                        self._count("uncached")
+                    data = self._downloaded(url, start, stop, crc, check, before)
                     with self._lock:  # kept a while: the read this was fetched for is usually near
                         self._memory[key] = data
                         while len(self._memory) > self.keep:
                             self._memory.popitem(last=False)
-            future.set_result(data)
-        except BaseException as exc:  # noqa: BLE001 - the reader gets it from the future
-            future.set_exception(exc)
+                    future.set_result(data)  # (the reader goes on while the page is written, under the claim)
+                    handed = True
+                    if not self.cache.put(key, data):
+                        self._count("uncached")
+            if not handed:
+                future.set_result(data)
+                handed = True
+        except BaseException as exc:  # (the reader gets it from the future)
+            if not handed:
+                future.set_exception(exc)
+            elif not isinstance(exc, Exception):  # (an interrupt in the reader's own thread, once it has the page)
+                raise
+            else:  # the page could not be cached: served from memory
+                self._count("uncached")
         finally:
             with self._lock:
                 if self._inflight.get(key) is future:
                     self._inflight.pop(key)
 
-    def _downloaded(self, url: str, start: int, stop: int, crc: int = 0, check: Check | None = None) -> bytes:
-        """Bytes ``start``..``stop`` of ``url`` whole (and, with ``check``, checked), retried."""
+    def _downloaded(self, url: str, start: int, stop: int, crc: int = 0, check: Check | None = None, before: Before = None) -> bytes:
+        """Bytes ``start``..``stop`` of ``url`` whole (and, with ``check``, checked), retried; with
+        ``before``, that check of the object runs beside the download, and its error is raised (an
+        attempt after it failed is not made; bytes that came are not returned until it passed)."""
         bad: dict[int, int] = {}  # wrong bytes seen (their crc32) -> how often
+        beside = None if before is None else _Beside(before)
 
         def attempt() -> bytes:
+            if beside is not None and beside.failure() is not None:
+                raise _CheckFailed("the object's check failed")  # (raised as the check's own error, below)
             self._count("requests")
             data = self._request(url, start, stop)
             self._count("bytes", len(data))
@@ -287,7 +405,15 @@ class Fetcher:
                 raise _BadChecksum(f"the bytes that came fail their checksum (indexed {crc}, computed {got})")
             return data
 
-        return self._retried(attempt, url, f"bytes {start}..{stop}", start, stop)
+        if beside is None:
+            return self._retried(attempt, url, f"bytes {start}..{stop}", start, stop)
+        try:
+            data = self._retried(attempt, url, f"bytes {start}..{stop}", start, stop)
+        except BaseException:
+            beside.wait()  # (its error, when it failed, names the cause better: the object changed or is gone)
+            raise
+        beside.wait()
+        return data
 
     def _request(self, url: str, start: int, stop: int) -> bytes:
         """One ranged GET, its permanent failures named: a vanished object, a range past its end."""

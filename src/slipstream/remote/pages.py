@@ -5,9 +5,9 @@ index entry: size, samples, and every page's byte range, rows and checksum; from
 dataset's ``index.json``, or from ``describe`` reading the object's footer and page headers).
 ``batch(p)`` fetches page ``p``'s bytes through the fetcher (memory, disk cache, or one ranged
 GET), checked against the page's checksum before it is parsed. The first download (not a read
-served from the cache) checks the object's size against the entry, in the downloading thread: an
-object of another size changed since it was indexed (``ShardMismatchError``); a missing one is a
-``MissingShardError`` naming it. Pages whose bytes fail their checksum the same way three times raise
+served from the cache) checks the object's size against the entry, beside the download (its
+bytes are used only once the size is right): an object of another size changed since it was
+indexed (``ShardMismatchError``); a missing one is a ``MissingShardError`` naming it. Pages whose bytes fail their checksum the same way three times raise
 ``ChecksumError`` naming the page and its samples.
 
 ``prefetch(pages)`` starts downloads of pages the loader will read next. Given inside
@@ -82,7 +82,7 @@ class RemotePages:
         """Page ``p`` as a record batch, its bytes checked."""
         start, stop, crc = self._range(p)
         try:
-            data = self.fetcher.fetch(self.name, start, stop, crc, self.checksum, self._check_size)
+            data = self.fetcher.fetch(self.name, start, stop, crc, self.checksum, self._before())
         except ChecksumError as exc:  # located: which page, which samples
             first = sum(int(page[3]) for page in self.entry["pages"][:p])
             samples = range(first, first + int(self.entry["pages"][p][3]))
@@ -106,6 +106,10 @@ class RemotePages:
         except (pa.ArrowException, OSError, ValueError):
             return -1
 
+    def _before(self) -> Any:
+        """What a download checks first: the object's size, until it was found right once."""
+        return None if self._sized else self._check_size
+
     def _check_size(self) -> None:
         if self._sized:
             return
@@ -126,7 +130,7 @@ class RemotePages:
         """Nothing to watch: each page's bytes are checked as they arrive."""
 
     def prefetch(self, pages: list[int]) -> None:
-        """Start fetching ``pages`` (the object's size is checked first, in the download's thread);
+        """Start fetching ``pages`` (the object's size is checked beside the first download);
         inside ``shared_only()``, only those the disk cache can hold (and its window has room for)."""
         ranges = [self._range(p) for p in pages]
         if _SHARED_ONLY.get():
@@ -138,7 +142,8 @@ class RemotePages:
             if window is not None:
                 fit = [span for span in fit if window.admit(cache, range_key(self.name, *span), span[1] - span[0])]
             ranges = fit
-        self.fetcher.prefetch([(self.name, *span, self.checksum, self._check_size) for span in ranges])
+        before = self._before()
+        self.fetcher.prefetch([(self.name, *span, self.checksum, before) for span in ranges])
 
     def _warn(self, length: int) -> None:
         cache = self.fetcher.cache
