@@ -12,6 +12,7 @@ exact number of batches.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any, Generic, TypeVar, overload
@@ -27,7 +28,7 @@ from .backends import Reading, make_backend
 from .finishing import FinishingExecutor, finisher_of
 from .iterator import LoaderIterator
 from .options import Options, check_options, unknown_arguments
-from .readahead import hint_of, read_ahead
+from .readahead import FirstWindow, depth_of, hint_of, read_ahead
 from .work.batchplan import COLLATE, INTO, SAMPLES, BatchPlan, chunk_size
 from .work.buffers import Buffers, Unshaped
 from .work.readers import BatchInfo, make_reader
@@ -184,6 +185,11 @@ class DataLoader:
         self.seed_given = seed is not None
         self._backend = make_backend(self._options)
         self._datastate = DataState(data, self._backend)
+        o = self._options  # remote pages of the first batches: downloading from now, not from iter() (``loading.readahead``)
+        elsewhere = self._backend.shares_memory or self._datastate.stateful
+        self._first = FirstWindow(data, o.epoch_order, depth_of(o.prefetch, o.workers), not elsewhere)
+        self._first.start(Position(), o.seed)
+        weakref.finalize(self, self._first.stop)
         self._reader = make_reader(data)
         declared = self._reader.declared if collate is None else None
         self._buffers = Buffers(self.batch_size, self.prefetch + 4, self._backend.allocate, declared, self._reader.origin)
@@ -260,6 +266,7 @@ class DataLoader:
             else:  # the rest of an epoch begun with other batching (``order.resume``)
                 batches = o.epoch_order.batches(start.epoch, self._n, seed, start.deal)
             finisher = finisher_of(o.data)  # may raise (no CUDA...): before anything changes too
+            hinted = self._first.handover(start, seed, self._n)  # (batches hinted before iter(), for this start)
             total = len(batches) if isinstance(batches, list) else None
             ahead = o.prefetch + (0 if finisher is None else o.finish_ahead)  # no batch beyond has begun reading
             settle = self._datastate.settler(o.epoch_order, self._n, start, ahead)
@@ -270,8 +277,8 @@ class DataLoader:
             hint = hint_of(  # (shared slots: workers in other processes, whose reads the shared cache must have room for)
                 o.data, self._backend.shares_memory, lambda k: k < progress.batch or k in progress.done, o.prefetch
             )
-            hinted = read_ahead(todo(batches, progress), hint, 2 * (o.prefetch + max(1, o.workers)))
-            plans = (self._plan(indices, BatchInfo(seed, start.epoch, k, stop), stats) for k, indices in hinted)
+            pairs = read_ahead(todo(batches, progress), hint, depth_of(o.prefetch, o.workers), hinted)
+            plans = (self._plan(indices, BatchInfo(seed, start.epoch, k, stop), stats) for k, indices in pairs)
             reading = Reading(self._reader, self._buffers, o.collate, seed)
             executor = self._backend.run(plans, reading, start.epoch, keep_going)
             if finisher is not None:
@@ -328,6 +335,7 @@ class DataLoader:
     def close(self) -> None:
         """Stop the persistent worker processes and release the shared batch buffers (batches still
         held stay valid). A later ``iter()`` starts new workers. Idempotent."""
+        self._first.stop()
         self._backend.close()
         if self._backend.shares_memory:
             self._buffers.clear()
@@ -398,6 +406,7 @@ class DataLoader:
         self.seed, self._next, self._progress, self._settler = seed, position, None, None
         if sets:
             self._datastate.changed()
+        self._first.start(position, seed)  # the resumed epoch's first pages, instead of the ones hinted before
 
     def __repr__(self) -> str:
         return (
