@@ -76,6 +76,20 @@ def test_shards_with_other_fields_are_refused_naming_the_shard(tmp_path):
         ss.open([])
 
 
+def test_shards_whose_class_names_differ_are_refused_naming_the_shard_and_both_lists(tmp_path):
+    def shard(name: str, names: list[str] | None) -> Any:
+        metadata = None if names is None else {"class_names": {"label": names}, "note": name}
+        return ss.write(tmp_path / f"{name}.arrow", [{"label": 0}, {"label": 1}], {"label": F.Int()}, progress=False, metadata=metadata)
+
+    a, b, same, bare = shard("a", ["cat", "dog"]), shard("b", ["dog", "cat"]), shard("same", ["cat", "dog"]), shard("bare", None)
+    with pytest.raises(ss.ShardMismatchError, match=r"b\.arrow: .*'label'.*\['dog', 'cat'\].*a\.arrow.*\['cat', 'dog'\]") as caught:
+        ss.open([a, same, b])
+    assert str(caught.value.path) == str(b)
+    # the same names (other metadata may differ), and shards that name no classes, are one dataset
+    assert ss.open([a, same]).metadata["class_names"] == {"label": ["cat", "dog"]}
+    assert len(ss.open([a, bare, same])) == 6
+
+
 def test_a_damaged_jpeg_in_a_later_shard_names_that_shard(tmp_path):
     shards, _ = _shards_and_whole(tmp_path)
     path = shards.shards[1].path

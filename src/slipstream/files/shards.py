@@ -7,7 +7,8 @@ of one shard, so ``page_starts()`` (``order="quasi_random"``) spans all shards. 
 packed file offers the rest of slipstream (``fields``, ``encoded``, ``locate_many``, ``page``,
 ``getobs_batch_into``, ``batch_spec``, ``map``), so image pipelines, whole image tasks, every
 backend and rank sharding work on it unchanged. The shards must hold the same fields (names and
-settings, the first shard's order); errors name the shard's file, and a ``ChecksumError``'s
+settings, the first shard's order) and the same class names (``metadata["class_names"]``, where
+shards name them); errors name the shard's file, and a ``ChecksumError``'s
 ``page`` and ``samples`` are the dataset's numbers (its message says the shard's own as well).
 """
 
@@ -42,6 +43,7 @@ class ShardedDataset:
                 raise ShardMismatchError(
                     shard.path, f"holds fields {shard.fields} but the first shard ({first.path}) holds {first.fields}: shards must hold the same fields"
                 )
+        _check_class_names(self.shards)
         self.fields = first.fields
         counts = [len(shard) for shard in self.shards]
         self._sample_starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
@@ -149,7 +151,7 @@ class ShardedDataset:
 
     @property
     def metadata(self) -> dict[str, Any]:
-        """The first shard's writer metadata."""
+        """The first shard's writer metadata (the shards' class names agree: see the module doc)."""
         return self.shards[0].metadata
 
     @property
@@ -179,6 +181,25 @@ class ShardedDataset:
 
     def __repr__(self) -> str:
         return f"ss.open([...{len(self.shards)} shards]): {self._n} samples in {self.num_pages} pages, fields {list(self.fields)}"
+
+
+def _check_class_names(shards: list[PackedDataset]) -> None:
+    """``ShardMismatchError`` naming the shard whose class names for a field (``metadata["class_names"]``)
+    differ from the first shard's that names that field's classes: label ``k`` would mean one class
+    in one shard and another in the next. Shards that name no classes for a field are not compared."""
+    first: dict[str, tuple[Any, list[Any]]] = {}  # field -> (the first shard naming its classes, the names)
+    for shard in shards:
+        names = shard.metadata.get("class_names")
+        if not isinstance(names, dict):
+            continue
+        for field, listed in names.items():
+            seen = first.setdefault(field, (shard.path, listed))
+            if listed != seen[1]:
+                raise ShardMismatchError(
+                    shard.path,
+                    f"names the classes of field {field!r} {listed} but {seen[0]} names them {seen[1]}: label k would mean "
+                    "another class in each; shards must hold the same class names in the same order",
+                )
 
 
 def _rows_like(target: Any, n: int) -> Any:
