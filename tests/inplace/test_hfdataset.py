@@ -96,10 +96,12 @@ def test_token_rows_are_the_lists_the_dataset_holds_read_zero_copy(hf):
         assert got.dtype == np.int32 and got.tolist() == want
     pages = HFDatasetPages(hf, ["tokens", "label"])
     page = pages.batch(0)
-    table = hf.data.table
+    table = pages._table
     # the page's token values and labels are the memory-mapped table's own buffers, not copies
     assert page.column("tokens").values.buffers()[1].address == table.column("tokens").chunk(0).values.buffers()[1].address
     assert page.column("label").buffers()[1].address == table.column("label").chunk(0).buffers()[1].address
+    mapped = pages._maps[hf.cache_files[0]["filename"]]  # ... which lie in its own map of the first cache file
+    assert mapped.address <= page.column("label").buffers()[1].address < mapped.address + mapped.size
 
 
 def test_fields_reads_only_those_columns_and_keeps_their_class_names(hf):
@@ -263,3 +265,56 @@ def test_a_cache_file_grown_in_place_or_removed_is_refused(saved, tmp_path):
     second.unlink()
     with pytest.raises(ss.CorruptFileError, match="was removed"):
         ds[0]
+
+
+def _two_versions(tmp_path, second: dict):
+    """A dataset loaded from one saved version, and the cache file of another renamed over its own."""
+    datasets.Dataset.from_dict({"x": list(range(10))}).save_to_disk(str(tmp_path / "v1"))
+    datasets.Dataset.from_dict(second).save_to_disk(str(tmp_path / "v2"))
+    loaded = datasets.load_from_disk(str(tmp_path / "v1"))
+    cache = loaded.cache_files[0]["filename"]
+    os.replace(next((tmp_path / "v2").glob("data-*.arrow")), cache)
+    return loaded, cache
+
+
+def test_a_cache_file_replaced_before_opening_is_what_every_process_reads(tmp_path):
+    loaded, cache = _two_versions(tmp_path, {"x": list(range(100, 110))})
+    ds = open_hf_dataset(loaded)
+    back = pickle.loads(pickle.dumps(ds))  # what a spawn or forkserver worker gets
+    assert [ds[i]["x"] for i in range(10)] == [back[i]["x"] for i in range(10)] == list(range(100, 110))
+    st = os.stat(cache)
+    assert ds.identity == back.identity == (loaded._fingerprint, ((cache, (st.st_ino, st.st_size, st.st_mtime_ns)),))
+
+
+def test_a_cache_file_replaced_before_opening_by_other_rows_is_refused(tmp_path):
+    loaded, _ = _two_versions(tmp_path, {"x": list(range(12))})
+    with pytest.raises(ss.CorruptFileError, match=r"now hold 12 rows .* 10 rows .* replaced since the dataset was loaded"):
+        open_hf_dataset(loaded)
+    loaded, _ = _two_versions(tmp_path / "columns", {"y": list(range(10))})
+    with pytest.raises(ss.CorruptFileError, match=r"\['y'\], the loaded dataset 10 rows of \['x'\]"):
+        open_hf_dataset(loaded)
+
+
+def test_unpickling_refuses_a_replaced_file_by_the_identity_of_the_descriptor_it_maps(saved, tmp_path, monkeypatch):
+    dataset, second = _copy(saved, tmp_path)
+    blob = pickle.dumps(open_hf_dataset(dataset))
+    replacement = second.with_suffix(".new")
+    shutil.copyfile(second, replacement)
+    os.replace(replacement, second)
+    monkeypatch.setattr(HFDatasetPages, "check", lambda self: None)  # no check of the paths: the map's own identity refuses
+    with pytest.raises(ss.CorruptFileError, match=r"changed since it was opened"):
+        pickle.loads(blob)
+
+
+def test_transforms_concatenations_and_in_memory_blocks_read_the_datasets_rows_in_every_process(hf):
+    memory = datasets.Dataset.from_dict({"label": [2, 0], "words": ["in", "memory"]})
+    memory = memory.cast_column("label", datasets.ClassLabel(names=NAMES))
+    changed = (
+        hf.select_columns(["label", "text"]).rename_column("text", "words").cast_column("label", datasets.ClassLabel(names=NAMES))
+    )
+    view = datasets.concatenate_datasets([changed, memory]).shuffle(seed=5)
+    ds = open_hf_dataset(view)
+    back = pickle.loads(pickle.dumps(ds))
+    assert len(ds) == len(back) == N + 2 and ds.metadata == {"class_names": {"label": NAMES}}
+    for i in range(N + 2):
+        assert ds[i] == back[i] == view[i], i

@@ -26,14 +26,27 @@ gives the view's rows in the view's order: parts are runs of ``PART_ROWS`` conse
 each read as one gather (``take``) of the table, or as a zero-copy slice where its rows are
 consecutive in the table. (No ``flatten_indices()`` needed; a gathered part is a copy of its rows.)
 
-Pickling (process workers started by spawn or forkserver): the tables pickle as ``datasets`` pickles
-them, a memory-mapped table by its file's path (small), an in-memory one whole (save it with
-``save_to_disk`` and ``load_from_disk`` to share one memory map instead). Unpickling first checks
-the cache files (``dataset.cache_files``: data and indices) against their identity at open
-(inode, size, mtime); a file changed, replaced or removed since is refused with
-``CorruptFileError``, as it is before every part read in the opening process: a cache file
-rewritten or replaced under the reader is never read as if it were the data opened. ``identity`` is
-the dataset's ``_fingerprint`` at open with those file identities (two views of one file differ).
+What is read: the cache files as ``open_hf_dataset`` finds them, each mapped again from a
+descriptor of this module's own, its identity (inode, size, mtime) taken from that descriptor
+(``fstat``), so the identity recorded is that of the bytes read. The table is built again from
+``dataset.data`` the way ``datasets`` builds it when it unpickles one: each memory-mapped block
+from its file with the dataset's recorded transforms (``replays``: ``cast``, ``rename_columns``,
+``select``...) applied again (a column a replay recasts is computed again: a copy, as in a
+``datasets`` worker), in-memory blocks as they are, concatenations in their order; an indices
+mapping the same way. The dataset's own memory maps are not read: a file renamed over a cache file
+after ``load_from_disk`` is what every process reads (as ``datasets``' own pickling would), and one
+that holds other columns or another row count than the loaded table is refused with
+``CorruptFileError`` (load the dataset again).
+
+Pickling (process workers started by spawn or forkserver): the table pickles as that recipe, a
+memory-mapped block by its path and replays (small), an in-memory one whole (save it with
+``save_to_disk`` and ``load_from_disk`` to share one memory map instead). Unpickling maps each
+cache file from its own descriptor and compares that descriptor's identity with the one recorded
+at open before reading anything from it: a file changed, replaced or removed since is refused with
+``CorruptFileError``. The opening process checks the paths (one ``stat`` each) before every part
+read. So a cache file rewritten or replaced under the reader is never read as if it were the data
+opened, and every process reads the same bytes. ``identity`` is the dataset's ``_fingerprint`` at
+open with those file identities (two views of one file differ).
 ``datasets`` stores no checksums: ``validate()`` reads every part and checks each value (image
 headers, nulls, types), naming the rows of the first part that fails.
 """
@@ -41,7 +54,9 @@ headers, nulls, types), naming the rows of the first part that fails.
 from __future__ import annotations
 
 import json
-import pickle
+import mmap
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +66,6 @@ from ..convert.columns import Column, hf_column
 from ..core.errors import ChecksumError, CorruptFileError, MissingFieldError
 from ..files import field_kinds as F
 from ..files.field import pyarrow_module as _pa
-from ..files.identity import identity
 from ..files.packed import PackedDataset
 from ..files.pagememory import RecentPages
 from .tablepages import DEFAULT_KEEP, TablePages
@@ -73,22 +87,35 @@ class HFDatasetPages(TablePages):
     def __init__(
         self, dataset: Any, fields: list[str] | None = None, *, image: F.Image | None = None, recent: RecentPages | None = None
     ):
-        files = [str(entry["filename"]) for entry in dataset.cache_files if isinstance(entry, dict) and "filename" in entry]
         features = json.loads(json.dumps(dataset.features.to_dict()))  # tuples as lists, as hf_column reads them
-        seen = [(path, identity(Path(path))) for path in files]
+        plans = (_plan(dataset.data), None if dataset._indices is None else _plan(dataset._indices))
+        files: dict[str, _Mapped] = {}
+        data, indices = (None if plan is None else _build(plan, files, None) for plan in plans)
+        for mine, loaded in ((data, dataset.data), (indices, dataset._indices)):
+            loaded = getattr(loaded, "table", loaded)
+            if loaded is not None and (mine.num_rows != loaded.num_rows or not mine.schema.equals(loaded.schema)):
+                raise CorruptFileError(
+                    next(iter(files), "Hugging Face dataset"),
+                    f"its cache files now hold {mine.num_rows} rows of {mine.schema.names}, the loaded dataset "
+                    f"{loaded.num_rows} rows of {loaded.schema.names}: a cache file was replaced since the dataset "
+                    "was loaded; load it again",
+                )
         limits = (PART_ROWS, PART_BYTES)
         fingerprint, base = str(dataset._fingerprint), str(Path.cwd())
-        self._open(dataset.data, dataset._indices, features, fingerprint, seen, fields, image, recent, base, limits)
+        self._open(data, indices, plans, files, features, fingerprint, fields, image, recent, base, limits)
 
     def _open(
-        self, data: Any, indices: Any, features: dict[str, Any], fingerprint: str, seen: list[tuple[str, tuple[int, int, int]]],
-        fields: list[str] | None, image: F.Image | None, recent: RecentPages | None, base: str, limits: tuple[int, int],
+        self, data: Any, indices: Any, plans: tuple[Any, Any], files: dict[str, _Mapped], features: dict[str, Any],
+        fingerprint: str, fields: list[str] | None, image: F.Image | None, recent: RecentPages | None, base: str,
+        limits: tuple[int, int],
     ) -> None:  # fmt: skip
-        self._data, self._indices, self._features, self._fingerprint = data, indices, features, fingerprint
+        self._plans, self._features, self._fingerprint = plans, features, fingerprint
+        self._maps = {path: m.buffer for path, m in files.items()}  # the memory maps the table reads
+        seen = [(path, m.seen) for path, m in files.items()]
         self._seen, self._wanted, self._base, self._limits = seen, None if fields is None else list(fields), base, limits
         self._image = image if image is not None else F.Image(codec="jpeg")
-        self._table = getattr(data, "table", data)  # datasets' Table wrapper -> the pyarrow Table
-        self._index = None if indices is None else getattr(indices, "table", indices).column(0)
+        self._table = data
+        self._index = None if indices is None else indices.column(0)
         rows = self._table.num_rows if self._index is None else len(self._index)
         first_file = next((path for path, _ in seen), None)
         self.name = f"Hugging Face dataset ({rows} rows{', ' + first_file if first_file else ''})"
@@ -155,15 +182,10 @@ class HFDatasetPages(TablePages):
         """``CorruptFileError`` when a cache file is not the one opened (one ``stat`` each)."""
         for path, seen in self._seen:
             try:
-                now = identity(Path(path))
+                st = os.stat(path)
             except FileNotFoundError:
                 raise CorruptFileError(path, f"the cache file of the {self.name} was removed since it was opened") from None
-            if now != tuple(seen):
-                raise CorruptFileError(
-                    path,
-                    f"the cache file of the {self.name} changed since it was opened (size {seen[1]} -> {now[1]} bytes, "
-                    "or replaced): load the dataset again and open it again to read the new contents",
-                )
+            _same(path, self.name, tuple(seen), (st.st_ino, st.st_size, st.st_mtime_ns))
 
     def validate(self, starts: list[int], n: int) -> None:
         """Read every part, checking each value; ``ChecksumError`` naming the first that fails."""
@@ -179,24 +201,95 @@ class HFDatasetPages(TablePages):
 
     def __getstate__(self) -> dict[str, Any]:
         return {
-            "data": pickle.dumps(self._data), "indices": pickle.dumps(self._indices), "features": self._features,
-            "fingerprint": self._fingerprint, "seen": self._seen, "fields": self._wanted, "image": self._image,
-            "keep": self.recent.keep, "base": self._base, "limits": self._limits, "parts": self._parts, "name": self.name,
+            "plans": self._plans, "features": self._features, "fingerprint": self._fingerprint, "seen": self._seen,
+            "fields": self._wanted, "image": self._image, "keep": self.recent.keep, "base": self._base,
+            "limits": self._limits, "parts": self._parts, "name": self.name,
         }  # fmt: skip
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        """Reopen in another process: the cache files checked first, then the tables unpickled."""
-        self._seen, self.name = state["seen"], state["name"]
-        self.check()
-        data, indices = pickle.loads(state["data"]), pickle.loads(state["indices"])
+        """Reopen in another process: each cache file mapped from a descriptor whose identity is the
+        one recorded at open (else refused before it is read), then the table built again."""
+        self.name, seen = state["name"], {path: tuple(s) for path, s in state["seen"]}
+        files: dict[str, _Mapped] = {}
+        data, indices = (
+            None if plan is None else _build(plan, files, lambda path: (self.name, seen.get(path, ()))) for plan in state["plans"]
+        )
         self._open(
-            data, indices, state["features"], state["fingerprint"], state["seen"], state["fields"], state["image"],
+            data, indices, state["plans"], files, state["features"], state["fingerprint"], state["fields"], state["image"],
             RecentPages(state["keep"]), state["base"], tuple(state["limits"]),
         )  # fmt: skip
         if self._parts != state["parts"]:
             raise CorruptFileError(
                 self.name, "its table reads back with other rows than when it was opened: open the dataset again"
             )
+
+
+class _Mapped:
+    """One cache file mapped from a descriptor of our own: its Arrow table (zero-copy), the buffer
+    over the map, and the (inode, size, mtime) that descriptor had."""
+
+    def __init__(self, path: str, expected: tuple[str, tuple[int, ...]] | None):
+        pa = _pa()
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            since = "loaded" if expected is None else "opened"
+            what = "Hugging Face dataset" if expected is None else expected[0]
+            raise CorruptFileError(path, f"the cache file of the {what} was removed since it was {since}") from None
+        try:
+            st = os.fstat(fd)
+            self.seen = (st.st_ino, st.st_size, st.st_mtime_ns)
+            if expected is not None:
+                _same(path, expected[0], expected[1], self.seen)
+            if not stat.S_ISREG(st.st_mode):
+                raise CorruptFileError(path, "the cache file is not a file")
+            self.buffer = pa.py_buffer(mmap.mmap(fd, 0, access=mmap.ACCESS_READ) if st.st_size else b"")
+        finally:
+            os.close(fd)
+        try:
+            self.table = pa.ipc.open_stream(pa.BufferReader(self.buffer)).read_all()
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise CorruptFileError(path, f"the cache file is not a readable Arrow stream: {exc}") from None
+
+
+def _same(path: str, name: str, seen: tuple[int, ...], now: tuple[int, int, int]) -> None:
+    """``CorruptFileError`` unless a cache file's identity ``now`` is the one ``seen`` at open."""
+    if now != seen:
+        size = seen[1] if len(seen) > 1 else "?"
+        raise CorruptFileError(
+            path,
+            f"the cache file of the {name} changed since it was opened (size {size} -> {now[1]} bytes, "
+            "or replaced): load the dataset again and open it again to read the new contents",
+        )
+
+
+def _plan(table: Any) -> Any:
+    """How to build a ``datasets`` table again (see the module doc): ``("mapped", cls, path, replays)``,
+    ``("concat", cls, [[plan, ...], ...], schema)`` or ``("memory", table)`` (pickled as ``datasets`` pickles it)."""
+    if hasattr(table, "blocks"):
+        return ("concat", type(table), [[_plan(block) for block in row] for row in table.blocks], table.table.schema)
+    if hasattr(table, "path") and hasattr(table, "replays"):
+        return ("mapped", type(table), str(table.path), list(table.replays))
+    return ("memory", table)
+
+
+def _build(plan: Any, files: dict[str, _Mapped], expected: Any) -> Any:
+    """The pyarrow table of ``plan``, its cache files mapped into ``files`` (once each);
+    ``expected(path)`` gives (name, identity) each must have, ``None`` records them."""
+    kind = plan[0]
+    if kind == "memory":
+        return getattr(plan[1], "table", plan[1])
+    if kind == "mapped":
+        _, cls, path, replays = plan
+        if path not in files:
+            files[path] = _Mapped(path, None if expected is None else expected(path))
+        return cls._apply_replays(files[path].table, replays)  # datasets' own replay of its transforms
+    _, cls, blocks, schema = plan
+    table = cls._concat_blocks_horizontally_and_vertically([[_build(b, files, expected) for b in row] for row in blocks])
+    if table.schema != schema:  # as datasets restores a concatenation: missing columns as nulls
+        pa = _pa()
+        table = pa.concat_tables([table, pa.Table.from_batches([], schema=schema)], promote_options="default")
+    return table
 
 
 def _one_batch(table: Any) -> Any:
