@@ -379,6 +379,22 @@ def hostile(tmp_path: Path, how: str) -> Path:
         raw = bytearray(gzip.compress(bytes(raw)))
     elif how == "empty":
         raw = bytearray()
+    elif how == "zeroed header":  # (a hole, a bad sector, a partial copy)
+        raw[last : last + BLOCK] = bytes(BLOCK)
+    elif how == "zeroed header and data":  # two zero blocks and more, then b.cls's header
+        raw[last : last + 3 * BLOCK] = bytes(3 * BLOCK)
+    elif how == "bytes after the end":
+        raw[-1] = 1
+    elif how == "lone zero block":
+        raw = raw[: last + 5 * BLOCK] + bytes(BLOCK)
+    elif how == "long zero tail":
+        raw += bytes(tarindex.MAX_TAIL + BLOCK)
+    elif how == "pax size disagrees":
+        with tarfile.open(tmp_path / "r.tar", "w", format=tarfile.PAX_FORMAT) as tar:
+            info = tarfile.TarInfo("a.jpg")
+            info.size, info.pax_headers = 4, {"size": "0"}
+            tar.addfile(info, io.BytesIO(b"abcd"))
+        raw = bytearray((tmp_path / "r.tar").read_bytes())
     path = tmp_path / "hostile.tar"
     path.write_bytes(bytes(raw))
     return path
@@ -391,7 +407,10 @@ def hostile(tmp_path: Path, how: str) -> Path:
         ("bad checksum", "fails its checksum"), ("truncated member", "past the file's end"), ("no end block", "without its end-of-archive"),
         ("key repeated", "key 'a' comes back"), ("extension twice", "extension 'txt' twice"), ("symbolic link", "is a symbolic link"),
         ("name not utf-8", "not UTF-8"), ("huge pax record", "more than the 1048576"), ("bad pax record", "does not parse"),
-        ("gzip", "gzip-compressed"), ("empty", "empty"),
+        ("gzip", "gzip-compressed"), ("empty", "empty"), ("zeroed header", "zero block at byte 2560 is followed by"),
+        ("zeroed header and data", "bytes after the end-of-archive marker at byte 2560 are not zeros .*byte 4096"),
+        ("bytes after the end", "not zeros .*byte 10239"), ("lone zero block", "one zero block at byte 5120 ends the file"),
+        ("long zero tail", "more than the 1048576 bytes"), ("pax size disagrees", "pax header says it holds 0 bytes, its own header 4"),
     ],
 )  # fmt: skip
 def test_a_hostile_tar_is_refused_naming_the_file(tmp_path, how, why):
@@ -435,3 +454,17 @@ def test_a_file_changed_after_opening_is_an_error_not_other_data(tmp_path):
         f.write(bytes(BLOCK))
     with pytest.raises(CorruptFileError, match="changed since it was opened"):
         ds[4]
+
+
+def test_a_pax_size_beyond_the_size_field_is_read_when_the_field_is_zero():
+    huge = 8**11 + 5  # more than 11 octal digits hold: the pax record carries it, the header's field is 0
+    info = tarfile.TarInfo("a.bin")
+    info.size = huge
+    raw = info.tobuf(tarfile.PAX_FORMAT)
+    assert b"size=%d" % huge in raw and tarindex.header_size(raw[-BLOCK:]) == 0
+    size = len(raw) + -(-huge // BLOCK) * BLOCK + 2 * BLOCK
+
+    def read(offset: int, n: int) -> bytes:  # the file: these headers, then the member's data and the end as zeros
+        return (raw[offset : offset + n] + bytes(n))[: max(0, min(n, size - offset))]
+
+    assert tarindex.scan(read, size, Path("big.tar"))[:3] == (["a.bin"], [len(raw)], [huge])

@@ -8,12 +8,18 @@ size, name)`` is that pass over any ``read(offset, n)``.
 
 What is refused, with ``CorruptFileError`` naming the file (and the member or byte offset): a
 header whose checksum does not match, a number field that is not octal (or GNU base-256), a
-member or record that would end past the file's end, a truncated header, no end-of-archive block
+member or record that would end past the file's end, a truncated header, no end-of-archive marker
 (a file cut at a header boundary), names that are not UTF-8, pax records that do not parse, a pax
+``size`` other than the header's own size field (accepted only where that field cannot hold it:
+above ``MAX_OCTAL`` bytes, the field 0 or ``MAX_OCTAL``; the pax size is then the member's), a pax
 or long-name record above ``MAX_RECORD`` bytes (nothing is allocated from a header's size before it
 is checked against that bound and the file's size), compressed archives, and member types other
-than regular files and folders (links, devices, FIFOs, sparse files). Folders are skipped, global
-pax headers read and ignored, and the first all-zero block ends the archive (as ``tarfile`` does).
+than regular files and folders (links, devices, FIFOs, sparse files). Folders are skipped and
+global pax headers read and ignored. The archive ends with its end-of-archive marker, two all-zero
+blocks, followed by at most ``MAX_TAIL`` bytes, all zero (a writer's padding to its record size,
+10240 bytes by default); anything else after a zero block is refused naming the offset (a zeroed
+header, from a hole or a damaged copy, would otherwise end the archive early and lose every member
+after it; concatenated archives are refused too, as ``tarfile`` reads only the first).
 
 Samples, as WebDataset's ``group_by_keys`` makes them: a member's key is its path up to the first
 dot of its base name, its extension the rest, lowercased; consecutive members of one key form one
@@ -54,12 +60,14 @@ import numpy as np
 from ..core.errors import CorruptFileError
 from ..files.field import pyarrow_module as _pa
 
-__all__ = ["BLOCK", "MAX_RECORD", "WINDOW", "Strings", "TarIndex", "default_cache_dir", "first_bad_header", "group",
-           "header_ok", "header_size", "scan", "tar_index"]  # fmt: skip
+__all__ = ["BLOCK", "MAX_OCTAL", "MAX_RECORD", "MAX_TAIL", "WINDOW", "Strings", "TarIndex", "default_cache_dir",
+           "first_bad_header", "group", "header_ok", "header_size", "scan", "tar_index"]  # fmt: skip
 
 BLOCK = 512
 WINDOW = 64 << 10  # bytes read at a time by the pass over the headers
 MAX_RECORD = 1 << 20  # the largest pax or GNU long-name record read (a name is at most a few KiB)
+MAX_TAIL = 1 << 20  # the most bytes after the end-of-archive marker (a record of up to 2048 blocks, padded)
+MAX_OCTAL = 8**11 - 1  # the largest size an octal size field holds (above it, a pax size or base-256)
 _REGULAR = (b"0", b"\0", b"7")  # regular file, old regular file, contiguous file
 _FOLDER = b"5"
 _PAX, _PAX_GLOBAL, _SOLARIS_PAX = b"x", b"g", b"X"
@@ -187,6 +195,12 @@ def _octal_fields(chars: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return value, ok & started
 
 
+def _size_agrees(stored: int | None, size: int) -> bool:
+    """Whether a header's size field ``stored`` is that of a member of ``size`` bytes (a size above
+    ``MAX_OCTAL`` comes from a pax record, the field 0 or ``MAX_OCTAL``, or from a base-256 field)."""
+    return stored == size or (size > MAX_OCTAL and stored in (0, MAX_OCTAL))
+
+
 def first_bad_header(blocks: np.ndarray, sizes: np.ndarray) -> int:
     """The first of ``blocks`` (k x 512 uint8: the headers right before members' data) that is not
     a regular file's header of its ``sizes`` with a matching checksum, or -1 (vectorized; rows in
@@ -201,7 +215,7 @@ def first_bad_header(blocks: np.ndarray, sizes: np.ndarray) -> int:
     for k in np.flatnonzero(~good).tolist():
         raw = blocks[k].tobytes()
         stored = header_size(raw)
-        if not (header_ok(raw) and raw[156:157] in _REGULAR and (stored == sizes[k] or (sizes[k] > 8**11 - 1 and stored == 0))):
+        if not (header_ok(raw) and raw[156:157] in _REGULAR and _size_agrees(stored, int(sizes[k]))):
             return k
     return -1
 
@@ -231,6 +245,36 @@ def _pax(raw: bytes, name: Path, at: int) -> dict[str, bytes]:
         records[_text(key, name, "pax record key", at)] = value  # (values stay bytes until used)
         pos = end
     return records
+
+
+def _check_end(read: Callable[[int, int], bytes], size: int, name: Path, pos: int) -> None:
+    """The all-zero block at ``pos`` is the end-of-archive marker: a second zero block follows,
+    then at most ``MAX_TAIL`` bytes, all zero (``CorruptFileError`` naming the offset otherwise)."""
+    if pos + 2 * BLOCK > size:
+        raise CorruptFileError(
+            name, f"one zero block at byte {pos} ends the file, not the two that end an archive: the file is cut short"
+        )
+    if read(pos + BLOCK, BLOCK).count(0) != BLOCK:
+        raise CorruptFileError(
+            name,
+            f"the zero block at byte {pos} is followed by a non-zero block, not by the second zero block that ends an "
+            "archive: a header was zeroed (a hole or a damaged copy), or archives were concatenated",
+        )
+    tail = size - pos - 2 * BLOCK
+    if tail > MAX_TAIL:
+        raise CorruptFileError(
+            name,
+            f"{tail} bytes follow the end-of-archive marker at byte {pos}, more than the {MAX_TAIL} bytes of padding "
+            "a tar writer leaves: headers were zeroed (a hole or a damaged copy), or the file was only partly written",
+        )
+    rest = read(pos + 2 * BLOCK, tail)
+    if rest.count(0) != len(rest) or len(rest) != tail:
+        at = pos + 2 * BLOCK + len(rest) - len(rest.lstrip(b"\0"))
+        raise CorruptFileError(
+            name,
+            f"the bytes after the end-of-archive marker at byte {pos} are not zeros (byte {at} is not): a header was "
+            "zeroed (a hole or a damaged copy), or archives were concatenated",
+        )
 
 
 def scan(read: Callable[[int, int], bytes], size: int, name: Path) -> tuple[list[str], list[int], list[int]]:
@@ -266,7 +310,8 @@ def scan(read: Callable[[int, int], bytes], size: int, name: Path) -> tuple[list
                 name, f"the header at byte {pos} is truncated ({len(block)} of {BLOCK} bytes): the file is cut short"
             )
         if block.count(0) == BLOCK:
-            break  # the end-of-archive block (what follows is padding)
+            _check_end(read, size, name, pos)
+            break
         if not header_ok(block):
             raise CorruptFileError(name, f"the header at byte {pos} fails its checksum: the file is damaged or not a tar archive")
         length = _number(block[124:136], name, "size", pos)
@@ -276,6 +321,13 @@ def scan(read: Callable[[int, int], bytes], size: int, name: Path) -> tuple[list
             text = pax["size"]
             if not text.isdigit():
                 raise CorruptFileError(name, f"the pax header before byte {pos} has a size that is not a number: {text[:40]!r}")
+            if not _size_agrees(length, int(text)):
+                raise CorruptFileError(
+                    name,
+                    f"the member at byte {pos}: its pax header says it holds {int(text)} bytes, its own header {length}: "
+                    "the archive is damaged or its writer is at fault (a size field holds up to "
+                    f"{MAX_OCTAL} bytes; a larger pax size goes with a size field of 0)",
+                )
             length = int(text)
         if data + length > size:
             raise CorruptFileError(
