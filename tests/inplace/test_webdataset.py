@@ -319,7 +319,7 @@ def test_a_damaged_or_mismatched_cache_entry_is_rebuilt_never_trusted(tmp_path, 
         entry.write_bytes(tarindex._encode(index))
     before = len(scans)
     if damage.startswith("forged"):
-        with pytest.raises(CorruptFileError, match="header is not where the index says, or not its size"):
+        with pytest.raises(CorruptFileError, match="its header says it holds 700 bytes, the index 699|are no tar header"):
             [open_webdataset(path, part_samples=2)[i] for i in range(6)]
         return
     assert [open_webdataset(path)[i] for i in range(6)] == want and len(scans) == before + 1
@@ -443,17 +443,71 @@ def test_a_file_changed_after_opening_is_an_error_not_other_data(tmp_path):
     ds = open_webdataset(path, part_samples=2)
     assert ds[0]["bin"] == bytes([0]) * 600
     raw = bytearray(path.read_bytes())
-    st = path.stat()
-    raw[2 * 3 * BLOCK + 10] ^= 1  # a header's name, in place, with the size and times kept
-    with open(path, "r+b") as f:
-        f.write(raw)
-    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
-    with pytest.raises(CorruptFileError, match="header is not where the index says"):
+    raw[2 * 3 * BLOCK] ^= 1  # member 2's name (2.bin -> 3.bin), its checksum fixed, in place, with the size and times kept
+    fix_checksum(raw, 2 * 3 * BLOCK)
+    rewrite_in_place(path, bytes(raw))
+    with pytest.raises(CorruptFileError, match=r"changed in place since it was opened \(size 10240 -> 10240 bytes"):
         ds[2]
     with open(path, "ab") as f:
         f.write(bytes(BLOCK))
-    with pytest.raises(CorruptFileError, match="changed since it was opened"):
+    with pytest.raises(CorruptFileError, match=r"changed in place since it was opened \(size 10240 -> 10752 bytes"):
         ds[4]
+    fresh = [(f"{k}.bin", bytes([k]) * 600) for k in range(6)]
+    os.replace(write_tar(tmp_path / "new.tar", fresh), path)
+    ds = open_webdataset(path, part_samples=2)
+    os.replace(write_tar(tmp_path / "new.tar", fresh), path)  # another file renamed over it
+    with pytest.raises(CorruptFileError, match="the file was replaced since it was opened") as caught:
+        ds[0]
+    assert "in place" not in str(caught.value)
+
+
+def rewrite_in_place(path: Path, raw: bytes) -> None:
+    """``raw`` written over the file at ``path`` (its inode), its size and times as they were (what
+    ``cp -p`` or ``rsync --inplace -t`` leave): only its status-change time moves."""
+    before = path.stat()
+    assert len(raw) == before.st_size
+    with open(path, "r+b") as f:
+        f.write(raw)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    while path.stat().st_ctime_ns == before.st_ctime_ns:  # (ctime has the kernel clock's granularity: wait out its tick)
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    now = path.stat()
+    assert (now.st_ino, now.st_size, now.st_mtime_ns) == (before.st_ino, before.st_size, before.st_mtime_ns)
+
+
+def swapped(k: int, upper: bool = False) -> list[tuple[str, bytes]]:
+    """Sample ``s<k>``: a .bin and a .dat member of 4 bytes each, .bin first (or .dat first, uppercase values)."""
+    if upper:
+        return [(f"s{k}.dat", b"D%03d" % k), (f"s{k}.bin", b"B%03d" % k)]
+    return [(f"s{k}.bin", b"b%03d" % k), (f"s{k}.dat", b"d%03d" % k)]
+
+
+def test_a_shard_rewritten_in_place_with_its_size_and_times_kept_is_indexed_anew(tmp_path, scans):
+    path = write_tar(tmp_path / "s.tar", [m for k in range(6) for m in swapped(k)])
+    ds = open_webdataset(path, part_samples=2)
+    assert ds[0] == {"__key__": "s0", "bin": b"b000", "dat": b"d000"}
+    rewrite_in_place(path, write_tar(tmp_path / "new.tar", [m for k in range(6) for m in swapped(k, True)]).read_bytes())
+    again = open_webdataset(path, part_samples=2)
+    assert [again[i] for i in range(6)] == [{"__key__": f"s{k}", "bin": b"B%03d" % k, "dat": b"D%03d" % k} for k in range(6)]
+    assert len(scans) == 2 and len(entries(tmp_path / "cache")) == 2
+    with pytest.raises(CorruptFileError, match="changed in place since it was opened"):
+        ds[4]
+
+
+@pytest.mark.parametrize("fmt, folder", [(tarfile.GNU_FORMAT, ""), (tarfile.USTAR_FORMAT, "f" * 110 + "/")])
+def test_a_cached_index_of_other_member_names_is_refused_before_a_value_reaches_a_field(tmp_path, scans, fmt, folder):
+    old = write_tar(tmp_path / "old.tar", [(folder + n, v) for k in range(6) for n, v in swapped(k)], fmt)
+    path = write_tar(tmp_path / "s.tar", [(folder + n, v) for k in range(6) for n, v in swapped(k, True)], fmt)
+    tar_index(old)
+    (entry,) = entries(tmp_path / "cache")
+    here, now = str(path.absolute()), tarindex.file_identity(os.stat(path))
+    forged = tarindex._decode(entry.read_bytes(), str(old.absolute()), tarindex.file_identity(os.stat(old)))
+    forged.path, forged.identity = here, now  # the same offsets and sizes, each sample's names the other way round
+    (tmp_path / "cache" / "tarindex" / tarindex._entry_name(here, now)).write_bytes(tarindex._encode(forged))
+    ds = open_webdataset(path, part_samples=2)
+    assert len(scans) == 1  # (the forged entry was loaded)
+    with pytest.raises(CorruptFileError, match=f"member '{folder}s2.bin': its header names '{folder}s2.dat'"):
+        ds[2]
 
 
 def test_a_pax_size_beyond_the_size_field_is_read_when_the_field_is_zero():

@@ -27,17 +27,29 @@ sample. Members WebDataset skips are skipped (no dot in the base name, a base na
 dot, ``__name__`` metadata paths). A key that comes back after another, or an extension twice in one
 sample, is refused naming the file and the key.
 
+The file's identity (``file_identity``) is its (inode, size, modification time, status-change
+time) in ns: the status-change time moves on every write and cannot be set back (``utime`` sets
+the other two), so a shard rewritten in place with its size and modification time restored
+(``cp -p``, ``rsync --inplace -t``) is another file to the cache and to an open reader. A change
+of mode, owner or link count moves it too (the index is then rebuilt, an open reader refuses).
+
 The cache: ``cache_dir/tarindex/`` (``cache_dir`` default ``$SLIPSTREAM_CACHE_DIR`` or
 ``~/.cache/slipstream``), private (mode 0700, refused when another user owns it or others can write
-it, as the page cache's folder is), one entry per file keyed by its absolute path, size,
-modification time and inode, written to a temporary name and renamed into place; it holds the
-members and their grouping, so loading it runs no pass and no grouping. An entry is used only when
-its digest (BLAKE2b) matches, it names the same path and identity, and it is consistent with
-itself and the file (members aligned, ascending and inside it, names and keys UTF-8, each sample's
-members consecutive with no extension twice); anything else is rebuilt from the file and the entry
-replaced, never trusted. Readers check each member's own header in the bytes they read
-(``first_bad_header``), which catches an entry that passes all this but is not this file's. A
+it, as the page cache's folder is), one entry per file keyed by its absolute path and identity,
+written to a temporary name and renamed into place; it holds the members and their grouping, so
+loading it runs no pass and no grouping. An entry is used only when its digest (BLAKE2b) matches,
+it names the same path and identity, and it is consistent with itself and the file (members
+aligned, ascending and inside it, names and keys UTF-8, each sample's members consecutive with no
+extension twice); anything else is rebuilt from the file and the entry replaced, never trusted. A
 folder that cannot be written leaves the index uncached (``TarIndex.cached`` False).
+
+Readers check each member's own header in the bytes they read (``first_bad_header``): the 512
+bytes before its data must be a header with a matching checksum, of a regular file, of the index's
+size, and, for a member named by its header alone (no pax ``path`` or GNU long name before it),
+of the index's name (the name field, after the ustar prefix when there is one). An index that is
+not this file's (a forged or stale entry, another file's) is caught there unless every member of
+the part read has the same offset, size and name in both, or takes its name from a pax or
+long-name record (whose names are not checked: the record is not in the bytes read).
 """
 
 from __future__ import annotations
@@ -61,7 +73,8 @@ from ..core.errors import CorruptFileError
 from ..files.field import pyarrow_module as _pa
 
 __all__ = ["BLOCK", "MAX_OCTAL", "MAX_RECORD", "MAX_TAIL", "WINDOW", "Strings", "TarIndex", "default_cache_dir",
-           "first_bad_header", "group", "header_ok", "header_size", "scan", "tar_index"]  # fmt: skip
+           "file_identity", "first_bad_header", "group", "header_ok", "header_problem", "header_size", "scan",
+           "tar_index"]  # fmt: skip
 
 BLOCK = 512
 WINDOW = 64 << 10  # bytes read at a time by the pass over the headers
@@ -80,16 +93,22 @@ _OCTAL = re.compile(rb"[0-7]*")
 _HIGH = bytes(range(128, 256))
 _KEY = re.compile(r"^((?:.*/|)[^.]+)[.]([^/]*)$")  # WebDataset's base_plus_ext
 _META = re.compile(r"__[^/]*__($|/)")  # WebDataset's skip_meta
-_MAGIC = b"slipstream tar index\0v1\0"
+_MAGIC = b"slipstream tar index\0v2\0"
 _DIGEST = 32
 
 
 class Strings:
-    """Strings as one UTF-8 blob and int64 ``ends`` (compact to keep and to pickle); ``arrow(a, b)``
-    is strings ``a .. b - 1`` as a large_string array over the blob, without a copy."""
+    """Strings as one UTF-8 blob and int64 ``offsets`` (``ends`` = ``offsets[1:]``; compact to keep
+    and to pickle); ``arrow(a, b)`` is strings ``a .. b - 1`` as a large_string array over the blob,
+    without a copy."""
 
     def __init__(self, blob: bytes, ends: np.ndarray):
-        self.blob, self.ends = blob, np.ascontiguousarray(ends, dtype=np.int64)
+        self.blob = blob
+        self.offsets = np.concatenate([np.zeros(1, np.int64), np.asarray(ends, dtype=np.int64)])
+        self.ends = self.offsets[1:]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return Strings, (self.blob, self.ends)  # (the ends only: the offsets are made again)
 
     @classmethod
     def of(cls, items: list[str]) -> Strings:
@@ -108,20 +127,21 @@ class Strings:
 
     def arrow(self, start: int, stop: int) -> Any:
         pa = _pa()
-        offsets = np.concatenate([[0], self.ends]).astype(np.int64)
         return pa.Array.from_buffers(
-            pa.large_string(), stop - start, [None, pa.py_buffer(offsets), pa.py_buffer(self.blob)], 0, start
+            pa.large_string(), stop - start, [None, pa.py_buffer(self.offsets), pa.py_buffer(self.blob)], 0, start
         )
 
 
 @dataclass
 class TarIndex:
     """One tar shard's members (``names``, data ``offsets``, ``sizes``, in file order, the skipped
-    ones left out) and its samples: ``keys[s]`` owns members ``starts[s] .. starts[s + 1] - 1``,
-    member ``m`` holding extension ``extensions[codes[m]]``. ``identity``: (inode, size, mtime ns)."""
+    ones left out; ``named[m]``: whether member ``m``'s name is its header's own, no pax or
+    long-name record before it) and its samples: ``keys[s]`` owns members ``starts[s] ..
+    starts[s + 1] - 1``, member ``m`` holding extension ``extensions[codes[m]]``. ``identity``: the
+    file's (``file_identity``)."""
 
     path: str
-    identity: tuple[int, int, int]
+    identity: tuple[int, int, int, int]
     names: Strings
     offsets: np.ndarray
     sizes: np.ndarray
@@ -129,6 +149,7 @@ class TarIndex:
     starts: np.ndarray
     extensions: list[str]
     codes: np.ndarray
+    named: np.ndarray
     cached: bool = False  # whether it is in (or came from) the cache: another process finds it there
 
     def __len__(self) -> int:
@@ -140,6 +161,12 @@ class TarIndex:
             if self.codes[m] == code:
                 return m
         return -1
+
+
+def file_identity(st: os.stat_result) -> tuple[int, int, int, int]:
+    """A file's identity from its ``stat``: (inode, size, modification time, status-change time),
+    times in ns (see the module doc)."""
+    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
 # -- the pass over the headers -----------------------------------------------------------------
@@ -201,21 +228,64 @@ def _size_agrees(stored: int | None, size: int) -> bool:
     return stored == size or (size > MAX_OCTAL and stored in (0, MAX_OCTAL))
 
 
-def first_bad_header(blocks: np.ndarray, sizes: np.ndarray) -> int:
-    """The first of ``blocks`` (k x 512 uint8: the headers right before members' data) that is not
-    a regular file's header of its ``sizes`` with a matching checksum, or -1 (vectorized; rows in
-    a rarer form are checked one by one)."""
+def _header_name(block: bytes) -> bytes:
+    """The member name a header holds: its name field, after the ustar prefix when there is one."""
+    name = block[:100].split(b"\0", 1)[0]
+    prefix = block[345:500].split(b"\0", 1)[0]
+    return prefix + b"/" + name if block[257:263] == b"ustar\0" and prefix else name
+
+
+def header_problem(block: bytes, index: TarIndex, m: int) -> str | None:
+    """What is wrong with ``block`` (the 512 bytes right before member ``m``'s data) as member
+    ``m``'s header (see the module doc), in words; None when nothing is."""
+    if not header_ok(block):
+        return "the 512 bytes before its data are no tar header (their checksum fails)"
+    if block[156:157] not in _REGULAR:
+        return f"the header before its data is of type {block[156:157]!r}, not a regular file's"
+    stored, size = header_size(block), int(index.sizes[m])
+    if not _size_agrees(stored, size):
+        return f"its header says it holds {stored} bytes, the index {size}"
+    if index.named[m]:
+        own = _header_name(block)
+        if own != index.names[m].encode("utf-8"):
+            return f"its header names {own.decode('utf-8', 'replace')!r}"
+    return None
+
+
+def _names_match(blocks: np.ndarray, names: Strings, first: int) -> np.ndarray:
+    """Per row of ``blocks``: whether its name field is exactly ``names[first + row]`` (NUL-ended
+    unless it fills the field), vectorized; a name under a ustar prefix does not match here."""
+    k = len(blocks)
+    lengths = np.diff(names.offsets[first : first + k + 1])
+    fits = lengths <= 100
+    counts = np.where(fits, lengths, 0)
+    rows = np.repeat(np.arange(k), counts)
+    columns = np.arange(len(rows)) - np.repeat(np.cumsum(counts) - counts, counts)
+    want = np.frombuffer(names.blob, np.uint8)[np.repeat(names.offsets[first : first + k], counts) + columns]
+    wrong = np.zeros(k, bool)
+    wrong[rows[blocks[rows, columns] != want]] = True
+    ended = np.ones(k, bool)
+    short = np.flatnonzero(lengths < 100)
+    ended[short] = blocks[short, lengths[short]] == 0
+    return fits & ~wrong & ended
+
+
+def first_bad_header(blocks: np.ndarray, index: TarIndex, first: int) -> int:
+    """The first of ``blocks`` (k x 512 uint8: the 512 bytes right before the data of ``index``'s
+    members ``first .. first + k - 1``) that is not its member's header (``header_problem``), or
+    -1 (vectorized; rows in a rarer form are checked one by one)."""
     if not len(blocks):
         return -1
+    sizes = index.sizes[first : first + len(blocks)]
     checksum, plain_checksum = _octal_fields(blocks[:, 148:156])
     size, plain_size = _octal_fields(blocks[:, 124:136])
     unsigned = blocks.sum(axis=1, dtype=np.int64) - blocks[:, 148:156].sum(axis=1, dtype=np.int64) + 256
     regular = np.isin(blocks[:, 156], np.frombuffer(b"".join(_REGULAR), np.uint8))
+    named = index.named[first : first + len(blocks)].astype(bool)
     good = plain_checksum & (checksum == unsigned) & plain_size & (size == sizes) & regular
+    good &= ~named | _names_match(blocks, index.names, first)
     for k in np.flatnonzero(~good).tolist():
-        raw = blocks[k].tobytes()
-        stored = header_size(raw)
-        if not (header_ok(raw) and raw[156:157] in _REGULAR and _size_agrees(stored, int(sizes[k]))):
+        if header_problem(blocks[k].tobytes(), index, first + k) is not None:
             return k
     return -1
 
@@ -277,9 +347,10 @@ def _check_end(read: Callable[[int, int], bytes], size: int, name: Path, pos: in
         )
 
 
-def scan(read: Callable[[int, int], bytes], size: int, name: Path) -> tuple[list[str], list[int], list[int]]:
+def scan(read: Callable[[int, int], bytes], size: int, name: Path) -> tuple[list[str], list[int], list[int], list[bool]]:
     """The regular members of the tar archive of ``size`` bytes that ``read(offset, n)`` reads:
-    (names, data offsets, sizes) in file order (see the module doc for what is refused)."""
+    (names, data offsets, sizes, whether each name is its header's own) in file order (see the
+    module doc for what is refused)."""
     if size == 0:
         raise CorruptFileError(name, "the file is empty, not a tar archive")
     head = read(0, min(size, 8))
@@ -292,6 +363,7 @@ def scan(read: Callable[[int, int], bytes], size: int, name: Path) -> tuple[list
     names: list[str] = []
     offsets: list[int] = []
     sizes: list[int] = []
+    named: list[bool] = []
     pos = 0
     long_name: str | None = None
     pax: dict[str, bytes] = {}
@@ -351,6 +423,7 @@ def scan(read: Callable[[int, int], bytes], size: int, name: Path) -> tuple[list
                 long_name = _text(raw.split(b"\0", 1)[0], name, "long name", pos)
             pos = data + -(-length // BLOCK) * BLOCK
             continue
+        own = "path" not in pax and long_name is None
         if "path" in pax:
             member = _text(pax["path"], name, "pax path", pos)
         elif long_name is not None:
@@ -375,13 +448,17 @@ def scan(read: Callable[[int, int], bytes], size: int, name: Path) -> tuple[list
             names.append(member)
             offsets.append(data)
             sizes.append(length)
+            named.append(own)
         pos = data + -(-length // BLOCK) * BLOCK
-    return names, offsets, sizes
+    return names, offsets, sizes, named
 
 
-def group(path: str, identity: tuple[int, int, int], names: list[str], offsets: Any, sizes: Any, name: Any = None) -> TarIndex:
+def group(
+    path: str, identity: tuple[int, ...], names: list[str], offsets: Any, sizes: Any, name: Any = None, named: Any = None
+) -> TarIndex:
     """The samples of a shard's members, as WebDataset groups them (see the module doc); errors
-    name the file as ``name`` (default ``path``)."""
+    name the file as ``name`` (default ``path``). ``named``: whether each name is its header's own
+    (``scan``'s; default none, so no name is checked against a header)."""
     where = path if name is None else name
     kept_names, kept, keys, starts, codes = [], [], [], [], []
     extensions: dict[str, int] = {}
@@ -419,6 +496,7 @@ def group(path: str, identity: tuple[int, int, int], names: list[str], offsets: 
         offsets=np.asarray(offsets, dtype=np.int64)[at], sizes=np.asarray(sizes, dtype=np.int64)[at],
         keys=Strings.of(keys), starts=np.asarray(starts, dtype=np.int64), extensions=list(extensions),
         codes=np.asarray(codes, dtype=np.int32),
+        named=(np.zeros(len(names), bool) if named is None else np.asarray(named, dtype=bool))[at],
     )  # fmt: skip
 
 
@@ -427,9 +505,9 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("SLIPSTREAM_CACHE_DIR") or Path.home() / ".cache" / "slipstream")
 
 
-def _entry_name(path: str, identity: tuple[int, int, int]) -> str:
-    ino, size, mtime = identity
-    return hashlib.sha256(f"{path}\0{size}\0{mtime}\0{ino}".encode("utf-8", "surrogateescape")).hexdigest()[:40] + ".idx"
+def _entry_name(path: str, identity: tuple[int, int, int, int]) -> str:
+    ino, size, mtime, ctime = identity
+    return hashlib.sha256(f"{path}\0{size}\0{mtime}\0{ino}\0{ctime}".encode("utf-8", "surrogateescape")).hexdigest()[:40] + ".idx"
 
 
 def _encode(index: TarIndex) -> bytes:
@@ -444,6 +522,7 @@ def _encode(index: TarIndex) -> bytes:
         index.names.blob,
         index.keys.blob,
         *(a.astype("<i8").tobytes() for a in arrays),
+        index.named.astype(np.uint8).tobytes(),
     ]
     body = b"".join(parts)
     return body + hashlib.blake2b(body, digest_size=_DIGEST).digest()
@@ -463,7 +542,7 @@ def _strings(blob: bytes, ends: np.ndarray) -> Strings | None:
     return Strings(blob, ends) if not np.any((cuts & 0xC0) == 0x80) else None
 
 
-def _decode(raw: bytes, path: str, identity: tuple[int, int, int]) -> TarIndex | None:
+def _decode(raw: bytes, path: str, identity: tuple[int, int, int, int]) -> TarIndex | None:
     """The index an entry holds, or None when it is damaged (digest), another file's (path and
     identity), or inconsistent (with itself or the file's size)."""
     if len(raw) < len(_MAGIC) + 8 + _DIGEST or not raw.startswith(_MAGIC):
@@ -483,7 +562,7 @@ def _decode(raw: bytes, path: str, identity: tuple[int, int, int]) -> TarIndex |
         return None
     at += length
     counts = [m, m, m, m, n, n + 1]
-    if len(body) != at + name_bytes + key_bytes + 8 * sum(counts):
+    if len(body) != at + name_bytes + key_bytes + 8 * sum(counts) + m:
         return None
     if not all(isinstance(e, str) for e in extensions) or len(set(extensions)) != len(extensions):
         return None
@@ -494,6 +573,9 @@ def _decode(raw: bytes, path: str, identity: tuple[int, int, int]) -> TarIndex |
         arrays.append(np.frombuffer(body, "<i8", count, at).astype(np.int64))
         at += 8 * count
     name_ends, offsets, sizes, codes, key_ends, starts = arrays
+    named = np.frombuffer(body, np.uint8, m, at)
+    if np.any(named > 1):
+        return None
     name_strings, key_strings = _strings(names, name_ends), _strings(keys, key_ends)
     if name_strings is None or key_strings is None or starts[0] != 0 or starts[-1] != m or np.any(np.diff(starts) <= 0):
         return None
@@ -506,7 +588,9 @@ def _decode(raw: bytes, path: str, identity: tuple[int, int, int]) -> TarIndex |
     owners = np.repeat(np.arange(n, dtype=np.int64), np.diff(starts))
     if len(np.unique(owners * max(1, len(extensions)) + codes)) != m:  # an extension twice in a sample
         return None
-    return TarIndex(path, identity, name_strings, offsets, sizes, key_strings, starts, extensions, codes.astype(np.int32))
+    return TarIndex(
+        path, identity, name_strings, offsets, sizes, key_strings, starts, extensions, codes.astype(np.int32), named.astype(bool)
+    )
 
 
 def _folder(cache_dir: str | os.PathLike | None) -> int | None:
@@ -515,7 +599,7 @@ def _folder(cache_dir: str | os.PathLike | None) -> int | None:
     return open_private(Path(cache_dir if cache_dir is not None else default_cache_dir()) / "tarindex")
 
 
-def _load(dir_fd: int, entry: str, path: str, identity: tuple[int, int, int]) -> TarIndex | None:
+def _load(dir_fd: int, entry: str, path: str, identity: tuple[int, int, int, int]) -> TarIndex | None:
     try:
         fd = os.open(entry, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
     except OSError:
@@ -566,7 +650,7 @@ class _Window:
         return self.data[:n]
 
 
-def _scan_file(path: Path, fd: int, size: int) -> tuple[list[str], list[int], list[int]]:
+def _scan_file(path: Path, fd: int, size: int) -> tuple[list[str], list[int], list[int], list[bool]]:
     return scan(_Window(fd), size, path)
 
 
@@ -578,14 +662,14 @@ def tar_index(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None = 
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         st = os.fstat(fd)
-        identity = (st.st_ino, st.st_size, st.st_mtime_ns)
+        identity = file_identity(st)
         dir_fd = _folder(cache_dir) if cache else None
         try:
             entry = _entry_name(absolute, identity)
             index = _load(dir_fd, entry, absolute, identity) if dir_fd is not None else None
             if index is None:
-                names, offsets, sizes = _scan_file(path, fd, st.st_size)
-                index = group(absolute, identity, names, offsets, sizes, path)
+                names, offsets, sizes, named = _scan_file(path, fd, st.st_size)
+                index = group(absolute, identity, names, offsets, sizes, path, named)
                 if dir_fd is not None:
                     index.cached = _store(dir_fd, entry, index)
             else:

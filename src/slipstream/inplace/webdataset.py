@@ -16,11 +16,14 @@ compiled tasks and device stage as a packed file's), ``cls``, ``cls2``, ``index`
 refused naming its key, unless ``fields=`` leaves that extension out. The shards of a set must
 hold the same fields.
 
-What is checked: the index (see ``tarindex``), the file's identity before each read (a file
-changed since it was opened raises ``CorruptFileError``; one renamed over it is not read, the one
-opened is), each member's own header in the bytes read (checksum, type and size: an index that is
-stale or not this file's is caught), and each value as its field reads it (integers, UTF-8, JSON,
-image headers), errors naming the file, the sample's key and the member.
+What is checked: the index (see ``tarindex``); the file's identity (``tarindex.file_identity``:
+inode, size, modification and status-change times) before each read, which opens the file by its
+path: a file changed in place since it was opened, or replaced by another at its path (renamed
+over it), raises ``CorruptFileError``, reading neither the new file nor the one opened (open it
+again to read the new contents); each member's own header
+in the bytes read (``tarindex.first_bad_header``: checksum, type, size, and the name where the
+header holds it); and each value as its field reads it (integers, UTF-8, JSON, image headers),
+errors naming the file, the sample's key and the member.
 """
 
 from __future__ import annotations
@@ -38,12 +41,11 @@ from ..convert.columns import Column, list_values
 from ..core.errors import ChecksumError, CorruptFileError
 from ..files import field_kinds as F
 from ..files.field import pyarrow_module as _pa
-from ..files.identity import identity
 from ..files.packed import PackedDataset
 from ..files.pagememory import RecentPages
 from ..files.shards import ShardedDataset
 from .tablepages import DEFAULT_KEEP, TablePages, chosen_columns
-from .tarindex import BLOCK, TarIndex, first_bad_header, tar_index
+from .tarindex import BLOCK, TarIndex, file_identity, first_bad_header, header_problem, tar_index
 
 __all__ = ["PART_BYTES", "TarPages", "expand_braces", "is_webdataset", "open_webdataset", "tar_files"]
 
@@ -243,7 +245,7 @@ class TarPages(TablePages):
         if not isinstance(part_bytes, int) or part_bytes < 1:
             raise ValueError(f"part_bytes must be a positive integer, got {part_bytes!r}")
         self.name = self.path = Path(path)
-        self.identity = identity(self.path)
+        self.identity = file_identity(os.stat(self.path))
         self.size = self.identity[1]
         self.index = index if index is not None else tar_index(self.path, cache_dir=cache_dir)
         if tuple(self.index.identity) != self.identity:
@@ -279,15 +281,15 @@ class TarPages(TablePages):
         return f"part {p} (samples {first}..{stop - 1}, keys {self.index.keys[first]!r}..{self.index.keys[stop - 1]!r})"
 
     def _read(self, start: int, stop: int) -> bytes:
-        """Bytes ``start .. stop - 1`` of the file opened (a descriptor of its own per read: a set of
-        thousands of shards holds none open)."""
+        """Bytes ``start .. stop - 1`` of the file at the path once its identity is the one opened (a
+        descriptor of its own per read: a set of thousands of shards holds none open)."""
         try:
             fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
             raise CorruptFileError(self.path, "the file was removed since it was opened") from None
         try:
             st = os.fstat(fd)
-            self._same((st.st_ino, st.st_size, st.st_mtime_ns))
+            self._same(file_identity(st))
             chunks, at = [], start
             while at < stop:
                 chunk = os.pread(fd, stop - at, at)
@@ -309,14 +311,13 @@ class TarPages(TablePages):
         base = int(index.offsets[m0]) - BLOCK
         data = self._read(base, int(index.offsets[m1 - 1] + index.sizes[m1 - 1]))
         view = memoryview(data)
-        offsets = (index.offsets[m0:m1] - base).tolist()
-        sizes = index.sizes[m0:m1].tolist()
+        offsets, sizes = index.offsets[m0:m1] - base, index.sizes[m0:m1]
         blocks = np.frombuffer(data, np.uint8, len(data) // BLOCK * BLOCK).reshape(-1, BLOCK)  # (base is block-aligned)
-        bad = first_bad_header(blocks[(index.offsets[m0:m1] - base) // BLOCK - 1], index.sizes[m0:m1])
+        bad = first_bad_header(blocks[offsets // BLOCK - 1], index, m0)
         if bad >= 0:
+            problem = header_problem(blocks[offsets[bad] // BLOCK - 1].tobytes(), index, m0 + bad)
             raise CorruptFileError(
-                self.path,
-                f"member {self._member(m0 + bad)}: its header is not where the index says, or not its size: the file changed or the index is not this file's",
+                self.path, f"member {self._member(m0 + bad)}: {problem}: the file changed or the index is not this file's"
             )
         codes = index.codes[m0:m1]
         arrays, names = [], []
@@ -326,7 +327,8 @@ class TarPages(TablePages):
                 arrays.append(index.keys.arrow(first, stop))
                 continue
             members = np.flatnonzero(codes == self._codes[column.name])  # one per sample, in order
-            values = [view[offsets[j] : offsets[j] + sizes[j]] for j in members.tolist()]
+            at, size = offsets.tolist(), sizes.tolist()
+            values = [view[at[j] : at[j] + size[j]] for j in members.tolist()]
             kind = _kind(column.name)
             if kind == "int":
                 arrays.append(
@@ -375,16 +377,23 @@ class TarPages(TablePages):
     def check(self) -> None:
         """``CorruptFileError`` when the file at the path is not the one opened (one ``stat``)."""
         try:
-            now = identity(self.path)
+            now = file_identity(os.stat(self.path))
         except FileNotFoundError:
             raise CorruptFileError(self.path, "the file was removed since it was opened") from None
         self._same(now)
 
-    def _same(self, now: tuple[int, int, int]) -> None:
+    def _same(self, now: tuple[int, int, int, int]) -> None:
+        if now[0] != self.identity[0]:
+            raise CorruptFileError(
+                self.path,
+                "the file was replaced since it was opened (another file is at its path, renamed over it or made anew; "
+                "each read opens the path, so the file opened cannot be read): reopen it to read the new file",
+            )
         if now != self.identity:
             raise CorruptFileError(
                 self.path,
-                f"the file changed since it was opened (size {self.identity[1]} -> {now[1]} bytes, or rewritten in place): reopen it to read the new contents",
+                f"the file changed in place since it was opened (size {self.identity[1]} -> {now[1]} bytes; its "
+                "modification or status-change time moved): reopen it to read the new contents",
             )
 
     def validate(self, starts: list[int], n: int) -> None:
