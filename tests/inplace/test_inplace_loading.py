@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -39,3 +40,26 @@ def test_a_parquet_folder_whose_files_order_their_class_names_differently_is_ref
     labelled(folder / "b.parquet", ["cat", "dog"])  # the same names: one dataset, label 0 is "cat" in both
     ds = ss.open(folder)
     assert ds.metadata["class_names"] == {"label": ["cat", "dog"]} and len(ds) == 8
+
+
+def numbered(path: Path, rows: int, group: int) -> Path:
+    pq.write_table(pa.table({"i": pa.array(range(rows), pa.int64()), "tokens": [list(range(k % 5 + 1)) for k in range(rows)]}), path, row_group_size=group)
+    return path
+
+
+def test_thread_workers_read_each_row_group_once_an_epoch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from slipstream.inplace.parquet import ParquetPages
+
+    path = numbered(tmp_path / "t.parquet", 600, 50)  # 12 row groups, fewer than a process keeps
+    reads: list[int] = []
+    original = ParquetPages.read_part
+
+    def counted(self: ParquetPages, p: int) -> object:
+        reads.append(p)
+        return original(self, p)
+
+    monkeypatch.setattr(ParquetPages, "read_part", counted)
+    loader = ss.DataLoader(ss.open(path, fields=["i"]), batch_size=16, workers=4, order="quasi_random", seed=0)
+    seen = np.concatenate([batch["i"] for batch in loader])
+    assert sorted(seen.tolist()) == list(range(600))
+    assert sorted(reads) == list(range(12))  # every row group once, however many workers asked for it together

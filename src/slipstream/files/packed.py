@@ -16,12 +16,15 @@ from __future__ import annotations
 import bisect
 import json
 import os
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..core.errors import ChecksumError, CorruptFileError, FormatVersionError, MissingFieldError, NotAPackedFileError
+from ..core.processlock import ProcessLock
 from ..core.spec import Spec
 from ..images.mapfields import mapfields
 from . import format as _format
@@ -99,6 +102,7 @@ class PackedDataset:
         self._n = total
         self._starts_array = np.asarray(starts, dtype=np.int64)
         self._pages = PageMemory(len(starts), self._source.recent)
+        self._flights = _Flights()
         self._flats: dict[str, np.ndarray | None] = {}
 
     # -- container protocol ------------------------------------------------------------------
@@ -121,17 +125,25 @@ class PackedDataset:
 
     def page(self, p: int) -> dict[str, Column]:
         """Page ``p``'s columns, one per field read (``Column.get(row)`` decodes a row), mapped on first
-        use and kept; ``CorruptFileError`` when the page cannot be mapped."""
+        use and kept; ``CorruptFileError`` when the page cannot be mapped. A source that is not local
+        reads a page once for the threads that ask for it at once (``_Flights``)."""
         columns = self._pages.get(p)
-        if columns is None:
-            self._source.check()  # (reads of a loaded page are checked by their callers, once each)
-            batch = self._source.batch(p)  # a remote source raises its own errors (RemoteReadError...)
-            try:
-                batch.validate()  # buffer sizes against lengths (cheap; offsets are checked by the columns)
-                columns = {n: self.fields[n].column(batch.column(k)) for n, k in zip(self.fields, self._columns_index)}
-            except Exception as exc:  # noqa: BLE001 - any failure to map a page is damage
-                raise CorruptFileError(self.path, f"page {p} cannot be read: {exc}") from exc
-            self._pages.put(p, columns)
+        if columns is not None:
+            return columns
+        if self._source.local:  # (mapping a page costs nothing to share)
+            return self._read_page(p)
+        return self._flights.read(p, self._pages.get, self._read_page)
+
+    def _read_page(self, p: int) -> dict[str, Column]:
+        """Page ``p`` read from the source, mapped into columns and kept."""
+        self._source.check()  # (reads of a loaded page are checked by their callers, once each)
+        batch = self._source.batch(p)  # a remote source raises its own errors (RemoteReadError...)
+        try:
+            batch.validate()  # buffer sizes against lengths (cheap; offsets are checked by the columns)
+            columns = {n: self.fields[n].column(batch.column(k)) for n, k in zip(self.fields, self._columns_index)}
+        except Exception as exc:
+            raise CorruptFileError(self.path, f"page {p} cannot be read: {exc}") from exc
+        self._pages.put(p, columns)
         return columns
 
     def _locate(self, index: Any, check: bool = True) -> tuple[dict[str, Column], int, int]:
@@ -389,6 +401,66 @@ class PackedDataset:
                 "over it): this process would read other data than that one; open the new file with ss.open "
                 "(a new loader), or keep the old one in place until the run ends",
             )
+
+
+class _Flight:
+    """One read of a page under way: ``done`` once it ended, with its ``value`` or its ``error``
+    (both None: it was interrupted, by something other than an ``Exception``)."""
+
+    __slots__ = ("done", "error", "value")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.value: Any = None
+        self.error: Exception | None = None
+
+
+class _Flights:
+    """The page reads under way in this process, one per page: a thread that asks for a page being
+    read waits for that read and gets its result or its error; a read that ended is forgotten, so
+    the next caller after a failure reads again. The lock is held only to look a page up (never
+    across a read, nor across pages); a forked process starts with none under way."""
+
+    def __init__(self) -> None:
+        self._lock = ProcessLock()
+        self._pid = os.getpid()
+        self._running: dict[int, _Flight] = {}
+
+    def read(self, p: int, kept: Callable[[int], Any], read: Callable[[int], Any]) -> Any:
+        """Page ``p``: ``kept(p)`` when not None, else the result of the one ``read(p)`` under way
+        (this thread's, when none is)."""
+        while True:
+            with self._lock:
+                if self._pid != os.getpid():  # a forked child: the parent's reads are not running here
+                    self._pid, self._running = os.getpid(), {}
+                value = kept(p)  # (kept before its flight ends: a thread that comes after finds it)
+                if value is not None:
+                    return value
+                flight = self._running.get(p)
+                lead = flight is None
+                if flight is None:
+                    flight = self._running[p] = _Flight()
+            if lead:
+                return self._lead(p, flight, read)
+            flight.done.wait()
+            if flight.error is not None:
+                raise flight.error
+            if flight.value is not None:
+                return flight.value
+            # the leader was interrupted (KeyboardInterrupt, ...): this thread tries itself
+
+    def _lead(self, p: int, flight: _Flight, read: Callable[[int], Any]) -> Any:
+        try:
+            flight.value = read(p)
+            return flight.value
+        except Exception as exc:
+            flight.error = exc
+            raise
+        finally:
+            with self._lock:
+                if self._running.get(p) is flight:
+                    del self._running[p]
+            flight.done.set()
 
 
 def checked_indices(indices: Any, n: int, before: str, after: str) -> np.ndarray:
