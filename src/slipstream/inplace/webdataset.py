@@ -310,7 +310,6 @@ class TarPages(TablePages):
         m0, m1 = int(index.starts[first]), int(index.starts[stop])
         base = int(index.offsets[m0]) - BLOCK
         data = self._read(base, int(index.offsets[m1 - 1] + index.sizes[m1 - 1]))
-        view = memoryview(data)
         offsets, sizes = index.offsets[m0:m1] - base, index.sizes[m0:m1]
         blocks = np.frombuffer(data, np.uint8, len(data) // BLOCK * BLOCK).reshape(-1, BLOCK)  # (base is block-aligned)
         bad = first_bad_header(blocks[offsets // BLOCK - 1], index, m0)
@@ -319,6 +318,11 @@ class TarPages(TablePages):
             raise CorruptFileError(
                 self.path, f"member {self._member(m0 + bad)}: {problem}: the file changed or the index is not this file's"
             )
+        # The part's bytes as one binary array of its members and the gaps before them (value 2j + 1:
+        # member j), over the bytes read: a column is a take of its members (one copy, in Arrow).
+        bounds = np.zeros(2 * len(offsets) + 1, np.int64)
+        bounds[1::2], bounds[2::2] = offsets, offsets + sizes
+        every = pa.Array.from_buffers(pa.large_binary(), 2 * len(offsets), [None, pa.py_buffer(bounds), pa.py_buffer(data)])
         codes = index.codes[m0:m1]
         arrays, names = [], []
         for column in self.columns:
@@ -327,19 +331,13 @@ class TarPages(TablePages):
                 arrays.append(index.keys.arrow(first, stop))
                 continue
             members = np.flatnonzero(codes == self._codes[column.name])  # one per sample, in order
-            at, size = offsets.tolist(), sizes.tolist()
-            values = [view[at[j] : at[j] + size[j]] for j in members.tolist()]
             kind = _kind(column.name)
             if kind == "int":
-                arrays.append(
-                    pa.array([self._int(v, first + k, m0 + int(j)) for k, (v, j) in enumerate(zip(values, members))], pa.int64())
-                )
+                view, at, size = memoryview(data), offsets.tolist(), sizes.tolist()
+                values = [self._int(view[at[j] : at[j] + size[j]], first + k, m0 + j) for k, j in enumerate(members.tolist())]
+                arrays.append(pa.array(values, pa.int64()))
                 continue
-            lengths = np.fromiter((len(v) for v in values), np.int64, len(values))
-            ends = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-            array = pa.Array.from_buffers(
-                pa.large_binary(), len(values), [None, pa.py_buffer(ends), pa.py_buffer(b"".join(values))]
-            )
+            array = every.take(pa.array(2 * members + 1))
             if kind == "text":
                 array = self._utf8(array, first, m0 + members)
             arrays.append(array)
