@@ -71,6 +71,7 @@ import numpy as np
 
 from ..core.errors import CorruptFileError
 from ..files.field import pyarrow_module as _pa
+from ..remote.cachedir import open_private
 
 __all__ = ["BLOCK", "MAX_OCTAL", "MAX_RECORD", "MAX_TAIL", "WINDOW", "Strings", "TarIndex", "default_cache_dir",
            "file_identity", "first_bad_header", "group", "header_ok", "header_problem", "header_size", "scan",
@@ -594,8 +595,6 @@ def _decode(raw: bytes, path: str, identity: tuple[int, int, int, int]) -> TarIn
 
 
 def _folder(cache_dir: str | os.PathLike | None) -> int | None:
-    from ..remote.cachedir import open_private
-
     return open_private(Path(cache_dir if cache_dir is not None else default_cache_dir()) / "tarindex")
 
 
