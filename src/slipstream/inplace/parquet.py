@@ -16,10 +16,11 @@ JSON). Only the chosen ``fields`` are mapped (a column of a type no field holds 
 Image columns are read by the pipelines, compiled tasks and the device stage as a packed file's
 are; ``image=`` sets their field (``F.Image(channels=3)`` makes every image RGB).
 
-What is checked. At open, the footer's claims against each other and the file, before anything
-is sized by them: the magic bytes and footer length, the row groups' row counts against the
-file's and against every column chunk's value count (equal for a flat column, at least as many
-for a nested one), each column chunk's bytes inside the file's data, and no row group claiming
+What is checked. At open, the footer's claims against each other and the file, from its own bytes
+(``files.parquetfooter``), before anything is sized by them: the magic bytes and footer length,
+the row groups' row counts against the file's and against every column chunk's value count (equal
+for a flat column, at least as many for a nested one), each column chunk's bytes inside the
+file's data and apart from the others', and no row group claiming
 more than ``ROWS_PER_BYTE`` rows per byte of its column chunks (beyond ``ROWS_ANYWAY`` rows: a
 row group of only constant columns past that is refused, convert such data instead). On reads:
 every page's structure by pyarrow's reader, each data page's CRC where the writer stored one
@@ -38,7 +39,6 @@ groups (``keep``) among the files opened together.
 
 from __future__ import annotations
 
-import itertools
 import mmap
 import os
 import stat
@@ -51,6 +51,18 @@ from ..files import field_kinds as F
 from ..files.field import pyarrow_module as _pa
 from ..files.identity import identity
 from ..files.packed import PackedDataset
+from ..files.parquetfooter import (
+    MAGIC,
+    ROWS_ANYWAY,
+    ROWS_PER_BYTE,
+    TAIL,
+    arrow_schema,
+    checked_footer,
+    checked_row_counts,
+    footer_bounds,
+    leaf_columns,
+    parse_metadata,
+)
 from ..files.pagememory import RecentPages
 from ..files.shards import ShardedDataset
 from .tablepages import DEFAULT_KEEP, TablePages, chosen_columns
@@ -58,10 +70,6 @@ from .tablepages import DEFAULT_KEEP, TablePages, chosen_columns
 __all__ = ["ROWS_ANYWAY", "ROWS_PER_BYTE", "ParquetPages", "checked_row_counts", "is_parquet", "open_parquet", "parquet_files"]
 
 SUFFIX = ".parquet"
-ROWS_PER_BYTE = 4096  # a row group claiming more rows per byte of its column chunks is damage (RLE of constants reaches ~1,500)
-ROWS_ANYWAY = 1 << 20  # rows any row group may hold, whatever its size
-_MAGIC = b"PAR1"
-_TAIL = 8  # the footer's length (4 bytes, little-endian) and the magic
 
 
 def is_parquet(path: Any) -> bool:
@@ -93,218 +101,7 @@ def _mapped(path: Path) -> tuple[Any, tuple[int, int, int]]:
 
 def _footer_end(path: Path, data: Any) -> int:
     """Where the footer starts (the end of the row groups' data): checked by its magic and length."""
-    size = len(data)
-    if size < len(_MAGIC) + _TAIL:
-        raise CorruptFileError(
-            path, f"the file is {size} bytes: too short for a Parquet file (at least 12), cut short or not Parquet"
-        )
-    magic = bytes(data[size - len(_MAGIC) :])
-    if magic == b"PARE":
-        raise CorruptFileError(path, "an encrypted Parquet file (its footer is encrypted), which is not read in place")
-    if magic != _MAGIC or bytes(data[: len(_MAGIC)]) != _MAGIC:
-        raise CorruptFileError(
-            path, f"does not begin and end with the Parquet magic bytes PAR1 (it ends with {magic!r}): cut short, or not Parquet"
-        )
-    length = int.from_bytes(data[size - _TAIL : size - len(_MAGIC)], "little")
-    if length + _TAIL + len(_MAGIC) > size:
-        raise CorruptFileError(
-            path, f"its footer is said to be {length} bytes, more than the {size}-byte file holds: cut short or damaged"
-        )
-    return size - _TAIL - length
-
-
-# -- the footer's claims, read from its Thrift bytes (compact protocol) ------------------------------------
-
-_MAX_DEPTH = 32  # Thrift values nested deeper in a footer are damage (Parquet's own nest about 6)
-
-
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        b = data[pos]  # (an IndexError past the end: damage, as every read here)
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise ValueError("a number longer than 10 bytes")
-
-
-def _count(data: bytes, pos: int) -> tuple[int, int, int]:
-    """A list's (or set's) (length, element type, position after its header); each element takes at
-    least one byte, so a length beyond the bytes left is damage."""
-    head = data[pos]
-    n, pos = (head >> 4, pos + 1) if head >> 4 != 15 else _varint(data, pos + 1)
-    if n > len(data) - pos:
-        raise ValueError(f"a list of {n} items runs past the footer's end")
-    return n, head & 0x0F, pos
-
-
-def _skip(data: bytes, pos: int, kind: int, depth: int) -> int:
-    """The position after a value of ``kind`` (a bool field's value is its type: no bytes)."""
-    if kind <= 2:
-        return pos
-    if kind == 3:
-        return pos + 1
-    if kind <= 6:
-        while data[pos] & 0x80:
-            pos += 1
-        return pos + 1
-    if kind == 7:
-        return pos + 8
-    if kind == 8:
-        n, pos = _varint(data, pos)
-        return pos + n
-    if depth > _MAX_DEPTH:
-        raise ValueError(f"values nested more than {_MAX_DEPTH} deep")
-    if kind in (9, 10):
-        n, inner, pos = _count(data, pos)
-        if inner <= 3:  # bools and bytes: one byte each
-            return pos + n
-        if inner == 7:
-            return pos + 8 * n
-        for _ in range(n):
-            pos = _skip(data, pos, inner, depth + 1)
-        return pos
-    if kind == 11:
-        n, pos = _varint(data, pos)
-        if n == 0:
-            return pos
-        if n > len(data) - pos:
-            raise ValueError(f"a map of {n} entries runs past the footer's end")
-        types = data[pos]
-        pos += 1
-        for _ in range(n):
-            pos = _skip(data, pos, types >> 4, depth + 1) + (1 if types >> 4 <= 2 else 0)
-            pos = _skip(data, pos, types & 0x0F, depth + 1) + (1 if types & 0x0F <= 2 else 0)
-        return pos
-    if kind == 12:
-        while (head := data[pos]) != 0:
-            pos += 1
-            if not head >> 4:
-                _, pos = _varint(data, pos)  # a field id written out
-            pos = _skip(data, pos, head & 0x0F, depth + 1)
-        return pos + 1
-    raise ValueError(f"a value of unknown type {kind}")
-
-
-def _struct(data: bytes, pos: int, depth: int, wanted: dict[int, Any]) -> tuple[dict[int, Any], int]:
-    """The fields of a struct that ``wanted`` names ({id: (type, read)}, ``read(data, pos, depth)``
-    giving (value, position)), the others passed over; a wanted field of another type is damage."""
-    out: dict[int, Any] = {}
-    last = 0
-    while (head := data[pos]) != 0:
-        pos += 1
-        if head >> 4:
-            last += head >> 4
-        else:
-            raw, pos = _varint(data, pos)
-            last = (raw >> 1) ^ -(raw & 1)
-        kind, entry = head & 0x0F, wanted.get(last)
-        if entry is None:
-            pos = _skip(data, pos, kind, depth + 1)
-        elif entry[0] != kind:
-            raise ValueError(f"field {last} has type {kind}, not {entry[0]}")
-        else:
-            out[last], pos = entry[1](data, pos, depth + 1)
-    return out, pos + 1
-
-
-def _i64(data: bytes, pos: int, depth: int) -> tuple[int, int]:
-    raw, pos = _varint(data, pos)
-    return (raw >> 1) ^ -(raw & 1), pos
-
-
-def _present(data: bytes, pos: int, depth: int) -> tuple[bool, int]:
-    return True, _skip(data, pos, 8, depth)
-
-
-def _structs(wanted: dict[int, Any]) -> Any:
-    def read(data: bytes, pos: int, depth: int) -> tuple[list[dict[int, Any]], int]:
-        n, kind, pos = _count(data, pos)
-        if n and kind != 12:
-            raise ValueError(f"a list of type {kind} where structs belong")
-        out = []
-        for _ in range(n):
-            item, pos = _struct(data, pos, depth, wanted)
-            out.append(item)
-        return out, pos
-
-    return read
-
-
-# the fields read (Parquet's parquet.thrift): ColumnMetaData's num_values, total_compressed_size, data_page_offset and
-# dictionary_page_offset; ColumnChunk's file_path and meta_data; RowGroup's columns and num_rows; FileMetaData's
-# num_rows and row_groups
-_CHUNK_META = {5: (6, _i64), 7: (6, _i64), 9: (6, _i64), 11: (6, _i64)}
-_CHUNK = {1: (8, _present), 3: (12, lambda data, pos, depth: _struct(data, pos, depth, _CHUNK_META))}
-_ROW_GROUP = {1: (9, _structs(_CHUNK)), 3: (6, _i64)}
-_FILE = {3: (6, _i64), 4: (9, _structs(_ROW_GROUP))}
-
-
-def checked_row_counts(path: Any, footer: bytes, data_end: int, leaves: list[tuple[str, bool]]) -> list[int]:
-    """The row counts of the row groups of a Parquet footer (``footer``: its Thrift bytes, without
-    the 8 after them) whose row groups' data ends at byte ``data_end``, after checking every claim
-    anything is sized by (see the module doc), read from the bytes themselves (pyarrow's metadata
-    objects abort the process on some damage); ``leaves``: each leaf column's (path, whether it is
-    flat: no repeated level). ``CorruptFileError`` naming ``path``, the row group and the column."""
-    data = bytes(footer)
-    try:
-        claims, _ = _struct(data, 0, 0, _FILE)
-    except (ValueError, IndexError, RecursionError) as exc:
-        raise CorruptFileError(path, f"its footer cannot be read: {exc or 'it ends inside a value'}") from None
-    counts, total, spans = [], 0, []
-    for g, group in enumerate(claims.get(4, [])):
-        rows, chunks = group.get(3), group.get(1, [])
-        if rows is None or rows < 0:
-            raise CorruptFileError(path, f"its footer says row group {g} holds {rows} rows: a damaged footer")
-        if len(chunks) != len(leaves):
-            raise CorruptFileError(
-                path, f"row group {g} has {len(chunks)} columns, but the schema {len(leaves)}: a damaged footer"
-            )
-        stored = 0
-        for (name, flat), chunk in zip(leaves, chunks):
-            meta = chunk.get(3)
-            if chunk.get(1):
-                raise CorruptFileError(path, f"row group {g}, column {name!r}: its data is in another file, which is not read")
-            if meta is None or any(k not in meta for k in (5, 7, 9)):
-                raise CorruptFileError(
-                    path, f"row group {g}, column {name!r}: its footer does not say where its data is (an encrypted column?)"
-                )
-            values, size, data, dictionary = meta[5], meta[7], meta[9], meta.get(11)
-            start = dictionary if dictionary is not None and 0 < dictionary < data else data  # (where pyarrow starts reading)
-            # (an empty chunk is never read: pyarrow writes its offset as 0)
-            if values and not len(_MAGIC) <= start <= data <= start + size <= data_end:
-                raise CorruptFileError(
-                    path, f"row group {g}, column {name!r}: its footer places the column's bytes at {start}..{start + size} (its data pages from {data}), "
-                    f"outside the file's data ({len(_MAGIC)}..{data_end}): a damaged footer"
-                )  # fmt: skip
-            if values != rows if flat else values < rows:
-                raise CorruptFileError(
-                    path,
-                    f"row group {g}, column {name!r}: its footer says it holds {values} values in {rows} rows: a damaged footer",
-                )
-            stored += size
-            if values:
-                spans.append((start, start + size, g, name))
-        if rows > max(ROWS_ANYWAY, ROWS_PER_BYTE * stored):
-            raise CorruptFileError(
-                path, f"its footer says row group {g} holds {rows} rows in {stored} bytes of column data: a damaged footer "
-                "(a row group of only constant columns this long is not read in place: convert it with slipstream convert)"
-            )  # fmt: skip
-        counts.append(rows)
-        total += rows
-    spans.sort()
-    for (_, stop, g, name), (start, _, h, other) in itertools.pairwise(spans):
-        if start < stop:
-            raise CorruptFileError(
-                path,
-                f"its footer places row group {h}'s column {other!r} on bytes of row group {g}'s column {name!r}: a damaged footer",
-            )
-    if total != claims.get(3):
-        raise CorruptFileError(path, f"its footer's row groups hold {total} rows, but it says {claims.get(3)}: a damaged footer")
-    return counts
+    return footer_bounds(path, len(data), data[len(data) - TAIL :], data[: len(MAGIC)])
 
 
 class ParquetPages(TablePages):
@@ -321,21 +118,10 @@ class ParquetPages(TablePages):
         self._open(Path(path))
         self._data_end = _footer_end(self.path, self._map)
         pa = _pa()
-        import pyarrow.parquet as pq
-
-        try:
-            self.metadata = pq.read_metadata(pa.BufferReader(self._buffer))  # the footer alone
-            schema = self.metadata.schema.to_arrow_schema()
-        except (pa.ArrowException, OSError, ValueError) as exc:  # (ValueError: a name that is not UTF-8)
-            raise CorruptFileError(self.path, f"cannot be read as Parquet: {exc}") from None
-        try:
-            leaves = [
-                (c.path, c.max_repetition_level == 0)
-                for c in (self.metadata.schema.column(j) for j in range(self.metadata.num_columns))
-            ]
-        except ValueError as exc:  # (a name that is not UTF-8)
-            raise CorruptFileError(self.path, f"its footer's schema cannot be read: {exc}") from None
-        self._rows = checked_row_counts(self.path, self._map[self._data_end : len(self._map) - _TAIL], self._data_end, leaves)
+        self.metadata = parse_metadata(self.path, self._buffer)  # the footer alone
+        schema = arrow_schema(self.path, self.metadata)
+        leaves = leaf_columns(self.path, self.metadata, schema)
+        self._rows = list(checked_footer(self.path, self._map[self._data_end : len(self._map) - TAIL], self._data_end, leaves).rows)
         if len(self._rows) != self.metadata.num_row_groups:
             raise CorruptFileError(
                 self.path, f"its footer holds {len(self._rows)} row groups, but pyarrow reads {self.metadata.num_row_groups}"
