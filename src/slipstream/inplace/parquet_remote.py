@@ -2,21 +2,17 @@
 
 ``open_remote_parquet("s3://bucket/data/")`` (``gs://``, ``az://``, ``https://``, any URL the
 ``remote.store.Store`` reads; a folder prefix, one ``.parquet`` object or a list of them) is the
-container ``inplace.parquet`` makes of local files: ``len``, random access, each row group one
-page, columns mapped to fields as conversion maps them.
+container ``inplace.parquet`` makes of local files: ``len``, random access, each row group with
+rows one page, columns mapped to fields as conversion maps them.
 
-Opening reads footers alone. A folder is listed once (its ``.parquet`` objects, subfolders too, in
-path order: each object's size and ETag or modification time come with the listing); a named
-object costs one HEAD. Each footer is read by ranged reads from the object's end (the last 8 bytes
-give its length; once one footer of the set is known, one read of that length plus 8 usually gets
-the next whole), many objects in parallel (``threads`` at once), through
-``Fetcher.read_checked``: retried within the budget, a footer that does not parse read again
-before it is called corrupt. The footers are kept in one small index file per opened set beside
-the page cache (``inplace.footers``: private, sealed, written atomically), keyed by each object's
-URL, size and tag: opening the same set again reads only the listing (or the HEADs).
+Opening reads footers alone (``inplace.remotefooters``): a folder is listed once, a named object
+costs one HEAD, and each footer is read by ranged reads from the object's end, many objects in
+parallel (``threads`` at once), and checked from its own bytes before anything uses it (a footer
+that fails is read again before it is called corrupt); the footers are kept in an index beside
+the page cache, so opening the same set again reads only the listing (or the HEADs).
 
-A page is one row group's column chunks for the chosen fields (their byte ranges from the footer;
-chunks less than ``GAP`` apart fetched as one range), downloaded through the ``Fetcher``: the
+A page is one row group's column chunks for the chosen fields (their byte ranges from the
+footer's checked claims, never from pyarrow's column chunk metadata; chunks less than ``GAP`` apart fetched as one range), downloaded through the ``Fetcher``: the
 shared page cache on disk, read-ahead (``prefetch``), retries, one download per node. Each range
 is checked before anything keeps it, by decoding its columns from those bytes alone (pyarrow reads
 from a file object that serves only the fetched ranges and refuses any other read): what is
@@ -38,26 +34,16 @@ not noticed by that process (the store offers no read conditional on the ETag he
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from ..convert.tables import hf_features, table_columns
-from ..core.errors import (
-    ChecksumError,
-    ConvertError,
-    CorruptFileError,
-    MissingShardError,
-    RemoteReadError,
-    ShardMismatchError,
-    add_note,
-)
+from ..core.errors import ChecksumError, ConvertError, CorruptFileError, MissingShardError, ShardMismatchError
 from ..core.processlock import ProcessLock
 from ..core.sizes import parse_size
 from ..files import field_kinds as F
@@ -70,26 +56,18 @@ from ..remote.cache import PageCache
 from ..remote.cachedir import default_limit
 from ..remote.fetch import Fetcher, range_key
 from ..remote.open import default_cache_dir
-from ..remote.retry import retrying
-from ..remote.store import Store, is_url, join
-from .footers import Footer, FooterIndex, index_name
+from ..remote.store import Store, is_url
 from .parquet import SUFFIX, ParquetPages
+from .remotefooters import FOOTER_THREADS, CheckedFooter, check_footer, list_parquet, object_info, object_infos, opened_footers
 from .tablepages import TablePages, chosen_columns
 
 __all__ = ["GAP", "RemoteParquetPages", "is_parquet_url", "list_parquet", "open_remote_parquet", "remote_fetcher"]
 
 GAP = 1 << 16  # column chunks of one row group closer than this are fetched as one range
-FOOTER_THREADS = 32  # footers read at once
 KEEP = 32  # decoded row groups each process keeps (and downloads the fetcher keeps), as ss.open's default
-_MAGIC = b"PAR1"
-_TAIL = 8  # footer length (4 bytes, little-endian) and the magic
-_MAX_FOOTER = 1 << 30  # a footer said to be longer is refused before it is read
 _STASHED = 8  # ranges whose decoded columns a source keeps for the read that asked for them
 _MAX_DICT_HEADER = 100  # what pyarrow adds to a column chunk's length for files of parquet-mr before 1.2.9
 _PANDAS_INDEX = re.compile(r"__index_level_\d+__")  # a pandas index written along: no field (as convert.tables has it)
-_TAG_KEYS = ("ETag", "etag", "e_tag", "LastModified", "last_modified", "mtime", "updated", "modified")
-
-ObjectInfo = tuple[str, int, str]  # (name, size, tag: ETag or modification time, "" when the store gives none)
 
 
 def is_parquet_url(path: Any) -> bool:
@@ -108,227 +86,6 @@ def remote_fetcher(
     folder = default_cache_dir() if cache_dir is None else Path(cache_dir)
     limit = parse_size(cache_limit, "cache_limit") if cache_limit is not None else default_limit(folder)
     return Fetcher(Store(filesystem, storage_options, timeout), PageCache(folder / "pages", limit), retry_budget, readahead, keep)
-
-
-# ------------------------------------------------------------------------------ objects: listing, identity
-
-
-def _tag(info: dict[str, Any]) -> str:
-    for key in _TAG_KEYS:
-        value = info.get(key)
-        if value is not None and value != "":
-            return str(value)
-    return ""
-
-
-def _retried(fetcher: Fetcher, url: str, call: Callable[[], Any], what: str) -> Any:
-    store = fetcher.store
-    return retrying(
-        call, url, 0, 0, fetcher.budget, attempt_timeout=max(fetcher.budget, getattr(store, "timeout", 0) or 0), what=what,
-        prepare=lambda: store.connect(url),
-    )  # fmt: skip
-
-
-def object_info(fetcher: Fetcher, url: str) -> ObjectInfo:
-    """(name, size, tag) of the object ``url`` (one HEAD, retried); ``FileNotFoundError`` when there is
-    none (a folder prefix is none)."""
-
-    def head() -> ObjectInfo:
-        fs, path = fetcher.store._filesystem(url)
-        if type(fs).__module__.startswith("pyarrow"):
-            info = fs.get_file_info(path)
-            if info.type.name != "File":
-                raise FileNotFoundError(url)
-            return url, int(info.size), str(info.mtime_ns or "")
-        if hasattr(fs, "invalidate_cache"):
-            fs.invalidate_cache(path)  # (never an answer remembered from before: the object may have changed)
-        info = fs.info(path)
-        if info.get("type") == "directory":
-            raise FileNotFoundError(url)
-        return url, int(info["size"]), _tag(info)
-
-    return _retried(fetcher, url, head, "its size and identity")
-
-
-def list_parquet(fetcher: Fetcher, url: str) -> list[ObjectInfo]:
-    """(name, size, tag) of each ``.parquet`` object under the folder prefix ``url`` (its subfolders
-    too), in path order; one listing, retried."""
-    base = url.rstrip("/") + "/"
-
-    def listing() -> list[ObjectInfo]:
-        fs, path = fetcher.store._filesystem(base)
-        root = path.rstrip("/") + "/"
-        found: list[tuple[str, int, str]] = []
-        if type(fs).__module__.startswith("pyarrow"):
-            import pyarrow.fs as pafs
-
-            for info in fs.get_file_info(pafs.FileSelector(root.rstrip("/"), recursive=True, allow_not_found=True)):
-                if info.type.name == "File" and info.path.startswith(root):
-                    found.append((info.path[len(root) :], int(info.size), str(info.mtime_ns or "")))
-        else:
-            if hasattr(fs, "invalidate_cache"):
-                fs.invalidate_cache(path)
-            try:
-                entries = fs.find(root, detail=True)
-            except FileNotFoundError:
-                entries = {}
-            for key, info in entries.items():
-                key = fs._strip_protocol(key)
-                if info.get("type", "file") != "directory" and key.startswith(root):
-                    found.append((key[len(root) :], int(info["size"]), _tag(info)))
-        chosen = [entry for entry in found if entry[0].endswith(SUFFIX)]
-        chosen.sort(key=lambda entry: entry[0].split("/"))  # (the order of local paths, part by part)
-        return [(join(base.rstrip("/"), relative), size, tag) for relative, size, tag in chosen]
-
-    return _retried(fetcher, base, listing, "its listing")
-
-
-# --------------------------------------------------------------------------------------------- footers
-
-
-def parse_footer(url: str, footer: bytes) -> Any:
-    """The ``FileMetaData`` of a footer (its bytes and the 8 after them); ``CorruptFileError`` naming
-    ``url`` when it cannot be right."""
-    pa = _pa()
-    import pyarrow.parquet as pq
-
-    try:
-        return pq.read_metadata(pa.BufferReader(footer))
-    except (pa.ArrowException, OSError, ValueError) as exc:
-        raise CorruptFileError(url, f"its Parquet footer cannot be read: {exc}") from None
-
-
-def read_footer(fetcher: Fetcher, url: str, size: int, guess: int = 0) -> bytes:
-    """The footer of the Parquet object ``url`` of ``size`` bytes (its bytes and the 8 after them):
-    the last ``max(guess, 8)`` bytes first, then what they lack; checked by parsing it (a footer
-    that does not parse is read again, as ``Fetcher.read_checked`` does)."""
-
-    def parse(reads: Any) -> bytes:
-        if size < len(_MAGIC) + _TAIL:
-            raise CorruptFileError(url, f"is {size} bytes: too short for a Parquet file (at least 12)")
-        first = min(size, max(_TAIL, int(guess)))
-        tail = reads.ranges([(size - first, size)])[0]
-        magic = bytes(tail[-4:])
-        if magic == b"PARE":
-            raise CorruptFileError(url, "is an encrypted Parquet file (its footer is encrypted), which is not read in place")
-        if magic != _MAGIC:
-            raise CorruptFileError(
-                url, f"does not end with the Parquet magic bytes PAR1 (it ends with {magic!r}): not a Parquet file, or cut short"
-            )
-        length = int.from_bytes(tail[-8:-4], "little")
-        if length + _TAIL + len(_MAGIC) > size or length > _MAX_FOOTER:
-            raise CorruptFileError(url, f"its footer is said to be {length} bytes, more than the {size}-byte object can hold")
-        if length + _TAIL > first:
-            footer = reads.ranges([(size - _TAIL - length, size - first)])[0] + bytes(tail)
-        else:
-            footer = bytes(tail[first - _TAIL - length :])
-        check_footer(url, footer, size)
-        return footer
-
-    try:
-        return fetcher.read_checked(url, parse, "its Parquet footer")
-    except RemoteReadError as exc:
-        add_note(exc, "(reading its Parquet footer, to open it)")
-        raise
-
-
-def check_footer(url: str, footer: bytes, size: int) -> Any:
-    """The ``FileMetaData`` of a footer read from the ``size``-byte object ``url``, all that reading
-    it uses checked: the schema (as Arrow types, its Hugging Face features valid JSON), its leaf
-    columns, the row counts, and every column chunk's byte range (inside the object's data, in
-    this object, none overlapping another); ``CorruptFileError`` naming ``url`` otherwise."""
-    pa = _pa()
-    metadata = parse_footer(url, footer)
-    schema = _arrow_schema(url, metadata)
-    features = (schema.metadata or {}).get(b"huggingface")
-    if features is not None:
-        try:
-            json.loads(features)
-        except ValueError:
-            raise CorruptFileError(url, "its footer's Hugging Face features are not valid JSON") from None
-    leaves = _leaf_owners(url, metadata, schema)
-    rows = [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)]
-    if any(n < 0 for n in rows) or sum(rows) != metadata.num_rows:
-        raise CorruptFileError(url, f"its footer's row groups hold {sum(rows)} rows, but it says {metadata.num_rows}")
-    padded, end = _old_parquet_mr(metadata.created_by), size - len(footer)
-    spans = []
-    try:
-        for g in range(metadata.num_row_groups):
-            group = metadata.row_group(g)
-            if group.num_columns != len(leaves):
-                raise CorruptFileError(url, f"row group {g} has {group.num_columns} columns, but the schema {len(leaves)}")
-            for i in range(group.num_columns):
-                chunk = group.column(i)
-                if chunk.file_path:
-                    raise CorruptFileError(
-                        url,
-                        f"row group {g}, column {leaves[i]!r}: its data is in another file ({chunk.file_path!r}), which is not read",
-                    )
-                start, stop = _chunk_range(chunk, padded, size)
-                if not len(_MAGIC) <= start <= stop <= (size if padded else end):
-                    raise CorruptFileError(
-                        url, f"row group {g}, column {leaves[i]!r}: its footer places the column's bytes at {start}..{stop}, "
-                        f"outside the file's data ({len(_MAGIC)}..{end}): a damaged footer"
-                    )  # fmt: skip
-                spans.append((start, stop, g, leaves[i]))
-    except (pa.ArrowException, ValueError, UnicodeDecodeError) as exc:
-        if isinstance(exc, CorruptFileError):
-            raise
-        raise CorruptFileError(url, f"its footer's row groups cannot be read: {exc}") from None
-    spans.sort()
-    reach = (0, 0, "")  # the furthest stop so far, and whose it is
-    for start, stop, g, name in spans:
-        if start < reach[0] and not padded:
-            raise CorruptFileError(
-                url, f"its footer places row group {g}'s column {name!r} on bytes of row group {reach[1]}'s column {reach[2]!r}: a damaged footer"
-            )  # fmt: skip
-        reach = max(reach, (stop, g, name))
-    return metadata
-
-
-def _arrow_schema(url: str, metadata: Any) -> Any:
-    pa = _pa()
-    try:
-        return metadata.schema.to_arrow_schema()
-    except (pa.ArrowException, ValueError, UnicodeDecodeError) as exc:
-        raise CorruptFileError(url, f"its footer's schema cannot be read as Arrow types: {exc}") from None
-
-
-def _chunk_range(chunk: Any, padded: bool, size: int) -> tuple[int, int]:
-    """Bytes ``start``..``stop`` of a column chunk, as pyarrow reads it (from its dictionary page
-    when it has one; up to 100 bytes more for files of old parquet-mr)."""
-    start = int(chunk.data_page_offset)
-    if chunk.has_dictionary_page and 0 < int(chunk.dictionary_page_offset) < start:
-        start = int(chunk.dictionary_page_offset)
-    stop = start + int(chunk.total_compressed_size)
-    return start, (min(stop + _MAX_DICT_HEADER, size) if padded else stop)
-
-
-def read_footers(fetcher: Fetcher, objects: list[ObjectInfo], threads: int = FOOTER_THREADS, guess: int = 0) -> list[bytes]:
-    """The footers of ``objects``, read ``threads`` at once (see ``read_footer``); after the first,
-    each read guesses the largest footer seen so far (a set's footers are alike)."""
-    if not objects:
-        return []
-    out: list[bytes] = []
-    if guess <= 0:
-        out.append(read_footer(fetcher, objects[0][0], objects[0][1]))
-        guess = len(out[0])
-    rest = objects[len(out) :]
-    largest = [guess]
-
-    def one(entry: ObjectInfo) -> bytes:
-        footer = read_footer(fetcher, entry[0], entry[1], largest[0])
-        largest[0] = max(largest[0], len(footer))  # (a race here only changes a guess)
-        return footer
-
-    if len(rest) <= 1:
-        return out + [one(entry) for entry in rest]
-    pool = ThreadPoolExecutor(max(1, min(int(threads), len(rest))), thread_name_prefix="slipstream-footers")
-    try:
-        out.extend(pool.map(one, rest))
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-    return out
 
 
 # ------------------------------------------------------------------------------------- the page source
@@ -373,21 +130,25 @@ class _Ranges:
 
 
 class RemoteParquetPages(TablePages):
-    """One Parquet object in a store, its row groups as pages (see the module doc). ``footer``: its
-    footer bytes (and the 8 after them), read when its size and ``tag`` were as given (``metadata``:
-    the footer parsed, when it is already); ``columns``: the fields of its columns when known (the
-    files of a set share them)."""
+    """One Parquet object in a store, its row groups with rows as pages (see the module doc).
+    ``footer``: its footer bytes (and the 8 after them), read when its size and ``tag`` were as
+    given (``checked``: that footer as ``remotefooters.check_footer`` gives it, when it is already
+    checked; else it is checked here); ``columns``: the fields of its columns when known (the files
+    of a set share them). Where its column chunks lie comes from the checked claims alone."""
 
     def __init__(
         self, fetcher: Fetcher, url: str, size: int, tag: str, footer: bytes, fields: list[str] | None = None, *,
-        image: F.Image | None = None, recent: RecentPages | None = None, columns: list[Any] | None = None, metadata: Any = None,
+        image: F.Image | None = None, recent: RecentPages | None = None, columns: list[Any] | None = None,
+        checked: CheckedFooter | None = None,
     ):  # fmt: skip
         self.fetcher = fetcher
         self.name = self.url = url
-        self.size, self.tag, self.footer = int(size), str(tag or ""), bytes(footer)
+        self.size, self.tag = int(size), str(tag or "")
         self.identity = (url, self.size, self.tag)
-        self.metadata = parse_footer(url, self.footer) if metadata is None else metadata
-        self._data_end = self.size - len(self.footer)
+        if checked is None:
+            checked = check_footer(url, footer, self.size)
+        self.footer, self.metadata, self._claims = checked.footer, checked.metadata, checked.claims
+        self._leaves = [leaf.owner for leaf in checked.leaves]
         self._image = image if image is not None else F.Image(codec="jpeg")
         self._wanted = None if fields is None else list(fields)
         self._lock = ProcessLock()
@@ -395,27 +156,25 @@ class RemoteParquetPages(TablePages):
         self._stash: OrderedDict[tuple[Any, ...], tuple[Any, Any]] = OrderedDict()  # checked range -> (its bytes, columns)
         self._failed: dict[tuple[Any, ...], str] = {}  # checked range -> why its last bytes failed
         self._spans_of: dict[int, list[tuple[int, int, tuple[str, ...]]]] = {}
-        schema = _arrow_schema(url, self.metadata)
-        self._leaves = _leaf_owners(url, self.metadata, schema)
-        rows = self._rows = [self.metadata.row_group(g).num_rows for g in range(self.metadata.num_row_groups)]
-        if any(n < 0 for n in rows) or sum(rows) != self.metadata.num_rows:
-            raise CorruptFileError(url, f"its footer's row groups hold {sum(rows)} rows, but it says {self.metadata.num_rows}")
+        # page p is row group _groups[p] (row groups without rows are no pages), of _rows[p] rows
+        self._groups = [g for g, rows in enumerate(self._claims.rows) if rows]
+        self._rows = [self._claims.rows[g] for g in self._groups]
         if columns is None:
-            columns = self._columns(schema)
-        super().__init__(chosen_columns(url, columns, fields), rows, None, recent)
+            columns = self._columns(checked.schema)
+        super().__init__(chosen_columns(url, columns, fields), self._rows, None, recent)
         self._names = [c.name for c in self.columns]
         self._all_columns = columns
 
     def _columns(self, schema: Any) -> list[Any]:
-        """The fields of the columns (binary columns without features sniffed from row group 0's values)."""
+        """The fields of the columns (binary columns without features sniffed from page 0's values)."""
         pa = _pa()
 
         read: list[Any] = []
 
         def first(name: str) -> Any:
-            if not self._rows or self._rows[0] == 0 or (self._wanted is not None and name not in self._wanted):
+            if not self._rows or (self._wanted is not None and name not in self._wanted):
                 return pa.array([], type=schema.field(name).type)  # (a column not chosen: its field is never used)
-            if not read:  # row group 0 as read_part(0) reads it (the same ranges: cached for it)
+            if not read:  # page 0 as read_part(0) reads it (the same ranges: cached for it)
                 chosen = [n for n in (self._wanted or schema.names) if n in schema.names and not _PANDAS_INDEX.fullmatch(n)]
                 read.append(self._read(0, tuple(chosen), identify=False))  # (its identity just came with the listing)
             return read[0].column(name).slice(0, 16).combine_chunks()
@@ -427,28 +186,23 @@ class RemoteParquetPages(TablePages):
             raise CorruptFileError(self.url, str(exc).removeprefix(f"{where}: ")) from None
 
     def where(self, p: int) -> str:
-        return f"row group {p}"
+        return f"row group {self._groups[p]}"
 
     # -- byte ranges -------------------------------------------------------------------------
     def _spans(self, p: int, names: tuple[str, ...] | None = None) -> list[tuple[int, int, tuple[str, ...]]]:
-        """The ranges to fetch for row group ``p`` (the chosen columns, or ``names``): (start, stop,
-        the columns whose chunks lie in it); ``CorruptFileError`` for chunks outside the data."""
+        """The ranges to fetch for page ``p`` (the chosen columns, or ``names``): (start, stop, the
+        columns whose chunks lie in it), from the footer's checked claims (up to 100 bytes more per
+        chunk for files of old parquet-mr, whose chunk lengths leave out the dictionary page's
+        header, as pyarrow reads them)."""
         if names is None and p in self._spans_of:
             return self._spans_of[p]
         wanted = set(self._names if names is None else names)
-        group = self.metadata.row_group(p)
-        padded = _old_parquet_mr(self.metadata.created_by)
+        padded = _old_parquet_mr(self._claims.created_by)
         extent: dict[str, list[int]] = {}
-        for i, owner in enumerate(self._leaves):
+        for chunk, owner in zip(self._claims.chunks[self._groups[p]], self._leaves):
             if owner not in wanted:
                 continue
-            start, stop = _chunk_range(group.column(i), padded, self.size)
-            limit = self.size if padded else self._data_end
-            if not len(_MAGIC) <= start <= stop <= limit:
-                raise CorruptFileError(
-                    self.url, f"row group {p}, column {owner!r}: its footer places the column's bytes at {start}..{stop}, outside "
-                    f"the file's data ({len(_MAGIC)}..{self._data_end}): a damaged footer"
-                )  # fmt: skip
+            start, stop = chunk.start, (min(chunk.stop + _MAX_DICT_HEADER, self.size) if padded else chunk.stop)
             span = extent.setdefault(owner, [start, stop])
             span[0], span[1] = min(span[0], start), max(span[1], stop)
         spans: list[list[Any]] = []
@@ -471,7 +225,7 @@ class RemoteParquetPages(TablePages):
         import pyarrow.parquet as pq
 
         reader = pq.ParquetFile(_Ranges(self.size, ranges), metadata=self.metadata, page_checksum_verification=True)
-        return reader.read_row_group(p, columns=list(names), use_threads=False)
+        return reader.read_row_group(self._groups[p], columns=list(names), use_threads=False)
 
     def _checker(self, p: int, start: int, names: tuple[str, ...]) -> Callable[[Any], int]:
         crc = self._crc(names)
@@ -495,7 +249,7 @@ class RemoteParquetPages(TablePages):
         return check
 
     def _read(self, p: int, names: tuple[str, ...] | None = None, identify: bool = True) -> Any:
-        """Row group ``p``'s columns (the chosen ones, or ``names``), fetched and checked (with
+        """Page ``p``'s columns (the chosen ones, or ``names``), fetched and checked (with
         ``identify``, the object's identity before its first download)."""
         pa = _pa()
         before = self._identify if identify else None
@@ -519,7 +273,7 @@ class RemoteParquetPages(TablePages):
                 samples = range(first, first + self._rows[p])
                 why = self._failed.get((p, start, owners), exc.args[0].split(": ", 1)[-1])
                 raise ChecksumError(
-                    self.url, f"row group {p} (samples {first}..{samples.stop - 1}), columns {list(owners)}: bytes {start}..{stop} "
+                    self.url, f"{self.where(p)} (samples {first}..{samples.stop - 1}), columns {list(owners)}: bytes {start}..{stop} "
                     f"fail their checks, the same bytes three times: {why}; the object is damaged, or changed since its footer was read", p, samples,
                 ) from None  # fmt: skip
             with self._lock:
@@ -530,7 +284,7 @@ class RemoteParquetPages(TablePages):
                 try:
                     table = self._decode(p, [(start, data)], owners)
                 except (pa.ArrowException, OSError, ValueError) as exc:
-                    raise CorruptFileError(self.url, f"row group {p} cannot be read: {exc}") from None
+                    raise CorruptFileError(self.url, f"{self.where(p)} cannot be read: {exc}") from None
             for name in owners:
                 columns[name] = table.column(name)
         return pa.table({name: columns[name] for name in (self._names if names is None else names)})
@@ -599,7 +353,7 @@ class RemoteParquetPages(TablePages):
                 message = str(exc).removeprefix(f"{self.url}: ")
                 raise ChecksumError(
                     self.url,
-                    f"row group {p} (samples {starts[p]}..{stop - 1}) fails its checks: {message}",
+                    f"{self.where(p)} (samples {starts[p]}..{stop - 1}) fails its checks: {message}",
                     p,
                     range(starts[p], stop),
                 ) from None
@@ -611,6 +365,7 @@ class RemoteParquetPages(TablePages):
             "size": self.size,
             "tag": self.tag,
             "footer": self.footer,
+            "claims": self._claims,
             "fields": self._wanted,
             "image": self._image,
             "recent": self.recent,
@@ -618,47 +373,13 @@ class RemoteParquetPages(TablePages):
         }  # fmt: skip (the identity is checked again in the process that receives it)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        """The source again from its footer, parsed again here; its claims come along (checked in
+        the process that sent it)."""
+        checked = check_footer(state["url"], state["footer"], state["size"], state["claims"])
         self.__init__(  # type: ignore[misc]
             state["fetcher"], state["url"], state["size"], state["tag"], state["footer"], state["fields"], image=state["image"],
-            recent=state["recent"], columns=state["columns"],
+            recent=state["recent"], columns=state["columns"], checked=checked,
         )  # fmt: skip
-
-
-def _leaf_owners(url: str, metadata: Any, schema: Any) -> list[str]:
-    """The top-level column of each of the footer's leaf columns, in order."""
-    owners: list[str] = []
-    for field in schema:
-        owners.extend([field.name] * _leaves(field.type))
-    if len(owners) != metadata.num_columns:
-        raise CorruptFileError(
-            url, f"its footer's schema has {len(owners)} leaf columns, but its row groups {metadata.num_columns}"
-        )
-    for i, owner in enumerate(owners):
-        path = metadata.schema.column(i).path
-        if path != owner and not path.startswith(owner + "."):
-            raise CorruptFileError(url, f"its footer's leaf column {i} is {path!r}, which is not part of column {owner!r}")
-    return owners
-
-
-def _leaves(typ: Any) -> int:
-    """How many Parquet leaf columns store an Arrow type."""
-    pa = _pa()
-    if isinstance(typ, pa.ExtensionType):
-        return _leaves(typ.storage_type)
-    if pa.types.is_struct(typ):
-        return sum(_leaves(typ.field(i).type) for i in range(typ.num_fields))
-    if pa.types.is_map(typ):
-        return _leaves(typ.key_type) + _leaves(typ.item_type)
-    if (
-        pa.types.is_list(typ)
-        or pa.types.is_large_list(typ)
-        or pa.types.is_fixed_size_list(typ)
-        or getattr(pa.types, "is_list_view", lambda t: False)(typ)
-    ):
-        return _leaves(typ.value_type)
-    if getattr(pa.types, "is_large_list_view", lambda t: False)(typ):
-        return _leaves(typ.value_type)
-    return 1
 
 
 def _old_parquet_mr(created_by: str | None) -> bool:
@@ -696,7 +417,7 @@ def open_remote_parquet(
     if isinstance(path, (list, tuple)):
         given = [store.name(str(p)) if is_url(p) else p for p in path]  # (each checked before any request)
         urls = [p for p in given if is_url(p)]
-        infos = _infos(fetcher, urls, threads)
+        infos = object_infos(fetcher, urls, threads)
         opened = "\0".join(urls)
         single = False
     else:
@@ -716,15 +437,15 @@ def open_remote_parquet(
                 raise FileNotFoundError(f"{url}: no .parquet objects under this folder")
         opened = url
         given = [info[0] for info in infos]
-    footers = _footers(fetcher, infos, opened, threads)
+    footers = opened_footers(fetcher, infos, opened, threads)
     shared: list[tuple[Any, list[Any]]] = []  # (schema, its columns): the files of a set share them
     made: dict[str, RemoteParquetPages] = {}
     for name, size, tag in infos:
-        footer, metadata = footers[name]
-        schema = _arrow_schema(name, metadata)
+        checked = footers[name]
+        schema = checked.schema
         columns = next((cols for known, cols in shared if known.equals(schema, check_metadata=True)), None)
         made[name] = source = RemoteParquetPages(
-            fetcher, name, size, tag, footer, fields, image=image, recent=recent, columns=columns, metadata=metadata
+            fetcher, name, size, tag, checked.footer, fields, image=image, recent=recent, columns=columns, checked=checked
         )
         if columns is None:
             shared.append((schema, source._all_columns))
@@ -736,50 +457,3 @@ def open_remote_parquet(
         for p in given
     ]  # fmt: skip
     return ShardedDataset([], fields=fields, shards=shards)
-
-
-def _infos(fetcher: Fetcher, urls: list[str], threads: int) -> list[ObjectInfo]:
-    """(name, size, tag) of each of ``urls`` (HEADs, ``threads`` at once); ``MissingShardError`` for one not there."""
-
-    def one(url: str) -> ObjectInfo:
-        try:
-            return object_info(fetcher, url)
-        except FileNotFoundError:
-            raise MissingShardError(url, "no such object") from None
-
-    if len(urls) <= 1:
-        return [one(u) for u in urls]
-    with ThreadPoolExecutor(max(1, min(int(threads), len(urls))), thread_name_prefix="slipstream-footers") as pool:
-        return list(pool.map(one, urls))
-
-
-def _footers(fetcher: Fetcher, infos: list[ObjectInfo], opened: str, threads: int) -> dict[str, tuple[bytes, Any]]:
-    """Every object's footer and its parsed metadata: from the footer index where its size and tag
-    are the ones recorded (and it parses), else read; the index saved again when it changed."""
-    index = FooterIndex(Path(fetcher.cache.folder).parent / "footers")
-    name = index_name(opened)
-    known = index.load(name)
-    out: dict[str, tuple[bytes, Any]] = {}
-    missing: list[ObjectInfo] = []
-    for url, size, tag in infos:
-        entry = known.get(url)
-        metadata = None
-        if entry is not None and tag and entry[0] == size and entry[1] == tag:
-            try:
-                metadata = parse_footer(url, entry[2])
-            except CorruptFileError:
-                metadata = None
-        if metadata is None:
-            missing.append((url, size, tag))
-        else:
-            out[url] = (entry[2], metadata)
-    if missing:
-        guess = max((len(footer) for footer, _ in out.values()), default=0)
-        for (url, _, _), footer in zip(missing, read_footers(fetcher, missing, threads, guess)):
-            out[url] = (footer, parse_footer(url, footer))
-    keep: dict[str, Footer] = {
-        url: (size, tag, out[url][0]) for url, size, tag in infos if tag
-    }  # (untagged objects: read every time)
-    if keep != known:
-        index.save(name, keep)
-    return out
