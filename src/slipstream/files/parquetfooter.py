@@ -130,13 +130,17 @@ def leaf_columns(path: Any, metadata: Any, schema: Any) -> list[Leaf]:
     for field in schema:
         owners.extend([field.name] * _leaves(field.type))
     if len(owners) != metadata.num_columns:
-        raise CorruptFileError(path, f"its footer's schema has {len(owners)} leaf columns, but its row groups {metadata.num_columns}")
+        raise CorruptFileError(
+            path, f"its footer's schema has {len(owners)} leaf columns, but its row groups {metadata.num_columns}"
+        )
     out = []
     try:
         for i, owner in enumerate(owners):
             column = metadata.schema.column(i)
             if column.path != owner and not column.path.startswith(owner + "."):
-                raise CorruptFileError(path, f"its footer's leaf column {i} is {column.path!r}, which is not part of column {owner!r}")
+                raise CorruptFileError(
+                    path, f"its footer's leaf column {i} is {column.path!r}, which is not part of column {owner!r}"
+                )
             out.append(Leaf(column.path, column.max_repetition_level == 0, owner))
     except (ValueError, UnicodeDecodeError) as exc:  # (a name that is not UTF-8)
         if isinstance(exc, CorruptFileError):
@@ -319,7 +323,9 @@ def checked_footer(path: Any, footer: bytes, data_end: int, leaves: list[Any]) -
         if rows is None or rows < 0:
             raise CorruptFileError(path, f"its footer says row group {g} holds {rows} rows: a damaged footer")
         if len(chunks) != len(leaves):
-            raise CorruptFileError(path, f"row group {g} has {len(chunks)} columns, but the schema {len(leaves)}: a damaged footer")
+            raise CorruptFileError(
+                path, f"row group {g} has {len(chunks)} columns, but the schema {len(leaves)}: a damaged footer"
+            )
         stored, mine = 0, []
         for leaf, chunk in zip(leaves, chunks):
             name, flat, meta = leaf[0], leaf[1], chunk.get(3)
@@ -339,11 +345,13 @@ def checked_footer(path: Any, footer: bytes, data_end: int, leaves: list[Any]) -
                 )  # fmt: skip
             if values != rows if flat else values < rows:
                 raise CorruptFileError(
-                    path, f"row group {g}, column {name!r}: its footer says it holds {values} values in {rows} rows: a damaged footer"
+                    path,
+                    f"row group {g}, column {name!r}: its footer says it holds {values} values in {rows} rows: a damaged footer",
                 )
             if nulls is not None and not 0 <= nulls <= values:
                 raise CorruptFileError(
-                    path, f"row group {g}, column {name!r}: its footer says it holds {nulls} nulls in {values} values: a damaged footer"
+                    path,
+                    f"row group {g}, column {name!r}: its footer says it holds {nulls} nulls in {values} values: a damaged footer",
                 )
             stored += size
             if values:
@@ -361,7 +369,8 @@ def checked_footer(path: Any, footer: bytes, data_end: int, leaves: list[Any]) -
     for (_, stop, g, name), (start, _, h, other) in itertools.pairwise(spans):
         if start < stop:
             raise CorruptFileError(
-                path, f"its footer places row group {h}'s column {other!r} on bytes of row group {g}'s column {name!r}: a damaged footer"
+                path,
+                f"its footer places row group {h}'s column {other!r} on bytes of row group {g}'s column {name!r}: a damaged footer",
             )
     if total != claims.get(3):
         raise CorruptFileError(path, f"its footer's row groups hold {total} rows, but it says {claims.get(3)}: a damaged footer")

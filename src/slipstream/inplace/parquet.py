@@ -51,6 +51,7 @@ from ..files import field_kinds as F
 from ..files.field import pyarrow_module as _pa
 from ..files.identity import identity
 from ..files.packed import PackedDataset
+from ..files.pagememory import RecentPages
 from ..files.parquetfooter import (
     MAGIC,
     ROWS_ANYWAY,
@@ -63,7 +64,6 @@ from ..files.parquetfooter import (
     leaf_columns,
     parse_metadata,
 )
-from ..files.pagememory import RecentPages
 from ..files.shards import ShardedDataset
 from .tablepages import DEFAULT_KEEP, TablePages, chosen_columns
 
@@ -121,7 +121,9 @@ class ParquetPages(TablePages):
         self.metadata = parse_metadata(self.path, self._buffer)  # the footer alone
         schema = arrow_schema(self.path, self.metadata)
         leaves = leaf_columns(self.path, self.metadata, schema)
-        self._rows = list(checked_footer(self.path, self._map[self._data_end : len(self._map) - TAIL], self._data_end, leaves).rows)
+        self._rows = list(
+            checked_footer(self.path, self._map[self._data_end : len(self._map) - TAIL], self._data_end, leaves).rows
+        )
         if len(self._rows) != self.metadata.num_row_groups:
             raise CorruptFileError(
                 self.path, f"its footer holds {len(self._rows)} row groups, but pyarrow reads {self.metadata.num_row_groups}"
