@@ -10,14 +10,19 @@ features metadata ``datasets.to_parquet`` writes.
 from __future__ import annotations
 
 import json
+import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hfdata import jpeg
 
 import slipstream as ss
+from slipstream import ops
 from slipstream.core.errors import ShardMismatchError
 
 
@@ -63,3 +68,90 @@ def test_thread_workers_read_each_row_group_once_an_epoch(tmp_path: Path, monkey
     seen = np.concatenate([batch["i"] for batch in loader])
     assert sorted(seen.tolist()) == list(range(600))
     assert sorted(reads) == list(range(12))  # every row group once, however many workers asked for it together
+
+
+# -- a global random order over more pages than a process keeps ------------------------------------------
+
+
+def trap_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
+    return [str(w.message) for w in caught if issubclass(w.category, UserWarning) and "pages" in str(w.message) and "keep" in str(w.message)]
+
+
+def made(make: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, list[str]]:
+    """What ``make(*args, **kwargs)`` returns and the trap warnings it gave (every one: no once-per-place filter)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        value = make(*args, **kwargs)
+    return value, trap_warnings(caught)
+
+
+def epochs_and_a_new_seed(loader: Any) -> None:
+    list(loader)
+    list(loader)
+    loader.seed = 5
+    list(loader)
+
+
+def test_a_global_shuffle_over_more_row_groups_than_are_kept_warns_once_naming_the_fix(tmp_path: Path) -> None:
+    path = numbered(tmp_path / "t.parquet", 600, 50)  # 12 row groups
+    for kwargs in ({"shuffle": True}, {"order": "random"}, {"shuffle": True, "workers": 2, "rank": 1, "world_size": 2, "seed": 3}):
+        loader, said = made(ss.DataLoader, ss.open(path, fields=["i"], keep=4), batch_size=8, **kwargs)
+        assert len(said) == 1, (kwargs, said)
+        assert str(path) in said[0] and "12 pages" in said[0] and "keeps 4" in said[0], said[0]
+        assert "order=\"quasi_random\"" in said[0] and "keep=12" in said[0], said[0]
+        _, again = made(epochs_and_a_new_seed, loader)  # once a loader
+        assert again == []
+    images = tmp_path / "images.parquet"  # a mapped view of the data: the data it maps is what is read
+    pq.write_table(pa.table({"img": pa.array([jpeg(k, 8, 8) for k in range(24)], pa.binary())}), images, row_group_size=2)
+    mapped = ss.open(images, keep=4).map(img=[ops.CenterCrop(4)])
+    _, said = made(ss.DataLoader, mapped, batch_size=8, shuffle=True)
+    assert len(said) == 1 and str(images) in said[0] and "12 pages" in said[0]
+
+
+@pytest.mark.parametrize(
+    "keep, kwargs",
+    [(12, {"shuffle": True}), (32, {"shuffle": True}), (4, {"order": "quasi_random", "seed": 0}), (4, {}), (4, {"order": "sequential"})],
+)
+def test_no_warning_where_every_page_is_kept_or_the_order_reads_pages_whole(tmp_path: Path, keep: int, kwargs: dict) -> None:
+    path = numbered(tmp_path / "t.parquet", 600, 50)
+    ds = ss.open(path, keep=keep)
+    assert ds.pages_kept() == keep and ds.num_pages == 12
+    _, said = made(ss.DataLoader, ds, batch_size=8, **kwargs)
+    assert said == []
+
+
+def test_a_packed_local_file_keeps_every_page_and_is_not_warned_about(tmp_path: Path) -> None:
+    samples = [{"i": k} for k in range(600)]
+    path = ss.write(tmp_path / "t.arrow", samples, {"i": ss.fields.Int()}, progress=False, page_size=400)
+    ds = ss.open(path)
+    assert ds.num_pages > 4 and ds.pages_kept() is None and ss.open([path, path]).pages_kept() is None
+    _, said = made(ss.DataLoader, ds, batch_size=8, shuffle=True)
+    assert said == []
+    documents = [{"tokens": np.arange(k % 7 + 1)} for k in range(600)]
+    tokens = ss.open(ss.write(tmp_path / "k.arrow", documents, {"tokens": ss.fields.Tokens()}, progress=False, page_size=400))
+    assert tokens.num_pages > 4
+    _, said = made(ss.pack, tokens, 16, seed=0)
+    assert said == []
+
+
+def test_a_parquet_folder_is_warned_about_over_all_its_files_pages(tmp_path: Path) -> None:
+    folder = tmp_path / "data"
+    folder.mkdir()
+    for k in range(3):
+        numbered(folder / f"{k}.parquet", 100, 25)  # 4 row groups each, 12 in all, one bound for them all
+    ds = ss.open(folder, keep=8)
+    assert ds.pages_kept() == 8 and ds.num_pages == 12
+    _, said = made(ss.DataLoader, ds, batch_size=8, shuffle=True)
+    assert len(said) == 1 and str(folder / "0.parquet") in said[0] and "12 pages" in said[0]
+    _, said = made(ss.DataLoader, ss.open(folder, keep=12), batch_size=8, shuffle=True)
+    assert said == []
+
+
+def test_a_seeded_pack_over_more_row_groups_than_are_kept_warns(tmp_path: Path) -> None:
+    path = numbered(tmp_path / "t.parquet", 600, 50)
+    rows, said = made(ss.pack, ss.open(path, keep=4), 16, seed=0)
+    assert len(said) == 1 and str(path) in said[0] and "12 pages" in said[0] and "seed=None" in said[0] and "keep=12" in said[0], said
+    assert len(rows) > 0
+    for kept, seed in ((4, None), (12, 0)):
+        _, said = made(ss.pack, ss.open(path, keep=kept), 16, seed=seed)
+        assert said == [], (kept, seed)

@@ -365,6 +365,14 @@ class PackedDataset:
         storage, data read in place: fetched or decoded, the recently used ones kept a while)."""
         return not self._source.local
 
+    def pages_kept(self) -> int | None:
+        """The most pages of this file a process keeps decoded at once (``keep``: the bound on the
+        pages read into memory, shared by the files opened together), or None when every page is
+        kept (a local file's pages are a memory map). An order that reads more pages than this
+        back and forth (a global shuffle) reads most of them again."""
+        recent = self._source.recent
+        return None if recent is None else int(recent.keep)
+
     def remote_stats(self) -> dict[str, Any] | None:
         """A remote file's fetch counters in this process (requests, bytes, hits, misses, retries,
         pages the cache could not take, hit rate, cache bytes on disk; shared by the files opened

@@ -167,6 +167,20 @@ class ShardedDataset:
         """Whether any shard's pages come from object storage."""
         return any(shard.remote for shard in self.shards)
 
+    def pages_kept(self) -> int | None:
+        """The most pages of the shards a process keeps decoded at once (see
+        ``PackedDataset.pages_kept``: shards opened together share one bound, counted once; a local
+        shard keeps all its pages), or None when every shard keeps every page."""
+        bounds: dict[int, int] = {}
+        unbounded = 0
+        for shard in self.shards:
+            recent = shard._source.recent
+            if recent is None:
+                unbounded += shard.num_pages
+            else:
+                bounds[id(recent)] = int(recent.keep)
+        return None if not bounds else unbounded + sum(bounds.values())
+
     def remote_stats(self) -> dict[str, Any] | None:
         """The fetch counters of the first remote shard (shards opened together share them); None when all are local."""
         return next((shard.remote_stats() for shard in self.shards if shard.remote), None)

@@ -5,11 +5,17 @@ becomes ``usable_cores()``, ``shuffle`` becomes ``order="random"``, ``finish_ahe
 ``max(2, prefetch)``), builds the loader's epoch order from them (``order.epochs``) and returns the
 one frozen ``Options`` that the loader and its backend read. An unknown keyword gets a hint naming
 slipstream's word for it (``num_workers=`` is torch's ``workers=``).
+
+It also warns (a ``UserWarning``, once per loader made) of a global random order over data whose
+pages are read into memory within a bound (``pages_kept()``: object storage, data read in place)
+when the data holds more pages than that bound: nearly every batch would read and decode pages
+again (``order="quasi_random"``, or a larger ``keep=``, reads each page once an epoch).
 """
 
 from __future__ import annotations
 
 import secrets
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +24,7 @@ from ..core.arguments import check_callable, check_flag, check_int, check_timeou
 from ..order.epochs import BatchSamplerOrder, EpochOrder, IndexOrder, SamplerOrder, UserOrder
 from .backends import BACKENDS
 
-__all__ = ["ORDERS", "Options", "check_options", "unknown_arguments"]
+__all__ = ["ORDERS", "Options", "check_options", "unknown_arguments", "warn_scattered_reads"]
 
 ORDERS = ("sequential", "random", "quasi_random")
 
@@ -150,12 +156,53 @@ def check_options(
     timeout = check_timeout(timeout)
     check_callable("worker_init", worker_init)
     finish_ahead = max(2, prefetch) if finish_ahead is None else check_int("finish_ahead", finish_ahead, 1)
+    if order == "random" and sampler is None and batch_sampler is None:
+        warn_scattered_reads(
+            data, 'order="quasi_random" (pages shuffled, each read once an epoch)', "order='random' (shuffle=True) reads each batch's samples from all over the data"
+        )
     return Options(
         data=data, batch_size=batch_size, shuffle=order == "random", drop_last=drop_last, collate=collate, seed=seed,
         workers=workers, prefetch=prefetch, in_order=in_order, rank=rank, world_size=world_size, sampler=sampler,
         batch_sampler=batch_sampler, order=order, backend=backend, timeout=timeout, worker_init=worker_init,
         mp_context=mp_context, finish_ahead=finish_ahead, epoch_order=epoch_order,
     )  # fmt: skip
+
+
+def warn_scattered_reads(data: Any, fix: str, why: str, stacklevel: int = 4) -> None:
+    """A ``UserWarning`` when ``data`` (or the data a mapped view of it reads: ``.data``) keeps
+    fewer of its pages decoded (``pages_kept()``) than it holds, read in an order that ``why``
+    says jumps over them all: naming the data, its pages, the bound, and the fixes (``fix``, or a
+    ``keep=`` of its page count). Nothing for data that keeps every page."""
+    paged = data
+    for _ in range(4):  # a view's data, and its data: (``ds.map(...)``, its ``.map`` again)
+        if callable(getattr(paged, "pages_kept", None)):
+            break
+        paged = getattr(paged, "data", None)
+    else:
+        return
+    if paged is None:
+        return
+    kept, pages = paged.pages_kept(), int(getattr(paged, "num_pages", 0))
+    if kept is None or pages <= kept:
+        return
+    warnings.warn(
+        f"{_data_name(paged)}: {why}, over {pages} pages (row groups, parts) of which this process keeps {kept} "
+        f"decoded: most reads decode pages again (slow: CPU milliseconds per sample). Use {fix}, or open the data "
+        f"with keep={pages} (or more) if {pages} decoded pages fit in memory",
+        UserWarning,
+        stacklevel=stacklevel,
+    )
+
+
+def _data_name(data: Any) -> str:
+    """The data as a warning names it: its file, or its first shard's and how many more."""
+    path = getattr(data, "path", None)
+    if path is not None:
+        return str(path)
+    shards = getattr(data, "shards", None)
+    if shards:
+        return f"{shards[0].path}" + (f" and {len(shards) - 1} more shards" if len(shards) > 1 else "")
+    return type(data).__name__
 
 
 def _order_name(order: Any, shuffle: bool) -> str | EpochOrder:

@@ -24,6 +24,7 @@ import numpy as np
 from ..core.nodes import ArrayLeaf
 from ..core.spec import Spec
 from ..files.packed import checked_indices
+from ..loading.options import warn_scattered_reads
 from .documents import Documents, documents_of
 from .packplan import METHODS, TOO_LONG, BinsPlan, ConcatPlan, bins_plan, concat_plan, kernels
 from .rows import OUT_DTYPES, Gather, PageTable, gather_reference, segment_dtype
@@ -239,7 +240,8 @@ def pack(
     dicts holding one under ``field`` (read once into memory). ``method``:
 
     - ``"concat"`` (pre-training): the documents in a seeded order (``seed=None``: stored order),
-      concatenated and cut every ``length`` tokens. No padding but in the last row (every token is
+      concatenated and cut every ``length`` tokens (a seeded order over data read into memory page
+      by page, of more pages than a process keeps, warns: each row then reads pages again). No padding but in the last row (every token is
       in exactly one row); documents cross rows. The plan is the cumulative lengths (8 bytes per
       document, 16 with a seeded order); a row is found by a binary search over them.
     - ``"best_fit"`` / ``"first_fit"`` (fine-tuning): best-fit / first-fit decreasing bin packing,
@@ -283,6 +285,13 @@ def pack(
         raise ValueError(f"ss.pack: {documents.name} holds no documents (field {field!r})")
     if documents.tokens == 0:
         raise ValueError(f"ss.pack: the {len(documents)} documents of {documents.name} (field {field!r}) hold no tokens")
+    if method == "concat" and seed is not None and not documents.resident:
+        warn_scattered_reads(
+            getattr(documents, "data", None),
+            "seed=None (the documents in their stored order: the rows read the pages in turn)",
+            f"ss.pack(..., seed={seed}) concatenates the documents in a seeded order, each row's from all over the data",
+            stacklevel=3,
+        )
     return Packing(
         documents,
         length,
