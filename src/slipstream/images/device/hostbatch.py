@@ -69,7 +69,7 @@ def _pipeline(ops: Any) -> Pipeline:
     return pipeline
 
 
-def _indices(indices: Any) -> np.ndarray:
+def _index_array(indices: Any) -> np.ndarray:
     """``indices`` as a 1-d int64 array; ``TypeError`` for anything but integers (floats, bools)."""
     array = np.asarray(indices)
     if array.dtype.kind not in "iu" or array.ndim > 1:
@@ -118,7 +118,7 @@ class HostReader:
     def read(self, indices: Sequence[int] | np.ndarray, seed: int, epoch: int) -> HostBatch:
         """Samples ``indices`` (the loader's indices, which key the draws) of ``epoch`` under
         ``seed``: their bytes, header sizes and windows (module doc)."""
-        keys = _indices(indices)
+        keys = _index_array(indices)
         if len(keys) and int(keys.min()) < 0:
             raise IndexError(f"sample index {int(keys.min())} is negative: the draws are keyed by the loader's (non-negative) indices")
         return self.read_draws(keys, Draws(seed, epoch, keys))
@@ -127,7 +127,7 @@ class HostReader:
         """``read`` of dataset samples ``indices`` with sample ``k`` drawing ``draws.take([k])`` (in a
         loader: ``sample_draws``, keyed by the loader's indices, which differ from the dataset's
         under a view)."""
-        indices = _indices(indices).tolist()
+        indices = _index_array(indices).tolist()
         if not indices:
             raise ValueError("a batch needs at least one index")
         if len(draws) != len(indices):
