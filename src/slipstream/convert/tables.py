@@ -6,13 +6,16 @@ per column, chosen by the Hugging Face features when present, else by the Arrow 
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from ..core.errors import CorruptFileError
 from ..files import field_kinds as F
 from ..files.field import pyarrow_module as _pa
+from ..files.parquetfooter import MAGIC, TAIL, FooterClaims, Leaf, checked_footer, footer_bounds, leaf_columns
 from .columns import Column, first_null, hf_column, null_error
 from .source import ConvertError, Source
 
@@ -138,8 +141,9 @@ def parquet_source(path: Path, image: F.Image, files: list[Path] | None = None) 
     for file in files:
         try:
             opened.append(pq.ParquetFile(file, memory_map=True))
-        except (pa.ArrowInvalid, OSError) as exc:
+        except (pa.ArrowException, OSError, ValueError) as exc:  # (ValueError: a name that is not UTF-8)
             raise ConvertError(f"{file}: cannot read as Parquet: {exc}") from None
+    footers = [_footer_claims(file, handle) for file, handle in zip(files, opened)]  # (before anything reads the data)
     parquet = opened[0]
     schema = parquet.schema_arrow
     for file, other in zip(files[1:], opened[1:]):
@@ -153,37 +157,69 @@ def parquet_source(path: Path, image: F.Image, files: list[Path] | None = None) 
     columns = table_columns(path, schema, hf_features(schema.metadata), first, image)
     names = [c.name for c in columns]
     first_row = 0
-    for file, handle in zip(files, opened):
-        _parquet_nulls(file, handle, names, first_row)
-        first_row += handle.metadata.num_rows
+    for file, handle, (claims, leaves) in zip(files, opened, footers):
+        _parquet_nulls(file, handle, claims, leaves, names, first_row)
+        first_row += sum(claims.rows)
     row_bytes = 1
     if parquet.metadata.num_row_groups:
-        group = parquet.metadata.row_group(0)
+        group = parquet.metadata.row_group(0)  # (a row group's own values: no column chunk's metadata)
         row_bytes = max(1, group.total_byte_size // max(1, group.num_rows))
     batch_size = int(min(65536, max(16, _ROWS_PER_BATCH_BYTES // row_bytes)))
     parts = [
-        _ParquetGroup(file.absolute(), g, handle.metadata.row_group(g).num_rows, names, batch_size)
-        for file, handle in zip(files, opened)
-        for g in range(handle.metadata.num_row_groups)
+        _ParquetGroup(file.absolute(), g, rows, names, batch_size)
+        for file, (claims, _) in zip(files, footers)
+        for g, rows in enumerate(claims.rows)
     ]
     kind = "Parquet file" if len(files) == 1 and files[0] == path else f"set of {len(files)} Parquet files"
     return _source(kind, path, _TableRows(path, parts, columns), columns)
 
 
-def _parquet_nulls(path: Path, parquet: Any, names: list[str], first_row: int = 0) -> None:
-    """Fail before writing when the column statistics show a null in a flat column (the rows are
-    checked again as they stream); the file's rows are numbered from ``first_row``."""
-    meta = parquet.metadata
-    leaves = {meta.schema.column(j).path: j for j in range(meta.num_columns)}
-    for g in range(meta.num_row_groups):
-        group = meta.row_group(g)
+def _footer_claims(path: Path, parquet: Any) -> tuple[FooterClaims, list[Leaf]]:
+    """The claims of the footer of the Parquet file ``path`` (opened as ``parquet``) and its leaf
+    columns, checked from the footer's own bytes (``files.parquetfooter``: row counts, column chunk
+    ranges, value and null counts) before anything is read or sized by them; ``ConvertError``
+    naming the file otherwise (pyarrow's column chunk metadata objects abort the interpreter on
+    some damage, so they are never used)."""
+    try:
+        with path.open("rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            head = handle.read(len(MAGIC))
+            handle.seek(max(0, size - TAIL))
+            data_end = footer_bounds(path, size, handle.read(TAIL), head)
+            handle.seek(data_end)
+            footer = handle.read(size - TAIL - data_end)
+        meta = parquet.metadata
+        leaves = leaf_columns(path, meta, parquet.schema_arrow)
+        claims = checked_footer(path, footer, data_end, leaves)
+        if len(claims.rows) != meta.num_row_groups or sum(claims.rows) != meta.num_rows:
+            raise CorruptFileError(
+                path, f"its footer holds {len(claims.rows)} row groups of {sum(claims.rows)} rows, but pyarrow read "
+                f"{meta.num_row_groups} of {meta.num_rows} (did the file change?)"
+            )  # fmt: skip
+    except CorruptFileError as exc:
+        raise ConvertError(str(exc)) from None
+    return claims, leaves
+
+
+def _parquet_nulls(
+    path: Path, parquet: Any, claims: FooterClaims, leaves: list[Leaf], names: list[str], first_row: int = 0
+) -> None:
+    """Fail before writing when the footer's checked statistics (``claims``) show a null in a flat
+    column (the rows are checked again as they stream); the file's rows are numbered from
+    ``first_row``."""
+    pa = _pa()
+    index = {leaf.path: j for j, leaf in enumerate(leaves)}
+    for g, rows in enumerate(claims.rows):
         for name in names:
-            j = leaves.get(name)
-            stats = group.column(j).statistics if j is not None else None
-            if stats is not None and stats.has_null_count and stats.null_count > 0:
-                array = parquet.read_row_group(g, columns=[name]).column(0).combine_chunks()
-                raise null_error(path, name, first_row + first_null(array))
-        first_row += group.num_rows
+            j = index.get(name)
+            if j is not None and claims.chunks[g][j].nulls:
+                try:
+                    array = parquet.read_row_group(g, columns=[name]).column(0).combine_chunks()
+                except (pa.ArrowException, OSError, ValueError) as exc:
+                    raise ConvertError(f"{path}: row group {g}, column {name!r} cannot be read: {exc}") from None
+                if array.null_count:
+                    raise null_error(path, name, first_row + first_null(array))
+        first_row += rows
 
 
 def _arrow_batches(path: Path) -> Iterator[Any]:
