@@ -141,7 +141,7 @@ class PackedDataset:
         try:
             batch.validate()  # buffer sizes against lengths (cheap; offsets are checked by the columns)
             columns = {n: self.fields[n].column(batch.column(k)) for n, k in zip(self.fields, self._columns_index)}
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any failure to map a page is damage
             raise CorruptFileError(self.path, f"page {p} cannot be read: {exc}") from exc
         self._pages.put(p, columns)
         return columns
