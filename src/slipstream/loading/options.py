@@ -180,8 +180,6 @@ def warn_scattered_reads(data: Any, fix: str, why: str, stacklevel: int = 4) -> 
         paged = getattr(paged, "data", None)
     else:
         return
-    if paged is None:
-        return
     kept, pages = paged.pages_kept(), int(getattr(paged, "num_pages", 0))
     if kept is None or pages <= kept:
         return

@@ -240,10 +240,11 @@ def pack(
     dicts holding one under ``field`` (read once into memory). ``method``:
 
     - ``"concat"`` (pre-training): the documents in a seeded order (``seed=None``: stored order),
-      concatenated and cut every ``length`` tokens (a seeded order over data read into memory page
-      by page, of more pages than a process keeps, warns: each row then reads pages again). No padding but in the last row (every token is
+      concatenated and cut every ``length`` tokens. No padding but in the last row (every token is
       in exactly one row); documents cross rows. The plan is the cumulative lengths (8 bytes per
-      document, 16 with a seeded order); a row is found by a binary search over them.
+      document, 16 with a seeded order); a row is found by a binary search over them. A seeded
+      order over data read into memory page by page (object storage, data read in place) whose
+      pages outnumber those a process keeps warns (``UserWarning``): each row reads pages again.
     - ``"best_fit"`` / ``"first_fit"`` (fine-tuning): best-fit / first-fit decreasing bin packing,
       every document whole within one row, padding close to the least possible. The plan is one
       int64 per piece plus one per row. ``seed`` only decides among documents of equal length.
