@@ -665,33 +665,38 @@ def test_damaged_image_headers_are_refused_naming_the_row(tmp_path: Path) -> Non
         list(loader)
 
 
-def test_images_neither_jpeg_nor_png_are_bytes_or_refused_naming_the_row(tmp_path: Path) -> None:
+def test_images_neither_jpeg_nor_png_are_bytes_or_decoded_to_raw_pixels(tmp_path: Path) -> None:
+    """A binary column of WEBP and GIF bytes alone is bytes (no image field claims them); in an image
+    column (JPEGs first, or an Image feature) such a row is decoded and stored as raw pixels, its
+    neighbours keeping their bytes; bytes no decoder reads are refused naming the row."""
     from PIL import Image
 
     def encoded(kind: str, i: int) -> bytes:
         out = io.BytesIO()
-        Image.new("RGB", (6, 5), (i, 2 * i, 3)).save(out, kind)
+        Image.new("RGB", (6, 5), (i, 2 * i, 3)).save(out, kind, **({"lossless": True} if kind == "WEBP" else {}))
         return out.getvalue()
 
-    foreign = tmp_path / "foreign.parquet"  # WEBP and GIF bytes: no image field claims them
+    foreign = tmp_path / "foreign.parquet"
     blobs = [encoded("WEBP" if i % 2 else "GIF", i) for i in range(6)]
     pq.write_table(pa.table({"data": pa.array(blobs, pa.binary())}), foreign, row_group_size=4)
     ds = ss.open(foreign)
     assert ds.fields["data"] == F.Bytes() and [ds[i]["data"] for i in range(6)] == blobs
-    mixed = tmp_path / "mixed.parquet"  # JPEGs first (an image column), then a WEBP
+    mixed = tmp_path / "mixed.parquet"  # JPEGs first (an image column), then a lossless WEBP
     pq.write_table(pa.table({"data": pa.array([rgb(i) for i in range(5)] + [blobs[1]], pa.binary())}), mixed, row_group_size=4)
-    with pytest.raises(
-        CorruptFileError, match=rf"{mixed}: row group 1: column 'data', row 5: the image bytes are neither JPEG nor PNG.*convert"
-    ):
-        ss.open(mixed)[5]
-    hf = tmp_path / "hf.parquet"  # an Image feature holding a GIF
-    images = pa.array([{"bytes": rgb(0), "path": None}, {"bytes": blobs[0], "path": "x.gif"}], IMAGE_STRUCT)
+    ds = ss.open(mixed)
+    assert ds.encoded(4, "data")[0] == "jpeg" and ds.encoded(5, "data")[0] == "raw"
+    assert (ds[5]["data"] == np.asarray(Image.open(io.BytesIO(blobs[1])).convert("RGB"))).all()
+    hf = tmp_path / "hf.parquet"  # an Image feature holding a GIF, then bytes no decoder reads
+    images = pa.array(
+        [{"bytes": rgb(0), "path": None}, {"bytes": blobs[0], "path": "x.gif"}, {"bytes": b"not an image", "path": "x.bin"}], IMAGE_STRUCT
+    )
     pq.write_table(pa.table({"image": images}).replace_schema_metadata(HF_METADATA), hf, row_group_size=1)
-    assert ss.open(hf)[0]["image"].shape[2] == 3
-    with pytest.raises(
-        CorruptFileError, match=rf"{hf}: row group 1: column 'image', row 1: the image bytes are neither JPEG nor PNG"
-    ):
-        ss.open(hf)[1]
+    ds = ss.open(hf)
+    assert ds[0]["image"].shape[2] == 3
+    assert ds.encoded(1, "image")[0] == "raw"
+    assert (ds[1]["image"] == np.asarray(Image.open(io.BytesIO(blobs[0])).convert("RGB"))).all()
+    with pytest.raises(CorruptFileError, match=rf"{hf}: row group 2: column 'image', row 2: "):
+        ds[2]
 
 
 def test_a_file_changed_after_opening_is_refused_on_the_next_read(tmp_path: Path) -> None:
