@@ -32,9 +32,17 @@ class _ParquetGroup:
         self.path, self.group, self.rows, self.names, self.batch_size = path, group, rows, names, batch_size
 
     def batches(self) -> Iterator[Any]:
+        """The row group's record batches; ``ConvertError`` naming the file and row group when its
+        bytes cannot be read as the footer describes them."""
+        pa = _pa()
         import pyarrow.parquet as pq
 
-        return pq.ParquetFile(self.path, memory_map=True).iter_batches(batch_size=self.batch_size, row_groups=[self.group], columns=self.names)
+        try:
+            yield from pq.ParquetFile(self.path, memory_map=True).iter_batches(
+                batch_size=self.batch_size, row_groups=[self.group], columns=self.names
+            )
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise ConvertError(f"{self.path}: row group {self.group} cannot be read: {exc}") from None
 
 
 class _ArrowFile:
