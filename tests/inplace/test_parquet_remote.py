@@ -2,13 +2,15 @@
 server (moto, tools/s3local.py) and its fault-injecting proxy: the same samples and mapped batches
 as the same files read locally (``inplace.parquet``), opening that reads footers alone (counted by
 the fetcher and by the proxy), a 1,000-object folder opened and opened again from the footer index,
-faults survived, and changed, removed or damaged objects refused with errors naming them.
+faults survived, and changed, removed or damaged objects refused with errors naming them (every
+single-byte flip of a footer among them, or else read as the same values).
 
 One server and one small set (3 files of 4 row groups: a JPEG image, an int label, a token list and
 a string per row; page CRCs written) serve the module; each test reads through its own cache folder
 (``tmp_path``), and a test that changes objects changes its own copy. Expected values are never
-written down: every remote read is compared with the same files read locally. Fault injection and
-stores that fail for good run in a child interpreter with a timeout (a hang fails only that test).
+written down: every remote read is compared with the same files read locally. Fault injection,
+stores that fail for good and flipped footers run in a child interpreter with a timeout (a hang or
+a crash fails only that test).
 """
 
 from __future__ import annotations
@@ -355,6 +357,131 @@ def test_damaged_objects_are_refused_naming_them(direct: None, server: s3local.S
         open_remote_parquet(f"s3://{BUCKET}/nothing-here/", cache_dir=tmp_path, retry_budget=5)
 
 
+def test_row_groups_without_rows_are_no_pages(direct: None, server: s3local.S3Server, tmp_path: Path) -> None:
+    """An empty row group (pyarrow writes its chunks' data offsets as 0) is no page, as locally."""
+    path = tmp_path / "empty-group.parquet"
+    table = _table(0, 10)
+    with pq.ParquetWriter(path, table.schema) as writer:
+        for part in (table.slice(0, 4), table.slice(0, 0), table.slice(4, 6)):
+            writer.write_table(part)
+    assert pq.read_metadata(path).num_row_groups == 3
+    ds = open_remote_parquet(_put(server, "empty-group/part.parquet", path.read_bytes()), cache_dir=tmp_path)
+    local = open_parquet(path)
+    assert len(ds) == 10 and [len(ds.page_starts())] == [len(local.page_starts())] == [2]
+    assert_same(_samples(ds), _samples(local), "sample")
+    ds.validate()
+
+
+FLIPS = r"""
+import json, sys
+from concurrent.futures import ThreadPoolExecutor
+import numpy as np
+from remote_helpers import s3local
+from slipstream.core.errors import ConvertError, CorruptFileError
+from slipstream.inplace.parquet import open_parquet
+from slipstream.inplace.parquet_remote import open_remote_parquet, remote_fetcher
+from slipstream.inplace.remotefooters import read_footer
+
+args = json.loads(sys.argv[1])
+data = open(args["source"], "rb").read()
+start = len(data) - 8 - int.from_bytes(data[-8:-4], "little")
+client = s3local.client(args["endpoint"])
+fetcher = remote_fetcher(args["cache"], retry_budget=5)  # (one client for every object)
+
+
+class Bytes:  # a fetcher of the footer from these bytes, read once (open's own reads are retried)
+    def __init__(self, data):
+        self.data = data
+
+    def read_checked(self, url, parse, what):
+        return parse(self)
+
+    def ranges(self, spans):
+        return [self.data[a:b] for a, b in spans]
+
+
+def leaves(value):
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list):
+        return [leaf for v in value for leaf in leaves(v)]
+    return [value.encode() if isinstance(value, str) else value]
+
+
+def values(ds):
+    return [leaves(ds[i]) for i in range(len(ds))]
+
+
+def opened(pos, flipped):
+    key = f"{args['prefix']}/{pos}.parquet"
+    url = f"s3://{args['bucket']}/{key}"
+    client.put_object(Bucket=args["bucket"], Key=key, Body=flipped)
+    try:
+        return pos, url, values(open_remote_parquet(url, fetcher=fetcher))
+    except (CorruptFileError, ConvertError) as exc:
+        return pos, url, exc
+
+
+want = values(open_parquet(args["source"]))
+outcomes = {"refused": 0, "same": 0, "refused again": 0}
+uploads, refused = [], set()
+for pos in range(start, len(data)):
+    flipped = bytearray(data)
+    flipped[pos] ^= 0xFF
+    url = f"s3://{args['bucket']}/{args['prefix']}/{pos}.parquet"
+    try:  # what opening checks the footer it fetched with
+        read_footer(Bytes(bytes(flipped)), url, len(flipped))
+    except CorruptFileError as exc:
+        assert str(exc).startswith(url + ": ") and exc.path == url, (pos - start, repr(exc))
+        outcomes["refused"] += 1
+        refused.add(pos)
+        if pos % 8:
+            continue  # (every eighth opened as well: refused the same way through the store)
+    uploads.append((pos, bytes(flipped)))
+with ThreadPoolExecutor(4) as pool:
+    for pos, url, got in pool.map(lambda job: opened(*job), uploads):
+        if isinstance(got, Exception):
+            assert str(got).startswith(url + ": ") and getattr(got, "path", url) == url, (pos - start, repr(got))
+            outcomes["refused again" if pos in refused else "refused"] += 1
+            continue
+        assert pos not in refused, (pos - start, "opened, though its footer's check refuses it")
+        assert got == want, (pos - start, [r[:20] for r in got if r not in want][:1], [r[:20] for r in want if r not in got][:1])
+        outcomes["same"] += 1
+print("RESULT " + json.dumps(outcomes), flush=True)
+"""
+
+
+def test_every_flipped_footer_byte_of_an_object_is_refused_naming_it_or_reads_the_same_values(
+    server: s3local.S3Server, tmp_path: Path
+) -> None:
+    """Each single-byte flip of an object's footer (its statistics too: pyarrow's accessors of those
+    abort the interpreter on some damage) is refused naming the object by the footer check opening
+    runs, or, uploaded and opened in place, gives an error naming the object or the same rows'
+    values as the file read locally (the leaves, in order: a flipped name or annotation may rename a
+    column or read its text as bytes); every eighth refused flip is uploaded and opened as well. In
+    a child interpreter with a timeout: a crash or a hang fails this test only."""
+    source = tmp_path / "source.parquet"
+    table = pa.table({
+        "label": [0, 1, 2, 0],
+        "text": ["a", "bé", "", "c"],
+        "tokens": pa.array([[1], [], [2, 3], [4]], pa.list_(pa.int32())),
+        "photo": pa.array([jpeg(i, 8, 8) for i in range(4)], pa.binary()),
+    })  # fmt: skip
+    statistics = ["label", "text", "tokens.list.element"]  # (the photos' would be whole JPEGs: a long footer, a slow test)
+    pq.write_table(table, source, row_group_size=2, write_page_checksum=True, store_schema=False, write_statistics=statistics)
+    args = {"source": str(source), "endpoint": server.endpoint, "bucket": BUCKET, "prefix": "flips", "cache": str(tmp_path)}
+    env = {**s3local.CREDENTIALS, "AWS_ENDPOINT_URL": server.endpoint}
+    done = run_python(FLIPS, timeout=400, env=env, argv=[json.dumps(args)])
+    lines = [line for line in done.stdout.splitlines() if line.startswith(RESULT)]
+    assert done.returncode == 0 and lines, f"the child failed (exit {done.returncode}):\n{done.stderr[-4000:]}"
+    outcomes = json.loads(lines[-1][len(RESULT) :])
+    footer = _footer_bytes(source.read_bytes())
+    assert outcomes["refused"] + outcomes["same"] == footer and outcomes["same"] > 0, outcomes
+    assert outcomes["refused again"] >= outcomes["refused"] // 16, outcomes  # (refused flips opened too)
+
+
 # ------------------------------------------------------------------------- faults (in a child process)
 
 CHILD = r"""
@@ -363,9 +490,10 @@ from helpers import assert_same
 from remote_helpers import epoch, proxy_control
 import slipstream as ss
 from slipstream.inplace.parquet import open_parquet
-from slipstream.inplace.parquet_remote import open_remote_parquet
+from slipstream.inplace.parquet_remote import open_remote_parquet, remote_fetcher
 
 args = json.loads(sys.argv[1])
+fetcher = remote_fetcher(args["cache"], retry_budget=5)  # (one client for every open: each object's tag keys what it caches)
 url, cache, endpoint = args["url"], args["cache"], args["endpoint"]
 local = open_parquet(args["folder"])
 want_samples = [local[i] for i in range(len(local))]

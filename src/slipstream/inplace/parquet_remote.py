@@ -12,8 +12,9 @@ that fails is read again before it is called corrupt); the footers are kept in a
 the page cache, so opening the same set again reads only the listing (or the HEADs).
 
 A page is one row group's column chunks for the chosen fields (their byte ranges from the
-footer's checked claims, never from pyarrow's column chunk metadata; chunks less than ``GAP`` apart fetched as one range), downloaded through the ``Fetcher``: the
-shared page cache on disk, read-ahead (``prefetch``), retries, one download per node. Each range
+footer's checked claims, never from pyarrow's column chunk metadata; chunks less than ``GAP``
+apart fetched as one range), downloaded through the ``Fetcher``: the shared page cache on disk,
+read-ahead (``prefetch``), retries, one download per node. Each range
 is checked before anything keeps it, by decoding its columns from those bytes alone (pyarrow reads
 from a file object that serves only the fetched ranges and refuses any other read): what is
 checked is the Parquet structure, each data page's CRC where the writer stored one
