@@ -52,11 +52,11 @@ from ..files.field import pyarrow_module as _pa
 from ..files.packed import PackedDataset
 from ..files.pagememory import RecentPages
 from ..files.shards import ShardedDataset
-from ..remote import pages as _remote_pages
 from ..remote.cache import PageCache
 from ..remote.cachedir import default_limit
 from ..remote.fetch import Fetcher, range_key
 from ..remote.open import default_cache_dir
+from ..remote.pages import admitted
 from ..remote.store import Store, is_url
 from .parquet import SUFFIX, ParquetPages
 from .remotefooters import FOOTER_THREADS, CheckedFooter, check_footer, list_parquet, object_info, object_infos, opened_footers
@@ -333,12 +333,7 @@ class RemoteParquetPages(TablePages):
                 continue
             for start, stop, owners in spans:
                 ranges.append((self.url, start, stop, self._crc(owners), self._checker(int(p), start, owners), self._identify))
-        if _remote_pages._SHARED_ONLY.get():
-            cache = self.fetcher.cache
-            ranges = [span for span in ranges if cache.fits(span[2] - span[1])]
-            window = _remote_pages._WINDOW.get()
-            if window is not None:
-                ranges = [span for span in ranges if window.admit(cache, range_key(*span[:4]), span[2] - span[1])]
+        ranges, _ = admitted(self.fetcher.cache, ranges, lambda span: range_key(*span[:4]), lambda span: span[2] - span[1])
         self.fetcher.prefetch(ranges)
 
     def validate(self, starts: list[int], n: int) -> None:

@@ -93,7 +93,7 @@ def object_info(fetcher: Fetcher, url: str) -> ObjectInfo:
     none (a folder prefix is none)."""
 
     def head() -> ObjectInfo:
-        fs, path = fetcher.store._filesystem(url)
+        fs, path = fetcher.store.filesystem(url)
         if type(fs).__module__.startswith("pyarrow"):
             info = fs.get_file_info(path)
             if info.type.name != "File":
@@ -130,7 +130,7 @@ def list_parquet(fetcher: Fetcher, url: str) -> list[ObjectInfo]:
     base = url.rstrip("/") + "/"
 
     def listing() -> list[ObjectInfo]:
-        fs, path = fetcher.store._filesystem(base)
+        fs, path = fetcher.store.filesystem(base)
         root = path.rstrip("/") + "/"
         found: list[tuple[str, int, str]] = []
         if type(fs).__module__.startswith("pyarrow"):

@@ -22,7 +22,7 @@ pages for which the cache has no room beside those of the batches still to be re
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -36,7 +36,7 @@ from ..files.pagememory import RecentPages
 from .fetch import Fetcher, range_key
 from .window import CacheWindow
 
-__all__ = ["RemotePages", "shared_only"]
+__all__ = ["RemotePages", "admitted", "shared_only"]
 
 _SHARED_ONLY: ContextVar[bool] = ContextVar("slipstream_prefetch_shared_only", default=False)
 _WINDOW: ContextVar[CacheWindow | None] = ContextVar("slipstream_prefetch_window", default=None)
@@ -53,6 +53,21 @@ def shared_only(window: CacheWindow | None = None) -> Iterator[None]:
     finally:
         _WINDOW.reset(room)
         _SHARED_ONLY.reset(token)
+
+
+def admitted(cache: Any, ranges: list[Any], key: Callable[[Any], str], length: Callable[[Any], int]) -> tuple[list[Any], list[Any]]:
+    """(the read-ahead ``ranges`` a hint may fetch now, those left out for being larger than the
+    disk cache can hold): all of them outside ``shared_only()``; inside it, those ``cache`` can
+    hold and, with a window, those it has room for (``key(span)`` names a range in the cache,
+    ``length(span)`` its bytes). For every page source that reads ahead through a ``Fetcher``."""
+    if not _SHARED_ONLY.get():
+        return list(ranges), []
+    fit = [span for span in ranges if cache.fits(length(span))]
+    too_big = [span for span in ranges if not cache.fits(length(span))]
+    window = _WINDOW.get()
+    if window is not None:
+        fit = [span for span in fit if window.admit(cache, key(span), length(span))]
+    return fit, too_big
 
 
 class RemotePages:
@@ -133,15 +148,9 @@ class RemotePages:
         """Start fetching ``pages`` (the object's size is checked beside the first download);
         inside ``shared_only()``, only those the disk cache can hold (and its window has room for)."""
         ranges = [self._range(p) for p in pages]
-        if _SHARED_ONLY.get():
-            cache = self.fetcher.cache
-            fit = [span for span in ranges if cache.fits(span[1] - span[0])]
-            if len(fit) < len(ranges):
-                self._warn(max(stop - start for start, stop, _ in ranges))
-            window = _WINDOW.get()
-            if window is not None:
-                fit = [span for span in fit if window.admit(cache, range_key(self.name, *span), span[1] - span[0])]
-            ranges = fit
+        ranges, too_big = admitted(self.fetcher.cache, ranges, lambda span: range_key(self.name, *span), lambda span: span[1] - span[0])
+        if too_big:
+            self._warn(max(stop - start for start, stop, _ in too_big))
         before = self._before()
         self.fetcher.prefetch([(self.name, *span, self.checksum, before) for span in ranges])
 

@@ -100,7 +100,7 @@ class Store:
         return name
 
     # -- the filesystem, per process ------------------------------------------------------------
-    def _filesystem(self, url: str) -> tuple[Any, str]:
+    def filesystem(self, url: str) -> tuple[Any, str]:
         """(filesystem, path within it) for ``url`` (a name this store gave, or a plain URL)."""
         url = self._resolved(url)
         if self._pid != os.getpid():  # a forked child: nothing of the parent's client is usable here
@@ -139,10 +139,10 @@ class Store:
     def connect(self, url: str) -> None:
         """Make the client for ``url`` now (imports, credentials, a session): work that is not a
         request, kept out of the requests' time limits."""
-        self._filesystem(url)
+        self.filesystem(url)
 
     def size(self, url: str) -> int:
-        fs, path = self._filesystem(url)
+        fs, path = self.filesystem(url)
         if _is_pyarrow(fs):
             info = fs.get_file_info(path)
             if info.type.name == "NotFound":
@@ -152,7 +152,7 @@ class Store:
 
     def read(self, url: str, start: int, stop: int) -> bytes:
         """Bytes ``start``..``stop`` of ``url`` (one ranged GET); may return fewer when cut short."""
-        fs, path = self._filesystem(url)
+        fs, path = self.filesystem(url)
         if _is_pyarrow(fs):
             with fs.open_input_file(path) as handle:
                 data = handle.read_at(stop - start, start)
@@ -160,7 +160,7 @@ class Store:
         return bytes(fs.cat_file(path, start=start, end=stop))
 
     def read_all(self, url: str) -> bytes:
-        fs, path = self._filesystem(url)
+        fs, path = self.filesystem(url)
         if _is_pyarrow(fs):
             with fs.open_input_stream(path) as handle:
                 return handle.read()
