@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from ..convert.tables import hf_features, table_columns
-from ..core.errors import ChecksumError, CorruptFileError, MissingFieldError
+from ..core.errors import CorruptFileError, MissingFieldError
 from ..files import field_kinds as F
 from ..files.field import pyarrow_module as _pa
 from ..files.identity import identity
@@ -189,24 +189,6 @@ class ParquetPages(TablePages):
                 self.path,
                 f"the file changed since it was opened (size {self.identity[1]} -> {now[1]} bytes, or replaced): reopen it to read the new contents",
             )
-
-    def validate(self, starts: list[int], n: int) -> None:
-        """Read every row group, checking its structure, page CRCs where stored, and values;
-        ``ChecksumError`` naming the first that fails (its row group; ``page`` and ``samples`` in
-        this file's numbers: row groups without rows are no pages)."""
-        self.check()
-        for p in range(len(self.part_rows)):
-            stop = starts[p + 1] if p + 1 < len(starts) else n
-            try:
-                self.batch(p)
-            except CorruptFileError as exc:
-                message = str(exc).removeprefix(f"{self.path}: ")
-                raise ChecksumError(
-                    self.path,
-                    f"{self.where(p)} (samples {starts[p]}..{stop - 1}) fails its checks: {message}",
-                    p,
-                    range(starts[p], stop),
-                ) from None
 
     def __getstate__(self) -> dict[str, Any]:
         return {

@@ -336,24 +336,6 @@ class RemoteParquetPages(TablePages):
         ranges, _ = admitted(self.fetcher.cache, ranges, lambda span: range_key(*span[:4]), lambda span: span[2] - span[1])
         self.fetcher.prefetch(ranges)
 
-    def validate(self, starts: list[int], n: int) -> None:
-        """Read every row group, checking its structure, page CRCs where stored, and values;
-        ``ChecksumError`` naming the first that fails (``page`` and ``samples`` in this object's numbers)."""
-        for p in range(len(self.part_rows)):
-            stop = starts[p + 1] if p + 1 < len(starts) else n
-            try:
-                self.batch(p)
-            except ChecksumError:
-                raise
-            except CorruptFileError as exc:
-                message = str(exc).removeprefix(f"{self.url}: ")
-                raise ChecksumError(
-                    self.url,
-                    f"{self.where(p)} (samples {starts[p]}..{stop - 1}) fails its checks: {message}",
-                    p,
-                    range(starts[p], stop),
-                ) from None
-
     def __getstate__(self) -> dict[str, Any]:
         return {
             "fetcher": self.fetcher,

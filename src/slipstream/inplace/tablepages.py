@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..convert.columns import Column
-from ..core.errors import CorruptFileError, MissingFieldError
+from ..core.errors import ChecksumError, CorruptFileError, MissingFieldError
 from ..files import format as _format
 from ..files.field import pyarrow_module as _pa
 from ..files.local import PageMeta
@@ -94,6 +94,27 @@ class TablePages:
                 text = f"{where}: {text[len(own) :]}"
             raise CorruptFileError(self.name, text) from None
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+    def validate(self, starts: list[int], n: int) -> None:
+        """Check the source (``check()``), then read every part, checking what reading it checks
+        (each subclass says what: structure, checksums where stored, headers, values);
+        ``ChecksumError`` naming the first part that fails (``page`` and ``samples`` in this file's
+        numbers; ``starts``: each page's first sample, ``n`` the samples)."""
+        self.check()
+        for p in range(len(self.part_rows)):
+            stop = starts[p + 1] if p + 1 < len(starts) else n
+            try:
+                self.batch(p)
+            except ChecksumError:
+                raise
+            except CorruptFileError as exc:
+                message = str(exc).removeprefix(f"{self.name}: ")
+                where = self.where_samples(p, starts[p], stop)
+                raise ChecksumError(self.name, f"{where} fails its checks: {message}", p, range(starts[p], stop)) from None
+
+    def where_samples(self, p: int, start: int, stop: int) -> str:
+        """How ``validate`` names part ``p``, holding samples ``start .. stop - 1``."""
+        return f"{self.where(p)} (samples {start}..{stop - 1})"
 
     def prefetch(self, pages: Any) -> None:
         """Nothing to fetch ahead here (a remote subclass may)."""

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from ..convert.columns import Column, list_values
-from ..core.errors import ChecksumError, CorruptFileError
+from ..core.errors import CorruptFileError
 from ..files import field_kinds as F
 from ..files.field import pyarrow_module as _pa
 from ..files.packed import PackedDataset
@@ -393,19 +393,6 @@ class TarPages(TablePages):
                 f"the file changed in place since it was opened (size {self.identity[1]} -> {now[1]} bytes; its "
                 "modification or status-change time moved): reopen it to read the new contents",
             )
-
-    def validate(self, starts: list[int], n: int) -> None:
-        """Read every part, checking each member's header and value; ``ChecksumError`` naming the
-        first that fails (``page`` and ``samples`` in this file's numbers)."""
-        for p in range(len(self.part_rows)):
-            stop = starts[p + 1] if p + 1 < len(starts) else n
-            try:
-                self.batch(p)
-            except CorruptFileError as exc:
-                message = str(exc).removeprefix(f"{self.path}: ")
-                raise ChecksumError(
-                    self.path, f"{self.where(p)} fails its checks: {message}", p, range(starts[p], stop)
-                ) from None
 
     def __getstate__(self) -> dict[str, Any]:
         """The settings, the bound on decoded parts (one object: the shards pickled together share it
