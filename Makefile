@@ -20,7 +20,7 @@ $(VENV)/.files: $(PY) pyproject.toml
 	touch $@
 
 $(VENV)/.test: $(VENV)/.files
-	@echo "== installing the test tools: pytest, hypothesis, psutil, moto's S3 server, boto3, s3fs"
+	@echo "== installing the test tools: pytest, hypothesis, psutil, moto's S3 server, boto3, s3fs, webdataset"
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
