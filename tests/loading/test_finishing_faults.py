@@ -57,6 +57,8 @@ def test_keyboard_interrupt_while_a_finish_runs_loses_no_batch_in_the_dropin_sta
     from slipstream.torch import DataLoader
     from finishdata import SlowData, AddFinisher
 
+    release = threading.Event()
+
     class Gate(AddFinisher):
         def __init__(self):
             super().__init__()
@@ -64,7 +66,7 @@ def test_keyboard_interrupt_while_a_finish_runs_loses_no_batch_in_the_dropin_sta
         def finish(self, batch):
             self.calls += 1
             if int(batch["x"][0]) == 6:
-                time.sleep(1.0)   # batch 3's finish runs while the consumer waits for it
+                release.wait(30)   # batch 3's finish runs until the consumer, waiting for it, was interrupted
             return {"x": batch["x"] + 1000}
 
     def make(finisher):
@@ -82,6 +84,7 @@ def test_keyboard_interrupt_while_a_finish_runs_loses_no_batch_in_the_dropin_sta
         print("no interrupt")
     except KeyboardInterrupt:
         pass
+    release.set()
     state = json.loads(json.dumps(loader.state_dict()))
     print("state batch", state["batch"], "core", state["loader"]["batch"] if state["loader"] else None)
     again = make(AddFinisher())
@@ -103,10 +106,12 @@ def test_keyboard_interrupt_core_loader_keep_going():
     import slipstream as ss
     from finishdata import SlowData, AddFinisher
 
+    release = threading.Event()
+
     class Slow(AddFinisher):
         def finish(self, batch):
             if int(batch["x"][0]) == 6:
-                time.sleep(1.0)
+                release.wait(30)  # batch 3's finish runs until the consumer, waiting for it, was interrupted
             return {"x": batch["x"] + 1000}
 
     loader = ss.DataLoader(SlowData(16, finisher=Slow()), batch_size=2, seed=1, workers=2)
@@ -118,6 +123,7 @@ def test_keyboard_interrupt_core_loader_keep_going():
         next(it)
     except KeyboardInterrupt:
         pass
+    release.set()
     print("closed", it.closed, "state", loader.state_dict()["batch"])
     assert it.closed, "an interrupt ends the epoch"
     assert loader.state_dict()["batch"] == 3, loader.state_dict()
