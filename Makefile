@@ -93,7 +93,7 @@ demo: $(VENV)/.torch
 	$(PY) -m slipstream demo
 
 test: $(VENV)/.test $(VENV)/.torch $(VENV)/.photos $(VENV)/.jax $(VENV)/.hf $(VENV)/.ray $(VENV)/.trainers
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=20
 	# the fallbacks on their own: NumPy pixel kernels (no numba), whole-image JPEG decoding (no _roijpeg)
 	SLIPSTREAM_NO_NUMBA=1 SLIPSTREAM_NO_ROIJPEG=1 $(PY) -m pytest -q tests/images/test_kernels.py tests/images/test_mapfields.py tests/images/test_imagetasks.py
 	# ... and the token kernels' NumPy references (packing plans, row gathers, mixtures)
