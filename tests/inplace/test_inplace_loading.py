@@ -155,3 +155,21 @@ def test_a_seeded_pack_over_more_row_groups_than_are_kept_warns(tmp_path: Path) 
     for kept, seed in ((4, None), (12, 0)):
         _, said = made(ss.pack, ss.open(path, keep=kept), 16, seed=seed)
         assert said == [], (kept, seed)
+
+
+def test_token_documents_of_parquet_are_resident_exactly_when_every_row_group_stays_decoded(tmp_path: Path) -> None:
+    """ss.pack gathers rows from a table of every page when the documents are resident: for Parquet
+    read in place that holds when all its row groups fit the pages kept decoded, and not otherwise;
+    the rows packed are the same either way."""
+    from slipstream.sequences.documents import documents_of
+
+    docs = [np.arange(k % 7 + 1, dtype=np.int32) + k for k in range(40)]
+    path = tmp_path / "tokens.parquet"
+    pq.write_table(pa.table({"tokens": pa.array(docs, pa.list_(pa.int32()))}), path, row_group_size=8)  # 5 row groups
+    fits, scarce = ss.open(path, keep=5), ss.open(path, keep=2)
+    assert documents_of(fits).resident and not documents_of(scarce).resident
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (the scattered-reads warning of the scarce one)
+        rows = [[ss.pack(ds, 16)[i]["tokens"].tolist() for i in range(len(ss.pack(ds, 16)))] for ds in (fits, scarce)]
+    assert rows[0] == rows[1]
+    assert sorted(t for row in rows[0] for t in row if t) == sorted(int(t) for d in docs for t in d if t)

@@ -124,9 +124,7 @@ class _FileDocuments(Documents):
                     )
                 lengths[first[p] : first[p + 1]] = np.diff(offsets)
         dtype = self._values_dtype(first)
-        super().__init__(
-            name or f"{_file_name(data)} field {field!r}", first, dtype, lengths, resident=not getattr(data, "remote", False)
-        )
+        super().__init__(name or f"{_file_name(data)} field {field!r}", first, dtype, lengths, resident=_resident(data, len(first) - 1))
 
     def _values_dtype(self, first: np.ndarray) -> np.dtype:
         tokens_field = self.data.fields[self.field]
@@ -150,6 +148,17 @@ class _FileDocuments(Documents):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["data"], state["field"], state["lengths"], state["name"])  # type: ignore[misc]
+
+
+def _resident(data: Any, pages: int) -> bool:
+    """Whether holding every page of ``data`` at once costs no more than it already does: a local
+    packed file's (a memory map), or local data read into memory whose every page fits the pages
+    kept decoded (``pages_kept()``: a small Parquet file read in place). Never for pages fetched
+    from object storage (``remote_stats()``), which would all be downloaded up front."""
+    if not getattr(data, "remote", False):
+        return True
+    kept = getattr(data, "pages_kept", lambda: None)()
+    return kept is not None and pages <= kept and getattr(data, "remote_stats", lambda: None)() is None
 
 
 def _file_name(data: Any) -> str:
