@@ -15,22 +15,7 @@ import pyarrow.parquet as pq
 from helpers import run_python
 
 TIMEOUT = 300  # a child interpreter's limit (the flips take about half a minute)
-LEAVES = """
-import numpy as np
-
-def leaves(value):
-    if isinstance(value, np.ndarray):
-        value = value.tolist()
-    if isinstance(value, dict):
-        value = list(value.values())
-    if isinstance(value, list):
-        return [leaf for v in value for leaf in leaves(v)]
-    return [value.encode() if isinstance(value, str) else value]
-
-def values(path):
-    ds = ss.open(path)
-    return [leaves(ds[i]) for i in range(len(ds))]
-"""
+LEAVES = "from leafvalues import values\n"  # (the child finds the support folder)
 
 
 def _source(path: Path) -> Path:

@@ -581,18 +581,7 @@ def test_every_flipped_footer_byte_is_refused_or_reads_the_same_values(tmp_path:
         data = source.read_bytes()
         start = len(data) - 8 - int.from_bytes(data[-8:-4], "little")
 
-        def leaves(value):
-            if isinstance(value, np.ndarray):
-                value = value.tolist()
-            if isinstance(value, dict):
-                value = list(value.values())
-            if isinstance(value, list):
-                return [leaf for v in value for leaf in leaves(v)]
-            return [value.encode() if isinstance(value, str) else value]
-
-        def values(path):
-            ds = ss.open(path)
-            return [leaves(ds[i]) for i in range(len(ds))]
+        from leafvalues import values
 
         want = values(source)
         outcomes = {"refused": 0, "same": 0}

@@ -400,18 +400,7 @@ class Bytes:  # a fetcher of the footer from these bytes, read once (open's own 
         return [self.data[a:b] for a, b in spans]
 
 
-def leaves(value):
-    if isinstance(value, np.ndarray):
-        value = value.tolist()
-    if isinstance(value, dict):
-        value = list(value.values())
-    if isinstance(value, list):
-        return [leaf for v in value for leaf in leaves(v)]
-    return [value.encode() if isinstance(value, str) else value]
-
-
-def values(ds):
-    return [leaves(ds[i]) for i in range(len(ds))]
+from leafvalues import values
 
 
 def opened(pos, flipped):
