@@ -106,19 +106,27 @@ def test_keyboard_interrupt_core_loader_keep_going():
     import slipstream as ss
     from finishdata import SlowData, AddFinisher
 
-    release = threading.Event()
+    entered, release = threading.Event(), threading.Event()
 
     class Slow(AddFinisher):
         def finish(self, batch):
             if int(batch["x"][0]) == 6:
+                entered.set()
                 release.wait(30)  # batch 3's finish runs until the consumer, waiting for it, was interrupted
             return {"x": batch["x"] + 1000}
 
-    loader = ss.DataLoader(SlowData(16, finisher=Slow()), batch_size=2, seed=1, workers=2)
+    # batch 3 is the last: the consumer's next() has nothing else to wait for than its finish
+    loader = ss.DataLoader(SlowData(8, finisher=Slow()), batch_size=2, seed=1, workers=2)
     it = loader.__iter__(keep_going=True)
     got = [next(it)["x"].tolist() for _ in range(3)]
     main = threading.main_thread().ident
-    threading.Timer(0.3, lambda: signal.pthread_kill(main, signal.SIGINT)).start()
+
+    def interrupt():
+        entered.wait(30)  # batch 3 is in its finish; the consumer is (or is about to be) waiting for it
+        time.sleep(0.3)
+        signal.pthread_kill(main, signal.SIGINT)
+
+    threading.Thread(target=interrupt, daemon=True).start()
     try:
         next(it)
     except KeyboardInterrupt:
