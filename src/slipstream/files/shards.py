@@ -25,7 +25,7 @@ from ..core.spec import Spec
 from ..images.mapfields import mapfields
 from .packed import PackedDataset, checked_indices
 
-__all__ = ["ShardedDataset", "scatter_rows"]
+__all__ = ["ShardedDataset", "data_name", "scatter_rows"]
 
 
 class ShardedDataset:
@@ -235,3 +235,14 @@ def scatter_rows(target: Any, n: int, parts: list[tuple[np.ndarray, Any]]) -> An
             rows[position] = value[k]
     return rows
 
+
+def data_name(data: Any) -> str:
+    """The data as a message names it: its file, or its first shard's and how many more (a
+    ``ShardedDataset``), else its type."""
+    path = getattr(data, "path", None)
+    if path is not None:
+        return str(path)
+    shards = getattr(data, "shards", None)
+    if shards:
+        return f"{shards[0].path}" + (f" and {len(shards) - 1} more shards" if len(shards) > 1 else "")
+    return type(data).__name__

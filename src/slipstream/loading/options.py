@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.arguments import check_callable, check_flag, check_int, check_timeout, check_workers
+from ..files.shards import data_name
 from ..order.epochs import BatchSamplerOrder, EpochOrder, IndexOrder, SamplerOrder, UserOrder
 from .backends import BACKENDS
 
@@ -184,23 +185,12 @@ def warn_scattered_reads(data: Any, fix: str, why: str, stacklevel: int = 4) -> 
     if kept is None or pages <= kept:
         return
     warnings.warn(
-        f"{_data_name(paged)}: {why}, over {pages} pages (row groups, parts) of which this process keeps {kept} "
+        f"{data_name(paged)}: {why}, over {pages} pages (row groups, parts) of which this process keeps {kept} "
         f"decoded: most reads decode pages again (slow: CPU milliseconds per sample). Use {fix}, or open the data "
         f"with keep={pages} (or more) if {pages} decoded pages fit in memory",
         UserWarning,
         stacklevel=stacklevel,
     )
-
-
-def _data_name(data: Any) -> str:
-    """The data as a warning names it: its file, or its first shard's and how many more."""
-    path = getattr(data, "path", None)
-    if path is not None:
-        return str(path)
-    shards = getattr(data, "shards", None)
-    if shards:
-        return f"{shards[0].path}" + (f" and {len(shards) - 1} more shards" if len(shards) > 1 else "")
-    return type(data).__name__
 
 
 def _order_name(order: Any, shuffle: bool) -> str | EpochOrder:

@@ -27,6 +27,7 @@ import numpy as np
 
 from ..files.field_tokens import token_ids
 from ..files.identity import check_unchanged
+from ..files.shards import data_name
 
 __all__ = ["ArrayDocuments", "Documents", "documents_of", "tokens_of"]
 
@@ -120,11 +121,11 @@ class _FileDocuments(Documents):
                 offsets, _ = self.page(p)
                 if offsets.size != first[p + 1] - first[p] + 1:
                     raise ValueError(
-                        f"{_file_name(data)}: page {p} of field {field!r} has {offsets.size - 1} rows, expected {first[p + 1] - first[p]}"
+                        f"{data_name(data)}: page {p} of field {field!r} has {offsets.size - 1} rows, expected {first[p + 1] - first[p]}"
                     )
                 lengths[first[p] : first[p + 1]] = np.diff(offsets)
         dtype = self._values_dtype(first)
-        super().__init__(name or f"{_file_name(data)} field {field!r}", first, dtype, lengths, resident=_resident(data, len(first) - 1))
+        super().__init__(name or f"{data_name(data)} field {field!r}", first, dtype, lengths, resident=_resident(data, len(first) - 1))
 
     def _values_dtype(self, first: np.ndarray) -> np.dtype:
         tokens_field = self.data.fields[self.field]
@@ -159,16 +160,6 @@ def _resident(data: Any, pages: int) -> bool:
         return True
     kept = getattr(data, "pages_kept", lambda: None)()
     return kept is not None and pages <= kept and getattr(data, "remote_stats", lambda: None)() is None
-
-
-def _file_name(data: Any) -> str:
-    path = getattr(data, "path", None)
-    if path is not None:
-        return str(path)
-    shards = getattr(data, "shards", None)
-    if shards:
-        return f"{len(shards)} shards ({shards[0].path} ..)"
-    return type(data).__name__
 
 
 def _is_packed_file(data: Any) -> bool:
@@ -230,10 +221,10 @@ def documents_of(data: Any, field: str = "tokens") -> Documents:
     if _is_packed_file(data):
         fields = data.fields
         if field not in fields:
-            raise KeyError(f"{_file_name(data)}: no field {field!r} to pack; it has {list(fields)}")
+            raise KeyError(f"{data_name(data)}: no field {field!r} to pack; it has {list(fields)}")
         if getattr(fields[field], "kind", None) != "tokens":
             raise TypeError(
-                f"{_file_name(data)}: field {field!r} is {fields[field]!r}, not token documents (write it as F.Tokens())"
+                f"{data_name(data)}: field {field!r} is {fields[field]!r}, not token documents (write it as F.Tokens())"
             )
         return _FileDocuments(data, field)
     if isinstance(data, np.ndarray) and data.ndim != 2:
