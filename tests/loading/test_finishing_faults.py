@@ -46,17 +46,16 @@ def test_close_from_another_thread_while_the_consumer_tops_up():
 
 
 def test_keyboard_interrupt_while_a_finish_runs_loses_no_batch_in_the_dropin_state():
-    """Ctrl-C while the consumer waits on a running finish (future.result()): the drop-in always
-    iterates with keep_going=True, and FinishingExecutor.__next__ sets failed_tag for *any*
-    BaseException, so the core loader counts the interrupted batch as handed out (its own error)
-    though the user never got it. A checkpoint saved in the KeyboardInterrupt handler then resumes
-    one batch too far: that batch is lost."""
+    """Ctrl-C while the consumer waits on a running finish: the drop-in iterates with keep_going=True,
+    yet the interrupt is nobody's error, so the interrupted batch is not counted as handed out, and a
+    checkpoint saved in the KeyboardInterrupt handler resumes with that batch (none is lost)."""
     code = """
     import os, signal, sys, threading, time, json, numpy as np, torch
     import slipstream as ss
     from slipstream.torch import DataLoader
     from finishdata import SlowData, AddFinisher
 
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C raises even if started from a background job
     release = threading.Event()
 
     class Gate(AddFinisher):
@@ -81,7 +80,7 @@ def test_keyboard_interrupt_while_a_finish_runs_loses_no_batch_in_the_dropin_sta
     threading.Timer(0.3, lambda: signal.pthread_kill(main, signal.SIGINT)).start()
     try:
         got.append(next(it)["x"].tolist())
-        print("no interrupt")
+        raise AssertionError("the interrupt did not reach the consumer")
     except KeyboardInterrupt:
         pass
     release.set()
@@ -99,13 +98,15 @@ def test_keyboard_interrupt_while_a_finish_runs_loses_no_batch_in_the_dropin_sta
 
 
 def test_keyboard_interrupt_core_loader_keep_going():
-    """The same with ss.DataLoader(..., workers=2).__iter__(keep_going=True): the interrupted batch counts as
-    handed out and the epoch goes on past it (without a finisher, workers=2: the epoch ends, state 3)."""
+    """The same with ss.DataLoader(..., workers=2).__iter__(keep_going=True): an interrupt while the consumer
+    waits on a running finish ends the epoch (keep_going is for a batch's own errors), and the interrupted
+    batch is not counted as handed out (state 3: three batches received)."""
     code = """
     import signal, sys, threading, time, numpy as np
     import slipstream as ss
     from finishdata import SlowData, AddFinisher
 
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C raises even if started from a background job
     entered, release = threading.Event(), threading.Event()
 
     class Slow(AddFinisher):
@@ -129,6 +130,7 @@ def test_keyboard_interrupt_core_loader_keep_going():
     threading.Thread(target=interrupt, daemon=True).start()
     try:
         next(it)
+        raise AssertionError("the interrupt did not reach the consumer")
     except KeyboardInterrupt:
         pass
     release.set()
