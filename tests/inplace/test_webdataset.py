@@ -1,4 +1,4 @@
-"""WebDataset tar shards read in place (``inplace.webdataset``, ``inplace.tarindex``): the samples
+"""WebDataset tar shards read in place (``inplace.webdataset``, ``inplace.tarindex``, ``inplace.tarcache``): the samples
 Python's tarfile and WebDataset's grouping give, the same batches through every backend as a
 packed file of the same bytes, ranks and resume, the index cache, and hostile tars refused."""
 
@@ -23,8 +23,9 @@ import slipstream as ss
 from slipstream import fields as F
 from slipstream import ops
 from slipstream.core.errors import ChecksumError, CorruptFileError, MissingFieldError, ShardMismatchError
-from slipstream.inplace import tarindex
-from slipstream.inplace.tarindex import BLOCK, tar_index
+from slipstream.inplace import tarcache, tarindex
+from slipstream.inplace.tarcache import tar_index
+from slipstream.inplace.tarindex import BLOCK
 from slipstream.inplace.webdataset import expand_braces, is_webdataset, open_webdataset, tar_files
 
 
@@ -141,7 +142,7 @@ def test_fields_follow_the_extensions_and_values_are_read_as_webdataset_decodes_
 
     png = io.BytesIO()
     Image.fromarray(image).save(png, "PNG")
-    big = np.random.default_rng(0).bytes(3 * tarindex.WINDOW + 5)  # more than the pass over the headers reads at a time
+    big = np.random.default_rng(0).bytes(3 * tarcache.WINDOW + 5)  # more than the pass over the headers reads at a time
     members = [
         ("a.seg.PNG", png.getvalue()),
         ("a.npy", big),
@@ -262,8 +263,8 @@ def test_is_webdataset_tells_tar_shards_from_other_data(tmp_path):
 @pytest.fixture
 def scans(monkeypatch):
     count = []
-    real = tarindex._scan_file
-    monkeypatch.setattr(tarindex, "_scan_file", lambda *a: count.append(a[0]) or real(*a))
+    real = tarcache._scan_file
+    monkeypatch.setattr(tarcache, "_scan_file", lambda *a: count.append(a[0]) or real(*a))
     return count
 
 
@@ -288,7 +289,7 @@ def test_the_index_is_cached_privately_and_reused_without_a_second_pass(tmp_path
 
 
 def test_an_index_that_could_not_be_cached_travels_with_the_pickled_dataset(tmp_path, scans, monkeypatch):
-    monkeypatch.setattr(tarindex, "_store", lambda *args: False)  # (a full or read-only cache folder)
+    monkeypatch.setattr(tarcache, "_store", lambda *args: False)  # (a full or read-only cache folder)
     path = write_tar(tmp_path / "s.tar", [(f"{k}.bin", bytes([k])) for k in range(30)])
     pickled = pickle.dumps(open_webdataset(path))
     assert b"29.bin" in pickled and pickle.loads(pickled)[29]["bin"] == bytes([29]) and len(scans) == 1
@@ -311,12 +312,12 @@ def test_a_damaged_or_mismatched_cache_entry_is_rebuilt_never_trusted(tmp_path, 
         tar_index(other)
         entry.write_bytes(next(e for e in entries(tmp_path / "cache") if e != entry).read_bytes())
     else:  # a valid digest over the last member's offset one block on, or its size one less: loaded, caught by the header check
-        index = tarindex._decode(raw, str(path.absolute()), tuple(tar_index(path).identity))
+        index = tarcache._decode(raw, str(path.absolute()), tuple(tar_index(path).identity))
         if damage == "forged offset":
             index.offsets[-1] += BLOCK
         else:
             index.sizes[-1] -= 1
-        entry.write_bytes(tarindex._encode(index))
+        entry.write_bytes(tarcache._encode(index))
     before = len(scans)
     if damage.startswith("forged"):
         with pytest.raises(CorruptFileError, match="its header says it holds 700 bytes, the index 699|are no tar header"):
@@ -501,9 +502,9 @@ def test_a_cached_index_of_other_member_names_is_refused_before_a_value_reaches_
     tar_index(old)
     (entry,) = entries(tmp_path / "cache")
     here, now = str(path.absolute()), tarindex.file_identity(os.stat(path))
-    forged = tarindex._decode(entry.read_bytes(), str(old.absolute()), tarindex.file_identity(os.stat(old)))
+    forged = tarcache._decode(entry.read_bytes(), str(old.absolute()), tarindex.file_identity(os.stat(old)))
     forged.path, forged.identity = here, now  # the same offsets and sizes, each sample's names the other way round
-    (tmp_path / "cache" / "tarindex" / tarindex._entry_name(here, now)).write_bytes(tarindex._encode(forged))
+    (tmp_path / "cache" / "tarindex" / tarcache._entry_name(here, now)).write_bytes(tarcache._encode(forged))
     ds = open_webdataset(path, part_samples=2)
     assert len(scans) == 1  # (the forged entry was loaded)
     with pytest.raises(CorruptFileError, match=f"member '{folder}s2.bin': its header names '{folder}s2.dat'"):

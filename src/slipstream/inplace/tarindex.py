@@ -1,10 +1,10 @@
 """A tar shard's index: each member's name, data offset and size, and its samples as WebDataset
-groups them, found by one pass over the headers and cached beside the file's identity.
+groups them, found by one pass over the headers.
 
-``tar_index(path)`` reads only the 512-byte headers (and the pax and GNU long-name records they
-announce), seeking over member data, so a reader of the shard needs nothing more than ranged reads
-of ``offsets[i] .. offsets[i] + sizes[i]`` afterwards (a remote reader the same). ``scan(read,
-size, name)`` is that pass over any ``read(offset, n)``.
+``scan(read, size, name)`` is that pass over any ``read(offset, n)``: it reads only the 512-byte
+headers (and the pax and GNU long-name records they announce), seeking over member data, so a
+reader of the shard needs nothing more than ranged reads of ``offsets[i] .. offsets[i] + sizes[i]``
+afterwards (a remote reader the same). ``group`` makes the samples of the members.
 
 What is refused, with ``CorruptFileError`` naming the file (and the member or byte offset): a
 header whose checksum does not match, a number field that is not octal (or GNU base-256), a
@@ -33,15 +33,7 @@ the other two), so a shard rewritten in place with its size and modification tim
 (``cp -p``, ``rsync --inplace -t``) is another file to the cache and to an open reader. A change
 of mode, owner or link count moves it too (the index is then rebuilt, an open reader refuses).
 
-The cache: ``cache_dir/tarindex/`` (``cache_dir`` default ``$SLIPSTREAM_CACHE_DIR`` or
-``~/.cache/slipstream``), private (mode 0700, refused when another user owns it or others can write
-it, as the page cache's folder is), one entry per file keyed by its absolute path and identity,
-written to a temporary name and renamed into place; it holds the members and their grouping, so
-loading it runs no pass and no grouping. An entry is used only when its digest (BLAKE2b) matches,
-it names the same path and identity, and it is consistent with itself and the file (members
-aligned, ascending and inside it, names and keys UTF-8, each sample's members consecutive with no
-extension twice); anything else is rebuilt from the file and the entry replaced, never trusted. A
-folder that cannot be written leaves the index uncached (``TarIndex.cached`` False).
+The index is cached by ``inplace.tarcache`` (``tar_index``, ``remote_tar_index``).
 
 Readers check each member's own header in the bytes they read (``first_bad_header``): the 512
 bytes before its data must be a header with a matching checksum, of a regular file, of the index's
@@ -54,14 +46,8 @@ long-name record (whose names are not checked: the record is not in the bytes re
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import json
 import os
 import re
-import secrets
-import stat
-import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,14 +57,11 @@ import numpy as np
 
 from ..core.errors import CorruptFileError
 from ..files.field import pyarrow_module as _pa
-from ..remote.cachedir import open_private
 
-__all__ = ["BLOCK", "MAX_OCTAL", "MAX_RECORD", "MAX_TAIL", "WINDOW", "Strings", "TarIndex", "default_cache_dir",
-           "file_identity", "first_bad_header", "group", "header_ok", "header_problem", "header_size", "scan",
-           "tar_index"]  # fmt: skip
+__all__ = ["BLOCK", "MAX_OCTAL", "MAX_RECORD", "MAX_TAIL", "Strings", "TarIndex", "file_identity", "first_bad_header",
+           "group", "header_ok", "header_problem", "header_size", "object_identity", "scan"]  # fmt: skip
 
 BLOCK = 512
-WINDOW = 64 << 10  # bytes read at a time by the pass over the headers
 MAX_RECORD = 1 << 20  # the largest pax or GNU long-name record read (a name is at most a few KiB)
 MAX_TAIL = 1 << 20  # the most bytes after the end-of-archive marker (a record of up to 2048 blocks, padded)
 MAX_OCTAL = 8**11 - 1  # the largest size an octal size field holds (above it, a pax size or base-256)
@@ -94,8 +77,6 @@ _OCTAL = re.compile(rb"[0-7]*")
 _HIGH = bytes(range(128, 256))
 _KEY = re.compile(r"^((?:.*/|)[^.]+)[.]([^/]*)$")  # WebDataset's base_plus_ext
 _META = re.compile(r"__[^/]*__($|/)")  # WebDataset's skip_meta
-_MAGIC = b"slipstream tar index\0v2\0"
-_DIGEST = 32
 
 
 class Strings:
@@ -138,11 +119,12 @@ class TarIndex:
     """One tar shard's members (``names``, data ``offsets``, ``sizes``, in file order, the skipped
     ones left out; ``named[m]``: whether member ``m``'s name is its header's own, no pax or
     long-name record before it) and its samples: ``keys[s]`` owns members ``starts[s] ..
-    starts[s + 1] - 1``, member ``m`` holding extension ``extensions[codes[m]]``. ``identity``: the
-    file's (``file_identity``)."""
+    starts[s + 1] - 1``, member ``m`` holding extension ``extensions[codes[m]]``. ``path``: the
+    file's absolute path or the object's name; ``identity``: the file's (``file_identity``) or the
+    object's (``object_identity``), its size second in both."""
 
     path: str
-    identity: tuple[int, int, int, int]
+    identity: tuple[Any, ...]
     names: Strings
     offsets: np.ndarray
     sizes: np.ndarray
@@ -168,6 +150,12 @@ def file_identity(st: os.stat_result) -> tuple[int, int, int, int]:
     """A file's identity from its ``stat``: (inode, size, modification time, status-change time),
     times in ns (see the module doc)."""
     return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def object_identity(size: int, tag: str) -> tuple[str, int, str]:
+    """An object's identity in a store: ("object", its size, its ETag or modification time, "" when
+    the store gives none)."""
+    return "object", int(size), str(tag or "")
 
 
 # -- the pass over the headers -----------------------------------------------------------------
@@ -499,183 +487,3 @@ def group(
         codes=np.asarray(codes, dtype=np.int32),
         named=(np.zeros(len(names), bool) if named is None else np.asarray(named, dtype=bool))[at],
     )  # fmt: skip
-
-
-# -- the cache ---------------------------------------------------------------------------------
-def default_cache_dir() -> Path:
-    return Path(os.environ.get("SLIPSTREAM_CACHE_DIR") or Path.home() / ".cache" / "slipstream")
-
-
-def _entry_name(path: str, identity: tuple[int, int, int, int]) -> str:
-    ino, size, mtime, ctime = identity
-    return hashlib.sha256(f"{path}\0{size}\0{mtime}\0{ino}\0{ctime}".encode("utf-8", "surrogateescape")).hexdigest()[:40] + ".idx"
-
-
-def _encode(index: TarIndex) -> bytes:
-    header = {"path": index.path, "identity": list(index.identity), "members": len(index.names), "samples": len(index.keys),
-              "extensions": index.extensions, "names": len(index.names.blob), "keys": len(index.keys.blob)}  # fmt: skip
-    raw = json.dumps(header).encode()
-    arrays = [index.names.ends, index.offsets, index.sizes, index.codes, index.keys.ends, index.starts]
-    parts = [
-        _MAGIC,
-        struct.pack("<Q", len(raw)),
-        raw,
-        index.names.blob,
-        index.keys.blob,
-        *(a.astype("<i8").tobytes() for a in arrays),
-        index.named.astype(np.uint8).tobytes(),
-    ]
-    body = b"".join(parts)
-    return body + hashlib.blake2b(body, digest_size=_DIGEST).digest()
-
-
-def _strings(blob: bytes, ends: np.ndarray) -> Strings | None:
-    """``Strings`` when ``ends`` cut ``blob`` (valid UTF-8) into non-empty strings at character starts."""
-    if len(ends) and (ends[-1] != len(blob) or np.any(np.diff(ends, prepend=0) <= 0)):
-        return None
-    if not len(ends) and blob:
-        return None
-    try:
-        blob.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    cuts = np.frombuffer(blob, np.uint8)[ends[:-1]] if len(ends) > 1 else np.zeros(0, np.uint8)
-    return Strings(blob, ends) if not np.any((cuts & 0xC0) == 0x80) else None
-
-
-def _decode(raw: bytes, path: str, identity: tuple[int, int, int, int]) -> TarIndex | None:
-    """The index an entry holds, or None when it is damaged (digest), another file's (path and
-    identity), or inconsistent (with itself or the file's size)."""
-    if len(raw) < len(_MAGIC) + 8 + _DIGEST or not raw.startswith(_MAGIC):
-        return None
-    body, digest = raw[:-_DIGEST], raw[-_DIGEST:]
-    if hashlib.blake2b(body, digest_size=_DIGEST).digest() != digest:
-        return None
-    at = len(_MAGIC) + 8
-    (length,) = struct.unpack_from("<Q", body, len(_MAGIC))
-    try:
-        header = json.loads(body[at : at + length])
-        m, n, extensions = int(header["members"]), int(header["samples"]), list(header["extensions"])
-        name_bytes, key_bytes = int(header["names"]), int(header["keys"])
-        if header["path"] != path or tuple(header["identity"]) != tuple(identity) or min(m, n, name_bytes, key_bytes) < 0:
-            return None
-    except (ValueError, KeyError, TypeError):
-        return None
-    at += length
-    counts = [m, m, m, m, n, n + 1]
-    if len(body) != at + name_bytes + key_bytes + 8 * sum(counts) + m:
-        return None
-    if not all(isinstance(e, str) for e in extensions) or len(set(extensions)) != len(extensions):
-        return None
-    names, keys = body[at : at + name_bytes], body[at + name_bytes : at + name_bytes + key_bytes]
-    at += name_bytes + key_bytes
-    arrays = []
-    for count in counts:
-        arrays.append(np.frombuffer(body, "<i8", count, at).astype(np.int64))
-        at += 8 * count
-    name_ends, offsets, sizes, codes, key_ends, starts = arrays
-    named = np.frombuffer(body, np.uint8, m, at)
-    if np.any(named > 1):
-        return None
-    name_strings, key_strings = _strings(names, name_ends), _strings(keys, key_ends)
-    if name_strings is None or key_strings is None or starts[0] != 0 or starts[-1] != m or np.any(np.diff(starts) <= 0):
-        return None
-    if m and (np.any(sizes < 0) or np.any(offsets < BLOCK) or np.any(offsets % BLOCK) or np.any(offsets + sizes > identity[1])):
-        return None
-    if m > 1 and np.any(offsets[1:] < offsets[:-1] + -(-sizes[:-1] // BLOCK) * BLOCK + BLOCK):
-        return None
-    if m and (np.any(codes < 0) or np.any(codes >= len(extensions))):
-        return None
-    owners = np.repeat(np.arange(n, dtype=np.int64), np.diff(starts))
-    if len(np.unique(owners * max(1, len(extensions)) + codes)) != m:  # an extension twice in a sample
-        return None
-    return TarIndex(
-        path, identity, name_strings, offsets, sizes, key_strings, starts, extensions, codes.astype(np.int32), named.astype(bool)
-    )
-
-
-def _folder(cache_dir: str | os.PathLike | None) -> int | None:
-    return open_private(Path(cache_dir if cache_dir is not None else default_cache_dir()) / "tarindex")
-
-
-def _load(dir_fd: int, entry: str, path: str, identity: tuple[int, int, int, int]) -> TarIndex | None:
-    try:
-        fd = os.open(entry, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        bound = 4096 + 2 * identity[1] + len(path.encode("utf-8", "surrogateescape"))  # an index is smaller than its file
-        if not stat.S_ISREG(st.st_mode) or st.st_size > bound:
-            return None
-        raw = os.read(fd, st.st_size)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return _decode(raw, path, identity)
-
-
-def _store(dir_fd: int, entry: str, index: TarIndex) -> bool:
-    """Whether ``index`` could be written as ``entry`` (atomically: a temporary file, renamed)."""
-    temporary = f"{entry}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-    try:
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
-        try:
-            os.write(fd, _encode(index))
-        finally:
-            os.close(fd)
-        os.replace(temporary, entry, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-    except OSError:  # a full or read-only disk: the index stays uncached
-        with contextlib.suppress(OSError):
-            os.unlink(temporary, dir_fd=dir_fd)
-        return False
-    return True
-
-
-class _Window:
-    """``read(offset, n)`` of a file through windows of ``WINDOW`` bytes: the headers of small
-    members that share a window cost one system call."""
-
-    def __init__(self, fd: int):
-        self.fd, self.start, self.data = fd, 0, b""
-
-    def __call__(self, offset: int, n: int) -> bytes:
-        if self.start <= offset and offset + n <= self.start + len(self.data):
-            return self.data[offset - self.start : offset + n - self.start]
-        if n > WINDOW:
-            return os.pread(self.fd, n, offset)
-        self.start, self.data = offset, os.pread(self.fd, WINDOW, offset)
-        return self.data[:n]
-
-
-def _scan_file(path: Path, fd: int, size: int) -> tuple[list[str], list[int], list[int], list[bool]]:
-    return scan(_Window(fd), size, path)
-
-
-def tar_index(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None = None, cache: bool = True) -> TarIndex:
-    """The index of the local tar shard at ``path`` (see the module doc): from its cache entry when
-    one matches, else by one pass over the headers (stored in the cache when ``cache``)."""
-    path = Path(path)
-    absolute = str(path.absolute())
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        st = os.fstat(fd)
-        identity = file_identity(st)
-        dir_fd = _folder(cache_dir) if cache else None
-        try:
-            entry = _entry_name(absolute, identity)
-            index = _load(dir_fd, entry, absolute, identity) if dir_fd is not None else None
-            if index is None:
-                names, offsets, sizes, named = _scan_file(path, fd, st.st_size)
-                index = group(absolute, identity, names, offsets, sizes, path, named)
-                if dir_fd is not None:
-                    index.cached = _store(dir_fd, entry, index)
-            else:
-                index.cached = True
-        finally:
-            if dir_fd is not None:
-                os.close(dir_fd)
-    finally:
-        os.close(fd)
-    return index

@@ -45,9 +45,10 @@ from ..files.packed import PackedDataset
 from ..files.pagememory import RecentPages
 from ..files.shards import ShardedDataset
 from .tablepages import DEFAULT_KEEP, TablePages, chosen_columns
-from .tarindex import BLOCK, TarIndex, file_identity, first_bad_header, header_problem, tar_index
+from .tarcache import tar_index
+from .tarindex import BLOCK, TarIndex, file_identity, first_bad_header, header_problem
 
-__all__ = ["PART_BYTES", "TarPages", "expand_braces", "is_webdataset", "open_webdataset", "tar_files"]
+__all__ = ["PART_BYTES", "TarPages", "TarParts", "expand_braces", "is_webdataset", "open_webdataset", "tar_files"]
 
 SUFFIX = ".tar"
 KEY = "__key__"
@@ -224,41 +225,28 @@ def _parts(index: TarIndex, part_bytes: int, part_samples: int | None) -> list[i
     return bounds
 
 
-# -- the pages -----------------------------------------------------------------------------------
-class TarPages(TablePages):
-    """A local tar shard's samples in parts, as pages (see the module doc)."""
+# -- the pages ---------------------------------------------------------------------------------
+class TarParts(TablePages):
+    """A tar shard's samples in parts, as pages, from its index and ``_part_bytes`` (a subclass's:
+    a part's byte range, its members' headers checked). The subclasses: ``TarPages`` (a local file),
+    ``webdataset_remote.RemoteTarPages`` (an object in a store)."""
 
-    def __init__(
-        self,
-        path: str | os.PathLike,
-        fields: list[str] | None = None,
-        *,
-        image: F.Image | None = None,
-        recent: RecentPages | None = None,
-        part_bytes: int = PART_BYTES,
-        part_samples: int | None = None,
-        cache_dir: str | os.PathLike | None = None,
-        index: TarIndex | None = None,
-    ):
+    def _parts_of(
+        self, name: Any, index: TarIndex, fields: list[str] | None, image: F.Image | None, part_bytes: int,
+        part_samples: int | None, recent: RecentPages | None,
+    ) -> None:  # fmt: skip
+        """Set up the fields and parts of ``index`` (called by a subclass's ``__init__``)."""
         if part_samples is not None and (not isinstance(part_samples, int) or part_samples < 1):
             raise ValueError(f"part_samples must be a positive integer or None, got {part_samples!r}")
         if not isinstance(part_bytes, int) or part_bytes < 1:
             raise ValueError(f"part_bytes must be a positive integer, got {part_bytes!r}")
-        self.name = self.path = Path(path)
-        self.identity = file_identity(os.stat(self.path))
-        self.size = self.identity[1]
-        self.index = index if index is not None else tar_index(self.path, cache_dir=cache_dir)
-        if tuple(self.index.identity) != self.identity:
-            raise CorruptFileError(
-                self.path, "the file changed while it was opened (or since the dataset was pickled): reopen it"
-            )
+        self.index = index
         self._image = image if image is not None else F.Image(codec="jpeg")
         self._wanted = None if fields is None else list(fields)
-        self._settings = {"part_bytes": part_bytes, "part_samples": part_samples, "cache_dir": cache_dir}
-        columns = chosen_columns(self.path, _columns(self.index, self._image), fields)
-        self._codes = {c.name: self.index.extensions.index(c.name) for c in columns if c.name != KEY}
+        columns = chosen_columns(name, _columns(index, self._image), fields)
+        self._codes = {c.name: index.extensions.index(c.name) for c in columns if c.name != KEY}
         self._check_complete()
-        self._bounds = _parts(self.index, part_bytes, part_samples)
+        self._bounds = _parts(index, part_bytes, part_samples)
         super().__init__(columns, list(np.diff(self._bounds)), None, recent)
 
     def _check_complete(self) -> None:
@@ -272,7 +260,7 @@ class TarPages(TablePages):
                 has[owners] = True
                 missing = int(np.flatnonzero(~has)[0])
                 raise CorruptFileError(
-                    self.path, f"sample {self.index.keys[missing]!r} has no {extension!r} member, which other samples have: "
+                    self.name, f"sample {self.index.keys[missing]!r} has no {extension!r} member, which other samples have: "
                     f"leave it out with fields= (this file's fields are {[KEY, *sorted(self.index.extensions)]})",
                 )  # fmt: skip
 
@@ -280,44 +268,35 @@ class TarPages(TablePages):
         first, stop = self._bounds[p], self._bounds[p + 1]
         return f"part {p} (samples {first}..{stop - 1}, keys {self.index.keys[first]!r}..{self.index.keys[stop - 1]!r})"
 
-    def _read(self, start: int, stop: int) -> bytes:
-        """Bytes ``start .. stop - 1`` of the file at the path once its identity is the one opened (a
-        descriptor of its own per read: a set of thousands of shards holds none open)."""
-        try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            raise CorruptFileError(self.path, "the file was removed since it was opened") from None
-        try:
-            st = os.fstat(fd)
-            self._same(file_identity(st))
-            chunks, at = [], start
-            while at < stop:
-                chunk = os.pread(fd, stop - at, at)
-                if not chunk:
-                    raise CorruptFileError(
-                        self.path, f"bytes {start}..{stop} cannot be read: the file is shorter than when it was opened"
-                    )
-                chunks.append(chunk)
-                at += len(chunk)
-        finally:
-            os.close(fd)
-        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    def span(self, p: int) -> tuple[int, int, int, int]:
+        """Part ``p``'s byte range (from its first member's header to its last member's end) and members ``m0 .. m1 - 1``."""
+        index = self.index
+        first, stop = self._bounds[p], self._bounds[p + 1]
+        m0, m1 = int(index.starts[first]), int(index.starts[stop])
+        return int(index.offsets[m0]) - BLOCK, int(index.offsets[m1 - 1] + index.sizes[m1 - 1]), m0, m1
+
+    def bad_header(self, data: Any, base: int, m0: int, m1: int) -> str | None:
+        """What is wrong with the first member header of ``m0 .. m1 - 1`` in ``data`` (the bytes from
+        ``base``) that is not the index's (see ``tarindex.first_bad_header``), or None."""
+        offsets = self.index.offsets[m0:m1] - base
+        blocks = np.frombuffer(data, np.uint8, len(data) // BLOCK * BLOCK).reshape(-1, BLOCK)  # (base is block-aligned)
+        bad = first_bad_header(blocks[offsets // BLOCK - 1], self.index, m0)
+        if bad < 0:
+            return None
+        problem = header_problem(blocks[offsets[bad] // BLOCK - 1].tobytes(), self.index, m0 + bad)
+        return f"member {self._member(m0 + bad)}: {problem}"
+
+    def _part_bytes(self, p: int) -> Any:
+        """Part ``p``'s bytes (``span(p)``), its member headers checked."""
+        raise NotImplementedError
 
     def read_part(self, p: int) -> Any:
         pa = _pa()
         index = self.index
         first, stop = self._bounds[p], self._bounds[p + 1]
-        m0, m1 = int(index.starts[first]), int(index.starts[stop])
-        base = int(index.offsets[m0]) - BLOCK
-        data = self._read(base, int(index.offsets[m1 - 1] + index.sizes[m1 - 1]))
+        base, _, m0, m1 = self.span(p)
+        data = self._part_bytes(p)
         offsets, sizes = index.offsets[m0:m1] - base, index.sizes[m0:m1]
-        blocks = np.frombuffer(data, np.uint8, len(data) // BLOCK * BLOCK).reshape(-1, BLOCK)  # (base is block-aligned)
-        bad = first_bad_header(blocks[offsets // BLOCK - 1], index, m0)
-        if bad >= 0:
-            problem = header_problem(blocks[offsets[bad] // BLOCK - 1].tobytes(), index, m0 + bad)
-            raise CorruptFileError(
-                self.path, f"member {self._member(m0 + bad)}: {problem}: the file changed or the index is not this file's"
-            )
         # The part's bytes as one binary array of its members and the gaps before them (value 2j + 1:
         # member j), over the bytes read: a column is a take of its members (one copy, in Arrow).
         bounds = np.zeros(2 * len(offsets) + 1, np.int64)
@@ -353,7 +332,7 @@ class TarPages(TablePages):
             if -(2**63) <= number < 2**63:
                 return number
         raise CorruptFileError(
-            self.path,
+            self.name,
             f"sample {self.index.keys[sample]!r}, member {self._member(m)}: not an integer (int64 in ASCII digits): {raw[:40]!r}",
         )
 
@@ -367,10 +346,68 @@ class TarPages(TablePages):
                     value.decode("utf-8")
                 except UnicodeDecodeError as exc:
                     raise CorruptFileError(
-                        self.path,
+                        self.name,
                         f"sample {self.index.keys[first + k]!r}, member {self._member(int(members[k]))}: not UTF-8 text: {exc}",
                     ) from None
             raise
+
+
+class TarPages(TarParts):
+    """A local tar shard's samples in parts, as pages (see the module doc)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        fields: list[str] | None = None,
+        *,
+        image: F.Image | None = None,
+        recent: RecentPages | None = None,
+        part_bytes: int = PART_BYTES,
+        part_samples: int | None = None,
+        cache_dir: str | os.PathLike | None = None,
+        index: TarIndex | None = None,
+    ):
+        self.name = self.path = Path(path)
+        self.identity = file_identity(os.stat(self.path))
+        self.size = self.identity[1]
+        index = index if index is not None else tar_index(self.path, cache_dir=cache_dir)
+        if tuple(index.identity) != self.identity:
+            raise CorruptFileError(
+                self.path, "the file changed while it was opened (or since the dataset was pickled): reopen it"
+            )
+        self._settings = {"part_bytes": part_bytes, "part_samples": part_samples, "cache_dir": cache_dir}
+        self._parts_of(self.path, index, fields, image, part_bytes, part_samples, recent)
+
+    def _read(self, start: int, stop: int) -> bytes:
+        """Bytes ``start .. stop - 1`` of the file at the path once its identity is the one opened (a
+        descriptor of its own per read: a set of thousands of shards holds none open)."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise CorruptFileError(self.path, "the file was removed since it was opened") from None
+        try:
+            st = os.fstat(fd)
+            self._same(file_identity(st))
+            chunks, at = [], start
+            while at < stop:
+                chunk = os.pread(fd, stop - at, at)
+                if not chunk:
+                    raise CorruptFileError(
+                        self.path, f"bytes {start}..{stop} cannot be read: the file is shorter than when it was opened"
+                    )
+                chunks.append(chunk)
+                at += len(chunk)
+        finally:
+            os.close(fd)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def _part_bytes(self, p: int) -> Any:
+        base, stop, m0, m1 = self.span(p)
+        data = self._read(base, stop)
+        problem = self.bad_header(data, base, m0, m1)
+        if problem is not None:
+            raise CorruptFileError(self.path, f"{problem}: the file changed or the index is not this file's")
+        return data
 
     def check(self) -> None:
         """``CorruptFileError`` when the file at the path is not the one opened (one ``stat``)."""

@@ -187,26 +187,28 @@ class _BadStructure(OSError):
 
 
 class _Reads:
-    """The reads of one ``read_checked`` attempt, each uncached and retried, and what they gave."""
+    """The reads of one ``read_checked`` attempt, each uncached and retried, and a digest of what they
+    gave (running: a pass over a whole object keeps none of its bytes here)."""
 
     def __init__(self, fetcher: Fetcher, url: str):
-        self.fetcher, self.url, self.got = fetcher, url, []
+        self.fetcher, self.url, self._crc = fetcher, url, 0
+
+    def _seen(self, part: bytes) -> None:
+        self._crc = zlib.crc32(len(part).to_bytes(8, "little"), zlib.crc32(part, self._crc))
 
     def ranges(self, spans: list[tuple[int, int]]) -> list[bytes]:
         parts = self.fetcher.read_ranges(self.url, spans)
-        self.got.extend(parts)
+        for part in parts:
+            self._seen(part)
         return parts
 
     def whole(self) -> bytes:
         data = self.fetcher.read_whole(self.url)
-        self.got.append(data)
+        self._seen(data)
         return data
 
     def digest(self) -> int:
-        crc = 0
-        for part in self.got:
-            crc = zlib.crc32(len(part).to_bytes(8, "little"), zlib.crc32(part, crc))
-        return crc
+        return self._crc
 
 
 class Fetcher:
