@@ -18,6 +18,7 @@ from helpers import assert_resumes_exactly, assert_same, snapshot
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from packed import photo_like
+from tardata import image_shards, jpeg, write_tar
 
 import slipstream as ss
 from slipstream import fields as F
@@ -29,49 +30,11 @@ from slipstream.inplace.tarindex import BLOCK
 from slipstream.inplace.webdataset import expand_braces, is_webdataset, open_webdataset, tar_files
 
 
-def write_tar(
-    path: Path, members: list[tuple[str, bytes | None]], fmt: int = tarfile.GNU_FORMAT, encoding: str = "utf-8"
-) -> Path:
-    """A tar of ``members`` ((name, bytes), or (name, None) for a folder), written by tarfile."""
-    with tarfile.open(path, "w", format=fmt, encoding=encoding) as tar:
-        for name, data in members:
-            info = tarfile.TarInfo(name)
-            if data is None:
-                info.type = tarfile.DIRTYPE
-                tar.addfile(info)
-            else:
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
-    return path
-
-
 def webdataset_samples(path: Path) -> list[dict]:
     """What WebDataset's own reader (tarfile underneath) gives for the shard, without ``__url__``."""
     from webdataset.tariterators import tarfile_samples
 
     return [{k: v for k, v in s.items() if k != "__url__"} for s in tarfile_samples([{"url": str(path)}])]
-
-
-def jpeg(image: np.ndarray) -> bytes:
-    from PIL import Image
-
-    out = io.BytesIO()
-    Image.fromarray(image).save(out, "JPEG", quality=90)
-    return out.getvalue()
-
-
-def image_shards(folder: Path, shards: int = 2, n: int = 14) -> list[Path]:
-    paths = []
-    for s in range(shards):
-        members = []
-        for k in range(n):
-            key = f"part{s}/{k:05d}"
-            members += [
-                (f"{key}.jpg", jpeg(photo_like(40 + k % 5, 44 + 3 * s, seed=100 * s + k))),
-                (f"{key}.cls", str(k % 4).encode()),
-            ]
-        paths.append(write_tar(folder / f"shard-{s:04d}.tar", members))
-    return paths
 
 
 @pytest.fixture(autouse=True)

@@ -5,7 +5,8 @@
   (local) or ``inplace.parquet_remote`` (URLs, ``filesystem=``; a prefix with no ``index.json`` under
   it and ``.parquet`` objects is read as their set);
 * WebDataset tar shards: a ``.tar`` file, a list of them, a folder of them, or a brace pattern
-  (``shard-{0000..0099}.tar``): ``inplace.webdataset`` (local files);
+  (``shard-{0000..0099}.tar``): ``inplace.webdataset`` (local files) or ``inplace.webdataset_remote``
+  (URLs; a prefix with no ``index.json`` and no ``.parquet`` objects under it, and ``.tar`` objects);
 * anything else: packed data, ``remote.open`` (a packed file, a list of them, a sharded folder,
   local or in object storage).
 """
@@ -26,6 +27,7 @@ from .hfdataset import is_hf_dataset, open_hf_dataset
 from .parquet import SUFFIX, is_parquet, open_parquet
 from .parquet_remote import open_remote_parquet
 from .webdataset import is_webdataset, open_webdataset
+from .webdataset_remote import is_webdataset_url, open_remote_webdataset
 
 __all__ = ["open"]
 
@@ -66,13 +68,16 @@ def open(  # noqa: A001
     )  # fmt: skip
     if not local and paths and all(str(p).endswith(SUFFIX) for p in paths):
         return open_remote_parquet(path, fields, image=image, **remote)
+    if not local and is_webdataset_url(path):
+        return open_remote_webdataset(path, fields, image=image, **remote)
     try:
         return _packed.open(path, cache, fields, **remote)
     except MissingShardError:
         if local or not isinstance(path, str):
             raise
-        try:  # a prefix with no index.json under it: the Parquet objects there, if any
-            return open_remote_parquet(path, fields, image=image, **remote)
-        except FileNotFoundError:
-            pass
+        for read_in_place in (open_remote_parquet, open_remote_webdataset):  # a prefix with no index.json under it
+            try:
+                return read_in_place(path, fields, image=image, **remote)
+            except FileNotFoundError:
+                pass
         raise

@@ -481,7 +481,7 @@ def group(
     starts.append(len(kept))
     at = np.asarray(kept, dtype=np.int64)
     return TarIndex(
-        path=path, identity=tuple(int(v) for v in identity), names=Strings.of(kept_names),  # type: ignore[arg-type]
+        path=path, identity=tuple(identity), names=Strings.of(kept_names),
         offsets=np.asarray(offsets, dtype=np.int64)[at], sizes=np.asarray(sizes, dtype=np.int64)[at],
         keys=Strings.of(keys), starts=np.asarray(starts, dtype=np.int64), extensions=list(extensions),
         codes=np.asarray(codes, dtype=np.int32),

@@ -48,7 +48,7 @@ from .tablepages import DEFAULT_KEEP, TablePages, chosen_columns
 from .tarcache import tar_index
 from .tarindex import BLOCK, TarIndex, file_identity, first_bad_header, header_problem
 
-__all__ = ["PART_BYTES", "TarPages", "TarParts", "expand_braces", "is_webdataset", "open_webdataset", "tar_files"]
+__all__ = ["PART_BYTES", "TarPages", "TarParts", "expand_braces", "is_pattern", "is_webdataset", "open_webdataset", "tar_files"]
 
 SUFFIX = ".tar"
 KEY = "__key__"
@@ -122,7 +122,7 @@ def _group(pattern: str, inner: str) -> list[str]:
     return inner.split(",")
 
 
-def _is_pattern(path: Any) -> bool:
+def is_pattern(path: Any) -> bool:
     return isinstance(path, str) and "{" in path and "}" in path
 
 
@@ -133,7 +133,7 @@ def is_webdataset(path: Any) -> bool:
     ``.parquet`` files."""
     if not isinstance(path, (str, os.PathLike)):
         return False
-    if _is_pattern(path):
+    if is_pattern(path):
         return str(path).endswith(SUFFIX)
     p = Path(path)
     if p.suffix == SUFFIX:
@@ -149,7 +149,7 @@ def tar_files(path: Any) -> list[Path]:
     exist), a folder (its ``.tar`` files, in name order) or one file."""
     if isinstance(path, (list, tuple)):
         files = [Path(p) for p in path]
-    elif _is_pattern(path):
+    elif is_pattern(path):
         files = [Path(p) for p in expand_braces(str(path))]
     elif Path(path).is_dir():
         files = sorted(q for q in Path(path).iterdir() if q.suffix == SUFFIX and q.is_file())
@@ -467,7 +467,7 @@ def open_webdataset(
     ``cache_dir``: where the indexes are cached (see ``tarindex``)."""
     recent = RecentPages(keep)
     settings = {"image": image, "recent": recent, "part_bytes": part_bytes, "part_samples": part_samples, "cache_dir": cache_dir}
-    single = isinstance(paths, (str, os.PathLike)) and not _is_pattern(paths) and not Path(paths).is_dir()
+    single = isinstance(paths, (str, os.PathLike)) and not is_pattern(paths) and not Path(paths).is_dir()
     files = tar_files(paths)
     shards = [PackedDataset(f, fields=fields, source=TarPages(f, fields, **settings)) for f in files]  # type: ignore[arg-type]
     return shards[0] if single else ShardedDataset([], fields=fields, shards=shards)
