@@ -6,7 +6,9 @@ of a ``PackedDataset``), ``parquet`` (local Parquet files: row groups as pages, 
 index), ``parquet_remote`` (Parquet objects in a store, their row groups fetched through the page
 cache) with ``remotefooters`` (their listing and footers, read and checked) and ``footers`` (the
 footers kept in a private index file), ``hfdataset`` (a ``datasets.Dataset``'s Arrow table),
-``tarindex`` (a tar shard's member offsets, by one pass over its headers, cached) and
-``webdataset`` (tar shards' samples grouped by key), and ``opening`` (``ss.open``: in-place
-sources here, packed files through ``remote.open``).
+``remoteobjects`` (objects listed by suffix, and checked to be the one opened), ``tarindex`` (a tar
+shard's member offsets, by one pass over its headers) with ``tarcache`` (those indexes cached, of
+local files and of objects in a store), ``webdataset`` (local tar shards' samples grouped by key)
+and ``webdataset_remote`` (tar shards in a store, their parts fetched through the page cache), and
+``opening`` (``ss.open``: in-place sources here, packed files through ``remote.open``).
 """
