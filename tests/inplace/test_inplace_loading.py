@@ -108,6 +108,28 @@ def test_a_global_shuffle_over_more_row_groups_than_are_kept_warns_once_naming_t
     assert len(said) == 1 and str(images) in said[0] and "12 pages" in said[0]
 
 
+def test_the_torch_dropin_with_shuffle_warns_once_naming_the_fix_it_has(tmp_path: Path) -> None:
+    """slipstream.torch.DataLoader(shuffle=True), with or without seed=, is warned about at construction
+    (the fix it names is slipstream's own loader: the drop-in takes torch's arguments); a sampler the
+    user gave is theirs to choose, and the core loader the drop-in makes does not warn again."""
+    pytest.importorskip("torch")
+    from slipstream.torch import DataLoader
+
+    path = numbered(tmp_path / "t.parquet", 600, 50)  # 12 row groups
+    for kwargs in ({}, {"seed": 3}, {"seed": 3, "num_workers": 2, "backend": "thread"}):
+        loader, said = made(DataLoader, ss.open(path, fields=["i"], keep=4), batch_size=8, shuffle=True, **kwargs)
+        assert len(said) == 1 and "12 pages" in said[0] and 'slipstream.DataLoader(..., order="quasi_random")' in said[0], said
+        _, again = made(lambda: sum(len(b["i"]) for b in loader))
+        assert again == [], again
+    import torch
+
+    ds = ss.open(path, fields=["i"], keep=4)
+    _, said = made(DataLoader, ds, batch_size=8, sampler=torch.utils.data.RandomSampler(range(600)))
+    assert said == []
+    _, said = made(DataLoader, ds, batch_size=8, shuffle=False)
+    assert said == []
+
+
 @pytest.mark.parametrize(
     "keep, kwargs",
     [(12, {"shuffle": True}), (32, {"shuffle": True}), (4, {"order": "quasi_random", "seed": 0}), (4, {}), (4, {"order": "sequential"})],

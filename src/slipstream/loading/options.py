@@ -14,6 +14,7 @@ again (``order="quasi_random"``, or a larger ``keep=``, reads each page once an 
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import warnings
 from collections.abc import Callable, Iterable
@@ -173,7 +174,8 @@ def warn_scattered_reads(data: Any, fix: str, why: str, stacklevel: int = 4) -> 
     """A ``UserWarning`` when ``data`` (or the data a mapped view of it reads: ``.data``) keeps
     fewer of its pages decoded (``pages_kept()``) than it holds, read in an order that ``why``
     says jumps over them all: naming the data, its pages, the bound, and the fixes (``fix``, or a
-    ``keep=`` of its page count). Nothing for data that keeps every page."""
+    ``keep=`` of its page count). Nothing for data that keeps every page, and nothing the second
+    time for the same data (one warning per opened dataset, whoever reads it)."""
     paged = data
     for _ in range(4):  # a view's data, and its data: (``ds.map(...)``, its ``.map`` again)
         if callable(getattr(paged, "pages_kept", None)):
@@ -182,8 +184,10 @@ def warn_scattered_reads(data: Any, fix: str, why: str, stacklevel: int = 4) -> 
     else:
         return
     kept, pages = paged.pages_kept(), int(getattr(paged, "num_pages", 0))
-    if kept is None or pages <= kept:
+    if kept is None or pages <= kept or getattr(paged, "_warned_scattered", False):
         return
+    with contextlib.suppress(AttributeError):  # (data that takes no attribute is warned about each time)
+        paged._warned_scattered = True
     warnings.warn(
         f"{data_name(paged)}: {why}, over {pages} pages (row groups, parts) of which this process keeps {kept} "
         f"decoded: most reads decode pages again (slow: CPU milliseconds per sample). Use {fix}, or open the data "

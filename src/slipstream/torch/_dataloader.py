@@ -36,6 +36,7 @@ import torch
 import torch.utils.data as _tud
 
 from ..loading.loader import DataLoader as _SSLoader
+from ..loading.options import warn_scattered_reads
 from ..order.datastate import is_stateful
 from ..workers.pool import WorkerPool
 from ._bypass import prepared_flag
@@ -137,6 +138,11 @@ class DataLoader(_tud.DataLoader[_T_co]):
         self.seed = None if seed is None else int(seed)
         self._user_collate = collate_fn is not None
         self._shuffle = bool(shuffle) and not iterable
+        if self._shuffle and sampler is None and batch_sampler is None:
+            warn_scattered_reads(
+                dataset, 'slipstream.DataLoader(..., order="quasi_random") (pages shuffled, each read once an epoch)',
+                "shuffle=True reads each batch's samples from all over the data", stacklevel=3,
+            )  # fmt: skip
         self._ss: _SSLoader | None = None  # map-style: the slipstream loader, made at the first iter()
         self._base_seed: int | None = None  # persistent workers: drawn once, as torch does
         self._iter_pool: Any = None  # IterableDataset, persistent workers: the process pool
