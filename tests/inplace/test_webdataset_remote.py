@@ -120,7 +120,7 @@ def test_a_prefix_a_list_a_pattern_and_one_object_read_as_the_local_shards(direc
 
 def test_ss_open_reads_tar_urls_patterns_and_a_prefix_without_an_index_in_place(direct: None, data: Data, tmp_path: Path) -> None:
     want = _samples(open_webdataset(data.folder))
-    for k, path in enumerate([data.url, data.urls(), f"{data.url}shard-{{0000..0002}}.tar"]):
+    for k, path in enumerate([data.url, data.url.rstrip("/"), data.urls(), f"{data.url}shard-{{0000..0002}}.tar"]):
         assert_same(_samples(ss.open(path, cache_dir=tmp_path / f"c{k}")), want, "sample")
     with pytest.raises(MissingShardError, match="shard-0003.tar"):
         ss.open(f"{data.url}shard-{{0000..0009}}.tar", cache_dir=tmp_path / "missing")

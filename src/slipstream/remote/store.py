@@ -142,13 +142,18 @@ class Store:
         self.filesystem(url)
 
     def size(self, url: str) -> int:
+        """The object's size; ``FileNotFoundError`` when there is none, a folder prefix included (a
+        store's listing shows one as a directory of size 0: it is no object to read)."""
         fs, path = self.filesystem(url)
         if _is_pyarrow(fs):
             info = fs.get_file_info(path)
-            if info.type.name == "NotFound":
+            if info.type.name != "File":
                 raise FileNotFoundError(redact(url))
             return int(info.size)
-        return int(fs.size(path))
+        info = fs.info(path)
+        if info.get("type") == "directory":
+            raise FileNotFoundError(redact(url))
+        return int(info["size"])
 
     def read(self, url: str, start: int, stop: int) -> bytes:
         """Bytes ``start``..``stop`` of ``url`` (one ranged GET); may return fewer when cut short."""

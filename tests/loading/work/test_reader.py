@@ -192,7 +192,8 @@ mode = sys.argv[3]
 results = {}
 if mode == "cut":
     for cut in range(0, len(good), 7):
-        results[check(good[:cut], f"cut {cut}")] = results.get(check(good[:cut], f"cut {cut}"), 0) + 1
+        kind = check(good[:cut], f"cut {cut}")
+        results[kind] = results.get(kind, 0) + 1
 else:
     for at in range(0, len(good), 5):
         bad = bytearray(good)
