@@ -2,54 +2,76 @@
 
 Data: the first ``--images`` (default 5,000, as ``bench_gpu_feed.py``: an epoch of seconds, in which the
 first batch weighs little) ImageNet-like JPEGs of ``bench_images.py`` (made once under ``--cache``, shared
-with it), packed as ``bench_images`` packs them (``F.Image(codec="jpeg", quality=90, max_side=512)`` and an
-``F.Int()`` label) into a sharded folder: ``ss.write(folder, ..., page_size=--page-size,
-shard_size=--shard-size)`` (default 8 MiB pages, the writer's default, in 32 MB shards: about 190 MB, 23
-pages in 6 shards; kept under ``--cache`` and rewritten when the writer changes).
+with it), three ways (``--sources packed,parquet,tar``, default all):
+
+- packed, as ``bench_images`` packs them (``F.Image(codec="jpeg", quality=90, max_side=512)`` and an
+  ``F.Int()`` label) into a sharded folder: ``ss.write(folder, ..., page_size=--page-size,
+  shard_size=--shard-size)`` (default 8 MiB pages, the writer's default, in 32 MB shards: about 190 MB, 23
+  pages in 6 shards; kept under ``--cache`` and rewritten when the writer changes);
+- read in place, the files of ``bench_inplace.image_files`` (made once under ``--cache``, shared with
+  ``bench_inplace.py``), holding the original JPEG bytes of the same images: a Parquet file (a binary
+  ``image`` and an int ``label`` column, row groups of 256) and WebDataset tar shards of 250 samples
+  (members ``<key>.jpg`` and ``<key>.cls``, read as the fields ``jpg`` and ``cls``).
 
 Storage: moto's S3 server and, in front of it, a proxy that waits ``--latency`` seconds (default 0.05)
 before forwarding each request (``tools/s3local.py``); both are child processes of this one, on this
-machine's CPUs. The folder is uploaded to ``s3://bench-remote/jpeg/`` (straight to the server), and the
-S3 client goes through the proxy (``AWS_ENDPOINT_URL``). Their CPU time is measured (psutil) and
+machine's CPUs. The folder is uploaded to ``s3://bench-remote/jpeg/``, the Parquet file under
+``s3://bench-remote/parquet/`` and the shards under ``s3://bench-remote/tar/`` (straight to the server),
+and the S3 client goes through the proxy (``AWS_ENDPOINT_URL``). Their CPU time is measured (psutil) and
 reported apart: a real network and store would not charge it to the client machine, and on a
 two-core machine it comes out of the loader's share.
 
 Pipeline everywhere: ``ss.DataLoader(ds.map(image=[ops.RandomResizedCrop(224),
 ops.RandomHorizontalFlip(), ops.ToCHW()]), batch_size=64, order="quasi_random", seed=0, workers=2)``
-(the thread backend), each batch turned into tensors with ``torch.from_numpy``, over
+(the thread backend; for the tar shards the image field is ``jpg`` and the label ``cls``), each batch
+turned into tensors with ``torch.from_numpy``, over
 
 (a) local: ``ss.open(folder)``;
 (b) remote, cold cache: ``ss.open("s3://...", cache_dir=<a fresh empty folder>, readahead=R)`` (the
     loader hints the pages of the batches ahead, and up to R downloads run at once);
 (c) remote, warm cache: the same with a cache folder filled by the warm-up epoch; a fresh ``ss.open``
-    each epoch, so only the disk cache is reused, not the pages a previous dataset kept in memory.
+    each epoch, so only the disk cache is reused, not the pages a previous dataset kept in memory;
+(d) local Parquet: ``ss.open("images.parquet", fields=["image", "label"])``;
+(e) remote Parquet, cold cache: ``ss.open("s3://bench-remote/parquet/", ...)`` with a fresh empty cache
+    folder each epoch (the footer is read at open; each row group's columns are one ranged read);
+(f) local tar: ``ss.open([shard, ...], fields=["jpg", "cls"])``;
+(g) remote tar, cold cache: ``ss.open("s3://bench-remote/tar/", ...)`` with a fresh empty cache folder
+    each epoch: the open makes each shard's index by one pass over its headers (a shard of small
+    members is downloaded whole by it), then the epoch downloads the parts;
+(h) remote tar, cold cache, index cached: a fresh cache folder each epoch into which the ``tarindex/``
+    folder made by one open before the runs is copied: the open reads no shard, the epoch downloads
+    only the parts.
 
 Each epoch opens the data and makes its loader ("open ms": ``ss.open`` + ``DataLoader``; for S3 a new
-client, the index's GET, and the first page, which the loader reads to learn the batch layout), then
-takes one whole epoch from ``iter()``: img/s and "1st batch ms" count from there; "img/s after 1st"
-leaves the first batch out (the steady rate). Traffic, from the proxy's counters over the epoch (every
-request the client sent, the shards' size checks included): requests/s and MB/s; "GETs" are the
-ranged page reads the fetcher sent, "hit rate" the fetcher's (``ds.remote_stats()``): the page reads
-served at once from memory or the disk cache (read ahead, in a cold epoch) over all page reads; the
-rest either waited for a read-ahead download under way or downloaded the page themselves. "client
-CPU" is this process's CPU time (all its threads) per image over the epoch; "S3 CPU" that of the
-server and proxy children.
+client, the listing or the index's GET, the footers or the tar index pass, and the first page, which
+the loader reads to learn the batch layout), then takes one whole epoch from ``iter()``: img/s and "1st
+batch ms" count from there; "img/s after 1st" leaves the first batch out (the steady rate); "img/s with
+open" counts the open too (where the tar index pass shows). Traffic, from the proxy's counters over the
+epoch (every request the client sent, the shards' size checks included): requests/s and MB/s ("open
+MB": what the open downloaded); "GETs" are the ranged page reads the fetcher sent (the index pass's
+reads too), "hit rate" the fetcher's (``ds.remote_stats()``): the page reads served at once from memory
+or the disk cache (read ahead, in a cold epoch) over all page reads; the rest either waited for a
+read-ahead download under way or downloaded the page themselves. "client CPU" is this process's CPU
+time (all its threads) per image over the epoch (from ``iter()``); "S3 CPU" that of the server and
+proxy children.
 
 Measuring: one warm-up epoch per run (the warm run's fills its cache), then ``--repeats`` rounds in
 rotating order (local, cold, warm, ...) to spread the machine's noise; figures are medians over
-repeats, ratios the medians of per-round ratios. ``--readahead 8,4,16``: the first value is used for
-(b) and (c); the others add cold runs (info). Goals (2 workers): (b) >= 80% and (c) >= 95% of (a)'s
-img/s. Info: the cold ratio with the server's and proxy's CPU given back (an estimate: epoch seconds
-minus their CPU-seconds over the CPU count, fair when the epoch keeps every core busy), and the ratio
-of client CPU per image.
+repeats, ratios the medians of per-round ratios, each remote run against the local run of its own
+format. ``--readahead 8,4,16``: the first value is used for every remote run; the others add cold
+runs of the folder (info). Goals (2 workers, img/s from ``iter()``): every cold run ((b), (e), (g),
+(h)) >= 85% of its local run's, and (c) >= 95% of (a)'s. Info: the ratios after the first batch and
+with the open counted, the cold ratio with the server's and proxy's CPU given back (an estimate: epoch
+seconds minus their CPU-seconds over the CPU count, fair when the epoch keeps every core busy), and
+the ratio of client CPU per image.
 
 Run:  python benchmarks/bench_remote.py [--quick] [--repeats N] [--images N] [--latency S]
                                         [--readahead 8[,4,16]] [--page-size 8MiB] [--shard-size 32MB]
-                                        [--cache DIR] [--rebuild] [--json OUT]
-About 2.5 minutes on two cores once the images exist (making 5,000 takes about a minute, once);
-``--quick`` (320 images, 1 MiB pages in 4 MB shards, 1 repeat) takes a few seconds after the imports and
-the server's start. Needs torch, pillow, simplejpeg, pyarrow, scikit-image, s3fs, moto[server], boto3
-and psutil (``pip install -e '.[bench]'``).
+                                        [--sources packed,parquet,tar] [--cache DIR] [--rebuild] [--json OUT]
+About 6 minutes on two cores once the images and files exist (making 5,000 images takes about a minute,
+once); ``--quick`` (320 images, 1 MiB pages in 4 MB shards, 1 repeat) takes several seconds after the
+imports and the server's start. Needs torch, pillow, simplejpeg, pyarrow, scikit-image, s3fs,
+moto[server], boto3 and psutil (``pip install -e '.[bench]'``).
 """
 
 from __future__ import annotations
@@ -68,6 +90,7 @@ from pathlib import Path
 from typing import Any
 
 import bench_images as bi  # first: it imports _common, which makes slipstream importable and exits without torch
+import bench_inplace
 import torch
 from _common import SEED, Verdicts, paired, rates, set_footing, summary, table, verdict, versions
 
@@ -89,14 +112,20 @@ BATCH = bi.BATCH
 WORKERS = bi.WORKERS
 BUCKET, PREFIX = "bench-remote", "jpeg"
 URL = f"s3://{BUCKET}/{PREFIX}/"
-GOALS = {"cold": 0.80, "warm": 0.95}
+PARQUET_PREFIX, TAR_PREFIX = "parquet", "tar"
+PARQUET_URL, TAR_URL = f"s3://{BUCKET}/{PARQUET_PREFIX}/", f"s3://{BUCKET}/{TAR_PREFIX}/"
+SOURCES = ("packed", "parquet", "tar")
+FIELDS = {"packed": ("image", "label"), "parquet": ("image", "label"), "tar": ("jpg", "cls")}  # (image, label) fields
+# cold: remote with an empty cache, 50 ms per request, at least 0.85x the same data read locally (packed and in place);
+# warm: a filled cache is read at nearly local speed
+GOALS = {"cold": 0.85, "warm": 0.95}
 LAYOUT = 1  # bump when the folder's recipe changes: an old folder is rewritten
 
 
 # -- the data --------------------------------------------------------------------------------------
 def ensure_folder(cache: Path, n: int, page_size: int, shard_size: int, rebuild: bool) -> tuple[Path, float | None]:
     """The sharded folder of the first ``n`` images (made once per writer version and layout)."""
-    root, _ = bi.ensure_images(cache, n, rebuild)
+    root, _ = bi.ensure_images(cache, n, False)  # (made again by main with --rebuild)
     folder = cache / f"remote-jpeg{bi.MAX_SIDE}-n{n}-p{page_size}-s{shard_size}"
     stamp = folder.with_suffix(".json")
     key = {"layout": LAYOUT, "fingerprint": bi.source_fingerprint(), "images": (cache / "images.json").stat().st_mtime_ns}
@@ -116,6 +145,22 @@ def ensure_folder(cache: Path, n: int, page_size: int, shard_size: int, rebuild:
              page_size=page_size, shard_size=shard_size)  # fmt: skip
     stamp.write_text(json.dumps(key))
     return folder, time.perf_counter() - t0
+
+
+def ensure_inplace(cache: Path, n: int, rebuild: bool) -> dict[str, Any]:
+    """``bench_inplace.image_files`` of the first ``n`` images (the same ones as the folder's): the Parquet file
+    and the tar shards (made once; again when the images are newer than them, or with ``rebuild``)."""
+    root, _ = bi.ensure_images(cache, n, False)
+    folder = ss.imagefolder(root)
+    samples = [folder.samples[k] for k in bi.subset(folder, n)]
+    files = bench_inplace.image_files(cache, samples)
+    made = (cache / "images.json").stat().st_mtime_ns
+    paths = [files["packed"], files["parquet"], *files["shards"]]
+    if rebuild or any(p.stat().st_mtime_ns < made for p in paths):
+        for p in paths:
+            p.unlink()
+        files = bench_inplace.image_files(cache, samples)
+    return files
 
 
 def describe_folder(folder: Path) -> tuple[int, int, int]:
@@ -162,26 +207,32 @@ class Storage:
 
 
 # -- the runs ----------------------------------------------------------------------------------------
-def epoch_run(open_data: Callable[[], Any], storage: Storage, after: Callable[[], None] | None = None):
-    """One epoch of a freshly opened dataset; returns (images, seconds from iter(), the other figures)."""
+def epoch_run(
+    open_data: Callable[[], Any], storage: Storage, after: Callable[[], None] | None = None,
+    before: Callable[[], None] | None = None, image: str = "image", label: str = "label",
+):  # fmt: skip
+    """One epoch of a freshly opened dataset, its fields ``image`` (through the pipeline) and ``label``; ``before``
+    runs ahead of the open, untimed; returns (images, seconds from iter(), the other figures)."""
 
     def run():
+        if before is not None:
+            before()
         traffic0 = storage.traffic()
         t0 = time.perf_counter()
         ds = open_data()
         try:
             with ss.DataLoader(
-                ds.map(image=bi.pipeline()), batch_size=BATCH, order="quasi_random", seed=SEED, workers=WORKERS
+                ds.map(**{image: bi.pipeline()}), batch_size=BATCH, order="quasi_random", seed=SEED, workers=WORKERS
             ) as loader:
                 traffic1, cpu1, s3cpu1 = storage.traffic(), time.process_time(), storage.cpu()
                 t1 = time.perf_counter()
                 it = iter(loader)
                 batch = next(it)
-                images, _labels = torch.from_numpy(batch["image"]), torch.from_numpy(batch["label"])
+                images, _labels = torch.from_numpy(batch[image]), torch.from_numpy(batch[label])
                 t2 = time.perf_counter()
                 first_n = n = len(images)
                 for batch in it:
-                    images, _labels = torch.from_numpy(batch["image"]), torch.from_numpy(batch["label"])
+                    images, _labels = torch.from_numpy(batch[image]), torch.from_numpy(batch[label])
                     n += len(images)
                 t3 = time.perf_counter()
             cpu, s3cpu, traffic3 = time.process_time() - cpu1, storage.cpu() - s3cpu1, storage.traffic()
@@ -197,6 +248,7 @@ def epoch_run(open_data: Callable[[], Any], storage: Storage, after: Callable[[]
             "client_cpu_s": cpu,
             "s3_cpu_s": s3cpu,
             "open_requests": traffic1[0] - traffic0[0],
+            "open_bytes": traffic1[1] - traffic0[1],
             "requests": traffic3[0] - traffic1[0],
             "bytes": traffic3[1] - traffic1[1],
             "fetcher": stats,
@@ -206,15 +258,40 @@ def epoch_run(open_data: Callable[[], Any], storage: Storage, after: Callable[[]
     return run
 
 
-def cold_run(storage: Storage, scratch: Path, readahead: int):
-    """Remote, each epoch with a fresh empty cache folder (removed afterwards)."""
+def cold_run(storage: Storage, scratch: Path, readahead: int, source: str = "packed", tarindex: Path | None = None):
+    """Remote ``source`` (see ``SOURCES``), each epoch with a fresh cache folder (removed afterwards): empty, or
+    holding a copy of ``tarindex`` (a ``tarindex/`` folder an open of the shards made) as its ``tarindex/``."""
+    url = {"packed": URL, "parquet": PARQUET_URL, "tar": TAR_URL}[source]
+    image, label = FIELDS[source]
+    fields = None if source == "packed" else [image, label]
     state: dict[str, Path] = {}
 
-    def open_data():
+    def make():
         state["dir"] = Path(tempfile.mkdtemp(prefix="cold-", dir=scratch))
-        return ss.open(URL, cache_dir=state["dir"], readahead=readahead)
+        if tarindex is not None:
+            shutil.copytree(tarindex, state["dir"] / "tarindex")
 
-    return epoch_run(open_data, storage, after=lambda: shutil.rmtree(state.pop("dir"), ignore_errors=True))
+    def open_data():
+        return ss.open(url, fields=fields, cache_dir=state["dir"], readahead=readahead)
+
+    return epoch_run(
+        open_data,
+        storage,
+        after=lambda: shutil.rmtree(state.pop("dir"), ignore_errors=True),
+        before=make,
+        image=image,
+        label=label,
+    )
+
+
+def tar_index(scratch: Path, readahead: int) -> Path:
+    """The ``tarindex/`` folder an open of the remote shards makes in an empty cache folder (kept for the runs)."""
+    folder = scratch / "tarindex-made"
+    ss.open(TAR_URL, fields=list(FIELDS["tar"]), cache_dir=folder, readahead=readahead)
+    made = folder / "tarindex"
+    if not made.is_dir() or not any(made.iterdir()):
+        raise RuntimeError(f"{made}: opening {TAR_URL} with cache_dir={folder} left no tar index there")
+    return made
 
 
 def warm_run(storage: Storage, scratch: Path, readahead: int):
@@ -251,6 +328,7 @@ def figures_of(results: list[tuple], remote: bool) -> dict[str, list[float]]:
     out = {
         "img/s": rates(results),
         "img/s after 1st": per_repeat(results, "after_first_img_s"),
+        "img/s with open": [r[0] / (r[1] + r[2]["open_s"]) for r in results],
         "1st batch ms": per_repeat(results, "first_s", 1e3),
         "open ms": per_repeat(results, "open_s", 1e3),
         "client CPU ms/img": [1e3 * r[2]["client_cpu_s"] / r[0] for r in results],
@@ -259,6 +337,7 @@ def figures_of(results: list[tuple], remote: bool) -> dict[str, list[float]]:
     if remote:
         out["requests/s"] = [r[2]["requests"] / r[1] for r in results]
         out["MB/s"] = [r[2]["bytes"] / 1e6 / r[1] for r in results]
+        out["open MB"] = [r[2]["open_bytes"] / 1e6 for r in results]
         out["GETs"] = [float(r[2]["fetcher"]["requests"]) for r in results]
         out["hit rate"] = [float(r[2]["fetcher"]["hit_rate"] or 0.0) for r in results]
     return out
@@ -275,13 +354,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--page-size", default=None, help="the folder's page size (default 8MiB, quick 1MiB)")
     parser.add_argument("--shard-size", default=None, help="the folder's shard size (default 32MB, quick 4MB)")
+    parser.add_argument("--sources", default=",".join(SOURCES), help=f"which data to run, of {', '.join(SOURCES)} (default all)")
     parser.add_argument(
         "--cache",
         type=Path,
         default=bi.DEFAULT_CACHE,
-        help=f"where the images and the folder are kept (default {bi.DEFAULT_CACHE})",
+        help=f"where the images, the folder and the in-place files are kept (default {bi.DEFAULT_CACHE})",
     )
-    parser.add_argument("--rebuild", action="store_true", help="write the folder again (and the images)")
+    parser.add_argument("--rebuild", action="store_true", help="make the images, the folder and the in-place files again")
     parser.add_argument("--json", type=Path, default=None, help="write the figures there as JSON")
     args = parser.parse_args(argv)
     repeats = args.repeats or (1 if args.quick else 7)
@@ -291,51 +371,89 @@ def main(argv: list[str] | None = None) -> int:
     readaheads = [int(x) for x in str(args.readahead).split(",") if x.strip()]
     if not readaheads or min(readaheads) < 1 or len(set(readaheads)) != len(readaheads):
         parser.error("--readahead takes distinct positive numbers, such as 8 or 8,4,16")
+    sources = [x.strip() for x in str(args.sources).split(",") if x.strip()]
+    if not sources or any(x not in SOURCES for x in sources) or len(set(sources)) != len(sources):
+        parser.error(f"--sources takes distinct names of {', '.join(SOURCES)}, such as packed,tar; got {args.sources!r}")
     set_footing()
 
     start = time.perf_counter()
     args.cache.mkdir(parents=True, exist_ok=True)
-    folder, written = ensure_folder(args.cache, n, page_size, shard_size, args.rebuild)
-    nbytes, nshards, npages = describe_folder(folder)
-    for path in folder.iterdir():
-        path.read_bytes()  # into the page cache, as a local dataset read before would be
+    bi.ensure_images(args.cache, n, args.rebuild)
+    folder = written = files = None
+    local_files: list[Path] = []
+    if "packed" in sources:
+        folder, written = ensure_folder(args.cache, n, page_size, shard_size, args.rebuild)
+        nbytes, nshards, npages = describe_folder(folder)
+        local_files += [p for p in folder.iterdir() if p.is_file()]
+    if "parquet" in sources or "tar" in sources:
+        files = ensure_inplace(args.cache, n, args.rebuild)
+        local_files += ([files["parquet"]] if "parquet" in sources else []) + (files["shards"] if "tar" in sources else [])
+    for path in local_files:
+        path.read_bytes()  # into the page cache, as local data read before would be
     scratch = Path(tempfile.mkdtemp(prefix="slipstream-bench-remote-"))
     storage = Storage(args.latency)
     try:
         t0 = time.perf_counter()
-        s3local.upload(storage.server, folder, BUCKET, PREFIX)
+        if folder is not None:
+            s3local.upload(storage.server, folder, BUCKET, PREFIX)
+        if "parquet" in sources:
+            s3local.upload(storage.server, files["parquet"], BUCKET, PARQUET_PREFIX)
+        if "tar" in sources:
+            for shard in files["shards"]:
+                s3local.upload(storage.server, shard, BUCKET, TAR_PREFIX)
         uploaded = time.perf_counter() - t0
         storage.use()
+        ra = readaheads[0]
+        tarindex = tar_index(scratch, ra) if "tar" in sources else None
         setup = time.perf_counter() - start
 
         from importlib.metadata import version
 
-        print(versions(f"moto {version('moto')}", f"s3fs {version('s3fs')}"))
-        made = f", written now in {written:.1f} s" if written is not None else ""
-        print(
-            f"data: {n} JPEGs of bench_images (q{bi.QUALITY}, max side {bi.MAX_SIDE}) in {folder}: {nbytes / 1e6:.0f} MB, "
-            f"{nshards} shards of {shard_size / 1e6:g} MB, {npages} pages of {page_size / 2**20:g} MiB{made}"
-        )
+        print(versions(f"moto {version('moto')}", f"s3fs {version('s3fs')}", f"pyarrow {version('pyarrow')}"))
+        if folder is not None:
+            made = f", written now in {written:.1f} s" if written is not None else ""
+            print(
+                f"data: {n} JPEGs of bench_images (q{bi.QUALITY}, max side {bi.MAX_SIDE}) in {folder}: {nbytes / 1e6:.0f} MB, "
+                f"{nshards} shards of {shard_size / 1e6:g} MB, {npages} pages of {page_size / 2**20:g} MiB{made}"
+            )
+        if files is not None:
+            pq_mb = files["parquet"].stat().st_size / 1e6
+            tar_mb = sum(s.stat().st_size for s in files["shards"]) / 1e6
+            print(
+                f"in place: the same {n} images' original JPEGs ({files['bytes'] / 1e6:.0f} MB), a Parquet file of {pq_mb:.0f} MB "
+                f"(row groups of {bench_inplace.ROW_GROUP}) and {len(files['shards'])} tar shards of {bench_inplace.SHARD} "
+                f"samples ({tar_mb:.0f} MB), in {files['parquet'].parent}"
+            )
+        uploads = [u for s, u in (("packed", URL), ("parquet", PARQUET_URL), ("tar", TAR_URL)) if s in sources]
         print(
             f"S3: moto server + proxy adding {1e3 * args.latency:g} ms per request, child processes on this machine's "
             f'{os.cpu_count()} CPUs (their CPU is a cost a real network would not put on the client: "S3 CPU"); '
-            f"uploaded to {URL} in {uploaded:.1f} s"
+            f"uploaded to {', '.join(uploads)} in {uploaded:.1f} s"
         )
         print(
             f"pipeline: RandomResizedCrop({bi.CROP}) + flip, uint8 CHW, batch {BATCH}, order quasi_random, {WORKERS} workers "
-            f"(threads); readahead {readaheads[0]}; 1 warm-up epoch per run, then {repeats} rounds in rotating order "
+            f"(threads); readahead {ra}; 1 warm-up epoch per run, then {repeats} rounds in rotating order "
             f"(setup {setup:.0f} s)",
             flush=True,
         )
 
-        ra = readaheads[0]
-        runs = {
-            "local": epoch_run(lambda: ss.open(folder), storage),
-            "cold": cold_run(storage, scratch, ra),
-            "warm": warm_run(storage, scratch, ra),
-        }
-        for k in readaheads[1:]:
-            runs[f"cold r{k}"] = cold_run(storage, scratch, k)
+        runs: dict[str, Callable[[], tuple]] = {}
+        if folder is not None:
+            runs["local"] = epoch_run(lambda: ss.open(folder), storage)
+            runs["cold"] = cold_run(storage, scratch, ra)
+            runs["warm"] = warm_run(storage, scratch, ra)
+            for k in readaheads[1:]:
+                runs[f"cold r{k}"] = cold_run(storage, scratch, k)
+        if "parquet" in sources:
+            runs["parquet local"] = epoch_run(lambda: ss.open(files["parquet"], fields=list(FIELDS["parquet"])), storage)
+            runs["parquet cold"] = cold_run(storage, scratch, ra, "parquet")
+        if "tar" in sources:
+            image, label = FIELDS["tar"]
+            runs["tar local"] = epoch_run(
+                lambda: ss.open(files["shards"], fields=[image, label]), storage, image=image, label=label
+            )
+            runs["tar cold"] = cold_run(storage, scratch, ra, "tar")
+            runs["tar cold indexed"] = cold_run(storage, scratch, ra, "tar", tarindex=tarindex)
         before = bi.cpu_snapshot()
         results = measure(runs, repeats)
         others = bi.others_share(before, bi.cpu_snapshot())
@@ -347,15 +465,24 @@ def main(argv: list[str] | None = None) -> int:
         "local": "(a) local folder",
         "cold": f"(b) S3, cold cache (readahead {ra})",
         "warm": f"(c) S3, warm cache (readahead {ra})",
+        "parquet local": "(d) local Parquet file",
+        "parquet cold": "(e) S3 Parquet, cold cache",
+        "tar local": "(f) local tar shards",
+        "tar cold": "(g) S3 tar, cold cache (index pass)",
+        "tar cold indexed": "(h) S3 tar, cold cache, index cached",
     }
     labels.update({f"cold r{k}": f"(b') S3, cold cache, readahead {k}" for k in readaheads[1:]})
-    figs = {key: figures_of(results[key], remote=key != "local") for key in runs}
+    local_of = {"cold": "local", "warm": "local", "parquet cold": "parquet local", "tar cold": "tar local",
+                "tar cold indexed": "tar local", **{f"cold r{k}": "local" for k in readaheads[1:]}}  # fmt: skip
+    figs = {key: figures_of(results[key], remote=key in local_of) for key in runs}
     print()
     table([(labels[key], figs[key]) for key in runs],
-          [("img/s", ".0f"), ("img/s after 1st", ".0f"), ("1st batch ms", ".0f"), ("open ms", ".0f")], corner="run (one epoch)")  # fmt: skip
+          [("img/s", ".0f"), ("img/s after 1st", ".0f"), ("img/s with open", ".0f"), ("1st batch ms", ".0f"), ("open ms", ".0f")],
+          corner="run (one epoch)")  # fmt: skip
     print()
     table([(labels[key], figs[key]) for key in runs],
-          [("client CPU ms/img", ".2f"), ("S3 CPU ms/img", ".2f"), ("requests/s", ".1f"), ("MB/s", ".1f"), ("GETs", ".0f"), ("hit rate", ".2f")],
+          [("client CPU ms/img", ".2f"), ("S3 CPU ms/img", ".2f"), ("requests/s", ".1f"), ("MB/s", ".1f"), ("open MB", ".1f"),
+           ("GETs", ".0f"), ("hit rate", ".2f")],
           corner="run (one epoch)")  # fmt: skip
     if psutil is None:
         print("  (S3 CPU: psutil is not installed)")
@@ -367,75 +494,101 @@ def main(argv: list[str] | None = None) -> int:
 
     thr = {key: rates(res) for key, res in results.items()}
     after = {key: figs[key]["img/s after 1st"] for key in runs}
-    # the cold epochs with the children's CPU-seconds given back to the loader: seconds - their CPU / CPUs
+    with_open = {key: figs[key]["img/s with open"] for key in runs}
     cores = os.cpu_count() or 1
-    discounted = [r[0] / max(r[1] - r[2]["s3_cpu_s"] / cores, 1e-9) for r in results["cold"]]
-    ratios = {
-        "cold_local": paired(thr["cold"], thr["local"]),
-        "warm_local": paired(thr["warm"], thr["local"]),
-        "cold_local_after_first": paired(after["cold"], after["local"]),
-        "warm_local_after_first": paired(after["warm"], after["local"]),
-        "cold_local_s3_cpu_discounted": paired(discounted, thr["local"]) if psutil is not None else float("nan"),
-        "client_cpu_local_over_cold": paired(figs["local"]["client CPU ms/img"], figs["cold"]["client CPU ms/img"]),
-        **{f"cold_r{k}_local": paired(thr[f"cold r{k}"], thr["local"]) for k in readaheads[1:]},
-    }
-    verdicts = Verdicts(label_width=52, value_width=6, detail=True)
+
+    def discounted(key: str) -> list[float]:
+        """img/s of a remote run's epochs with the children's CPU-seconds given back to the loader: seconds - their CPU / CPUs."""
+        return [r[0] / max(r[1] - r[2]["s3_cpu_s"] / cores, 1e-9) for r in results[key]]
+
+    ratios: dict[str, float] = {}
+    name = {"cold": "cold", "warm": "warm", "parquet cold": "parquet_cold", "tar cold": "tar_cold",
+            "tar cold indexed": "tar_cold_indexed", **{f"cold r{k}": f"cold_r{k}" for k in readaheads[1:]}}  # fmt: skip
+    for key, local in local_of.items():
+        if key not in runs:
+            continue
+        base = name[key] + "_local"
+        ratios[base] = paired(thr[key], thr[local])
+        if key.startswith("cold r"):
+            continue
+        ratios[base + "_after_first"] = paired(after[key], after[local])
+        ratios[base + "_with_open"] = paired(with_open[key], with_open[local])
+        if key != "warm":
+            ratios[base + "_s3_cpu_discounted"] = paired(discounted(key), thr[local]) if psutil is not None else float("nan")
+            ratios[f"client_cpu_local_over_{name[key]}"] = paired(
+                figs[local]["client CPU ms/img"], figs[key]["client CPU ms/img"]
+            )
+    verdicts = Verdicts(label_width=56, value_width=6, detail=True)
     print()
-    verdict("(b) S3 cold / (a) local, img/s", ratios["cold_local"], GOALS["cold"], verdicts)
-    verdict("(c) S3 warm / (a) local, img/s", ratios["warm_local"], GOALS["warm"], verdicts)
-    verdict("(b) cold / (a) local, after the 1st batch", ratios["cold_local_after_first"], None, verdicts)
-    verdict("(c) warm / (a) local, after the 1st batch", ratios["warm_local_after_first"], None, verdicts)
-    if psutil is not None:
-        verdict("(b) cold / (a), S3 CPU given back (estimate)", ratios["cold_local_s3_cpu_discounted"], None, verdicts)
-    verdict("client CPU per image, (a) local / (b) cold", ratios["client_cpu_local_over_cold"], None, verdicts)
+    goals = {"cold": "(b) S3 cold / (a) local", "warm": "(c) S3 warm / (a) local", "parquet cold": "(e) S3 Parquet cold / (d) local",
+             "tar cold": "(g) S3 tar cold / (f) local", "tar cold indexed": "(h) S3 tar cold, index cached / (f) local"}  # fmt: skip
+    for key, label in goals.items():
+        if key in runs:
+            verdict(f"{label}, img/s", ratios[name[key] + "_local"], GOALS["warm" if key == "warm" else "cold"], verdicts)
+    for key in goals:
+        if key in runs:
+            base, pair = name[key] + "_local", f"{labels[key][:3]} / {labels[local_of[key]][:3]}"
+            verdict(f"{pair}, after the 1st batch", ratios[base + "_after_first"], None, verdicts)
+            verdict(f"{pair}, with the open", ratios[base + "_with_open"], None, verdicts)
+            if key != "warm" and psutil is not None:
+                verdict(f"{pair}, S3 CPU given back (estimate)", ratios[base + "_s3_cpu_discounted"], None, verdicts)
+            if key != "warm":
+                verdict(f"client CPU per image, {labels[local_of[key]][:3]} / {labels[key][:3]}",
+                        ratios[f"client_cpu_local_over_{name[key]}"], None, verdicts)  # fmt: skip
     for k in readaheads[1:]:
-        verdict(f"(b') cold, readahead {k} / (a) local", ratios[f"cold_r{k}_local"], None, verdicts)
-    med = {key: {name: statistics.median(values) for name, values in figs[key].items()} for key in runs}
-    cold = med["cold"]
-    print(
-        f"  cold epoch: {cold['requests/s']:.1f} requests/s, {cold['MB/s']:.1f} MB/s, hit rate {cold['hit rate']:.2f}, "
-        f"1st batch {cold['1st batch ms']:.0f} ms after iter() (+ {cold['open ms']:.0f} ms to open; local "
-        f"{med['local']['1st batch ms']:.0f} + {med['local']['open ms']:.0f} ms); warm epoch hit rate {med['warm']['hit rate']:.2f}, "
-        f"{med['warm']['requests/s']:.1f} requests/s (medians)"
-    )
+        if f"cold r{k}" in runs:
+            verdict(f"(b') cold, readahead {k} / (a) local", ratios[f"cold_r{k}_local"], None, verdicts)
+    med = {key: {name_: statistics.median(values) for name_, values in figs[key].items()} for key in runs}
+    for key in ("cold", "parquet cold", "tar cold", "tar cold indexed"):
+        if key in runs:
+            m, local = med[key], med[local_of[key]]
+            print(
+                f"  {labels[key][:3]} epoch: {m['requests/s']:.1f} requests/s, {m['MB/s']:.1f} MB/s, hit rate {m['hit rate']:.2f}, "
+                f"{m['GETs']:.0f} GETs, 1st batch {m['1st batch ms']:.0f} ms after iter() (+ {m['open ms']:.0f} ms to open, "
+                f"{m['open MB']:.1f} MB; local {local['1st batch ms']:.0f} + {local['open ms']:.0f} ms) (medians)"
+            )
+    if "warm" in runs:
+        print(f"  (c) epoch: hit rate {med['warm']['hit rate']:.2f}, {med['warm']['requests/s']:.1f} requests/s (medians)")
     summary(verdicts, start)
 
     if args.json is not None:
-        out = {
-            "config": {
-                "images": n,
-                "repeats": repeats,
-                "latency_s": args.latency,
-                "readahead": readaheads,
-                "page_size": page_size,
-                "shard_size": shard_size,
-                "bytes": nbytes,
-                "shards": nshards,
-                "pages": npages,
-                "batch": BATCH,
-                "workers": WORKERS,
-                "cpus": os.cpu_count(),
-                "upload_s": uploaded,
-            },
-            "runs": {key: {"median": med[key], "repeats": figs[key]} for key in runs},
-            "cold": {
+        config: dict[str, Any] = {
+            "images": n,
+            "repeats": repeats,
+            "latency_s": args.latency,
+            "readahead": readaheads,
+            "sources": sources,
+            "batch": BATCH,
+            "workers": WORKERS,
+            "cpus": os.cpu_count(),
+            "upload_s": uploaded,
+        }
+        if folder is not None:
+            config.update(page_size=page_size, shard_size=shard_size, bytes=nbytes, shards=nshards, pages=npages)
+        if files is not None:
+            config.update(
+                jpeg_bytes=files["bytes"], parquet_bytes=files["parquet"].stat().st_size, row_group=bench_inplace.ROW_GROUP,
+                tar_shards=len(files["shards"]), tar_samples=bench_inplace.SHARD,
+                tar_bytes=sum(s.stat().st_size for s in files["shards"]),
+            )  # fmt: skip
+        out: dict[str, Any] = {"config": config, "runs": {key: {"median": med[key], "repeats": figs[key]} for key in runs}}
+        if folder is not None:
+            cold = med["cold"]
+            out["cold"] = {
                 "img_s": cold["img/s"],
                 "requests_s": cold["requests/s"],
                 "mb_s": cold["MB/s"],
                 "hit_rate": cold["hit rate"],
                 "first_batch_ms": cold["1st batch ms"],
                 "open_ms": cold["open ms"],
-            },
-            "warm": {
+            }
+            out["warm"] = {
                 "img_s": med["warm"]["img/s"],
                 "hit_rate": med["warm"]["hit rate"],
                 "first_batch_ms": med["warm"]["1st batch ms"],
-            },
-            "local": {"img_s": med["local"]["img/s"], "first_batch_ms": med["local"]["1st batch ms"]},
-            "ratios": ratios,
-            "others_cpus": others,
-            "verdicts": list(verdicts),
-        }
+            }
+            out["local"] = {"img_s": med["local"]["img/s"], "first_batch_ms": med["local"]["1st batch ms"]}
+        out.update(ratios=ratios, others_cpus=others, verdicts=list(verdicts))
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(out, indent=1))
     return 0

@@ -1,5 +1,6 @@
 """benchmarks/bench_remote.py --quick: it starts the local S3 (moto + latency proxy), measures local, cold and warm
-epochs, and writes every figure to its JSON (positive numbers; no thresholds on speed)."""
+epochs of the packed folder and local and cold epochs of the Parquet file and the tar shards, and writes every figure
+to its JSON (positive numbers; no thresholds on speed)."""
 
 from __future__ import annotations
 
@@ -31,10 +32,11 @@ def test_quick_run_writes_every_figure(tmp_path):
     def positive(value):
         return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
 
-    assert set(figures["runs"]) == {"local", "cold", "warm"}
-    for run in ("local", "cold", "warm"):
-        median = figures["runs"][run]["median"]
-        for key in ("img/s", "img/s after 1st", "1st batch ms", "open ms", "client CPU ms/img"):
+    runs = figures["runs"]
+    assert set(runs) == {"local", "cold", "warm", "parquet local", "parquet cold", "tar local", "tar cold", "tar cold indexed"}
+    for run in runs:
+        median = runs[run]["median"]
+        for key in ("img/s", "img/s after 1st", "img/s with open", "1st batch ms", "open ms", "client CPU ms/img"):
             assert positive(median[key]), (run, key, median)
     cold, warm = figures["cold"], figures["warm"]
     for key in ("img_s", "requests_s", "mb_s", "hit_rate", "first_batch_ms", "open_ms"):
@@ -42,6 +44,26 @@ def test_quick_run_writes_every_figure(tmp_path):
     assert figures["runs"]["cold"]["median"]["GETs"] >= figures["config"]["pages"]  # every page came over the network
     assert positive(figures["runs"]["cold"]["median"]["S3 CPU ms/img"])
     assert warm["hit_rate"] == 1.0 and figures["runs"]["warm"]["median"]["GETs"] == 0  # the disk cache served every page
-    for key in ("cold_local", "warm_local", "cold_local_after_first", "cold_local_s3_cpu_discounted"):
-        assert positive(figures["ratios"][key]), (key, figures["ratios"])
-    assert len(figures["verdicts"]) == 2 and all(v.startswith(("PASS", "MISS")) for v in figures["verdicts"])
+    config = figures["config"]
+    row_groups = -(-config["images"] // config["row_group"])
+    assert runs["parquet cold"]["median"]["GETs"] >= row_groups  # every row group came over the network
+    assert runs["tar cold"]["median"]["GETs"] >= config["tar_shards"] + runs["tar cold indexed"]["median"]["GETs"]
+    assert runs["tar cold indexed"]["median"]["open MB"] < runs["tar cold"]["median"]["open MB"]  # no index pass
+    assert runs["tar cold indexed"]["median"]["GETs"] >= config["tar_shards"]  # the parts still came over the network
+    for key in ("cold", "parquet_cold", "tar_cold", "tar_cold_indexed"):
+        for suffix in ("", "_after_first", "_with_open", "_s3_cpu_discounted"):
+            assert positive(figures["ratios"][f"{key}_local{suffix}"]), (key, suffix, figures["ratios"])
+    assert positive(figures["ratios"]["warm_local"])
+    assert len(figures["verdicts"]) == 5 and all(v.startswith(("PASS", "MISS")) for v in figures["verdicts"])
+
+
+def test_unknown_source_is_refused():
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--sources", "packed,zarr"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 2, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "--sources" in result.stderr and "'packed,zarr'" in result.stderr, result.stderr
