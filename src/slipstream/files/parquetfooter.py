@@ -24,6 +24,11 @@ group's rows and each column chunk's bytes, value and null counts, after checkin
 * no row group claiming more than ``ROWS_PER_BYTE`` rows per byte of its column chunks beyond
   ``ROWS_ANYWAY`` rows (a row group of only constant columns past that is refused).
 
+``checked_summary(path, footer, leaves, sizes)`` gives the same claims from a summary file's footer
+(``_metadata``, as Dask, Spark and ``pyarrow.parquet.write_metadata`` write it: every data file's
+row groups, each column chunk naming its file), by data file, with the same checks per file (each
+chunk's bytes inside the data of its own file, of the size given).
+
 Every failure is a ``CorruptFileError`` naming ``path`` (and the row group and column).
 """
 
@@ -37,8 +42,8 @@ from ..core.errors import CorruptFileError
 from .field import pyarrow_module as _pa
 
 __all__ = [
-    "MAGIC", "MAX_FOOTER", "ROWS_ANYWAY", "ROWS_PER_BYTE", "TAIL", "Chunk", "FooterClaims", "Leaf", "arrow_schema",
-    "checked_footer", "checked_row_counts", "footer_bounds", "leaf_columns", "parse_metadata",
+    "MAGIC", "MAX_FOOTER", "ROWS_ANYWAY", "ROWS_PER_BYTE", "TAIL", "Chunk", "FooterClaims", "Leaf", "SummaryFile",
+    "arrow_schema", "checked_footer", "checked_row_counts", "checked_summary", "footer_bounds", "leaf_columns", "parse_metadata",
 ]  # fmt: skip
 
 MAGIC = b"PAR1"
@@ -380,3 +385,142 @@ def checked_footer(path: Any, footer: bytes, data_end: int, leaves: list[Any]) -
 def checked_row_counts(path: Any, footer: bytes, data_end: int, leaves: list[Any]) -> list[int]:
     """The row counts of a checked footer's row groups (``checked_footer``'s ``rows``)."""
     return list(checked_footer(path, footer, data_end, leaves).rows)
+
+
+# -- a summary file's footer (``_metadata``: every data file's row groups, each chunk naming its file) --
+
+_LENGTH = -1  # (the key under which a summary's row group keeps how many footer bytes it takes)
+
+
+def _measured(wanted: dict[int, Any]) -> Any:
+    """A list of structs, as ``_structs`` reads it, each with its length in bytes under ``_LENGTH``."""
+
+    def read(data: bytes, pos: int, depth: int) -> tuple[list[dict[int, Any]], int]:
+        n, kind, pos = _count(data, pos)
+        if n and kind != 12:
+            raise ValueError(f"a list of type {kind} where structs belong")
+        out = []
+        for _ in range(n):
+            begin = pos
+            item, pos = _struct(data, pos, depth, wanted)
+            item[_LENGTH] = pos - begin
+            out.append(item)
+        return out, pos
+
+    return read
+
+
+_SUMMARY_CHUNK = {1: (8, _text), 3: (12, _within(_CHUNK_META))}
+_SUMMARY_ROW_GROUP = {1: (9, _structs(_SUMMARY_CHUNK)), 3: (6, _i64)}
+_SUMMARY_FILE = {3: (6, _i64), 4: (9, _measured(_SUMMARY_ROW_GROUP)), 6: (8, _text)}
+
+
+class SummaryFile(NamedTuple):
+    """What a summary says of one data file: its claims, and about how long its own footer is (the
+    summary's bytes but for the other files' row groups, with the 8 after it: a guess to read it by)."""
+
+    claims: FooterClaims
+    footer: int
+
+
+def _relative(name: Any) -> bool:
+    """Whether ``name`` is a file path as a summary names its data files: relative, ``/``-separated,
+    no empty, ``.`` or ``..`` part."""
+    return (
+        isinstance(name, str) and bool(name) and "\\" not in name and all(part not in ("", ".", "..") for part in name.split("/"))
+    )
+
+
+def checked_summary(path: Any, footer: bytes, leaves: list[Any], sizes: dict[str, int] | None = None) -> dict[str, SummaryFile]:
+    """The claims of a Parquet summary file's footer (``footer``: its Thrift bytes, without the 8
+    after them), by data file: ``{file_path: SummaryFile}`` in the order the summary first names
+    each file, each file's row groups in the summary's order. Checked as ``checked_footer`` checks
+    a footer, per file: every row group's column chunks name one file by a relative path (none in
+    the summary itself), one chunk per leaf column; the row counts against the chunks' value counts
+    and, over every file, against the summary's total; each non-empty chunk's bytes inside its
+    file's data (``4 .. sizes[file_path] - 8``) and apart from that file's other chunks; no row
+    group claiming more than ``ROWS_PER_BYTE`` rows per byte of its chunks beyond ``ROWS_ANYWAY``.
+    A file missing from ``sizes`` (or every file, without ``sizes``) has its chunks' ends unchecked
+    against its size (its caller compares them with the file it finds, or finds none).
+    ``CorruptFileError`` naming ``path``, the row group, its file and the column."""
+    data = bytes(footer)
+    try:
+        claims, _ = _struct(data, 0, 0, _SUMMARY_FILE)
+    except (ValueError, IndexError, RecursionError) as exc:
+        raise CorruptFileError(path, f"its footer cannot be read: {exc or 'it ends inside a value'}") from None
+    grouped: dict[str, list[tuple[int, int, list[dict[int, Any]]]]] = {}
+    taken: dict[str, int] = {}  # file_path -> the footer bytes its row groups take
+    total = 0
+    for g, group in enumerate(claims.get(4, [])):
+        rows, chunks = group.get(3), group.get(1, [])
+        if rows is None or rows < 0:
+            raise CorruptFileError(path, f"its footer says row group {g} holds {rows} rows: a damaged summary")
+        if len(chunks) != len(leaves):
+            raise CorruptFileError(
+                path, f"row group {g} has {len(chunks)} columns, but the schema {len(leaves)}: a damaged summary"
+            )
+        names = {chunk.get(1) for chunk in chunks}
+        named = sorted("(none: the summary itself)" if n is None else str(n) for n in names)
+        if len(names) != 1 or not _relative(next(iter(names))):
+            raise CorruptFileError(
+                path, f"row group {g}: its column chunks name the files {named}, not one data file by a relative path "
+                "(a summary's row group lies in one data file beside it): a damaged summary"
+            )  # fmt: skip
+        grouped.setdefault(named[0], []).append((g, rows, chunks))
+        taken[named[0]] = taken.get(named[0], 0) + group[_LENGTH]
+        total += rows
+    if total != claims.get(3):
+        raise CorruptFileError(path, f"its footer's row groups hold {total} rows, but it says {claims.get(3)}: a damaged summary")
+    created_by = claims.get(6, "")
+    shared = len(data) - sum(taken.values())  # (the schema and the file's values: in every data file's footer)
+    out: dict[str, SummaryFile] = {}
+    for name, groups in grouped.items():
+        size = (sizes or {}).get(name)
+        data_end = None if size is None else size - TAIL
+        spans: list[tuple[int, int, int, str]] = []
+        counts, chunked = [], []
+        for g, rows, chunks in groups:
+            stored, mine = 0, []
+            for leaf, chunk in zip(leaves, chunks):
+                column, flat, meta = leaf[0], leaf[1], chunk.get(3)
+                where = f"row group {g} (of {name!r}), column {column!r}"
+                if meta is None or any(k not in meta for k in (5, 7, 9)):
+                    raise CorruptFileError(path, f"{where}: its footer does not say where its data is (an encrypted column?)")
+                values, length, first, dictionary = meta[5], meta[7], meta[9], meta.get(11)
+                nulls = meta.get(12, {}).get(3)
+                start = dictionary if dictionary is not None and 0 < dictionary < first else first
+                end = start + length if data_end is None else data_end
+                if values and not len(MAGIC) <= start <= first <= start + length <= end:
+                    raise CorruptFileError(
+                        path, f"{where}: its footer places the column's bytes at {start}..{start + length} (its data pages from "
+                        f"{first}), outside {'its' if size is None else f'the {size}-byte'} file's data ({len(MAGIC)}..{end}): "
+                        "a damaged or stale summary"
+                    )  # fmt: skip
+                if values != rows if flat else values < rows:
+                    raise CorruptFileError(
+                        path, f"{where}: its footer says it holds {values} values in {rows} rows: a damaged summary"
+                    )
+                if nulls is not None and not 0 <= nulls <= values:
+                    raise CorruptFileError(
+                        path, f"{where}: its footer says it holds {nulls} nulls in {values} values: a damaged summary"
+                    )
+                stored += length
+                if values:
+                    spans.append((start, start + length, g, column))
+                mine.append(Chunk(start, start + length, values, nulls))
+            if rows > max(ROWS_ANYWAY, ROWS_PER_BYTE * stored):
+                raise CorruptFileError(
+                    path, f"its footer says row group {g} (of {name!r}) holds {rows} rows in {stored} bytes of column data: "
+                    "a damaged summary"
+                )  # fmt: skip
+            counts.append(rows)
+            chunked.append(tuple(mine))
+        spans.sort()
+        for (_, stop, g, column), (start, _, h, other) in itertools.pairwise(spans):
+            if start < stop:
+                raise CorruptFileError(
+                    path, f"its footer places row group {h}'s column {other!r} on bytes of row group {g}'s column {column!r} "
+                    f"in {name!r}: a damaged summary"
+                )  # fmt: skip
+        out[name] = SummaryFile(FooterClaims(tuple(counts), tuple(chunked), created_by), shared + taken[name] + TAIL)
+    return out
