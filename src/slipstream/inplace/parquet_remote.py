@@ -11,6 +11,25 @@ parallel (``threads`` at once), and checked from its own bytes before anything u
 that fails is read again before it is called corrupt); the footers are kept in an index beside
 the page cache, so opening the same set again reads only the listing (or the HEADs).
 
+A folder whose listing holds a summary ``_metadata`` at its root (as Dask, Spark and
+``pyarrow.parquet.write_metadata`` write it: one footer holding every data file's row groups, each
+column chunk naming its file) opens from it alone: the listing and one read of the summary (kept
+in the footer index too), checked as hard as a footer, each file's byte ranges inside that listed
+object (``remotefooters.check_summary``). Its row counts by file and its schema give ``len``, the
+pages and the fields. Each data file's own footer is then read when one of its pages is first read
+or prefetched in a process (one ranged read, through the footer index: once per cache) and
+compared with what the summary says of it (its row groups' rows, its schema): a file that differs
+raises ``ShardMismatchError`` naming it and saying the summary is stale; its pages are read by
+its own footer's checked claims, as any other's. A source pickled to a worker before its footer
+was read carries the summary's few claims about it, never the footer, and reads it there. The
+listing is what exists: a listed ``.parquet`` object the summary does not name (a data file without
+row groups, which no summary can name, among them), a file it names that is not listed, or one
+whose chunks it places past the listed object's data, make it stale, and a summary that fails its
+checks three times is damaged: either way a warning names the folder and what is wrong, and every
+footer is read instead, as for a folder without one (``remotefooters.folder_summary`` says why a
+damaged summary is passed over rather than raised). The files of a folder are those of the
+listing in path order, with or without a summary.
+
 A page is one row group's column chunks for the chosen fields (their byte ranges from the
 footer's checked claims, never from pyarrow's column chunk metadata; chunks less than ``GAP``
 apart fetched as one range), downloaded through the ``Fetcher``: the shared page cache on disk,
@@ -44,7 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from ..convert.tables import hf_features, table_columns
-from ..core.errors import ChecksumError, ConvertError, CorruptFileError, MissingShardError, ShardMismatchError
+from ..core.errors import ChecksumError, ConvertError, CorruptFileError, MissingShardError, PackedFileError, ShardMismatchError
 from ..core.processlock import ProcessLock
 from ..core.sizes import parse_size
 from ..files import field_kinds as F
@@ -59,7 +78,21 @@ from ..remote.open import default_cache_dir
 from ..remote.pages import admitted
 from ..remote.store import Store, is_url
 from .parquet import SUFFIX, ParquetPages
-from .remotefooters import FOOTER_THREADS, CheckedFooter, check_footer, list_parquet, object_info, object_infos, opened_footers
+from .remotefooters import (
+    FOOTER_THREADS,
+    CheckedFooter,
+    Summarized,
+    agree,
+    check_footer,
+    folder_summary,
+    list_folder,
+    list_parquet,
+    object_footer,
+    object_info,
+    object_infos,
+    opened_footers,
+    summarized,
+)
 from .tablepages import TablePages, chosen_columns
 
 __all__ = ["GAP", "RemoteParquetPages", "is_parquet_url", "list_parquet", "open_remote_parquet", "remote_fetcher"]
@@ -134,22 +167,33 @@ class RemoteParquetPages(TablePages):
     """One Parquet object in a store, its row groups with rows as pages (see the module doc).
     ``footer``: its footer bytes (and the 8 after them), read when its size and ``tag`` were as
     given (``checked``: that footer as ``remotefooters.check_footer`` gives it, when it is already
-    checked; else it is checked here); ``columns``: the fields of its columns when known (the files
-    of a set share them). Where its column chunks lie comes from the checked claims alone."""
+    checked; else it is checked here); or, with ``footer`` ``None``, ``summary``: what the folder's
+    summary says of it (its row groups' rows, its schema), its own footer read when a page is first
+    read or prefetched in a process and compared with that (``remotefooters.agree``). ``columns``:
+    the fields of its columns when known (the files of a set share them). Where its column chunks
+    lie comes from its own footer's checked claims alone."""
 
     def __init__(
-        self, fetcher: Fetcher, url: str, size: int, tag: str, footer: bytes, fields: list[str] | None = None, *,
+        self, fetcher: Fetcher, url: str, size: int, tag: str, footer: bytes | None, fields: list[str] | None = None, *,
         image: F.Image | None = None, recent: RecentPages | None = None, columns: list[Any] | None = None,
-        checked: CheckedFooter | None = None,
+        checked: CheckedFooter | None = None, summary: Summarized | None = None,
     ):  # fmt: skip
         self.fetcher = fetcher
         self.name = self.url = url
         self.size, self.tag = int(size), str(tag or "")
         self.identity = (url, self.size, self.tag)
-        if checked is None:
+        if checked is None and footer is not None:
             checked = check_footer(url, footer, self.size)
-        self.footer, self.metadata, self._claims = checked.footer, checked.metadata, checked.claims
-        self._leaves = [leaf.owner for leaf in checked.leaves]
+        if checked is None and summary is None:
+            raise TypeError(f"{url}: a source needs its footer or what the folder's summary says of it")
+        self._summary = summary
+        self._footing = ProcessLock()  # (held while the footer is read: apart from _lock, which checks take)
+        self.footer: bytes | None = None
+        self.metadata: Any = None
+        self._claims: Any = None  # the footer's checked claims, once read (set last)
+        self._leaves: list[str] = []
+        if checked is not None:
+            self._use(checked)
         self._image = image if image is not None else F.Image(codec="jpeg")
         self._wanted = None if fields is None else list(fields)
         self._lock = ProcessLock()
@@ -158,10 +202,11 @@ class RemoteParquetPages(TablePages):
         self._failed: dict[tuple[Any, ...], str] = {}  # checked range -> why its last bytes failed
         self._spans_of: dict[int, list[tuple[int, int, tuple[str, ...]]]] = {}
         # page p is row group _groups[p] (row groups without rows are no pages), of _rows[p] rows
-        self._groups = [g for g, rows in enumerate(self._claims.rows) if rows]
-        self._rows = [self._claims.rows[g] for g in self._groups]
+        said = checked.claims.rows if checked is not None else summary.rows  # type: ignore[union-attr]
+        self._groups = [g for g, rows in enumerate(said) if rows]
+        self._rows = [said[g] for g in self._groups]
         if columns is None:
-            columns = self._columns(checked.schema)
+            columns = self._columns(checked.schema if checked is not None else summary.schema)  # type: ignore[union-attr]
         super().__init__(chosen_columns(url, columns, fields), self._rows, None, recent)
         self._names = [c.name for c in self.columns]
         self._all_columns = columns
@@ -189,6 +234,29 @@ class RemoteParquetPages(TablePages):
     def where(self, p: int) -> str:
         return f"row group {self._groups[p]}"
 
+    # -- the footer --------------------------------------------------------------------------
+    def _use(self, checked: CheckedFooter) -> None:
+        self.footer, self.metadata = checked.footer, checked.metadata
+        self._leaves = [leaf.owner for leaf in checked.leaves]
+        self._claims = checked.claims
+
+    def _footed(self, identify: bool = True) -> Any:
+        """The footer's checked claims: for a source made from the folder's summary, its own footer
+        read (through the footer index: once per cache) the first time in this process (with
+        ``identify``, the object's identity first) and compared with what the summary said
+        (``ShardMismatchError`` naming the object when they differ)."""
+        claims = self._claims
+        if claims is not None:
+            return claims
+        with self._footing:
+            if self._claims is None:
+                if identify:
+                    self._identify()
+                checked = object_footer(self.fetcher, (self.url, self.size, self.tag), self._summary.footer)  # type: ignore[union-attr]
+                agree(self.url, checked, self._summary)  # type: ignore[arg-type]
+                self._use(checked)
+        return self._claims
+
     # -- byte ranges -------------------------------------------------------------------------
     def _spans(self, p: int, names: tuple[str, ...] | None = None) -> list[tuple[int, int, tuple[str, ...]]]:
         """The ranges to fetch for page ``p`` (the chosen columns, or ``names``): (start, stop, the
@@ -197,10 +265,11 @@ class RemoteParquetPages(TablePages):
         header, as pyarrow reads them)."""
         if names is None and p in self._spans_of:
             return self._spans_of[p]
+        claims = self._footed()
         wanted = set(self._names if names is None else names)
-        padded = _old_parquet_mr(self._claims.created_by)
+        padded = _old_parquet_mr(claims.created_by)
         extent: dict[str, list[int]] = {}
-        for chunk, owner in zip(self._claims.chunks[self._groups[p]], self._leaves):
+        for chunk, owner in zip(claims.chunks[self._groups[p]], self._leaves):
             if owner not in wanted:
                 continue
             start, stop = chunk.start, (min(chunk.stop + _MAX_DICT_HEADER, self.size) if padded else chunk.stop)
@@ -254,6 +323,7 @@ class RemoteParquetPages(TablePages):
         ``identify``, the object's identity before its first download)."""
         pa = _pa()
         before = self._identify if identify else None
+        self._footed(identify)
         spans = self._spans(p, names)
         checks = [self._checker(p, start, owners) for start, _, owners in spans]
         if len(spans) > 1:  # (the others download while the first is read)
@@ -326,6 +396,10 @@ class RemoteParquetPages(TablePages):
         """Start downloading row groups ``pages`` (never raises: a range that cannot be fetched fails
         when it is read); inside ``remote.pages.shared_only()``, only what the disk cache can hold."""
         ranges = []
+        try:
+            self._footed()
+        except PackedFileError:
+            return  # (its footer is read again, and the error raised, when a page is read)
         for p in pages:
             try:
                 spans = self._spans(int(p))
@@ -337,13 +411,15 @@ class RemoteParquetPages(TablePages):
         self.fetcher.prefetch(ranges)
 
     def __getstate__(self) -> dict[str, Any]:
+        footed = self._claims is not None
         return {
             "fetcher": self.fetcher,
             "url": self.url,
             "size": self.size,
             "tag": self.tag,
-            "footer": self.footer,
+            "footer": self.footer if footed else None,
             "claims": self._claims,
+            "summary": None if footed else self._summary,
             "fields": self._wanted,
             "image": self._image,
             "recent": self.recent,
@@ -351,12 +427,14 @@ class RemoteParquetPages(TablePages):
         }  # fmt: skip (the identity is checked again in the process that receives it)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        """The source again from its footer, parsed again here; its claims come along (checked in
-        the process that sent it)."""
-        checked = check_footer(state["url"], state["footer"], state["size"], state["claims"])
+        """The source again from its footer, parsed again here (its claims come along, checked in
+        the process that sent it); or, when that process had not read it, from what the folder's
+        summary said of it (the footer read here when a page is first read)."""
+        footer = state["footer"]
+        checked = None if footer is None else check_footer(state["url"], footer, state["size"], state["claims"])
         self.__init__(  # type: ignore[misc]
-            state["fetcher"], state["url"], state["size"], state["tag"], state["footer"], state["fields"], image=state["image"],
-            recent=state["recent"], columns=state["columns"], checked=checked,
+            state["fetcher"], state["url"], state["size"], state["tag"], footer, state["fields"], image=state["image"],
+            recent=state["recent"], columns=state["columns"], checked=checked, summary=state.get("summary"),
         )  # fmt: skip
 
 
@@ -385,8 +463,9 @@ def open_remote_parquet(
     """Parquet in object storage as a ``PackedDataset`` (one object) or a ``ShardedDataset`` (a folder
     prefix, or a list of objects; local paths in a list are read as ``inplace.parquet`` reads them):
     see the module doc. ``fetcher``: the one to read through (else made from the other arguments,
-    as ``ss.open`` makes it); ``threads``: footers read at once. The objects of a set must hold the
-    same columns. ``MissingShardError`` for an object that is not there, ``FileNotFoundError`` for
+    as ``ss.open`` makes it); ``threads``: footers read at once. A folder with a ``_metadata``
+    summary that agrees with its listing opens from it, each data file's footer read on demand.
+    The objects of a set must hold the same columns. ``MissingShardError`` for an object that is not there, ``FileNotFoundError`` for
     a folder without ``.parquet`` objects."""
     if fetcher is None:
         fetcher = remote_fetcher(cache_dir, cache_limit, filesystem, storage_options, timeout, retry_budget, readahead, keep)
@@ -401,20 +480,33 @@ def open_remote_parquet(
     else:
         url = store.name(str(path))
         single = not url.endswith("/") and url.endswith(SUFFIX)
-        infos = []
+        infos, summary = [], None
         if single:
             try:
                 infos = [object_info(fetcher, url)]
             except FileNotFoundError:
                 single = False  # (perhaps a folder named x.parquet/, as Spark writes)
         if not infos:
-            infos = list_parquet(fetcher, url)
+            infos, summary = list_folder(fetcher, url)
             if not infos:
                 if url.endswith(SUFFIX):
                     raise MissingShardError(url, "no such object (nor a folder of .parquet objects under it)")
                 raise FileNotFoundError(f"{url}: no .parquet objects under this folder")
         opened = url
         given = [info[0] for info in infos]
+        if summary is not None:
+            said = folder_summary(fetcher, url, summary, infos)
+            if said is not None:  # (every listed object named by the summary, which was checked)
+                columns = None
+                shards = []
+                for name, size, tag in infos:
+                    source = RemoteParquetPages(
+                        fetcher, name, size, tag, None, fields, image=image, recent=recent, columns=columns,
+                        summary=summarized(said, name),
+                    )  # fmt: skip
+                    columns = source._all_columns
+                    shards.append(PackedDataset(name, fields=fields, source=source))
+                return ShardedDataset([], fields=fields, shards=shards)
     footers = opened_footers(fetcher, infos, opened, threads)
     shared: list[tuple[Any, list[Any]]] = []  # (schema, its columns): the files of a set share them
     made: dict[str, RemoteParquetPages] = {}

@@ -1,7 +1,8 @@
 """Parquet objects in a store and their footers, as opening them reads them: listed, identified, read and checked.
 
 ``list_parquet(fetcher, url)`` lists a folder prefix once (its ``.parquet`` objects, subfolders
-too, in path order: each object's size and ETag or modification time come with the listing);
+too, in path order: each object's size and ETag or modification time come with the listing;
+``list_folder`` gives the folder's summary ``_metadata`` from the same listing as well);
 ``object_info`` is one object's (one HEAD), ``object_infos`` many at once. ``read_footers`` reads
 each footer by ranged reads from the object's end (the last 8 bytes give its length; once one
 footer of the set is known, one read of that length plus 8 usually gets the next whole), many
@@ -18,24 +19,42 @@ every column chunk's byte range inside the object's data and apart from the othe
 null counts). What it gives (``CheckedFooter``) is all a reader of the object uses: the column
 chunks' places come from those checked claims, never from pyarrow's column chunk metadata, whose
 accessors abort the interpreter on some damage. ``CorruptFileError`` naming the object otherwise.
+
+A folder's summary (``_metadata`` at its root: one footer holding every data file's row groups,
+each column chunk naming its file by a relative path) is read whole in one ranged read through
+``Fetcher.read_checked`` (``read_summary``: a summary that fails is read again, the same failing
+bytes three times are ``CorruptFileError`` naming it) and kept in the footer index as a footer is
+(``opened_summary``). ``check_summary`` checks it as a footer is checked, its claims by data file
+(``files.parquetfooter.checked_summary``); ``summary_differences`` compares it with the listing,
+which is what exists (a listed object it does not name, a file it names that is not listed, chunks
+past a listed object's data); ``folder_summary`` gives it only when it passes both, else warns
+naming the folder (the caller reads every footer instead). What it says of one file
+(``Summarized``: its row groups' rows, the schema, about how long its footer is) is all a reader
+uses before that file's own footer is read (``object_footer``: the object's own index entry, read
+once per cache) and compared with it (``agree``: ``ShardMismatchError`` naming the file, the
+summary stale).
 """
 
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..core.errors import CorruptFileError, MissingShardError, RemoteReadError, add_note
+from ..core.errors import CorruptFileError, MissingShardError, RemoteReadError, ShardMismatchError, add_note
 from ..files.parquetfooter import (
     MAGIC,
+    MAX_FOOTER,
     TAIL,
     FooterClaims,
     Leaf,
+    SummaryFile,
     arrow_schema,
     checked_footer,
+    checked_summary,
     footer_bounds,
     leaf_columns,
     parse_metadata,
@@ -47,11 +66,13 @@ from .footers import Footer, FooterIndex, index_name
 from .parquet import SUFFIX
 
 __all__ = [
-    "FOOTER_THREADS", "CheckedFooter", "ObjectInfo", "check_footer", "list_parquet", "object_info", "object_infos",
-    "opened_footers", "read_footer", "read_footers",
+    "FOOTER_THREADS", "SUMMARY", "CheckedFooter", "ObjectInfo", "Summarized", "Summary", "agree", "check_footer",
+    "check_summary", "folder_summary", "list_folder", "list_parquet", "object_footer", "object_info", "object_infos",
+    "opened_footers", "opened_summary", "read_footer", "read_footers", "read_summary", "summarized", "summary_differences",
 ]  # fmt: skip
 
 FOOTER_THREADS = 32  # footers read at once
+SUMMARY = "_metadata"  # a folder's summary file, at its root: every data file's row groups in one footer
 _TAG_KEYS = ("ETag", "etag", "e_tag", "LastModified", "last_modified", "mtime", "updated", "modified")
 
 ObjectInfo = tuple[str, int, str]  # (name, size, tag: ETag or modification time, "" when the store gives none)
@@ -127,9 +148,15 @@ def object_infos(fetcher: Fetcher, urls: list[str], threads: int = FOOTER_THREAD
 def list_parquet(fetcher: Fetcher, url: str) -> list[ObjectInfo]:
     """(name, size, tag) of each ``.parquet`` object under the folder prefix ``url`` (its subfolders
     too), in path order; one listing, retried."""
+    return list_folder(fetcher, url)[0]
+
+
+def list_folder(fetcher: Fetcher, url: str) -> tuple[list[ObjectInfo], ObjectInfo | None]:
+    """``list_parquet``'s objects, and the (name, size, tag) of the folder's summary ``_metadata``
+    at its root (``None`` when it has none): one listing, retried."""
     base = url.rstrip("/") + "/"
 
-    def listing() -> list[ObjectInfo]:
+    def listing() -> tuple[list[ObjectInfo], ObjectInfo | None]:
         fs, path = fetcher.store.filesystem(base)
         root = path.rstrip("/") + "/"
         found: list[tuple[str, int, str]] = []
@@ -152,7 +179,8 @@ def list_parquet(fetcher: Fetcher, url: str) -> list[ObjectInfo]:
                     found.append((key[len(root) :], int(info["size"]), _tag(info)))
         chosen = [entry for entry in found if entry[0].endswith(SUFFIX)]
         chosen.sort(key=lambda entry: entry[0].split("/"))  # (the order of local paths, part by part)
-        return [(join(base.rstrip("/"), relative), size, tag) for relative, size, tag in chosen]
+        summary = next(((join(base.rstrip("/"), r), n, t) for r, n, t in found if r == SUMMARY), None)
+        return [(join(base.rstrip("/"), relative), size, tag) for relative, size, tag in chosen], summary
 
     return _retried(fetcher, base, listing, "its listing")
 
@@ -240,11 +268,12 @@ def read_footers(
 
 
 def opened_footers(
-    fetcher: Fetcher, infos: list[ObjectInfo], opened: str, threads: int = FOOTER_THREADS
+    fetcher: Fetcher, infos: list[ObjectInfo], opened: str, threads: int = FOOTER_THREADS, guess: int = 0
 ) -> dict[str, CheckedFooter]:
     """Every object's checked footer: from the footer index where its size and tag are the ones
-    recorded (and it passes ``check_footer``), else read; the index saved again when it changed
-    (``opened``: what was opened, which names the index)."""
+    recorded (and it passes ``check_footer``), else read (the first read asking for ``guess`` bytes,
+    or the largest footer known); the index saved again when it changed (``opened``: what was
+    opened, which names the index)."""
     index = FooterIndex(Path(fetcher.cache.folder).parent / "footers")
     name = index_name(opened)
     known = index.load(name)
@@ -263,7 +292,7 @@ def opened_footers(
         else:
             out[url] = checked
     if missing:
-        guess = max((len(checked.footer) for checked in out.values()), default=0)
+        guess = max([guess, *(len(checked.footer) for checked in out.values())])
         for (url, _, _), checked in zip(missing, read_footers(fetcher, missing, threads, guess)):
             out[url] = checked
     keep: dict[str, Footer] = {
@@ -272,3 +301,187 @@ def opened_footers(
     if keep != known:
         index.save(name, keep)
     return out
+
+
+# ------------------------------------------------------------------------------- a folder's summary
+
+
+class Summary(NamedTuple):
+    """A folder's ``_metadata`` that passed ``check_summary``: its URL, its footer's bytes (and the 8
+    after them), its Arrow ``schema`` (every data file's, as the summary says), and each data file's
+    claims and footer length by URL (``files``, in the order the summary names them)."""
+
+    url: str
+    footer: bytes
+    schema: Any
+    files: dict[str, SummaryFile]
+
+
+class Summarized(NamedTuple):
+    """What a folder's summary says of one data file, all a reader uses of it before that file's own
+    footer is read: the summary's URL, each row group's rows (empty ones too), the Arrow schema, and
+    about how long that footer is (with the 8 bytes after it: what its first read asks for)."""
+
+    summary: str
+    rows: tuple[int, ...]
+    schema: Any
+    footer: int
+
+
+def check_summary(url: str, footer: bytes, size: int, folder: str) -> Summary:
+    """A summary's footer (its bytes and the 8 after them) of the ``size``-byte object ``url`` at the
+    root of ``folder``, checked as ``check_footer`` checks a footer (its length and magic, pyarrow's
+    parse of it, its schema, its Hugging Face features valid JSON, its leaf columns), then its claims
+    from its own bytes by data file (``files.parquetfooter.checked_summary``). Each data file's
+    chunks' ends are not compared with its size here (``summary_differences`` does, against the
+    listing). ``CorruptFileError`` naming ``url``."""
+    footer = bytes(footer)
+    if len(footer) < TAIL or footer_bounds(url, size, footer[-TAIL:], what="object") != size - len(footer):
+        raise CorruptFileError(url, f"its footer's {len(footer)} bytes do not end with its length and the magic bytes PAR1")
+    metadata = parse_metadata(url, footer)
+    schema = arrow_schema(url, metadata)
+    features = (schema.metadata or {}).get(b"huggingface")
+    if features is not None:
+        try:
+            json.loads(features)
+        except ValueError:
+            raise CorruptFileError(url, "its footer's Hugging Face features are not valid JSON") from None
+    leaves = leaf_columns(url, metadata, schema)
+    by_path = checked_summary(url, footer[:-TAIL], leaves)
+    groups, rows = sum(len(f.claims.rows) for f in by_path.values()), sum(sum(f.claims.rows) for f in by_path.values())
+    if groups != metadata.num_row_groups or rows != metadata.num_rows:
+        raise CorruptFileError(
+            url, f"its footer holds {groups} row groups of {rows} rows, but pyarrow reads {metadata.num_row_groups} of {metadata.num_rows}"
+        )  # fmt: skip
+    return Summary(url, footer, schema, {join(folder.rstrip("/"), name): said for name, said in by_path.items()})
+
+
+def read_summary(fetcher: Fetcher, info: ObjectInfo, folder: str) -> Summary:
+    """The summary ``info`` of ``folder``, read whole (one ranged read) and checked (``check_summary``,
+    and its first 4 bytes the magic): a summary that fails is read again, as ``Fetcher.read_checked``
+    does, and the same failing bytes three times raise ``CorruptFileError`` naming it."""
+    url, size, _ = info
+    if size < len(MAGIC) + TAIL:
+        footer_bounds(url, size, b"", what="object")  # (too short: raises)
+    if size > MAX_FOOTER + len(MAGIC) + TAIL:
+        raise CorruptFileError(url, f"the object is {size} bytes, more than a summary's footer may be ({MAX_FOOTER} bytes)")
+
+    def parse(reads: Any) -> Summary:
+        data = bytes(reads.ranges([(0, size)])[0])
+        start = footer_bounds(url, size, data[-TAIL:], data[: len(MAGIC)], what="object")
+        return check_summary(url, data[start:], size, folder)
+
+    try:
+        return fetcher.read_checked(url, parse, "its Parquet summary")
+    except RemoteReadError as exc:
+        add_note(exc, "(reading the folder's _metadata summary, to open it)")
+        raise
+
+
+def opened_summary(fetcher: Fetcher, info: ObjectInfo, folder: str) -> Summary:
+    """The summary ``info`` of ``folder``, checked: from the footer index where its size and tag are
+    the ones recorded (and it passes ``check_summary``), else read (``read_summary``) and kept there."""
+    url, size, tag = info
+    index = FooterIndex(Path(fetcher.cache.folder).parent / "footers")
+    name = index_name(url)
+    entry = index.load(name).get(url)
+    if entry is not None and tag and entry[0] == size and entry[1] == tag:
+        try:
+            return check_summary(url, entry[2], size, folder)
+        except CorruptFileError:
+            pass
+    summary = read_summary(fetcher, info, folder)
+    if tag:
+        index.save(name, {url: (size, tag, summary.footer)})
+    return summary
+
+
+def summary_differences(summary: Summary, infos: list[ObjectInfo]) -> list[str]:
+    """How ``summary`` and the folder's listing ``infos`` differ (empty when they agree): listed
+    objects it does not name, files it names that are not listed, and files whose column chunks it
+    places past the listed object's data. The listing is what exists."""
+    listed = {url: size for url, size, _ in infos}
+    unnamed = [url for url in listed if url not in summary.files]
+    absent = [url for url in summary.files if url not in listed]
+    out = []
+    if unnamed:
+        out.append(f"{len(unnamed)} listed object{'s' * (len(unnamed) > 1)} it does not name ({_few(unnamed)})")
+    if absent:
+        out.append(
+            f"{len(absent)} file{'s' * (len(absent) > 1)} it names that {'are' if len(absent) > 1 else 'is'} not listed ({_few(absent)})"
+        )
+    past = []
+    for url, said in summary.files.items():
+        end = max((chunk.stop for group in said.claims.chunks for chunk in group if chunk.values), default=0)
+        if url in listed and end > listed[url] - TAIL:
+            past.append(f"{url}: bytes up to {end} of {listed[url]}")
+    if past:
+        out.append(f"{len(past)} file{'s' * (len(past) > 1)} whose column chunks it places past the object's data ({_few(past)})")
+    return out
+
+
+def _few(names: list[str], shown: int = 3) -> str:
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
+def folder_summary(fetcher: Fetcher, folder: str, info: ObjectInfo, infos: list[ObjectInfo]) -> Summary | None:
+    """The summary ``info`` of ``folder`` when it is checked and agrees with the listing ``infos``
+    (``summary_differences``); else ``None``, with a warning naming the folder and what is wrong
+    (the caller reads every footer instead). A summary that fails its checks three times
+    (``CorruptFileError``) is warned of too, not raised: every claim it makes is in the data files'
+    own footers, which are read and checked instead, so falling back never reads other data, and the
+    folder stays readable while its summary is written again. A store that fails for good is
+    ``RemoteReadError`` naming the summary."""
+    try:
+        summary = opened_summary(fetcher, info, folder)
+    except CorruptFileError as exc:
+        warnings.warn(
+            f"{folder}: its {SUMMARY} summary is damaged ({exc}); every data file's footer is read instead", stacklevel=3
+        )
+        return None
+    differences = summary_differences(summary, infos)
+    if differences:
+        warnings.warn(
+            f"{folder}: its {SUMMARY} summary is stale, the listing differs: {'; '.join(differences)}; every data file's footer "
+            "is read instead (write the summary again, or remove it)", stacklevel=3,
+        )  # fmt: skip
+        return None
+    return summary
+
+
+def summarized(summary: Summary, url: str) -> Summarized:
+    """What ``summary`` says of its data file ``url``."""
+    said = summary.files[url]
+    return Summarized(summary.url, said.claims.rows, summary.schema, said.footer)
+
+
+def object_footer(fetcher: Fetcher, info: ObjectInfo, guess: int = 0) -> CheckedFooter:
+    """One object's checked footer, as ``opened_footers`` gives it for the object opened alone (the
+    same index entry: read once per cache); ``guess``: about how long it is (one read, when it is no
+    longer)."""
+    return opened_footers(fetcher, [info], info[0], 1, guess)[info[0]]
+
+
+def agree(url: str, checked: CheckedFooter, said: Summarized) -> None:
+    """``ShardMismatchError`` naming the data file ``url`` when its own footer (``checked``) is not
+    what the folder's summary said of it: its row groups' rows, its Arrow schema (field names, types
+    and nullability, and the Hugging Face features its fields come from)."""
+    rows, want = checked.claims.rows, said.rows
+    why = ""
+    if rows != want:
+        if len(rows) != len(want):
+            why = f"its footer holds {len(rows)} row groups of {sum(rows)} rows, the summary says {len(want)} of {sum(want)}"
+        else:
+            g = next(g for g in range(len(rows)) if rows[g] != want[g])
+            why = f"its footer says row group {g} holds {rows[g]} rows, the summary {want[g]}"
+    elif not checked.schema.equals(said.schema, check_metadata=False):
+        mine, theirs = checked.schema, said.schema
+        diff = next((f"{a} where it says {b}" for a, b in zip(mine, theirs) if not a.equals(b)), None)
+        why = f"its columns are {diff}" if diff else f"its footer has {len(mine)} columns, the summary {len(theirs)}"
+    elif (checked.schema.metadata or {}).get(b"huggingface") != (said.schema.metadata or {}).get(b"huggingface"):
+        why = "its Hugging Face features are not the ones the summary holds"
+    if why:
+        raise ShardMismatchError(
+            url, f"{why}: the folder's {SUMMARY} summary ({said.summary}) is stale (written before this file changed); "
+            "write it again or remove it, then open the folder again"
+        )  # fmt: skip
