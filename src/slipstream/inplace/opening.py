@@ -26,8 +26,9 @@ from ..remote.store import is_url
 from .hfdataset import is_hf_dataset, open_hf_dataset
 from .parquet import SUFFIX, is_parquet, open_parquet
 from .parquet_remote import open_remote_parquet
+from .webdataset import SUFFIX as TAR
 from .webdataset import is_webdataset, open_webdataset
-from .webdataset_remote import is_webdataset_url, open_remote_webdataset
+from .webdataset_remote import open_remote_webdataset
 
 __all__ = ["open"]
 
@@ -68,7 +69,7 @@ def open(  # noqa: A001
     )  # fmt: skip
     if not local and paths and all(str(p).endswith(SUFFIX) for p in paths):
         return open_remote_parquet(path, fields, image=image, **remote)
-    if not local and is_webdataset_url(path):
+    if not local and paths and all(isinstance(p, (str, os.PathLike)) and str(p).endswith(TAR) for p in paths):
         return open_remote_webdataset(path, fields, image=image, **remote)
     try:
         return _packed.open(path, cache, fields, **remote)

@@ -38,6 +38,7 @@ import numpy as np
 
 from ..remote.cachedir import open_private
 from ..remote.open import default_cache_dir
+from .remoteobjects import ObjectCheck
 from .tarindex import BLOCK, Strings, TarIndex, file_identity, group, object_identity, scan
 
 __all__ = ["REMOTE_WINDOW", "REMOTE_WINDOWS", "WINDOW", "remote_tar_index", "tar_index"]
@@ -197,10 +198,12 @@ def _scan_file(path: Path, fd: int, size: int) -> tuple[list[str], list[int], li
 
 
 def _cached(
-    path: str, identity: tuple[Any, ...], cache_dir: str | os.PathLike | None, cache: bool, build: Callable[[], TarIndex]
-) -> TarIndex:
-    """The index of ``path`` with ``identity`` from its cache entry when one matches, else ``build()``
-    (stored in the cache when ``cache``)."""
+    path: str, identity: tuple[Any, ...], cache_dir: str | os.PathLike | None, cache: bool, build: Callable[[], TarIndex],
+    confirm: Callable[[], None] | None = None,
+) -> TarIndex:  # fmt: skip
+    """The index of ``path`` with ``identity`` from its cache entry when one matches, else ``build()``,
+    then ``confirm()`` (which raises when what was read may not be ``identity``'s), stored in the
+    cache when ``cache``."""
     dir_fd = _folder(cache_dir) if cache else None
     try:
         entry = _entry_name(path, identity)
@@ -209,6 +212,8 @@ def _cached(
             index.cached = True
             return index
         index = build()
+        if confirm is not None:
+            confirm()
         if dir_fd is not None:
             index.cached = _store(dir_fd, entry, index)
         return index
@@ -263,7 +268,9 @@ def remote_tar_index(
     """The index of the tar object ``url`` in a store, of ``size`` bytes and ``tag`` (its ETag or
     modification time) as listed: from its cache entry when one matches (no request), else by one
     pass over the headers through ``fetcher.read_checked`` (a header that fails its checks is read
-    again, within the fetcher's budget, before the object is called damaged)."""
+    again, within the fetcher's budget, before the object is called damaged), then one HEAD: an
+    object no longer of that size and tag (replaced while it was read) raises ``ShardMismatchError``
+    and is not indexed under the identity listed before."""
     identity = object_identity(size, tag)
 
     def build() -> TarIndex:
@@ -273,4 +280,5 @@ def remote_tar_index(
 
         return fetcher.read_checked(url, parse, "its tar headers")
 
-    return _cached(url, identity, cache_dir, cache, build)
+    confirm = ObjectCheck(fetcher, url, size, tag, "it was listed, before its headers were read")
+    return _cached(url, identity, cache_dir, cache, build, lambda: confirm(again=True))

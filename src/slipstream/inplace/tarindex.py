@@ -380,8 +380,10 @@ def scan(read: Callable[[int, int], bytes], size: int, name: Path) -> tuple[list
         data = pos + BLOCK
         if "size" in pax and kind not in _RECORDS:
             text = pax["size"]
-            if not text.isdigit():
-                raise CorruptFileError(name, f"the pax header before byte {pos} has a size that is not a number: {text[:40]!r}")
+            if not text.isdigit() or len(text) > 20:  # (20 digits hold any size a file can have)
+                raise CorruptFileError(
+                    name, f"the pax header before byte {pos} has a size that is not a number of at most 20 digits: {text[:40]!r}"
+                )
             if not _size_agrees(length, int(text)):
                 raise CorruptFileError(
                     name,

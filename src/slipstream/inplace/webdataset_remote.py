@@ -26,8 +26,9 @@ keyed by that identity, so a changed object never reads an old one's parts.
 
 from __future__ import annotations
 
+import hashlib
 import os
-import zlib
+import secrets
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -44,7 +45,7 @@ from .remotefooters import FOOTER_THREADS, object_info, object_infos
 from .remoteobjects import ObjectCheck, list_objects
 from .tarcache import remote_tar_index
 from .tarindex import TarIndex, object_identity
-from .webdataset import PART_BYTES, SUFFIX, TarParts, expand_braces, is_pattern
+from .webdataset import PART_BYTES, SUFFIX, TarPages, TarParts, expand_braces, is_pattern
 
 __all__ = ["RemoteTarPages", "is_webdataset_url", "open_remote_webdataset"]
 
@@ -63,18 +64,22 @@ class RemoteTarPages(TarParts):
     def __init__(
         self, fetcher: Fetcher, url: str, size: int, tag: str, fields: list[str] | None = None, *, image: F.Image | None = None,
         recent: RecentPages | None = None, part_bytes: int = PART_BYTES, part_samples: int | None = None,
-        cache_dir: str | os.PathLike | None = None, index: TarIndex | None = None,
+        cache_dir: str | os.PathLike | None = None, index: TarIndex | None = None, salt: str = "",
     ):  # fmt: skip
         self.fetcher = fetcher
         self.name = self.url = url
         self.size, self.tag = int(size), str(tag or "")
         self.identity = object_identity(self.size, self.tag)
+        self._identify = ObjectCheck(fetcher, url, self.size, self.tag, "it was indexed")
+        # An object without a tag cannot be told from one rewritten at its size: nothing of it is
+        # reused across opens (its index is not cached, its parts are keyed by this open's salt).
+        self._salt = salt if self.tag else (salt or secrets.token_hex(8))
         if index is None:
-            index = remote_tar_index(fetcher, url, self.size, self.tag, cache_dir=cache_dir)
+            index = remote_tar_index(fetcher, url, self.size, self.tag, cache_dir=cache_dir, cache=bool(self.tag))
         if tuple(index.identity) != self.identity:
             raise CorruptFileError(url, "the object changed while it was opened (or since the dataset was pickled): reopen it")
-        self._identify = ObjectCheck(fetcher, url, self.size, self.tag, "it was indexed")
-        self._crc = zlib.crc32(f"tar\0{self.size}\0{self.tag}".encode())  # what a part's key records: the identity
+        key = f"tar\0{self.size}\0{self.tag}\0{self._salt}".encode()
+        self._crc = int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little")  # what a part's key records
         self._failed: dict[int, str] = {}  # part -> why its last bytes failed
         self._settings = {"part_bytes": part_bytes, "part_samples": part_samples, "cache_dir": cache_dir}
         self._parts_of(url, index, fields, image, part_bytes, part_samples, recent)
@@ -126,7 +131,8 @@ class RemoteTarPages(TarParts):
         """As a local shard's (``TarPages``): the settings, and the index only when it is not cached."""
         return {
             "fetcher": self.fetcher, "url": self.url, "size": self.size, "tag": self.tag, "fields": self._wanted,
-            "image": self._image, "recent": self.recent, "index": None if self.index.cached else self.index, **self._settings,
+            "image": self._image, "recent": self.recent, "index": None if self.index.cached else self.index, "salt": self._salt,
+            **self._settings,
         }  # fmt: skip
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -135,14 +141,19 @@ class RemoteTarPages(TarParts):
         self.__init__(*args, **state)  # type: ignore[misc]
 
 
-def _objects(fetcher: Fetcher, path: Any, threads: int) -> tuple[list[tuple[str, int, str]], bool]:
-    """The shards ``path`` names, (name, size, tag) each, and whether it named one object."""
+def _objects(fetcher: Fetcher, path: Any, threads: int, in_store: bool) -> tuple[list[tuple[Any, int, str]], bool]:
+    """The shards ``path`` names, (name, size, tag) each, and whether it named one object. In a
+    list, a name that is no URL is a local file (size -1), unless ``in_store`` (a filesystem was
+    given: every name is in it)."""
     store = fetcher.store
     if isinstance(path, (list, tuple)):
-        return object_infos(fetcher, [store.name(str(p)) for p in path], threads), False
+        remote = [in_store or is_url(p) for p in path]
+        names = [store.name(str(p)) if r else p for p, r in zip(path, remote)]  # (each checked before any request)
+        infos = iter(object_infos(fetcher, [n for n, r in zip(names, remote) if r], threads))
+        return [next(infos) if r else (n, -1, "") for n, r in zip(names, remote)], False
+    if is_pattern(str(path)):  # (expanded before names are made: each name keeps the URL's credentials)
+        return object_infos(fetcher, [store.name(p) for p in expand_braces(str(path))], threads), False
     url = store.name(str(path))
-    if is_pattern(url):
-        return object_infos(fetcher, expand_braces(url), threads), False
     if url.endswith(SUFFIX):
         try:
             return [object_info(fetcher, url)], True
@@ -163,18 +174,21 @@ def open_remote_webdataset(
     keep: int = KEEP, part_bytes: int = PART_BYTES, part_samples: int | None = None, threads: int = FOOTER_THREADS,
 ) -> PackedDataset | ShardedDataset:  # fmt: skip
     """Tar shards in object storage as a ``PackedDataset`` (one object) or a ``ShardedDataset`` (a list,
-    a brace pattern, a folder prefix; in that order): see the module doc. ``fetcher``: the one to read
+    a brace pattern, a folder prefix; in that order; local paths in a list are read as
+    ``inplace.webdataset`` reads them, unless ``filesystem`` is given): see the module doc. ``fetcher``: the one to read
     through (else made from the other arguments, as ``ss.open`` makes it); ``threads``: objects
     HEADed or indexed at once; ``cache_dir``: the page cache's and the index cache's folder.
     ``MissingShardError`` for a named object that is not there, ``FileNotFoundError`` for a folder
     without ``.tar`` objects."""
     if fetcher is None:
         fetcher = remote_fetcher(cache_dir, cache_limit, filesystem, storage_options, timeout, retry_budget, readahead, keep)
-    objects, single = _objects(fetcher, path, threads)
+    objects, single = _objects(fetcher, path, threads, filesystem is not None)
     recent = RecentPages(keep)
     settings = {"image": image, "recent": recent, "part_bytes": part_bytes, "part_samples": part_samples, "cache_dir": cache_dir}
 
-    def source(info: tuple[str, int, str]) -> RemoteTarPages:
+    def source(info: tuple[Any, int, str]) -> TarParts:
+        if info[1] < 0:
+            return TarPages(info[0], fields, **settings)  # type: ignore[arg-type]
         return RemoteTarPages(fetcher, *info, fields, **settings)  # type: ignore[arg-type]
 
     if len(objects) == 1:
@@ -182,5 +196,5 @@ def open_remote_webdataset(
     else:
         with ThreadPoolExecutor(max(1, min(int(threads), len(objects))), thread_name_prefix="slipstream-tarindex") as pool:
             sources = list(pool.map(source, objects))
-    shards = [PackedDataset(s.url, fields=fields, source=s) for s in sources]
+    shards = [PackedDataset(s.name, fields=fields, source=s) for s in sources]
     return shards[0] if single else ShardedDataset([], fields=fields, shards=shards)
