@@ -580,3 +580,25 @@ def test_a_store_that_ignores_ranges_is_named_at_once(fault_runs: dict[str, Any]
     got = fault_runs["norange"]
     assert got["type"] == "RemoteReadError" and got["path"] in data.urls() and "ranged reads" in got["message"], got
     assert got["attempts"] == 1 and got["seconds"] < 20, got
+
+
+def test_an_untagged_object_rewritten_at_its_size_is_never_read_from_its_old_pages(tmp_path: Path) -> None:
+    """A store that gives no ETag nor time (fsspec's memory filesystem without its ``created``): a
+    Parquet object rewritten with other values of the same size must not be served the old object's
+    footer or cached row groups (its identity is its size alone: nothing is reused across opens)."""
+    fsspec = pytest.importorskip("fsspec")
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    class Untagged(MemoryFileSystem):
+        def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
+            return {k: v for k, v in super().info(path, **kwargs).items() if k != "created"}
+
+    plain = {"row_group_size": 10, "compression": "none", "use_dictionary": False}  # (the size follows the row count)
+    old = _parquet(pa.table({"label": pa.array(range(40), pa.int64())}), **plain)
+    new = _parquet(pa.table({"label": pa.array(range(100, 140), pa.int64())}), **plain)
+    assert len(old) == len(new)
+    fsspec.filesystem("memory").pipe_file("/untagged/t.parquet", old)
+    url, fs = "memory://untagged/t.parquet", Untagged()
+    assert [s["label"] for s in _samples(open_remote_parquet(url, cache_dir=tmp_path, filesystem=fs))] == list(range(40))
+    fsspec.filesystem("memory").pipe_file("/untagged/t.parquet", new)
+    assert [s["label"] for s in _samples(open_remote_parquet(url, cache_dir=tmp_path, filesystem=fs))] == list(range(100, 140))

@@ -33,7 +33,7 @@ import slipstream as ss
 from slipstream.core.errors import CorruptFileError, ShardMismatchError
 from slipstream.inplace import tarcache
 from slipstream.inplace.parquet_remote import remote_fetcher
-from slipstream.inplace.remotefooters import object_info
+from slipstream.inplace.remoteobjects import object_info
 from slipstream.inplace.webdataset import open_webdataset
 from slipstream.inplace.webdataset_remote import open_remote_webdataset
 
@@ -107,22 +107,32 @@ def test_a_pax_size_of_many_digits_is_a_corrupt_file_naming_the_object(direct: A
 
 
 def test_an_object_without_a_tag_replaced_at_the_same_size_is_not_read_from_its_old_pages(tmp_path: Path) -> None:
-    """A store that gives no ETag nor modification time (fsspec's memory filesystem lists ``created``
-    only): the object's identity is its size alone, so a replacement of the same size and layout must
-    not be served the old object's index and cached pages as its own."""
+    """A store that gives no ETag nor time (here fsspec's memory filesystem with its ``created`` time
+    left out): the object's identity is its size alone, so a replacement of the same size and layout
+    must not be served the old object's index and cached pages as its own. The memory filesystem as
+    it is gives ``created``, which is its tag."""
     fsspec = pytest.importorskip("fsspec")
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    class Untagged(MemoryFileSystem):
+        def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
+            return {k: v for k, v in super().info(path, **kwargs).items() if k != "created"}
+
     fs = fsspec.filesystem("memory")
     old = write_tar(tmp_path / "old.tar", [(f"{k:05d}.cls", str(k).encode()) for k in range(6)])
     new = write_tar(tmp_path / "new.tar", [(f"{k:05d}.cls", str(9 - k).encode()) for k in range(6)])
     assert old.stat().st_size == new.stat().st_size
-    url = "memory://review-notag/shard.tar"
-    fs.pipe_file("/review-notag/shard.tar", old.read_bytes())
-    assert object_info(remote_fetcher(tmp_path / "x"), url)[2] == ""  # (the store gives no tag)
-    first = open_remote_webdataset(url, cache_dir=tmp_path / "cache")
+    url = "memory://notag/shard.tar"
+    fs.pipe_file("/notag/shard.tar", old.read_bytes())
+    assert object_info(remote_fetcher(tmp_path / "x"), url)[2] != ""  # (its creation time)
+    untagged = Untagged()
+    assert object_info(remote_fetcher(tmp_path / "x", filesystem=untagged), url)[2] == ""
+    first = open_remote_webdataset(url, cache_dir=tmp_path / "cache", filesystem=untagged)
     assert [s["cls"] for s in _samples(first)] == list(range(6))
-    fs.pipe_file("/review-notag/shard.tar", new.read_bytes())  # replaced: other values, same size and layout
-    again = open_remote_webdataset(url, cache_dir=tmp_path / "cache")
+    fs.pipe_file("/notag/shard.tar", new.read_bytes())  # replaced: other values, same size and layout
+    again = open_remote_webdataset(url, cache_dir=tmp_path / "cache", filesystem=untagged)
     assert [s["cls"] for s in _samples(again)] == [9 - k for k in range(6)]
+    assert not list((tmp_path / "cache" / "tarindex").glob("*.idx"))  # an untagged object's index is not kept
 
 
 # --------------------------------------------------------------------------- the index pass vs the identity

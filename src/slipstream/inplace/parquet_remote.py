@@ -54,16 +54,17 @@ not noticed by that process (the store offers no read conditional on the ETag he
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
-import zlib
+import secrets
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ..convert.tables import hf_features, table_columns
-from ..core.errors import ChecksumError, ConvertError, CorruptFileError, MissingShardError, PackedFileError, ShardMismatchError
+from ..core.errors import ChecksumError, ConvertError, CorruptFileError, MissingShardError, PackedFileError
 from ..core.processlock import ProcessLock
 from ..core.sizes import parse_size
 from ..files import field_kinds as F
@@ -88,11 +89,10 @@ from .remotefooters import (
     list_folder,
     list_parquet,
     object_footer,
-    object_info,
-    object_infos,
     opened_footers,
     summarized,
 )
+from .remoteobjects import ObjectCheck, object_info, object_infos
 from .tablepages import TablePages, chosen_columns
 
 __all__ = ["GAP", "RemoteParquetPages", "is_parquet_url", "list_parquet", "open_remote_parquet", "remote_fetcher"]
@@ -176,7 +176,7 @@ class RemoteParquetPages(TablePages):
     def __init__(
         self, fetcher: Fetcher, url: str, size: int, tag: str, footer: bytes | None, fields: list[str] | None = None, *,
         image: F.Image | None = None, recent: RecentPages | None = None, columns: list[Any] | None = None,
-        checked: CheckedFooter | None = None, summary: Summarized | None = None,
+        checked: CheckedFooter | None = None, summary: Summarized | None = None, salt: str = "",
     ):  # fmt: skip
         self.fetcher = fetcher
         self.name = self.url = url
@@ -197,7 +197,10 @@ class RemoteParquetPages(TablePages):
         self._image = image if image is not None else F.Image(codec="jpeg")
         self._wanted = None if fields is None else list(fields)
         self._lock = ProcessLock()
-        self._identified = False
+        self._identify = ObjectCheck(fetcher, url, self.size, self.tag, "its footer was read")
+        # An object without a tag cannot be told from one rewritten at its size: nothing of it is
+        # reused across opens (its footer is read again, its ranges are keyed by this open's salt).
+        self._salt = salt if self.tag else (salt or secrets.token_hex(8))
         self._stash: OrderedDict[tuple[Any, ...], tuple[Any, Any]] = OrderedDict()  # checked range -> (its bytes, columns)
         self._failed: dict[tuple[Any, ...], str] = {}  # checked range -> why its last bytes failed
         self._spans_of: dict[int, list[tuple[int, int, tuple[str, ...]]]] = {}
@@ -289,7 +292,8 @@ class RemoteParquetPages(TablePages):
 
     def _crc(self, names: tuple[str, ...]) -> int:
         """What a checked range's key records: the object's identity and the columns decoded from it."""
-        return zlib.crc32("\0".join([str(self.size), self.tag, *names]).encode())
+        key = "\0".join([str(self.size), self.tag, self._salt, *names]).encode()
+        return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little")
 
     def _decode(self, p: int, ranges: list[tuple[int, Any]], names: tuple[str, ...]) -> Any:
         import pyarrow.parquet as pq
@@ -363,31 +367,6 @@ class RemoteParquetPages(TablePages):
     def read_part(self, p: int) -> Any:
         return self._read(p)
 
-    # -- the object's identity ---------------------------------------------------------------
-    def _identify(self, again: bool = False) -> None:
-        """``ShardMismatchError`` when the object is not the one whose footer was read (size, tag),
-        ``MissingShardError`` when it is gone; checked once per process (before its first download),
-        or ``again``."""
-        if self._identified and not again:
-            return
-        with self._lock:
-            if self._identified and not again:
-                return
-        try:
-            _, size, tag = object_info(self.fetcher, self.url)
-        except FileNotFoundError:
-            raise MissingShardError(
-                self.url, "the object is missing from the store (deleted or moved since its footer was read)"
-            ) from None
-        if size != self.size or (tag and self.tag and tag != self.tag):
-            now = f"{size} bytes" + (f", tag {tag}" if tag else "")
-            was = f"{self.size} bytes" + (f", tag {self.tag}" if self.tag else "")
-            raise ShardMismatchError(
-                self.url, f"is {now} but was {was} when its footer was read: it changed since; open it again"
-            )
-        with self._lock:
-            self._identified = True
-
     def check(self) -> None:
         """Nothing to watch between reads: the object's identity is checked before its first download,
         and every range as it arrives."""
@@ -424,6 +403,7 @@ class RemoteParquetPages(TablePages):
             "image": self._image,
             "recent": self.recent,
             "columns": self._all_columns,
+            "salt": self._salt,
         }  # fmt: skip (the identity is checked again in the process that receives it)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -434,7 +414,7 @@ class RemoteParquetPages(TablePages):
         checked = None if footer is None else check_footer(state["url"], footer, state["size"], state["claims"])
         self.__init__(  # type: ignore[misc]
             state["fetcher"], state["url"], state["size"], state["tag"], footer, state["fields"], image=state["image"],
-            recent=state["recent"], columns=state["columns"], checked=checked, summary=state.get("summary"),
+            recent=state["recent"], columns=state["columns"], checked=checked, summary=state.get("summary"), salt=state["salt"],
         )  # fmt: skip
 
 

@@ -1,9 +1,9 @@
-"""Parquet objects in a store and their footers, as opening them reads them: listed, identified, read and checked.
+"""Parquet objects in a store and their footers, as opening them reads them: listed, read and checked.
 
 ``list_parquet(fetcher, url)`` lists a folder prefix once (its ``.parquet`` objects, subfolders
 too, in path order: each object's size and ETag or modification time come with the listing;
-``list_folder`` gives the folder's summary ``_metadata`` from the same listing as well);
-``object_info`` is one object's (one HEAD), ``object_infos`` many at once. ``read_footers`` reads
+``list_folder`` gives the folder's summary ``_metadata`` from the same listing as well; objects,
+their HEADs and tags: ``inplace.remoteobjects``). ``read_footers`` reads
 each footer by ranged reads from the object's end (the last 8 bytes give its length; once one
 footer of the set is known, one read of that length plus 8 usually gets the next whole), many
 objects in parallel, through ``Fetcher.read_checked``: retried within the budget, a footer that
@@ -39,12 +39,11 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..core.errors import CorruptFileError, MissingShardError, RemoteReadError, ShardMismatchError, add_note
+from ..core.errors import CorruptFileError, RemoteReadError, ShardMismatchError, add_note
 from ..files.parquetfooter import (
     MAGIC,
     MAX_FOOTER,
@@ -60,22 +59,19 @@ from ..files.parquetfooter import (
     parse_metadata,
 )
 from ..remote.fetch import Fetcher
-from ..remote.retry import retrying
 from ..remote.store import join
 from .footers import Footer, FooterIndex, index_name
 from .parquet import SUFFIX
+from .remoteobjects import ObjectInfo, list_objects, listing
 
 __all__ = [
-    "FOOTER_THREADS", "SUMMARY", "CheckedFooter", "ObjectInfo", "Summarized", "Summary", "agree", "check_footer",
-    "check_summary", "folder_summary", "list_folder", "list_parquet", "object_footer", "object_info", "object_infos",
+    "FOOTER_THREADS", "SUMMARY", "CheckedFooter", "Summarized", "Summary", "agree", "check_footer",
+    "check_summary", "folder_summary", "list_folder", "list_parquet", "object_footer",
     "opened_footers", "opened_summary", "read_footer", "read_footers", "read_summary", "summarized", "summary_differences",
 ]  # fmt: skip
 
 FOOTER_THREADS = 32  # footers read at once
 SUMMARY = "_metadata"  # a folder's summary file, at its root: every data file's row groups in one footer
-_TAG_KEYS = ("ETag", "etag", "e_tag", "LastModified", "last_modified", "mtime", "updated", "modified")
-
-ObjectInfo = tuple[str, int, str]  # (name, size, tag: ETag or modification time, "" when the store gives none)
 
 
 class CheckedFooter(NamedTuple):
@@ -90,59 +86,7 @@ class CheckedFooter(NamedTuple):
     claims: FooterClaims
 
 
-# ------------------------------------------------------------------------------ objects: listing, identity
-
-
-def _tag(info: dict[str, Any]) -> str:
-    for key in _TAG_KEYS:
-        value = info.get(key)
-        if value is not None and value != "":
-            return str(value)
-    return ""
-
-
-def _retried(fetcher: Fetcher, url: str, call: Callable[[], Any], what: str) -> Any:
-    store = fetcher.store
-    return retrying(
-        call, url, 0, 0, fetcher.budget, attempt_timeout=max(fetcher.budget, getattr(store, "timeout", 0) or 0), what=what,
-        prepare=lambda: store.connect(url),
-    )  # fmt: skip
-
-
-def object_info(fetcher: Fetcher, url: str) -> ObjectInfo:
-    """(name, size, tag) of the object ``url`` (one HEAD, retried); ``FileNotFoundError`` when there is
-    none (a folder prefix is none)."""
-
-    def head() -> ObjectInfo:
-        fs, path = fetcher.store.filesystem(url)
-        if type(fs).__module__.startswith("pyarrow"):
-            info = fs.get_file_info(path)
-            if info.type.name != "File":
-                raise FileNotFoundError(url)
-            return url, int(info.size), str(info.mtime_ns or "")
-        if hasattr(fs, "invalidate_cache"):
-            fs.invalidate_cache(path)  # (never an answer remembered from before: the object may have changed)
-        info = fs.info(path)
-        if info.get("type") == "directory":
-            raise FileNotFoundError(url)
-        return url, int(info["size"]), _tag(info)
-
-    return _retried(fetcher, url, head, "its size and identity")
-
-
-def object_infos(fetcher: Fetcher, urls: list[str], threads: int = FOOTER_THREADS) -> list[ObjectInfo]:
-    """(name, size, tag) of each of ``urls`` (HEADs, ``threads`` at once); ``MissingShardError`` for one not there."""
-
-    def one(url: str) -> ObjectInfo:
-        try:
-            return object_info(fetcher, url)
-        except FileNotFoundError:
-            raise MissingShardError(url, "no such object") from None
-
-    if len(urls) <= 1:
-        return [one(u) for u in urls]
-    with ThreadPoolExecutor(max(1, min(int(threads), len(urls))), thread_name_prefix="slipstream-footers") as pool:
-        return list(pool.map(one, urls))
+# ------------------------------------------------------------------------------------------ listing
 
 
 def list_parquet(fetcher: Fetcher, url: str) -> list[ObjectInfo]:
@@ -154,35 +98,10 @@ def list_parquet(fetcher: Fetcher, url: str) -> list[ObjectInfo]:
 def list_folder(fetcher: Fetcher, url: str) -> tuple[list[ObjectInfo], ObjectInfo | None]:
     """``list_parquet``'s objects, and the (name, size, tag) of the folder's summary ``_metadata``
     at its root (``None`` when it has none): one listing, retried."""
-    base = url.rstrip("/") + "/"
-
-    def listing() -> tuple[list[ObjectInfo], ObjectInfo | None]:
-        fs, path = fetcher.store.filesystem(base)
-        root = path.rstrip("/") + "/"
-        found: list[tuple[str, int, str]] = []
-        if type(fs).__module__.startswith("pyarrow"):
-            import pyarrow.fs as pafs
-
-            for info in fs.get_file_info(pafs.FileSelector(root.rstrip("/"), recursive=True, allow_not_found=True)):
-                if info.type.name == "File" and info.path.startswith(root):
-                    found.append((info.path[len(root) :], int(info.size), str(info.mtime_ns or "")))
-        else:
-            if hasattr(fs, "invalidate_cache"):
-                fs.invalidate_cache(path)
-            try:
-                entries = fs.find(root, detail=True)
-            except FileNotFoundError:
-                entries = {}
-            for key, info in entries.items():
-                key = fs._strip_protocol(key)
-                if info.get("type", "file") != "directory" and key.startswith(root):
-                    found.append((key[len(root) :], int(info["size"]), _tag(info)))
-        chosen = [entry for entry in found if entry[0].endswith(SUFFIX)]
-        chosen.sort(key=lambda entry: entry[0].split("/"))  # (the order of local paths, part by part)
-        summary = next(((join(base.rstrip("/"), r), n, t) for r, n, t in found if r == SUMMARY), None)
-        return [(join(base.rstrip("/"), relative), size, tag) for relative, size, tag in chosen], summary
-
-    return _retried(fetcher, base, listing, "its listing")
+    found = listing(fetcher, url)
+    base = url.rstrip("/")
+    summary = next(((join(base, r), n, t) for r, n, t in found if r == SUMMARY), None)
+    return list_objects(fetcher, url, SUFFIX, found), summary
 
 
 # --------------------------------------------------------------------------------------------- footers

@@ -41,8 +41,8 @@ from ..remote.fetch import Fetcher, range_key
 from ..remote.pages import admitted
 from ..remote.store import is_url
 from .parquet_remote import KEEP, remote_fetcher
-from .remotefooters import FOOTER_THREADS, object_info, object_infos
-from .remoteobjects import ObjectCheck, list_objects
+from .remotefooters import FOOTER_THREADS
+from .remoteobjects import ObjectCheck, list_objects, object_info, object_infos
 from .tarcache import remote_tar_index
 from .tarindex import TarIndex, object_identity
 from .webdataset import PART_BYTES, SUFFIX, TarPages, TarParts, expand_braces, is_pattern
