@@ -95,8 +95,10 @@ def test_a_corrupt_sample_in_the_second_shard_names_that_shard_and_the_dataset_i
     assert "bad_b.arrow" in str(dev_err.value) and "sample 13" in str(dev_err.value), str(dev_err.value)
 
 
-@pytest.mark.parametrize("method", ["spawn", "forkserver"])
-def test_process_workers_started_by_spawn_or_forkserver_read_a_device_view(jpegs, method):
+@pytest.mark.parametrize("method, sharded", [("spawn", False), ("forkserver", True)])
+def test_process_workers_started_by_spawn_or_forkserver_read_a_device_view(jpegs, method, sharded):
+    """A device-mapped view pickled to process and helper workers started by spawn (a packed file) or
+    forkserver (a sharded set): the same batches as the thread backend's, epochs and restarts."""
     path, a, b = jpegs
     code = f"""
     import sys, pickle
@@ -114,7 +116,7 @@ def test_process_workers_started_by_spawn_or_forkserver_read_a_device_view(jpegs
             assert np.array_equal(p["label"], q["label"]) and torch.equal(p["image"], q["image"])
 
     if __name__ == "__main__":
-        for data in (ss.open({str(path)!r}), ss.open([{str(a)!r}, {str(b)!r}])):
+        for data in (ss.open([{str(a)!r}, {str(b)!r}]) if {sharded!r} else ss.open({str(path)!r}),):
             view = ss.splitobs(data.map(image=PIPE, device="cpu", cpu_share=0.5), 0.75, shuffle=True, seed=1)[0]
             ref = ss.DataLoader(view, batch_size=4, shuffle=True, seed=3, workers=2)
             loader = ss.DataLoader(view, batch_size=4, shuffle=True, seed=3, workers=2, backend="process", mp_context={method!r})
