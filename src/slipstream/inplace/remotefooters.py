@@ -107,10 +107,10 @@ def list_folder(fetcher: Fetcher, url: str) -> tuple[list[ObjectInfo], ObjectInf
 # --------------------------------------------------------------------------------------------- footers
 
 
-def check_footer(url: str, footer: bytes, size: int, claims: FooterClaims | None = None) -> CheckedFooter:
-    """A footer (its bytes and the 8 after them) of the ``size``-byte object ``url``, checked (see
-    the module doc); ``claims``: its claims when this process has them from a check done before
-    (a source pickled to it), else read from its bytes. ``CorruptFileError`` naming ``url``."""
+def _parsed(url: str, footer: bytes, size: int) -> tuple[bytes, Any, Any, list[Leaf]]:
+    """A footer's (its bytes and the 8 after them, of the ``size``-byte object ``url``) first checks:
+    its length and magic, pyarrow's parse of it, its schema as Arrow types, its Hugging Face features
+    valid JSON, its leaf columns: (its bytes, the parse, the schema, the leaves)."""
     footer = bytes(footer)
     if len(footer) < TAIL or footer_bounds(url, size, footer[-TAIL:], what="object") != size - len(footer):
         raise CorruptFileError(url, f"its footer's {len(footer)} bytes do not end with its length and the magic bytes PAR1")
@@ -122,7 +122,14 @@ def check_footer(url: str, footer: bytes, size: int, claims: FooterClaims | None
             json.loads(features)
         except ValueError:
             raise CorruptFileError(url, "its footer's Hugging Face features are not valid JSON") from None
-    leaves = leaf_columns(url, metadata, schema)
+    return footer, metadata, schema, leaf_columns(url, metadata, schema)
+
+
+def check_footer(url: str, footer: bytes, size: int, claims: FooterClaims | None = None) -> CheckedFooter:
+    """A footer (its bytes and the 8 after them) of the ``size``-byte object ``url``, checked (see
+    the module doc); ``claims``: its claims when this process has them from a check done before
+    (a source pickled to it), else read from its bytes. ``CorruptFileError`` naming ``url``."""
+    footer, metadata, schema, leaves = _parsed(url, footer, size)
     if claims is None:
         claims = checked_footer(url, footer[:-TAIL], size - len(footer), leaves)
     if len(claims.rows) != metadata.num_row_groups or sum(claims.rows) != metadata.num_rows:
@@ -254,18 +261,7 @@ def check_summary(url: str, footer: bytes, size: int, folder: str) -> Summary:
     from its own bytes by data file (``files.parquetfooter.checked_summary``). Each data file's
     chunks' ends are not compared with its size here (``summary_differences`` does, against the
     listing). ``CorruptFileError`` naming ``url``."""
-    footer = bytes(footer)
-    if len(footer) < TAIL or footer_bounds(url, size, footer[-TAIL:], what="object") != size - len(footer):
-        raise CorruptFileError(url, f"its footer's {len(footer)} bytes do not end with its length and the magic bytes PAR1")
-    metadata = parse_metadata(url, footer)
-    schema = arrow_schema(url, metadata)
-    features = (schema.metadata or {}).get(b"huggingface")
-    if features is not None:
-        try:
-            json.loads(features)
-        except ValueError:
-            raise CorruptFileError(url, "its footer's Hugging Face features are not valid JSON") from None
-    leaves = leaf_columns(url, metadata, schema)
+    footer, metadata, schema, leaves = _parsed(url, footer, size)
     by_path = checked_summary(url, footer[:-TAIL], leaves)
     groups, rows = sum(len(f.claims.rows) for f in by_path.values()), sum(sum(f.claims.rows) for f in by_path.values())
     if groups != metadata.num_row_groups or rows != metadata.num_rows:
