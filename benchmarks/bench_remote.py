@@ -68,10 +68,11 @@ the ratio of client CPU per image.
 Run:  python benchmarks/bench_remote.py [--quick] [--repeats N] [--images N] [--latency S]
                                         [--readahead 8[,4,16]] [--page-size 8MiB] [--shard-size 32MB]
                                         [--sources packed,parquet,tar] [--cache DIR] [--rebuild] [--json OUT]
-About 6 minutes on two cores once the images and files exist (making 5,000 images takes about a minute,
-once); ``--quick`` (320 images, 1 MiB pages in 4 MB shards, 1 repeat) takes several seconds after the
-imports and the server's start. Needs torch, pillow, simplejpeg, pyarrow, scikit-image, s3fs,
-moto[server], boto3 and psutil (``pip install -e '.[bench]'``).
+About 11 minutes on two cores shared with other load once the images and files exist (``--sources packed``
+about 2.5 on quiet ones; making 5,000 images takes about a minute and a half, once); ``--quick`` (320
+images, 1 MiB pages in 4 MB shards, 1 repeat) takes several seconds after the imports and the server's
+start. Needs torch, pillow, simplejpeg, pyarrow, scikit-image, s3fs, moto[server], boto3 and psutil
+(``pip install -e '.[bench]'``).
 """
 
 from __future__ import annotations
