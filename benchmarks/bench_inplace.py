@@ -71,7 +71,8 @@ TOKEN_BATCH = 16
 
 # -- the files ---------------------------------------------------------------------------------------
 def image_files(cache: Path, samples: list[tuple[str, int]]) -> dict[str, Any]:
-    """The packed file, the Parquet file and the tar shards of ``samples`` (made when missing)."""
+    """The packed file, the Parquet file (and the same rows in a folder of files of ``SHARD`` rows:
+    ``parquet_parts``) and the tar shards of ``samples`` (made when missing)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -85,9 +86,18 @@ def image_files(cache: Path, samples: list[tuple[str, int]]) -> dict[str, Any]:
         rows = [{"image": blob, "label": label} for blob, label in zip(blobs, labels)]
         ss.write(packed, rows, fields={"image": F.Image(codec="jpeg"), "label": F.Int()}, progress=False)
     parquet = where / "images.parquet"
+    table_ = pa.table({"image": pa.array(blobs, pa.binary()), "label": pa.array(labels, pa.int64())})
     if not parquet.exists():
-        table_ = pa.table({"image": pa.array(blobs, pa.binary()), "label": pa.array(labels, pa.int64())})
         pq.write_table(table_, parquet, row_group_size=ROW_GROUP)
+    folder = where / "parquet"  # the same rows in hub-style files of SHARD rows (one row group each)
+    count = -(-n // SHARD)
+    parts = [folder / f"train-{k:05d}-of-{count:05d}.parquet" for k in range(count)]
+    if not all(part.exists() for part in parts):
+        folder.mkdir(exist_ok=True)
+        for k, part in enumerate(parts):
+            partial = part.with_suffix(".partial")
+            pq.write_table(table_.slice(k * SHARD, SHARD), partial, row_group_size=ROW_GROUP)
+            partial.rename(part)
     shards = []
     for s in range(0, n, SHARD):
         shard = where / f"shard-{s // SHARD:04d}.tar"
@@ -102,7 +112,7 @@ def image_files(cache: Path, samples: list[tuple[str, int]]) -> dict[str, Any]:
                     info.size = len(data)
                     tar.addfile(info, io.BytesIO(data))
         partial.rename(shard)
-    return {"packed": packed, "parquet": parquet, "shards": shards, "bytes": sum(map(len, blobs))}
+    return {"packed": packed, "parquet": parquet, "parquet_parts": parts, "shards": shards, "bytes": sum(map(len, blobs))}
 
 
 def token_files(cache: Path, documents: int) -> dict[str, Any]:

@@ -9,13 +9,15 @@ with it), three ways (``--sources packed,parquet,tar``, default all):
   shard_size=--shard-size)`` (default 8 MiB pages, the writer's default, in 32 MB shards: about 190 MB, 23
   pages in 6 shards; kept under ``--cache`` and rewritten when the writer changes);
 - read in place, the files of ``bench_inplace.image_files`` (made once under ``--cache``, shared with
-  ``bench_inplace.py``), holding the original JPEG bytes of the same images: a Parquet file (a binary
-  ``image`` and an int ``label`` column, row groups of 256) and WebDataset tar shards of 250 samples
+  ``bench_inplace.py``), holding the original JPEG bytes of the same images: a hub-style folder of
+  Parquet files of 250 rows (a binary ``image`` and an int ``label`` column, one row group each: files
+  of about the tar shards' size, as moto reads a whole object for each ranged read of it, so one
+  large object would charge this machine's CPU for a test server's copying) and WebDataset tar shards of 250 samples
   (members ``<key>.jpg`` and ``<key>.cls``, read as the fields ``jpg`` and ``cls``).
 
 Storage: moto's S3 server and, in front of it, a proxy that waits ``--latency`` seconds (default 0.05)
 before forwarding each request (``tools/s3local.py``); both are child processes of this one, on this
-machine's CPUs. The folder is uploaded to ``s3://bench-remote/jpeg/``, the Parquet file under
+machine's CPUs. The folder is uploaded to ``s3://bench-remote/jpeg/``, the Parquet files under
 ``s3://bench-remote/parquet/`` and the shards under ``s3://bench-remote/tar/`` (straight to the server),
 and the S3 client goes through the proxy (``AWS_ENDPOINT_URL``). Their CPU time is measured (psutil) and
 reported apart: a real network and store would not charge it to the client machine, and on a
@@ -31,9 +33,9 @@ turned into tensors with ``torch.from_numpy``, over
     loader hints the pages of the batches ahead, and up to R downloads run at once);
 (c) remote, warm cache: the same with a cache folder filled by the warm-up epoch; a fresh ``ss.open``
     each epoch, so only the disk cache is reused, not the pages a previous dataset kept in memory;
-(d) local Parquet: ``ss.open("images.parquet", fields=["image", "label"])``;
+(d) local Parquet: ``ss.open("parquet/", fields=["image", "label"])``;
 (e) remote Parquet, cold cache: ``ss.open("s3://bench-remote/parquet/", ...)`` with a fresh empty cache
-    folder each epoch (the footer is read at open; each row group's columns are one ranged read);
+    folder each epoch (the footers are read at open; each row group's columns are one ranged read);
 (f) local tar: ``ss.open([shard, ...], fields=["jpg", "cls"])``;
 (g) remote tar, cold cache: ``ss.open("s3://bench-remote/tar/", ...)`` with a fresh empty cache folder
     each epoch: the open makes each shard's index by one pass over its headers (a shard of small
@@ -156,7 +158,7 @@ def ensure_inplace(cache: Path, n: int, rebuild: bool) -> dict[str, Any]:
     samples = [folder.samples[k] for k in bi.subset(folder, n)]
     files = bench_inplace.image_files(cache, samples)
     made = (cache / "images.json").stat().st_mtime_ns
-    paths = [files["packed"], files["parquet"], *files["shards"]]
+    paths = [files["packed"], files["parquet"], *files["parquet_parts"], *files["shards"]]
     if rebuild or any(p.stat().st_mtime_ns < made for p in paths):
         for p in paths:
             p.unlink()
@@ -388,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
         local_files += [p for p in folder.iterdir() if p.is_file()]
     if "parquet" in sources or "tar" in sources:
         files = ensure_inplace(args.cache, n, args.rebuild)
-        local_files += ([files["parquet"]] if "parquet" in sources else []) + (files["shards"] if "tar" in sources else [])
+        local_files += (files["parquet_parts"] if "parquet" in sources else []) + (files["shards"] if "tar" in sources else [])
     for path in local_files:
         path.read_bytes()  # into the page cache, as local data read before would be
     scratch = Path(tempfile.mkdtemp(prefix="slipstream-bench-remote-"))
@@ -398,7 +400,8 @@ def main(argv: list[str] | None = None) -> int:
         if folder is not None:
             s3local.upload(storage.server, folder, BUCKET, PREFIX)
         if "parquet" in sources:
-            s3local.upload(storage.server, files["parquet"], BUCKET, PARQUET_PREFIX)
+            for part in files["parquet_parts"]:
+                s3local.upload(storage.server, part, BUCKET, PARQUET_PREFIX)
         if "tar" in sources:
             for shard in files["shards"]:
                 s3local.upload(storage.server, shard, BUCKET, TAR_PREFIX)
@@ -418,11 +421,11 @@ def main(argv: list[str] | None = None) -> int:
                 f"{nshards} shards of {shard_size / 1e6:g} MB, {npages} pages of {page_size / 2**20:g} MiB{made}"
             )
         if files is not None:
-            pq_mb = files["parquet"].stat().st_size / 1e6
+            pq_mb = sum(p.stat().st_size for p in files["parquet_parts"]) / 1e6
             tar_mb = sum(s.stat().st_size for s in files["shards"]) / 1e6
             print(
-                f"in place: the same {n} images' original JPEGs ({files['bytes'] / 1e6:.0f} MB), a Parquet file of {pq_mb:.0f} MB "
-                f"(row groups of {bench_inplace.ROW_GROUP}) and {len(files['shards'])} tar shards of {bench_inplace.SHARD} "
+                f"in place: the same {n} images' original JPEGs ({files['bytes'] / 1e6:.0f} MB), {len(files['parquet_parts'])} Parquet "
+                f"files of {bench_inplace.SHARD} rows ({pq_mb:.0f} MB) and {len(files['shards'])} tar shards of {bench_inplace.SHARD} "
                 f"samples ({tar_mb:.0f} MB), in {files['parquet'].parent}"
             )
         uploads = [u for s, u in (("packed", URL), ("parquet", PARQUET_URL), ("tar", TAR_URL)) if s in sources]
@@ -446,7 +449,8 @@ def main(argv: list[str] | None = None) -> int:
             for k in readaheads[1:]:
                 runs[f"cold r{k}"] = cold_run(storage, scratch, k)
         if "parquet" in sources:
-            runs["parquet local"] = epoch_run(lambda: ss.open(files["parquet"], fields=list(FIELDS["parquet"])), storage)
+            parquet_folder = files["parquet_parts"][0].parent
+            runs["parquet local"] = epoch_run(lambda: ss.open(parquet_folder, fields=list(FIELDS["parquet"])), storage)
             runs["parquet cold"] = cold_run(storage, scratch, ra, "parquet")
         if "tar" in sources:
             image, label = FIELDS["tar"]
@@ -568,7 +572,7 @@ def main(argv: list[str] | None = None) -> int:
             config.update(page_size=page_size, shard_size=shard_size, bytes=nbytes, shards=nshards, pages=npages)
         if files is not None:
             config.update(
-                jpeg_bytes=files["bytes"], parquet_bytes=files["parquet"].stat().st_size, row_group=bench_inplace.ROW_GROUP,
+                jpeg_bytes=files["bytes"], parquet_bytes=sum(p.stat().st_size for p in files["parquet_parts"]), row_group=bench_inplace.ROW_GROUP,
                 tar_shards=len(files["shards"]), tar_samples=bench_inplace.SHARD,
                 tar_bytes=sum(s.stat().st_size for s in files["shards"]),
             )  # fmt: skip
