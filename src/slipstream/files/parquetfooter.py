@@ -35,6 +35,7 @@ Every failure is a ``CorruptFileError`` naming ``path`` (and the row group and c
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -288,14 +289,23 @@ def _within(wanted: dict[int, Any]) -> Any:
     return lambda data, pos, depth: _struct(data, pos, depth, wanted)
 
 
-def _structs(wanted: dict[int, Any]) -> Any:
+_LENGTH = -1  # (the key under which a measured struct keeps how many footer bytes it takes)
+
+
+def _structs(wanted: dict[int, Any], measured: bool = False) -> Any:
+    """A list of structs, each read as ``wanted`` says; ``measured``: each with its length in
+    bytes under ``_LENGTH``."""
+
     def read(data: bytes, pos: int, depth: int) -> tuple[list[dict[int, Any]], int]:
         n, kind, pos = _count(data, pos)
         if n and kind != 12:
             raise ValueError(f"a list of type {kind} where structs belong")
         out = []
         for _ in range(n):
+            begin = pos
             item, pos = _struct(data, pos, depth, wanted)
+            if measured:
+                item[_LENGTH] = pos - begin
             out.append(item)
         return out, pos
 
@@ -312,6 +322,77 @@ _ROW_GROUP = {1: (9, _structs(_CHUNK)), 3: (6, _i64)}
 _FILE = {3: (6, _i64), 4: (9, _structs(_ROW_GROUP)), 6: (8, _text)}
 
 
+def _group_rows(path: Any, g: int, group: dict[int, Any], leaves: list[Any], damaged: str) -> tuple[int, list[dict[int, Any]]]:
+    """Row group ``g``'s rows and column chunks, after checking its row count (present, not
+    negative) and that it has one chunk per leaf column; ``damaged``: what the errors call the
+    footer (``"a damaged footer"``, ``"a damaged summary"``)."""
+    rows, chunks = group.get(3), group.get(1, [])
+    if rows is None or rows < 0:
+        raise CorruptFileError(path, f"its footer says row group {g} holds {rows} rows: {damaged}")
+    if len(chunks) != len(leaves):
+        raise CorruptFileError(path, f"row group {g} has {len(chunks)} columns, but the schema {len(leaves)}: {damaged}")
+    return rows, chunks
+
+
+def _checked_chunks(
+    path: Any, groups: Iterable[tuple[int, int, list[dict[int, Any]]]], leaves: list[Any], data_end: int | None, file: str | None
+) -> tuple[list[int], list[tuple[Chunk, ...]]]:
+    """The rows and ``Chunk``s of the row groups of one data file (``groups``: each one's number in
+    the footer, rows and column chunks, as ``_group_rows`` gives them), after checking each chunk's
+    metadata is there, its bytes inside the data (``4 .. data_end``; without ``data_end``, only
+    its start from 4 and its data pages inside its own bytes), its values against the rows (equal
+    when flat, at least as many when nested), its nulls at most its values, no row group claiming
+    more than ``ROWS_PER_BYTE`` rows per byte beyond ``ROWS_ANYWAY``, and no two non-empty chunks
+    overlapping. ``file``: ``None`` for a
+    file's own footer, else the data file a summary names (in every message, which then calls the
+    footer a damaged summary)."""
+    if file is None:  # (a file's own footer)
+        of, into, damaged, stale, inside = "", "", "a damaged footer", "a damaged footer", "the file's"
+        dense = " (a row group of only constant columns this long is not read in place: convert it with slipstream convert)"
+    else:  # (a summary's row groups of one data file, of a size given or not)
+        of, into, dense = f" (of {file!r})", f" in {file!r}", ""
+        damaged, stale = "a damaged summary", "a damaged or stale summary"
+        inside = "its file's" if data_end is None else f"the {data_end + TAIL}-byte file's"
+    counts, chunked, spans = [], [], []
+    for g, rows, chunks in groups:
+        stored, mine = 0, []
+        for leaf, chunk in zip(leaves, chunks):
+            column, flat, meta = leaf[0], leaf[1], chunk.get(3)
+            where = f"row group {g}{of}, column {column!r}"
+            if meta is None or any(k not in meta for k in (5, 7, 9)):
+                raise CorruptFileError(path, f"{where}: its footer does not say where its data is (an encrypted column?)")
+            values, size, first, dictionary = meta[5], meta[7], meta[9], meta.get(11)
+            nulls = meta.get(12, {}).get(3)
+            start = dictionary if dictionary is not None and 0 < dictionary < first else first  # (where pyarrow starts reading)
+            end = start + size if data_end is None else data_end
+            if values and not len(MAGIC) <= start <= first <= start + size <= end:
+                raise CorruptFileError(
+                    path, f"{where}: its footer places the column's bytes at {start}..{start + size} (its data pages from {first}), "
+                    f"outside {inside} data ({len(MAGIC)}..{end}): {stale}"
+                )  # fmt: skip
+            if values != rows if flat else values < rows:
+                raise CorruptFileError(path, f"{where}: its footer says it holds {values} values in {rows} rows: {damaged}")
+            if nulls is not None and not 0 <= nulls <= values:
+                raise CorruptFileError(path, f"{where}: its footer says it holds {nulls} nulls in {values} values: {damaged}")
+            stored += size
+            if values:
+                spans.append((start, start + size, g, column))
+            mine.append(Chunk(start, start + size, values, nulls))
+        if rows > max(ROWS_ANYWAY, ROWS_PER_BYTE * stored):
+            raise CorruptFileError(
+                path, f"its footer says row group {g}{of} holds {rows} rows in {stored} bytes of column data: {damaged}{dense}"
+            )
+        counts.append(rows)
+        chunked.append(tuple(mine))
+    spans.sort()
+    for (_, stop, g, column), (start, _, h, other) in itertools.pairwise(spans):
+        if start < stop:
+            raise CorruptFileError(
+                path, f"its footer places row group {h}'s column {other!r} on bytes of row group {g}'s column {column!r}{into}: {damaged}"
+            )  # fmt: skip
+    return counts, chunked
+
+
 def checked_footer(path: Any, footer: bytes, data_end: int, leaves: list[Any]) -> FooterClaims:
     """The claims of a Parquet footer (``footer``: its Thrift bytes, without the 8 after them) whose
     row groups' data ends at byte ``data_end``, after checking every claim anything is sized by
@@ -322,63 +403,22 @@ def checked_footer(path: Any, footer: bytes, data_end: int, leaves: list[Any]) -
         claims, _ = _struct(data, 0, 0, _FILE)
     except (ValueError, IndexError, RecursionError) as exc:
         raise CorruptFileError(path, f"its footer cannot be read: {exc or 'it ends inside a value'}") from None
-    counts, chunked, total, spans = [], [], 0, []
-    for g, group in enumerate(claims.get(4, [])):
-        rows, chunks = group.get(3), group.get(1, [])
-        if rows is None or rows < 0:
-            raise CorruptFileError(path, f"its footer says row group {g} holds {rows} rows: a damaged footer")
-        if len(chunks) != len(leaves):
-            raise CorruptFileError(
-                path, f"row group {g} has {len(chunks)} columns, but the schema {len(leaves)}: a damaged footer"
-            )
-        stored, mine = 0, []
-        for leaf, chunk in zip(leaves, chunks):
-            name, flat, meta = leaf[0], leaf[1], chunk.get(3)
-            if chunk.get(1):
-                raise CorruptFileError(path, f"row group {g}, column {name!r}: its data is in another file, which is not read")
-            if meta is None or any(k not in meta for k in (5, 7, 9)):
-                raise CorruptFileError(
-                    path, f"row group {g}, column {name!r}: its footer does not say where its data is (an encrypted column?)"
-                )
-            values, size, first, dictionary = meta[5], meta[7], meta[9], meta.get(11)
-            nulls = meta.get(12, {}).get(3)
-            start = dictionary if dictionary is not None and 0 < dictionary < first else first  # (where pyarrow starts reading)
-            if values and not len(MAGIC) <= start <= first <= start + size <= data_end:
-                raise CorruptFileError(
-                    path, f"row group {g}, column {name!r}: its footer places the column's bytes at {start}..{start + size} (its data pages from {first}), "
-                    f"outside the file's data ({len(MAGIC)}..{data_end}): a damaged footer"
-                )  # fmt: skip
-            if values != rows if flat else values < rows:
-                raise CorruptFileError(
-                    path,
-                    f"row group {g}, column {name!r}: its footer says it holds {values} values in {rows} rows: a damaged footer",
-                )
-            if nulls is not None and not 0 <= nulls <= values:
-                raise CorruptFileError(
-                    path,
-                    f"row group {g}, column {name!r}: its footer says it holds {nulls} nulls in {values} values: a damaged footer",
-                )
-            stored += size
-            if values:
-                spans.append((start, start + size, g, name))
-            mine.append(Chunk(start, start + size, values, nulls))
-        if rows > max(ROWS_ANYWAY, ROWS_PER_BYTE * stored):
-            raise CorruptFileError(
-                path, f"its footer says row group {g} holds {rows} rows in {stored} bytes of column data: a damaged footer "
-                "(a row group of only constant columns this long is not read in place: convert it with slipstream convert)"
-            )  # fmt: skip
-        counts.append(rows)
-        chunked.append(tuple(mine))
-        total += rows
-    spans.sort()
-    for (_, stop, g, name), (start, _, h, other) in itertools.pairwise(spans):
-        if start < stop:
-            raise CorruptFileError(
-                path,
-                f"its footer places row group {h}'s column {other!r} on bytes of row group {g}'s column {name!r}: a damaged footer",
-            )
-    if total != claims.get(3):
-        raise CorruptFileError(path, f"its footer's row groups hold {total} rows, but it says {claims.get(3)}: a damaged footer")
+
+    def groups() -> Iterator[tuple[int, int, list[dict[int, Any]]]]:  # (each checked just before its chunks)
+        for g, group in enumerate(claims.get(4, [])):
+            rows, chunks = _group_rows(path, g, group, leaves, "a damaged footer")
+            for leaf, chunk in zip(leaves, chunks):
+                if chunk.get(1):
+                    raise CorruptFileError(
+                        path, f"row group {g}, column {leaf[0]!r}: its data is in another file, which is not read"
+                    )
+            yield g, rows, chunks
+
+    counts, chunked = _checked_chunks(path, groups(), leaves, data_end, None)
+    if sum(counts) != claims.get(3):
+        raise CorruptFileError(
+            path, f"its footer's row groups hold {sum(counts)} rows, but it says {claims.get(3)}: a damaged footer"
+        )
     return FooterClaims(tuple(counts), tuple(chunked), claims.get(6, ""))
 
 
@@ -389,30 +429,9 @@ def checked_row_counts(path: Any, footer: bytes, data_end: int, leaves: list[Any
 
 # -- a summary file's footer (``_metadata``: every data file's row groups, each chunk naming its file) --
 
-_LENGTH = -1  # (the key under which a summary's row group keeps how many footer bytes it takes)
-
-
-def _measured(wanted: dict[int, Any]) -> Any:
-    """A list of structs, as ``_structs`` reads it, each with its length in bytes under ``_LENGTH``."""
-
-    def read(data: bytes, pos: int, depth: int) -> tuple[list[dict[int, Any]], int]:
-        n, kind, pos = _count(data, pos)
-        if n and kind != 12:
-            raise ValueError(f"a list of type {kind} where structs belong")
-        out = []
-        for _ in range(n):
-            begin = pos
-            item, pos = _struct(data, pos, depth, wanted)
-            item[_LENGTH] = pos - begin
-            out.append(item)
-        return out, pos
-
-    return read
-
-
 _SUMMARY_CHUNK = {1: (8, _text), 3: (12, _within(_CHUNK_META))}
 _SUMMARY_ROW_GROUP = {1: (9, _structs(_SUMMARY_CHUNK)), 3: (6, _i64)}
-_SUMMARY_FILE = {3: (6, _i64), 4: (9, _measured(_SUMMARY_ROW_GROUP)), 6: (8, _text)}
+_SUMMARY_FILE = {3: (6, _i64), 4: (9, _structs(_SUMMARY_ROW_GROUP, measured=True)), 6: (8, _text)}
 
 
 class SummaryFile(NamedTuple):
@@ -452,13 +471,7 @@ def checked_summary(path: Any, footer: bytes, leaves: list[Any], sizes: dict[str
     taken: dict[str, int] = {}  # file_path -> the footer bytes its row groups take
     total = 0
     for g, group in enumerate(claims.get(4, [])):
-        rows, chunks = group.get(3), group.get(1, [])
-        if rows is None or rows < 0:
-            raise CorruptFileError(path, f"its footer says row group {g} holds {rows} rows: a damaged summary")
-        if len(chunks) != len(leaves):
-            raise CorruptFileError(
-                path, f"row group {g} has {len(chunks)} columns, but the schema {len(leaves)}: a damaged summary"
-            )
+        rows, chunks = _group_rows(path, g, group, leaves, "a damaged summary")
         names = {chunk.get(1) for chunk in chunks}
         named = sorted("(none: the summary itself)" if n is None else str(n) for n in names)
         if len(names) != 1 or not _relative(next(iter(names))):
@@ -477,50 +490,6 @@ def checked_summary(path: Any, footer: bytes, leaves: list[Any], sizes: dict[str
     for name, groups in grouped.items():
         size = (sizes or {}).get(name)
         data_end = None if size is None else size - TAIL
-        spans: list[tuple[int, int, int, str]] = []
-        counts, chunked = [], []
-        for g, rows, chunks in groups:
-            stored, mine = 0, []
-            for leaf, chunk in zip(leaves, chunks):
-                column, flat, meta = leaf[0], leaf[1], chunk.get(3)
-                where = f"row group {g} (of {name!r}), column {column!r}"
-                if meta is None or any(k not in meta for k in (5, 7, 9)):
-                    raise CorruptFileError(path, f"{where}: its footer does not say where its data is (an encrypted column?)")
-                values, length, first, dictionary = meta[5], meta[7], meta[9], meta.get(11)
-                nulls = meta.get(12, {}).get(3)
-                start = dictionary if dictionary is not None and 0 < dictionary < first else first
-                end = start + length if data_end is None else data_end
-                if values and not len(MAGIC) <= start <= first <= start + length <= end:
-                    raise CorruptFileError(
-                        path, f"{where}: its footer places the column's bytes at {start}..{start + length} (its data pages from "
-                        f"{first}), outside {'its' if size is None else f'the {size}-byte'} file's data ({len(MAGIC)}..{end}): "
-                        "a damaged or stale summary"
-                    )  # fmt: skip
-                if values != rows if flat else values < rows:
-                    raise CorruptFileError(
-                        path, f"{where}: its footer says it holds {values} values in {rows} rows: a damaged summary"
-                    )
-                if nulls is not None and not 0 <= nulls <= values:
-                    raise CorruptFileError(
-                        path, f"{where}: its footer says it holds {nulls} nulls in {values} values: a damaged summary"
-                    )
-                stored += length
-                if values:
-                    spans.append((start, start + length, g, column))
-                mine.append(Chunk(start, start + length, values, nulls))
-            if rows > max(ROWS_ANYWAY, ROWS_PER_BYTE * stored):
-                raise CorruptFileError(
-                    path, f"its footer says row group {g} (of {name!r}) holds {rows} rows in {stored} bytes of column data: "
-                    "a damaged summary"
-                )  # fmt: skip
-            counts.append(rows)
-            chunked.append(tuple(mine))
-        spans.sort()
-        for (_, stop, g, column), (start, _, h, other) in itertools.pairwise(spans):
-            if start < stop:
-                raise CorruptFileError(
-                    path, f"its footer places row group {h}'s column {other!r} on bytes of row group {g}'s column {column!r} "
-                    f"in {name!r}: a damaged summary"
-                )  # fmt: skip
+        counts, chunked = _checked_chunks(path, groups, leaves, data_end, name)
         out[name] = SummaryFile(FooterClaims(tuple(counts), tuple(chunked), created_by), shared + taken[name] + TAIL)
     return out
