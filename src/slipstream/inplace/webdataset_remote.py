@@ -47,14 +47,7 @@ from .tarcache import remote_tar_index
 from .tarindex import TarIndex, object_identity
 from .webdataset import PART_BYTES, SUFFIX, TarPages, TarParts, expand_braces, is_pattern
 
-__all__ = ["RemoteTarPages", "is_webdataset_url", "open_remote_webdataset"]
-
-
-def is_webdataset_url(path: Any) -> bool:
-    """Whether ``path`` names tar shards in object storage by its name: a URL ending ``.tar`` (a brace
-    pattern of such names too), or a list of them."""
-    paths = list(path) if isinstance(path, (list, tuple)) else [path]
-    return bool(paths) and all(isinstance(p, str) and is_url(p) and p.endswith(SUFFIX) for p in paths)
+__all__ = ["RemoteTarPages", "open_remote_webdataset"]
 
 
 class RemoteTarPages(TarParts):
