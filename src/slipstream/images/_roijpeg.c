@@ -355,22 +355,36 @@ static PyMethodDef roi_methods[] = {
     {NULL, NULL, 0, NULL}
 };
 
+static int
+roi_exec(PyObject *m)
+{
+    return PyModule_AddIntConstant(m, "LIBJPEG_TURBO_VERSION_NUMBER", LIBJPEG_TURBO_VERSION_NUMBER);
+}
+
+/* No process-wide mutable state: every call keeps its libjpeg objects and
+   error manager on its stack, csrc/task.c's per-thread scratch hangs off a
+   pthread key made under pthread_once, and libjpeg-turbo (2.x) keeps its SIMD
+   detection thread-local. So the module runs without the GIL where the
+   interpreter is free-threaded. The callers' buffers are held as Py_buffer
+   views for the whole call (which pins a bytearray's size); their contents
+   must not be written by other threads while a call runs, and the memory
+   behind run_task's raw addresses is the caller's to keep alive. */
+static PyModuleDef_Slot roi_slots[] = {
+    {Py_mod_exec, roi_exec},
+#ifdef Py_mod_gil
+    {Py_mod_gil, Py_MOD_GIL_NOT_USED},
+#endif
+    {0, NULL}
+};
+
 static struct PyModuleDef roi_module = {
     PyModuleDef_HEAD_INIT, "_roijpeg",
     "Region-of-interest JPEG decoding (libjpeg-turbo crop/skip scanlines).",
-    -1, roi_methods, NULL, NULL, NULL, NULL
+    0, roi_methods, roi_slots, NULL, NULL, NULL
 };
 
 PyMODINIT_FUNC
 PyInit__roijpeg(void)
 {
-    PyObject *m = PyModule_Create(&roi_module);
-    if (m == NULL)
-        return NULL;
-    if (PyModule_AddIntConstant(m, "LIBJPEG_TURBO_VERSION_NUMBER",
-                                LIBJPEG_TURBO_VERSION_NUMBER) < 0) {
-        Py_DECREF(m);
-        return NULL;
-    }
-    return m;
+    return PyModuleDef_Init(&roi_module);
 }

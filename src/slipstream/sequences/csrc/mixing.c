@@ -310,10 +310,22 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_mixing", "The compiled kernels of ss.mix.", -1, methods};
+/* No process-wide state: the kernels work in their arguments and per-call
+   memory only, so the module runs without the GIL where the interpreter is
+   free-threaded. The argument buffers are held as Py_buffer views for the
+   whole call; their contents (the state checked before the GIL is released
+   included) must not be written by other threads while a call runs. */
+static PyModuleDef_Slot slots[] = {
+#ifdef Py_mod_gil
+    {Py_mod_gil, Py_MOD_GIL_NOT_USED},
+#endif
+    {0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_mixing", "The compiled kernels of ss.mix.", 0, methods, slots};
 
 PyMODINIT_FUNC
 PyInit__mixing(void)
 {
-    return PyModule_Create(&module);
+    return PyModuleDef_Init(&module);
 }

@@ -297,12 +297,25 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+/* No process-wide state: the kernels work in their arguments and per-call
+   memory only, so the module runs without the GIL where the interpreter is
+   free-threaded. The argument buffers are held as Py_buffer views for the
+   whole call; their contents must not be written by other threads while a
+   call runs, and the arrays behind the page table's raw addresses are the
+   caller's to keep alive (see the top). */
+static PyModuleDef_Slot slots[] = {
+#ifdef Py_mod_gil
+    {Py_mod_gil, Py_MOD_GIL_NOT_USED},
+#endif
+    {0, NULL},
+};
+
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_packing",
-                                    "Token packing kernels: bin-packing plans and packed-row gathers.", -1, methods,
-                                    NULL, NULL, NULL, NULL};
+                                    "Token packing kernels: bin-packing plans and packed-row gathers.", 0, methods,
+                                    slots, NULL, NULL, NULL};
 
 PyMODINIT_FUNC
 PyInit__packing(void)
 {
-    return PyModule_Create(&module);
+    return PyModuleDef_Init(&module);
 }
