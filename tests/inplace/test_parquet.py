@@ -235,6 +235,27 @@ def test_files_of_other_columns_are_refused_naming_the_file(tmp_path: Path) -> N
         ss.open([tmp_path / "a.parquet", tmp_path / "c.parquet"])
 
 
+def test_a_file_without_rows_takes_the_columns_of_the_first_file_with_rows(tmp_path: Path) -> None:
+    """A binary column without features is told image bytes by its values, and a file without rows
+    has none: wherever such files lie in the folder (first, last), ``photo`` is the images the file
+    with rows holds, as that file alone reads, also once pickled; a folder of only files without
+    rows opens (its binary column raw bytes, nothing to tell)."""
+    root = tmp_path / "data"
+    root.mkdir()
+    write_groups(root / "a.parquet", mixed_table(range(N)).slice(0, 0), [0])
+    write_groups(root / "b.parquet", mixed_table(range(N)), [GROUP] * 4 + [N - 4 * GROUP])
+    write_groups(root / "c.parquet", mixed_table(range(N)).slice(0, 0), [0, 0])
+    for fields in (None, ["photo", "label"]):
+        ds, alone = ss.open(root, fields=fields), ss.open(root / "b.parquet", fields=fields)
+        assert isinstance(alone.fields["photo"], F.Image)
+        assert ds.fields == alone.fields and len(ds) == len(alone) == N
+        assert_same([ds[i] for i in range(N)], [alone[i] for i in range(N)], "sample")
+        assert pickle.loads(pickle.dumps(ds)).fields == alone.fields
+    (root / "b.parquet").unlink()
+    empty = ss.open(root)
+    assert len(empty) == 0 and isinstance(empty.fields["photo"], F.Bytes)
+
+
 def test_fields_choose_columns_and_an_absent_one_is_named(tmp_path: Path, mixed: tuple[Path, Path]) -> None:
     ds = ss.open(mixed[0], fields=["tokens", "label"])
     assert list(ds.fields) == ["tokens", "label"] and list(ds[3]) == ["tokens", "label"]

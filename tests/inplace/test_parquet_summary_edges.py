@@ -165,7 +165,6 @@ def test_row_groups_of_no_rows_read_as_the_local_files(direct: None, server: s3l
     assert_same(_samples(ds), _samples(local), "sample")
 
 
-@pytest.mark.xfail(strict=True, reason="known bug: a first file of no rows decides the column kinds from no values (parquet_remote._columns), an image column becomes bytes")
 def test_a_first_file_of_no_rows_does_not_decide_the_image_columns_kind(
     direct: None, server: s3local.S3Server, tmp_path: Path
 ) -> None:

@@ -4,9 +4,10 @@
 order, such as a Hugging Face hub dataset's ``data/`` folder, or a list of files) is a container
 with ``len`` and random access, each row group one page (``order="quasi_random"`` shuffles row
 groups, then rows within a few of them). Opening reads the footers alone (and, for a binary
-column without Hugging Face features, the first values of row group 0, to tell image bytes); a
-page is one row group's columns, read when a sample in it is first asked for and kept among the
-``keep`` most recently used.
+column without Hugging Face features, the first values of row group 0, to tell image bytes: a file
+without rows takes the columns of the set's first file with rows and its schema); a page is one
+row group's columns, read when a sample in it is first asked for and kept among the ``keep`` most
+recently used.
 
 Columns map to fields as ``slipstream convert`` maps them (``convert.columns``): the Hugging Face
 features stored in the schema's metadata where present (``Image``, ``ClassLabel`` with its names
@@ -105,7 +106,9 @@ def _footer_end(path: Path, data: Any) -> int:
 
 
 class ParquetPages(TablePages):
-    """A local Parquet file's row groups as pages (see the module doc)."""
+    """A local Parquet file's row groups as pages (see the module doc). ``columns``: the fields of
+    its chosen columns when known (another file's of the same schema: a file without rows has no
+    values to tell image bytes by)."""
 
     def __init__(
         self,
@@ -114,6 +117,7 @@ class ParquetPages(TablePages):
         *,
         image: F.Image | None = None,
         recent: RecentPages | None = None,
+        columns: list[Any] | None = None,
     ):
         self._open(Path(path))
         self._data_end = _footer_end(self.path, self._map)
@@ -135,7 +139,8 @@ class ParquetPages(TablePages):
             if missing:
                 raise MissingFieldError(self.path, f"no column {missing[0]!r}; it has {schema.names}")
             schema = pa.schema([schema.field(n) for n in dict.fromkeys(fields)], metadata=schema.metadata)
-        columns = table_columns(self.path, schema, hf_features(schema.metadata), self._first, self._image)
+        if columns is None:
+            columns = table_columns(self.path, schema, hf_features(schema.metadata), self._first, self._image)
         self._setup(chosen_columns(self.path, columns, fields), recent)
 
     def _open(self, path: Path) -> None:
@@ -220,7 +225,8 @@ def open_parquet(
 ) -> PackedDataset | ShardedDataset:
     """A local Parquet file as a ``PackedDataset``, or a folder or list of them as a ``ShardedDataset``
     (see the module doc); the files of a set must hold the same columns (``ShardMismatchError``
-    naming the first that does not)."""
+    naming the first that does not). A file without rows takes its columns' fields from the first
+    file with rows and the same schema (its own, from no values, when there is none)."""
     recent = RecentPages(keep)
     if isinstance(path, (list, tuple)):
         files = [Path(p) for p in path]
@@ -231,5 +237,15 @@ def open_parquet(
     else:
         source = ParquetPages(path, fields, image=image, recent=recent)
         return PackedDataset(source.path, fields=fields, source=source)
-    shards = [PackedDataset(f, fields=fields, source=ParquetPages(f, fields, image=image, recent=recent)) for f in files]
+    sources = [ParquetPages(f, fields, image=image, recent=recent) for f in files]
+    empty = [k for k, source in enumerate(sources) if not any(source._rows)]
+    if empty and len(empty) < len(sources):  # (opened again with the columns of the first file with rows and its schema)
+        schemas = [arrow_schema(source.path, source.metadata) for source in sources]
+        for k in empty:
+            donor = next(
+                (d for j, d in enumerate(sources) if any(d._rows) and schemas[j].equals(schemas[k], check_metadata=True)), None
+            )
+            if donor is not None:
+                sources[k] = ParquetPages(files[k], fields, image=image, recent=recent, columns=donor.columns)
+    shards = [PackedDataset(f, fields=fields, source=source) for f, source in zip(files, sources)]
     return ShardedDataset([], fields=fields, shards=shards)

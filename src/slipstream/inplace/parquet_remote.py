@@ -92,7 +92,7 @@ from .remotefooters import (
     opened_footers,
     summarized,
 )
-from .remoteobjects import ObjectCheck, object_info, object_infos
+from .remoteobjects import ObjectCheck, ObjectInfo, object_info, object_infos
 from .tablepages import TablePages, chosen_columns
 
 __all__ = ["GAP", "RemoteParquetPages", "is_parquet_url", "list_parquet", "open_remote_parquet", "remote_fetcher"]
@@ -434,6 +434,13 @@ def _old_parquet_mr(created_by: str | None) -> bool:
 # ------------------------------------------------------------------------------------------- opening
 
 
+def _with_rows_first(infos: list[ObjectInfo], rows: Callable[[str], tuple[int, ...]]) -> list[ObjectInfo]:
+    """``infos`` in the order their sources are made: the objects with rows (``rows(name)``: each row
+    group's) first, each group in path order. The first made maps the columns the others share, and
+    an object without rows has no values to tell a binary column's kind (image bytes) by."""
+    return sorted(infos, key=lambda info: not any(rows(info[0])))
+
+
 def open_remote_parquet(
     path: Any, fields: list[str] | None = None, *, image: F.Image | None = None, fetcher: Fetcher | None = None,
     cache_dir: str | os.PathLike | None = None, cache_limit: int | str | None = None, filesystem: Any = None,
@@ -478,19 +485,19 @@ def open_remote_parquet(
             said = folder_summary(fetcher, url, summary, infos)
             if said is not None:  # (every listed object named by the summary, which was checked)
                 columns = None
-                shards = []
-                for name, size, tag in infos:
-                    source = RemoteParquetPages(
+                summarized_by: dict[str, RemoteParquetPages] = {}
+                for name, size, tag in _with_rows_first(infos, lambda name: said.files[name].claims.rows):
+                    summarized_by[name] = source = RemoteParquetPages(
                         fetcher, name, size, tag, None, fields, image=image, recent=recent, columns=columns,
                         summary=summarized(said, name),
                     )  # fmt: skip
                     columns = source._all_columns
-                    shards.append(PackedDataset(name, fields=fields, source=source))
+                shards = [PackedDataset(name, fields=fields, source=summarized_by[name]) for name, _, _ in infos]
                 return ShardedDataset([], fields=fields, shards=shards)
     footers = opened_footers(fetcher, infos, opened, threads)
     shared: list[tuple[Any, list[Any]]] = []  # (schema, its columns): the files of a set share them
     made: dict[str, RemoteParquetPages] = {}
-    for name, size, tag in infos:
+    for name, size, tag in _with_rows_first(infos, lambda name: footers[name].claims.rows):
         checked = footers[name]
         schema = checked.schema
         columns = next((cols for known, cols in shared if known.equals(schema, check_metadata=True)), None)
