@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 pytest.importorskip("moto")
-pytest.importorskip("s3fs")
+s3fs = pytest.importorskip("s3fs")
 pytest.importorskip("boto3")
 
 import pyarrow as pa
@@ -37,7 +37,7 @@ from remote_helpers import s3local
 from test_parquet_remote import BUCKET, GROUP, RESULT, ROWS, _parquet, _samples, _table
 from test_parquet_summary import CHOSEN, FILES, _blobs, _folder, _ranged, summary_of
 
-from slipstream.core.errors import ShardMismatchError
+from slipstream.core.errors import CorruptFileError, ShardMismatchError
 from slipstream.inplace.parquet import open_parquet
 from slipstream.inplace.parquet_remote import open_remote_parquet, remote_fetcher
 from slipstream.inplace.remotefooters import folder_summary, list_folder
@@ -283,28 +283,91 @@ def test_a_source_pickled_before_its_footer_was_read_reads_it_in_a_fresh_interpr
 # --------------------------------------------------------------------- the summary's own object
 
 
-@pytest.mark.xfail(strict=True, reason="known bug: folder_summary passes over only CorruptFileError; a summary cut or removed after the listing fails the open")
-@pytest.mark.parametrize("case", ["cut", "removed"])
+@pytest.mark.parametrize("case", ["cut", "emptied", "removed"])
 def test_a_summary_removed_or_cut_between_the_listing_and_its_read_is_passed_over(
     case: str, direct: None, server: s3local.S3Server, tmp_path: Path
 ) -> None:
     """A writer replacing ``_metadata`` while a reader opens the folder: the summary the listing named
-    is gone (or shorter) when it is read. The folder is still readable (every footer read instead,
-    with a warning), in about the time a failed read takes, not the retry budget."""
+    is gone (or shorter, or empty) when it is read. The folder is still readable (every footer read
+    instead, with a warning), in about the time a failed read takes, not the retry budget."""
     blobs = _blobs()
     url = _folder(server, tmp_path / "local", f"edge-gone-{case}", blobs, summary_of(blobs))
     fetcher = remote_fetcher(tmp_path / "cache", retry_budget=20)
     infos, info = list_folder(fetcher, url)
     assert info is not None
     client = s3local.client(server)
-    if case == "cut":  # (a writer's new, shorter summary; or one it has begun to write again)
-        client.put_object(Bucket=BUCKET, Key=f"edge-gone-{case}/_metadata", Body=summary_of(blobs)[:-100])
+    if case != "removed":  # (a writer's new, shorter summary; or one it has begun to write again)
+        body = summary_of(blobs)[:-100] if case == "cut" else b""
+        client.put_object(Bucket=BUCKET, Key=f"edge-gone-{case}/_metadata", Body=body)
     else:
         client.delete_object(Bucket=BUCKET, Key=f"edge-gone-{case}/_metadata")
     began = time.monotonic()
     with pytest.warns(UserWarning, match=r"_metadata summary is (damaged|stale)"):
         assert folder_summary(fetcher, url, info, infos) is None
     assert time.monotonic() - began < 10  # (the retry budget is 20 s: a summary that changed is no transient failure)
+
+
+class _Racing(s3fs.S3FileSystem):
+    """S3 whose next listing is followed at once by ``after()``: a writer acting between a reader's
+    listing of a folder and its next read."""
+
+    after: Any = None
+
+    def find(self, path: str, *args: Any, **kwargs: Any) -> Any:
+        out = super().find(path, *args, **kwargs)
+        after, self.after = self.after, None
+        if after is not None:
+            after()
+        return out
+
+
+@pytest.mark.parametrize("case", ["cut", "removed"])
+def test_a_summary_gone_while_the_folder_opens_reads_every_footer_and_a_damaged_file_is_still_named(
+    case: str, direct: None, server: s3local.S3Server, tmp_path: Path
+) -> None:
+    """``open_remote_parquet`` with the summary cut or removed between its listing and the summary's
+    read: a warning, every footer read, the local files' values. Only the summary is optional: a
+    data file with a damaged footer in such a folder is ``CorruptFileError`` naming it."""
+    blobs = _blobs()
+    prefix = f"edge-racing-{case}"
+    client = s3local.client(server)
+
+    def writer() -> None:
+        if case == "cut":
+            client.put_object(Bucket=BUCKET, Key=f"{prefix}/_metadata", Body=summary_of(blobs)[:-100])
+        else:
+            client.delete_object(Bucket=BUCKET, Key=f"{prefix}/_metadata")
+
+    fs = _Racing(skip_instance_cache=True, endpoint_url=server.endpoint, key="testing", secret="testing")
+    url = _folder(server, tmp_path / "local", prefix, blobs, summary_of(blobs))
+    fs.after = writer
+    began = time.monotonic()
+    with pytest.warns(UserWarning, match=r"_metadata summary is stale, removed or changed since the folder was listed") as caught:
+        ds = open_remote_parquet(url, fields=CHOSEN, cache_dir=tmp_path / "cache", filesystem=fs, retry_budget=20)
+    assert time.monotonic() - began < 10 and str(caught[0].message).startswith(url)
+    assert_same(_samples(ds), _samples(open_parquet(tmp_path / "local", CHOSEN)), "sample")
+    damaged = dict(blobs, **{"part-1.parquet": blobs["part-1.parquet"][:-8] + b"\x00\x00\x00\x00PAR1"})  # its footer 0 bytes long
+    url = _folder(server, tmp_path / "damaged", prefix, damaged, summary_of(blobs))
+    fs.after = writer
+    with pytest.warns(UserWarning, match=r"_metadata summary is stale"), pytest.raises(CorruptFileError) as refused:
+        open_remote_parquet(url, fields=CHOSEN, cache_dir=tmp_path / "cache", filesystem=fs, retry_budget=20)
+    assert refused.value.path == url + "part-1.parquet"
+
+
+def test_a_summarys_transfer_cut_short_is_read_again_and_used(
+    proxied: s3local.ProxyHandle, server: s3local.S3Server, tmp_path: Path
+) -> None:
+    """A short read of the summary the listing named, unchanged in the store (a transfer cut, the
+    store still says its listed size): read again, and the folder opens from it, no warning."""
+    blobs = _blobs()
+    url = _folder(server, tmp_path / "local", "edge-truncated", blobs, summary_of(blobs))
+    cut = proxied.counts()["faults"].get("truncate", 0)
+    proxied.set_faults({1: "truncate"})  # (the first ranged GET: the summary's, the listing is none)
+    gets = _ranged(proxied)
+    ds = _quiet_open(url, fields=CHOSEN, cache_dir=tmp_path / "cache")
+    assert proxied.counts()["faults"].get("truncate", 0) - cut == 1
+    assert _ranged(proxied) - gets == 2  # the summary twice, no footer
+    assert_same(_samples(ds), _samples(open_parquet(tmp_path / "local", CHOSEN)), "sample")
 
 
 def test_a_rewritten_summary_is_read_again_not_served_from_the_index(

@@ -24,11 +24,12 @@ its own footer's checked claims, as any other's. A source pickled to a worker be
 was read carries the summary's few claims about it, never the footer, and reads it there. The
 listing is what exists: a listed ``.parquet`` object the summary does not name (a data file without
 row groups, which no summary can name, among them), a file it names that is not listed, or one
-whose chunks it places past the listed object's data, make it stale, and a summary that fails its
-checks three times is damaged: either way a warning names the folder and what is wrong, and every
-footer is read instead, as for a folder without one (``remotefooters.folder_summary`` says why a
-damaged summary is passed over rather than raised). The files of a folder are those of the
-listing in path order, with or without a summary.
+whose chunks it places past the listed object's data, make it stale, as does its own removal or
+shortening between the listing and its read, and a summary that fails its checks three times is
+damaged: either way a warning names the folder and what is wrong, and every footer is read
+instead, as for a folder without one (``remotefooters.folder_summary`` says why a damaged summary
+is passed over rather than raised). The files of a folder are those of the listing in path order,
+with or without a summary.
 
 A page is one row group's column chunks for the chosen fields (their byte ranges from the
 footer's checked claims, never from pyarrow's column chunk metadata; chunks less than ``GAP``

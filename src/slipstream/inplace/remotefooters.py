@@ -43,7 +43,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..core.errors import CorruptFileError, RemoteReadError, ShardMismatchError, add_note
+from ..core.errors import CorruptFileError, MissingShardError, RemoteReadError, ShardMismatchError, add_note
 from ..files.parquetfooter import (
     MAGIC,
     MAX_FOOTER,
@@ -274,12 +274,18 @@ def check_summary(url: str, footer: bytes, size: int, folder: str) -> Summary:
 def read_summary(fetcher: Fetcher, info: ObjectInfo, folder: str) -> Summary:
     """The summary ``info`` of ``folder``, read whole (one ranged read) and checked (``check_summary``,
     and its first 4 bytes the magic): a summary that fails is read again, as ``Fetcher.read_checked``
-    does, and the same failing bytes three times raise ``CorruptFileError`` naming it."""
+    does, and the same failing bytes three times raise ``CorruptFileError`` naming it. A read that
+    comes short asks the store for the summary's size (never the client's memory of the listing):
+    one shorter than listed is ``ShardMismatchError`` at once, one removed ``MissingShardError``;
+    only a cut transfer of the listed summary is retried within the budget."""
     url, size, _ = info
     if size < len(MAGIC) + TAIL:
         footer_bounds(url, size, b"", what="object")  # (too short: raises)
     if size > MAX_FOOTER + len(MAGIC) + TAIL:
         raise CorruptFileError(url, f"the object is {size} bytes, more than a summary's footer may be ({MAX_FOOTER} bytes)")
+    fs, path = fetcher.store.filesystem(url)
+    if hasattr(fs, "invalidate_cache"):
+        fs.invalidate_cache(path)  # (the listing's sizes, which fsspec keeps: a short read's size check asks the store)
 
     def parse(reads: Any) -> Summary:
         data = bytes(reads.ranges([(0, size)])[0])
@@ -343,16 +349,23 @@ def folder_summary(fetcher: Fetcher, folder: str, info: ObjectInfo, infos: list[
     """The summary ``info`` of ``folder`` when it is checked and agrees with the listing ``infos``
     (``summary_differences``); else ``None``, with a warning naming the folder and what is wrong
     (the caller reads every footer instead). A summary that fails its checks three times
-    (``CorruptFileError``) is warned of too, not raised: every claim it makes is in the data files'
-    own footers, which are read and checked instead, so falling back never reads other data, and the
-    folder stays readable while its summary is written again. A store that fails for good is
-    ``RemoteReadError`` naming the summary."""
+    (``CorruptFileError``), or that is removed (``MissingShardError``) or changed (``ShardMismatchError``:
+    shorter than listed) between the listing and its read, is warned of too, not raised: every claim it
+    makes is in the data files' own footers, which are read and checked instead, so falling back never
+    reads other data, and the folder stays readable while its summary is written again. A store that
+    fails for good is ``RemoteReadError`` naming the summary."""
     try:
         summary = opened_summary(fetcher, info, folder)
     except CorruptFileError as exc:
         warnings.warn(
             f"{folder}: its {SUMMARY} summary is damaged ({exc}); every data file's footer is read instead", stacklevel=3
         )
+        return None
+    except (MissingShardError, ShardMismatchError) as exc:
+        warnings.warn(
+            f"{folder}: its {SUMMARY} summary is stale, removed or changed since the folder was listed ({exc}); every data "
+            "file's footer is read instead", stacklevel=3,
+        )  # fmt: skip
         return None
     differences = summary_differences(summary, infos)
     if differences:
