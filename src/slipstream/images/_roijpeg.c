@@ -8,6 +8,8 @@
 #include <Python.h>
 
 #include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "csrc/roi.h"
@@ -345,9 +347,379 @@ done:
     Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(resample_doc,
+"resample(src, box, out, flip=False, filter='bilinear', chw=False, scale=None, offset=None)\n"
+"    -> None\n"
+"\n"
+"Pillow's antialiased resampling of one image (csrc/resample.h), without the\n"
+"GIL: crop `box` (top, left, height, width in source pixels, fractions\n"
+"allowed; its edges rounded to float32 as Pillow receives them, then checked\n"
+"to lie inside the image) from `src`, a C-contiguous uint8 (H, W, C) buffer\n"
+"with C 1 or 3, resize it to `out`'s size with filter 'bilinear' or 'box',\n"
+"mirror it left-right with flip=True, and write it into `out`: a writable\n"
+"C-contiguous (oh, ow, C), or with chw=True (C, oh, ow), buffer of uint8,\n"
+"float32 or float16, not overlapping `src`. Float outputs hold\n"
+"float32(v) * scale[c] + offset[c] computed in float32 (then rounded to\n"
+"float16 half to even); `scale` and `offset` are None (1 and 0) or C-contiguous\n"
+"float32 buffers of 1 or C values, for float outputs only. The uint8 result is\n"
+"Image.resize((ow, oh), BILINEAR|BOX, box=(left, top, left + width,\n"
+"top + height)) bit for bit. Raises TypeError for a wrong type or dtype,\n"
+"ValueError for a wrong shape, layout, box, filter or non-contiguous buffer,\n"
+"MemoryError when scratch memory runs out; `out` is untouched then.");
+
+/* Each thread keeps the resampler's scratch and a row for float outputs from
+   one call to the next; freed when the thread ends. */
+typedef struct {
+    ss_scratch work, result;
+} resample_scratch;
+
+static pthread_key_t resample_key;
+static pthread_once_t resample_once = PTHREAD_ONCE_INIT;
+static int resample_key_ok;
+
+static void
+free_resample_scratch(void *p)
+{
+    resample_scratch *s = (resample_scratch *)p;
+    ss_scratch_free(&s->work);
+    ss_scratch_free(&s->result);
+    free(s);
+}
+
+static void
+make_resample_key(void)
+{
+    resample_key_ok = pthread_key_create(&resample_key, free_resample_scratch) == 0;
+}
+
+/* This thread's scratch, with `result` at least `res_bytes` long (NULL when out of memory). */
+static resample_scratch *
+my_resample_scratch(size_t res_bytes)
+{
+    resample_scratch *s;
+    pthread_once(&resample_once, make_resample_key);
+    if (!resample_key_ok)
+        return NULL;
+    s = (resample_scratch *)pthread_getspecific(resample_key);
+    if (s == NULL) {
+        s = (resample_scratch *)calloc(1, sizeof(*s));
+        if (s == NULL || pthread_setspecific(resample_key, s) != 0) {
+            free(s);
+            return NULL;
+        }
+    }
+    if (s->result.size < res_bytes) {
+        void *block = malloc(res_bytes);
+        if (block == NULL)
+            return NULL;
+        free(s->result.block);
+        s->result.block = block;
+        s->result.size = res_bytes;
+    }
+    return s;
+}
+
+/* float32 bits -> float16 bits, rounded half to even as NumPy's astype rounds
+   (overflow to inf; NaN keeps the top of its payload). */
+static uint16_t
+half_bits(uint32_t f)
+{
+    uint32_t sign = (f >> 16) & 0x8000u, a = f & 0x7FFFFFFFu;
+    uint32_t q, r;
+    if (a >= 0x7F800000u) {
+        if (a == 0x7F800000u)
+            return (uint16_t)(sign | 0x7C00u);
+        q = 0x7C00u + ((a & 0x7FFFFFu) >> 13);
+        return (uint16_t)(sign | (q == 0x7C00u ? q + 1 : q));
+    }
+    if (a >= 0x47800000u)
+        return (uint16_t)(sign | 0x7C00u);
+    if (a < 0x38800000u) {
+        uint32_t m = (a & 0x7FFFFFu) | 0x800000u, shift, halfway;
+        if (a < 0x33000000u)
+            return (uint16_t)sign;
+        shift = 126u - (a >> 23);
+        q = m >> shift;
+        r = m & ((1u << shift) - 1u);
+        halfway = 1u << (shift - 1u);
+        if (r > halfway || (r == halfway && (q & 1u)))
+            q += 1;
+        return (uint16_t)(sign | q);
+    }
+    q = (((a >> 23) - 112u) << 10) | ((a & 0x7FFFFFu) >> 13);
+    r = a & 0x1FFFu;
+    if (r > 0x1000u || (r == 0x1000u && (q & 1u)))
+        q += 1;
+    return (uint16_t)(sign | q);
+}
+
+/* The element type of a buffer: 'B', 'f' or 'e' for native uint8, float32, float16; 0 otherwise. */
+static char
+buffer_kind(const Py_buffer *view)
+{
+    const char *format = view->format == NULL ? "B" : view->format;
+    const uint16_t probe = 1;
+    if (*format == '@' || *format == '=' || (*format == '<' && *(const uint8_t *)&probe == 1))
+        format++;
+    if (format[0] == '\0' || format[1] != '\0')
+        return 0;
+    if ((format[0] == 'B' && view->itemsize == 1) || (format[0] == 'f' && view->itemsize == 4) ||
+        (format[0] == 'e' && view->itemsize == 2))
+        return format[0];
+    return 0;
+}
+
+/* Gets a strided view of `obj` as `view`, naming the argument in the error. */
+static int
+get_view(PyObject *obj, Py_buffer *view, const char *name, const char *what)
+{
+    if (PyObject_GetBuffer(obj, view, PyBUF_RECORDS_RO) != 0) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s must be %s (a numpy array), got %.100s", name, what, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    return 0;
+}
+
+/* scale or offset: None (every channel `fallback`) or 1 or `channels` float32 values into `values`. */
+static int
+per_channel(PyObject *obj, int channels, float fallback, float *values, const char *name)
+{
+    Py_buffer view = {0};
+    Py_ssize_t count;
+    int c;
+    if (obj == Py_None) {
+        for (c = 0; c < channels; c++)
+            values[c] = fallback;
+        return 0;
+    }
+    if (get_view(obj, &view, name, "a float32 buffer") != 0)
+        return -1;
+    count = view.itemsize > 0 ? view.len / view.itemsize : 0;
+    if (buffer_kind(&view) != 'f') {
+        PyErr_Format(PyExc_TypeError, "%s must be float32, got format '%s'", name, view.format == NULL ? "B" : view.format);
+        PyBuffer_Release(&view);
+        return -1;
+    }
+    if (view.ndim > 1 || !PyBuffer_IsContiguous(&view, 'C')) {
+        PyErr_Format(PyExc_ValueError, "%s must be a C-contiguous scalar or 1-D buffer, got %d dimensions", name, view.ndim);
+        PyBuffer_Release(&view);
+        return -1;
+    }
+    if (count != 1 && count != channels) {
+        PyErr_Format(PyExc_ValueError, "%s must hold 1 or %d float32 values (one per channel), got %zd", name, channels, count);
+        PyBuffer_Release(&view);
+        return -1;
+    }
+    for (c = 0; c < channels; c++)
+        values[c] = ((const float *)view.buf)[count == 1 ? 0 : c];
+    PyBuffer_Release(&view);
+    return 0;
+}
+
+/* The box (top, left, height, width) as the float32 edges (top, bottom, left, right) Pillow receives, checked. */
+static int
+box_edges(PyObject *box, int height, int width, float edges[4])
+{
+    double v[4];
+    PyObject *seq;
+    Py_ssize_t i;
+    seq = PySequence_Check(box) && !PyUnicode_Check(box) && !PyBytes_Check(box) ? PySequence_Fast(box, "") : NULL;
+    if (seq == NULL) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "box must be a sequence (top, left, height, width), got %R", box);
+        return -1;
+    }
+    if (PySequence_Fast_GET_SIZE(seq) != 4) {
+        PyErr_Format(PyExc_ValueError, "box must be (top, left, height, width), got %R", box);
+        Py_DECREF(seq);
+        return -1;
+    }
+    for (i = 0; i < 4; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        if (PyBool_Check(item) || PyUnicode_Check(item) || PyBytes_Check(item) ||
+            ((v[i] = PyFloat_AsDouble(item)) == -1.0 && PyErr_Occurred())) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "box must hold real numbers, got %R", box);
+            Py_DECREF(seq);
+            return -1;
+        }
+    }
+    Py_DECREF(seq);
+    for (i = 0; i < 4; i++)
+        if (!isfinite(v[i])) {
+            PyErr_Format(PyExc_ValueError, "box must be finite, got %R", box);
+            return -1;
+        }
+    if (v[2] <= 0 || v[3] <= 0) {
+        PyErr_Format(PyExc_ValueError, "box height and width must be > 0, got %R", box);
+        return -1;
+    }
+    edges[0] = (float)v[0];
+    edges[1] = (float)(v[0] + v[2]);
+    edges[2] = (float)v[1];
+    edges[3] = (float)(v[1] + v[3]);
+    if (edges[0] < 0 || edges[2] < 0) {
+        PyErr_Format(PyExc_ValueError, "box %R starts outside the %dx%d image", box, height, width);
+        return -1;
+    }
+    if (!((double)edges[1] <= height && (double)edges[3] <= width)) {
+        PyErr_Format(PyExc_ValueError, "box %R ends outside the %dx%d image", box, height, width);
+        return -1;
+    }
+    if (!(edges[1] > edges[0] && edges[3] > edges[2])) {
+        PyErr_Format(PyExc_ValueError, "box %R is too small to resample from", box);
+        return -1;
+    }
+    return 0;
+}
+
+#define RESAMPLE_MAX_SIDE (1 << 28)  /* keeps the resampler's int arithmetic far from overflow */
+
+static PyObject *
+resample(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"src", "box", "out", "flip", "filter", "chw", "scale", "offset", NULL};
+    PyObject *src_obj, *box, *out_obj, *filter = NULL, *scale_obj = Py_None, *offset_obj = Py_None;
+    Py_buffer src = {0}, out = {0};
+    int flip = 0, chw = 0, box_filter = 0, height, width, channels, out_h, out_w, dtype, rc = 0, c, v;
+    char kind;
+    float edges[4], scale[3], offset[3];
+    float lut32[3 * 256];
+    uint16_t lut16[3 * 256];
+    size_t res_bytes;
+    resample_scratch *scratch;
+    PyObject *result = NULL;
+
+    (void)self;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|pOpOO", kwlist, &src_obj, &box, &out_obj, &flip, &filter, &chw,
+                                     &scale_obj, &offset_obj))
+        return NULL;
+    if (get_view(src_obj, &src, "src", "a uint8 buffer") != 0)
+        return NULL;
+    if (get_view(out_obj, &out, "out", "a uint8, float32 or float16 buffer") != 0)
+        goto done;
+
+    if (buffer_kind(&src) != 'B') {
+        PyErr_Format(PyExc_TypeError, "src must be uint8, got format '%s'", src.format == NULL ? "B" : src.format);
+        goto done;
+    }
+    if (src.ndim != 3) {
+        PyErr_Format(PyExc_ValueError, "src must have shape (H, W, C), got %d dimensions", src.ndim);
+        goto done;
+    }
+    if (src.shape[2] != 1 && src.shape[2] != 3) {
+        PyErr_Format(PyExc_ValueError, "src must have 1 or 3 channels, got %zd", src.shape[2]);
+        goto done;
+    }
+    if (src.shape[0] < 1 || src.shape[1] < 1 || src.shape[0] > RESAMPLE_MAX_SIDE || src.shape[1] > RESAMPLE_MAX_SIDE) {
+        PyErr_Format(PyExc_ValueError, "src must be 1 to %d pixels high and wide, got %zdx%zd", RESAMPLE_MAX_SIDE,
+                     src.shape[0], src.shape[1]);
+        goto done;
+    }
+    if (!PyBuffer_IsContiguous(&src, 'C')) {
+        PyErr_SetString(PyExc_ValueError, "src must be C-contiguous (copy it first: numpy.ascontiguousarray)");
+        goto done;
+    }
+    height = (int)src.shape[0];
+    width = (int)src.shape[1];
+    channels = (int)src.shape[2];
+
+    kind = buffer_kind(&out);
+    if (kind == 0) {
+        PyErr_Format(PyExc_TypeError, "out must be uint8, float32 or float16, got format '%s'", out.format == NULL ? "B" : out.format);
+        goto done;
+    }
+    if (out.ndim != 3) {
+        PyErr_Format(PyExc_ValueError, "out must have shape %s, got %d dimensions", chw ? "(C, oh, ow)" : "(oh, ow, C)", out.ndim);
+        goto done;
+    }
+    if ((chw ? out.shape[0] : out.shape[2]) != channels) {
+        PyErr_Format(PyExc_ValueError, "out shape (%zd, %zd, %zd) does not match %s with C=%d channels of src", out.shape[0],
+                     out.shape[1], out.shape[2], chw ? "(C, oh, ow)" : "(oh, ow, C)", channels);
+        goto done;
+    }
+    if (chw ? (out.shape[1] < 1 || out.shape[2] < 1 || out.shape[1] > RESAMPLE_MAX_SIDE || out.shape[2] > RESAMPLE_MAX_SIDE)
+            : (out.shape[0] < 1 || out.shape[1] < 1 || out.shape[0] > RESAMPLE_MAX_SIDE || out.shape[1] > RESAMPLE_MAX_SIDE)) {
+        PyErr_Format(PyExc_ValueError, "out must be 1 to %d pixels high and wide, got shape (%zd, %zd, %zd)", RESAMPLE_MAX_SIDE,
+                     out.shape[0], out.shape[1], out.shape[2]);
+        goto done;
+    }
+    out_h = (int)(chw ? out.shape[1] : out.shape[0]);
+    out_w = (int)(chw ? out.shape[2] : out.shape[1]);
+    if (out.readonly) {
+        PyErr_SetString(PyExc_ValueError, "out is read-only");
+        goto done;
+    }
+    if (!PyBuffer_IsContiguous(&out, 'C')) {
+        PyErr_SetString(PyExc_ValueError, "out must be C-contiguous");
+        goto done;
+    }
+    if ((const char *)out.buf < (const char *)src.buf + src.len && (const char *)src.buf < (const char *)out.buf + out.len) {
+        PyErr_SetString(PyExc_ValueError, "out overlaps src");
+        goto done;
+    }
+
+    if (filter == NULL || (PyUnicode_Check(filter) && PyUnicode_CompareWithASCIIString(filter, "bilinear") == 0))
+        box_filter = 0;
+    else if (PyUnicode_Check(filter) && PyUnicode_CompareWithASCIIString(filter, "box") == 0)
+        box_filter = 1;
+    else {
+        PyErr_Format(PyExc_ValueError, "filter must be 'bilinear' or 'box', got %R", filter);
+        goto done;
+    }
+    if (box_edges(box, height, width, edges) != 0)
+        goto done;
+    if (kind == 'B' && (scale_obj != Py_None || offset_obj != Py_None)) {
+        PyErr_SetString(PyExc_ValueError, "scale/offset need a float32 or float16 out");
+        goto done;
+    }
+    if (per_channel(scale_obj, channels, 1.0f, scale, "scale") != 0 || per_channel(offset_obj, channels, 0.0f, offset, "offset") != 0)
+        goto done;
+
+    dtype = kind == 'B' ? SS_U8 : kind == 'f' ? SS_F32 : SS_F16;
+    res_bytes = (size_t)out_h * (size_t)out_w * (size_t)channels;
+    Py_BEGIN_ALLOW_THREADS
+    scratch = my_resample_scratch(dtype == SS_U8 ? 0 : res_bytes);
+    if (scratch == NULL)
+        rc = -1;
+    else {
+        uint8_t *res = dtype == SS_U8 ? (uint8_t *)out.buf : (uint8_t *)scratch->result.block;
+        rc = ss_resample((const uint8_t *)src.buf, height, width, channels, (size_t)width * (size_t)channels, edges, out_h, out_w,
+                         box_filter, flip, chw, res, &scratch->work);
+        if (rc == 0 && dtype != SS_U8) {
+            for (c = 0; c < channels; c++)
+                for (v = 0; v < 256; v++) {
+                    float value = (float)v * scale[c] + offset[c];  /* two roundings: no fused multiply-add here */
+                    lut32[c * 256 + v] = value;
+                    if (dtype == SS_F16) {
+                        uint32_t fbits;
+                        memcpy(&fbits, &value, sizeof(fbits));
+                        lut16[c * 256 + v] = half_bits(fbits);
+                    }
+                }
+            ss_write(res, res_bytes, channels, chw, (size_t)out_h * (size_t)out_w, dtype,
+                     dtype == SS_F32 ? (const void *)lut32 : (const void *)lut16, out.buf);
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (rc != 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    result = Py_None;
+    Py_INCREF(result);
+
+done:
+    PyBuffer_Release(&src);
+    PyBuffer_Release(&out);
+    return result;
+}
+
 static PyMethodDef roi_methods[] = {
     {"place", place, METH_VARARGS, place_doc},
     {"run_task", run_task, METH_VARARGS, run_task_doc},
+    {"resample", (PyCFunction)(void (*)(void))resample, METH_VARARGS | METH_KEYWORDS, resample_doc},
     {"decode_region", (PyCFunction)(void (*)(void))decode_region,
      METH_VARARGS | METH_KEYWORDS, decode_region_doc},
     {"read_header", (PyCFunction)(void (*)(void))read_header,
