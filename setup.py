@@ -5,7 +5,7 @@ region-of-interest JPEG decoding with libjpeg-turbo's libjpeg API (``jpeg_crop_s
 ``jpeg_skip_scanlines``), Pillow's resampling, and whole image tasks (decode, crop, resize, mirror,
 lay out a chunk of a batch in one call without the GIL). It needs a C compiler and the libjpeg
 headers (Debian: ``libjpeg62-turbo-dev``); when either is missing the build is skipped and slipstream
-decodes whole images with simplejpeg and resamples with numba or NumPy instead (same pixels, slower).
+decodes whole images with simplejpeg and resamples with NumPy instead (same pixels, slower).
 
 ``slipstream.sequences._packing`` and ``_mixing`` (``src/slipstream/sequences/csrc``) are the
 token-sequence kernels: packing plans, row gathers into the batch, mixture interleaves. They need a

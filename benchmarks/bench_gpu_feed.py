@@ -50,7 +50,7 @@ from _common import SEED, Verdicts, set_footing, summary, verdict, versions
 
 import slipstream as ss
 from slipstream.core.cpus import usable_cores
-from slipstream.images.kernels import numba_status
+from slipstream.images.kernels import resampler_status
 from slipstream.images.pipeline import region_decoder_status
 from slipstream.loading.backends import BACKENDS
 
@@ -112,13 +112,13 @@ class Bench:
         for path, _ in self.samples:  # into the page cache: every loader reads warm files
             Path(path).read_bytes()
         self.path.read_bytes()
-        next(iter(ss.DataLoader(self.data(), batch_size=2)))  # compile the kernels before any worker forks
+        next(iter(ss.DataLoader(self.data(), batch_size=2)))  # imports done before any worker forks
         gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "no GPU (--cpu-smoke)"
         extra = [f"torchvision {tv.__version__}" if tv is not None else why_tv, gpu]
         self.results["env"] = {
             "versions": versions(*extra),
             "usable_cores": self.cores,
-            "numba": numba_status(),
+            "pixel_kernels": resampler_status(),
             "region_decoder": region_decoder_status(),
             "default_backend": DEFAULT_BACKEND,
             "backends": list(BACKENDS),
@@ -128,7 +128,7 @@ class Bench:
         hs, ws = made["mean_hw"]
         print(
             f"data: {len(self.samples)} JPEGs (mean {ws:.0f}x{hs:.0f}) in {root}, packed in {self.path.name}; "
-            f"usable cores {self.cores}; numba {numba_status()}; region decoder {region_decoder_status()}"
+            f"usable cores {self.cores}; pixel kernels {resampler_status()}; region decoder {region_decoder_status()}"
         )
 
     def data(self) -> Any:

@@ -47,7 +47,7 @@ Rules (each finding fails the run):
 6. Long files are questions, not findings: .py and .c files over 600 lines are printed with a "?".
 
 Informational (never fails): lazy own imports that break a cycle (with the cycle); other imports
-inside functions, split into third-party (optional dependencies such as torch, numba, pyarrow) and
+inside functions, split into third-party (optional dependencies such as torch, pyarrow) and
 standard library; underscore-module imports across packages (``from .._loader import DataLoader``);
 names the package never defines (``torch.utils.data._utils``: "third-party privates"); private
 attribute names also defined in the accessing package ("ambiguous"); own imports that resolve to no

@@ -129,7 +129,7 @@ def test_info_prints_versions_cores_and_the_active_fast_paths(capsys):
     lines = {line.split("  ", 1)[0]: line.split("  ", 1)[1].strip() for line in capsys.readouterr().out.splitlines()}
     assert lines["slipstream"] == slipstream.__version__ and lines["numpy"] == np.__version__
     assert lines["usable cores"].startswith(f"{usable_cores()} (") and f"os.cpu_count() {os.cpu_count()}" in lines["usable cores"]
-    assert lines["numba"].startswith("active (numba ") == kernels.NUMBA
+    assert lines["pixel kernels"].startswith("active (images._roijpeg)") == kernels.C_RESAMPLER
     assert lines["region JPEG decoder"].startswith("active") == ROI_DECODE
     assert "simplejpeg" in lines["JPEG decoding"] and {"pyarrow", "torch", "jax", "python"} <= lines.keys()
 
@@ -142,19 +142,20 @@ def test_info_says_what_the_environment_switched_off_and_imports_no_framework():
         main(["info"])
         print("IMPORTED", "torch" in sys.modules, "jax" in sys.modules)
         """,
-        env={"SLIPSTREAM_NO_NUMBA": "1", "SLIPSTREAM_NO_ROIJPEG": "1"},
+        env={"SLIPSTREAM_NO_ROIJPEG": "1"},
     )
     assert result.returncode == 0, result.stderr
-    assert "numba                disabled by SLIPSTREAM_NO_NUMBA" in result.stdout
+    assert "pixel kernels        disabled by SLIPSTREAM_NO_ROIJPEG: the NumPy reference resamples" in result.stdout
     assert "region JPEG decoder  disabled by SLIPSTREAM_NO_ROIJPEG" in result.stdout
     assert "IMPORTED False False" in result.stdout
 
 
-def test_info_says_numba_is_missing_with_the_install_hint():
-    code = "import sys; sys.modules['numba'] = None\nfrom slipstream.cli.main import main; main(['info'])"
-    result = run_python(code, env={"SLIPSTREAM_NO_NUMBA": ""})
+def test_info_says_the_compiled_image_code_is_not_built():
+    code = "import sys; sys.modules['slipstream.images._roijpeg'] = None\nfrom slipstream.cli.main import main; main(['info'])"
+    result = run_python(code, env={"SLIPSTREAM_NO_ROIJPEG": ""})
     assert result.returncode == 0, result.stderr
-    assert "numba                missing" in result.stdout and "pip install numba" in result.stdout
+    assert "pixel kernels        not built: the NumPy reference resamples" in result.stdout
+    assert "region JPEG decoder  not built" in result.stdout
 
 
 def test_the_installed_entry_point_runs_info():

@@ -1,7 +1,7 @@
 """images.imagetasks: a chunk of a batch in one compiled call gives the per-sample path's batches, bit for bit.
 
 The compiled path (``_roijpeg.run_task``: region decode, resampling in C, flip, layout, normalize)
-is compared with the per-sample path with numba and with NumPy alone, on every codec and pipeline
+is compared with the per-sample path with the C resampler and with NumPy alone, on every codec and pipeline
 the task path takes and on the samples it hands back (CMYK, progressive JPEGs with scans missing,
 PNG, damage), with every worker count and backend.
 """
@@ -158,9 +158,9 @@ def test_compiled_tasks_give_the_per_sample_paths_batches(tmp_path, name, monkey
         compiled = _epochs(ds, _PIPELINES[name])
         if ds.fields["image"].codec != "png":
             assert counting.done >= len(ds), f"{ds.path.name}: the compiled path wrote {counting.done} samples"
-        monkeypatch.setattr(_pipeline, "_roi", None)  # whole JPEG decodes, numba resampling
-        assert_same(_epochs(ds, _PIPELINES[name]), compiled, f"{ds.path.name}, {name}: per-sample path (numba)")
-        monkeypatch.setattr(_kernels, "NUMBA", False)  # and NumPy resampling
+        monkeypatch.setattr(_pipeline, "_roi", None)  # whole JPEG decodes, C resampling per sample
+        assert_same(_epochs(ds, _PIPELINES[name]), compiled, f"{ds.path.name}, {name}: per-sample path (C)")
+        monkeypatch.setattr(_kernels.c_path, "AVAILABLE", False)  # and NumPy resampling
         assert_same(_epochs(ds, _PIPELINES[name], epochs=1), compiled[:1], f"{ds.path.name}, {name}: per-sample path (NumPy)")
         monkeypatch.undo()
 
@@ -249,7 +249,7 @@ def test_breaking_out_of_a_task_epoch_cancels_cleanly_and_without_the_extension_
         loader.close()
         print(json.dumps({{"batches": len(second), "same": all(np.array_equal(a, b) for a, b in zip(second, expected))}}))
     """
-    for env in ({}, {"SLIPSTREAM_NO_ROIJPEG": "1", "SLIPSTREAM_NO_NUMBA": "1"}):
+    for env in ({}, {"SLIPSTREAM_NO_ROIJPEG": "1"}):
         result = run_python(code, timeout=90, env=env)
         assert result.returncode == 0, result.stderr
         assert json.loads(result.stdout.strip().splitlines()[-1]) == {"batches": 16, "same": True}, env

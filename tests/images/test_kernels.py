@@ -1,8 +1,7 @@
-"""The fused crop + resize + flip + layout (+ normalize) kernel against Pillow, in both implementations."""
+"""The fused crop + resize + flip + layout (+ normalize) kernel against Pillow, in both implementations
+(the C one in the ``_roijpeg`` extension and the NumPy reference), and the one against the other."""
 
-import os
-import subprocess
-import sys
+import threading
 
 import numpy as np
 import PIL
@@ -12,13 +11,13 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from slipstream.images import kernels as K
-from slipstream.images.kernels import numba_path, numpy_path
+from slipstream.images.kernels import c_path, numpy_path
 
+needs_c = pytest.mark.skipif(not K.C_RESAMPLER, reason=f"the C resampler is {K.resampler_status()}")
 IMPLS = [
     pytest.param(numpy_path.resample, id="numpy"),
-    pytest.param(numba_path.resample, id="numba", marks=pytest.mark.skipif(not K.NUMBA, reason="numba not active")),
+    pytest.param(c_path.resample, id="c", marks=needs_c),
 ]
-needs_numba = pytest.mark.skipif(not K.NUMBA, reason="numba not active")
 FILTERS = {"bilinear": Image.Resampling.BILINEAR, "box": Image.Resampling.BOX}
 PILLOW_13 = int(PIL.__version__.split(".")[0]) >= 13
 SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -129,10 +128,10 @@ def test_float_outputs_are_the_uint8_result_normalized_in_float32(impl, dtype, c
     np.testing.assert_array_equal(bits(shifted), bits((reference - np.float32(128)).astype(dtype)))
 
 
-@needs_numba
+@needs_c
 @SETTINGS
 @given(
-    case=cases(max_size=24),
+    case=cases(max_size=64),
     filter=st.sampled_from(["bilinear", "box"]),
     flip=st.booleans(),
     chw=st.booleans(),
@@ -140,8 +139,9 @@ def test_float_outputs_are_the_uint8_result_normalized_in_float32(impl, dtype, c
     exponents=st.lists(st.integers(-30, 10), min_size=2, max_size=2),
     signs=st.lists(st.sampled_from([-1.0, 1.0]), min_size=2, max_size=2),
 )
-def test_numba_equals_numpy_bit_for_bit(case, filter, flip, chw, dtype, exponents, signs):
-    """Wide scale/offset ranges also reach float16 subnormals, overflow to inf and rounding ties."""
+def test_c_equals_numpy_bit_for_bit(case, filter, flip, chw, dtype, exponents, signs):
+    """Wide scale/offset ranges also reach float16 subnormals, overflow to inf and rounding ties;
+    sizes up to 64 -> 128 reach the passes' general tap loop (more than 6 taps) and both pass orders."""
     src, box, out_h, out_w = case
     channels = src.shape[2]
     shape = (channels, out_h, out_w) if chw else (out_h, out_w, channels)
@@ -151,19 +151,25 @@ def test_numba_equals_numpy_bit_for_bit(case, filter, flip, chw, dtype, exponent
         scale = (signs[0] * rng.uniform(1, 2, channels) * 2.0 ** exponents[0]).astype(np.float32)
         offset = (signs[1] * rng.uniform(0, 2, channels) * 2.0 ** exponents[1]).astype(np.float32)
         norm = {"scale": scale, "offset": offset}
-    a = numba_path.resample(src, box, np.empty(shape, dtype), flip=flip, filter=filter, chw=chw, **norm)
+    a = c_path.resample(src, box, np.empty(shape, dtype), flip=flip, filter=filter, chw=chw, **norm)
     b = numpy_path.resample(src, box, np.empty(shape, dtype), flip=flip, filter=filter, chw=chw, **norm)
     np.testing.assert_array_equal(bits(a), bits(b))
 
 
-@needs_numba
-def test_float16_rounding_matches_numpy_on_special_values():
+@needs_c
+def test_c_float16_rounding_matches_numpy_on_special_values():
+    """Each value as the offset of a black pixel (0 * 1 + offset): the C table rounds it to float16 as NumPy does."""
     values = np.array([0.0, -0.0, 1e-8, 2.0**-25, 2.0**-24, 3 * 2.0**-26, 6.1e-5, 65504.0, 65519.99, 65520.0, 1e9, np.inf, -np.inf, np.nan], np.float32)
-    bits32 = np.concatenate([values.view(np.uint32), np.random.default_rng(0).integers(0, 2**32, 20000, dtype=np.uint64).astype(np.uint32)])
-    with np.errstate(over="ignore"):
-        expected = bits32.view(np.float32).astype(np.float16).view(np.uint16)
-    got = np.array([numba_path.half_bits(int(b)) for b in bits32], np.uint16)
-    np.testing.assert_array_equal(got, expected)
+    bits32 = np.concatenate([values.view(np.uint32), np.random.default_rng(0).integers(0, 2**32, 6000, dtype=np.uint64).astype(np.uint32)])
+    offsets = bits32.view(np.float32)
+    offsets = np.concatenate([offsets, np.zeros(-len(offsets) % 3, np.float32)]).reshape(-1, 3)
+    src = np.zeros((2, 2, 3), np.uint8)
+    got = np.empty((len(offsets), 1, 1, 3), np.float16)
+    for k, offset in enumerate(offsets):
+        c_path.resample(src, (0, 0, 2, 2), got[k], scale=1.0, offset=offset)
+    with np.errstate(over="ignore", invalid="ignore"):
+        expected = (np.float32(0) * np.float32(1) + offsets).astype(np.float16)
+    np.testing.assert_array_equal(got.reshape(-1, 3).view(np.uint16), expected.view(np.uint16))
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -229,95 +235,126 @@ def test_bad_arguments_raise_clear_errors(impl):
         impl(src, box, np.empty((5, 6, 3), np.float32), offset="mean")
 
 
-def test_public_function_dispatches_and_warm_up():
+def test_public_function_runs_the_c_path_when_the_extension_is_built(monkeypatch):
     src = np.random.default_rng(1).integers(0, 256, (20, 20, 3), dtype=np.uint8)
-    out = K.resample_into(src, (0, 0, 20, 20), np.empty((10, 10, 3), np.uint8))
-    np.testing.assert_array_equal(out, pillow(src, (0, 0, 20, 20), 10, 10, "bilinear"))
-    seconds = K.warm_up()
-    assert seconds >= 0.0 and (K.NUMBA or seconds == 0.0)
-    if K.NUMBA:
-        assert numba_path.resample_u8.targetoptions["nogil"] and numba_path.write_lut.targetoptions["nogil"]
-    else:
-        with pytest.raises(RuntimeError):
-            numba_path.resample(src, (0, 0, 20, 20), out)
+    expected = pillow(src, (0, 0, 20, 20), 10, 10, "bilinear")
+    calls = []
+    for module in (c_path, numpy_path):
+        monkeypatch.setattr(module, "resample", lambda *a, _f=module.resample, _m=module.__name__, **k: calls.append(_m) or _f(*a, **k))
+    np.testing.assert_array_equal(K.resample_into(src, (0, 0, 20, 20), np.empty((10, 10, 3), np.uint8)), expected)
+    monkeypatch.setattr(c_path, "AVAILABLE", False)
+    np.testing.assert_array_equal(K.resample_into(src, (0, 0, 20, 20), np.empty((10, 10, 3), np.uint8)), expected)
+    first = "slipstream.images.kernels.c_path" if K.C_RESAMPLER else "slipstream.images.kernels.numpy_path"
+    assert calls == [first, "slipstream.images.kernels.numpy_path"]
+    assert K.C_RESAMPLER == (K.resampler_status() == "active")
 
 
-def test_environment_variable_selects_the_numpy_fallback():
-    env = dict(os.environ, SLIPSTREAM_NO_NUMBA="1")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in [os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(K.__file__)))), env.get("PYTHONPATH")] if p)
-    code = "from slipstream.images import kernels as K; print(K.NUMBA, K.warm_up())"
-    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.split()[:2] == ["False", "0.0"]
+def test_the_c_path_without_the_extension_says_why():
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(c_path, "_roi", None)
+        patch.setattr(c_path, "_status", "not built")
+        with pytest.raises(RuntimeError, match="not built"):
+            c_path.resample(np.zeros((4, 4, 3), np.uint8), (0, 0, 4, 4), np.empty((2, 2, 3), np.uint8))
 
 
-def test_the_first_calls_run_on_numpy_while_numba_compiles_in_the_background():
-    from helpers import run_python
-
-    result = run_python(
-        """
-        import numpy as np
-        from slipstream.images import kernels as _kernels
-        from slipstream.images.kernels import numba_path
-        src = np.zeros((8, 8, 3), np.uint8)
-        out = np.empty((4, 4, 3), np.uint8)
-        _kernels.resample_into(src, (0, 0, 8, 8), out)  # starts the compile, returns at once
-        print("WARMED", _kernels.warm_up("uint8") >= 0, numba_path.ready[np.dtype("uint8")].is_set() == _kernels.NUMBA)
-        _kernels.warm_up()
-        print("ALL", all(event.is_set() == _kernels.NUMBA for event in numba_path.ready.values()))
-        """,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr
-    assert "WARMED True True" in result.stdout and "ALL True" in result.stdout
-
-
-_TWO_PIPELINE_RUNS = """
-    import sys, warnings
-    if "{missing}" == "yes":
-        sys.modules["numba"] = None  # numba not installed
-    warnings.simplefilter("always")  # a once-only warning must not rely on the filters
+_FALLBACK_RUN = """
+    import sys, warnings, zlib
+    warnings.simplefilter("error")  # the fallback is chosen silently
     import numpy as np
     from slipstream import ops
     from slipstream.images import kernels
+    from slipstream.images.kernels import numpy_path
     from slipstream.images.pipeline import ImageSource, Pipeline
-    image = np.random.default_rng(0).integers(0, 256, (20, 20, 3), dtype=np.uint8)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        for _ in range(2):
-            Pipeline([ops.RandomResizedCrop(8), ops.ToCHW()]).run(ImageSource.of(image))
-    print("STATUS", kernels.numba_status())
-    for w in caught:
-        print("WARNING", w.category.__name__, w.message)
+    calls = []
+    plain = numpy_path.resample
+    numpy_path.resample = lambda *a, **k: calls.append(1) or plain(*a, **k)
+    image = np.random.default_rng(0).integers(0, 256, (57, 43, 3), dtype=np.uint8)
+    out = np.empty((3, 24, 30), np.float16)
+    kernels.resample_into(image, (3.5, 2.25, 40, 33.5), out, flip=True, filter="box", chw=True, scale=1 / 58.0, offset=-2.0)
+    batch = Pipeline([ops.CenterCrop(16, resize=21), ops.Normalize((0.5, 0.4, 0.3), (0.2, 0.3, 0.25)), ops.ToCHW()]).run(ImageSource.of(image))
+    print("STATUS", kernels.C_RESAMPLER, kernels.resampler_status())
+    print("NUMPY CALLS", len(calls) > 0, "NUMBA IMPORTED", "numba" in sys.modules)
+    print("CRC", zlib.crc32(out.tobytes()), zlib.crc32(np.ascontiguousarray(batch).tobytes()))
 """
 
 
-def test_a_missing_numba_warns_once_when_a_pipeline_first_runs_the_numpy_fallback():
+@needs_c
+def test_the_numpy_fallback_runs_under_SLIPSTREAM_NO_ROIJPEG_and_gives_the_same_bits():
     from helpers import run_python
 
-    result = run_python(_TWO_PIPELINE_RUNS.format(missing="yes"), env={"SLIPSTREAM_NO_NUMBA": ""})  # even where the suite disables it
-    assert result.returncode == 0, result.stderr
-    warnings_ = [line for line in result.stdout.splitlines() if line.startswith("WARNING")]
-    assert "STATUS missing" in result.stdout
-    assert len(warnings_) == 1 and warnings_[0].startswith("WARNING RuntimeWarning ")
-    assert "4x slower" in warnings_[0] and "pip install 'slipstream[files]'" in warnings_[0] and "pip install numba" in warnings_[0]
+    compiled = run_python(_FALLBACK_RUN, env={"SLIPSTREAM_NO_ROIJPEG": ""})
+    fallback = run_python(_FALLBACK_RUN, env={"SLIPSTREAM_NO_ROIJPEG": "1"})
+    assert compiled.returncode == 0 and fallback.returncode == 0, compiled.stderr + fallback.stderr
+    assert "STATUS True active" in compiled.stdout and "NUMPY CALLS False NUMBA IMPORTED False" in compiled.stdout
+    assert "STATUS False disabled by SLIPSTREAM_NO_ROIJPEG" in fallback.stdout and "NUMPY CALLS True" in fallback.stdout
+    crc = [line for line in compiled.stdout.splitlines() if line.startswith("CRC")]
+    assert crc and crc == [line for line in fallback.stdout.splitlines() if line.startswith("CRC")]
 
 
-def test_numba_switched_off_on_purpose_does_not_warn():
-    from helpers import run_python
+@needs_c
+def test_the_extension_function_checks_its_arguments():
+    """``_roijpeg.resample`` called directly: what ``c_path`` leaves to it is refused with a clear error."""
+    from slipstream.images import _roijpeg
 
-    result = run_python(_TWO_PIPELINE_RUNS.format(missing="no"), env={"SLIPSTREAM_NO_NUMBA": "1"})
-    assert result.returncode == 0, result.stderr
-    assert "STATUS disabled by SLIPSTREAM_NO_NUMBA" in result.stdout and "WARNING" not in result.stdout
+    src = np.zeros((10, 12, 3), np.uint8)
+    out = np.empty((5, 6, 3), np.uint8)
+    with pytest.raises(ValueError, match="src must be C-contiguous"):
+        _roijpeg.resample(np.zeros((10, 24, 3), np.uint8)[:, ::2], (0, 0, 10, 12), out)
+    with pytest.raises(ValueError, match="out must be C-contiguous"):
+        _roijpeg.resample(src, (0, 0, 10, 12), np.empty((5, 12, 3), np.uint8)[:, ::2])
+    with pytest.raises(ValueError, match="out overlaps src"):
+        _roijpeg.resample(src, (0, 0, 10, 12), src.reshape(-1)[: 5 * 6 * 3].reshape(5, 6, 3))
+    with pytest.raises(TypeError, match="src must be a uint8 buffer"):
+        _roijpeg.resample([[[0]]], (0, 0, 1, 1), out)
+    with pytest.raises(ValueError, match="src must have shape"):
+        _roijpeg.resample(b"\0" * 12, (0, 0, 1, 1), out)
+    with pytest.raises(TypeError, match="out must be uint8, float32 or float16"):
+        _roijpeg.resample(src, (0, 0, 10, 12), np.empty((5, 6, 3), np.int16))
+    with pytest.raises(ValueError, match="out is read-only"):
+        _roijpeg.resample(src, (0, 0, 10, 12), memoryview(bytes(90)).cast("B", (5, 6, 3)))
+    floats = np.empty((5, 6, 3), np.float32)
+    with pytest.raises(TypeError, match="scale must be float32"):
+        _roijpeg.resample(src, (0, 0, 10, 12), floats, scale=np.ones(3))
+    with pytest.raises(ValueError, match="scale must be a C-contiguous scalar or 1-D"):
+        _roijpeg.resample(src, (0, 0, 10, 12), floats, scale=np.ones((1, 3), np.float32))
+    with pytest.raises(ValueError, match="offset must hold 1 or 3 float32 values"):
+        _roijpeg.resample(src, (0, 0, 10, 12), floats, offset=np.zeros(2, np.float32))
+    with pytest.raises(ValueError, match="filter must be 'bilinear' or 'box'"):
+        _roijpeg.resample(src, (0, 0, 10, 12), out, filter=1)
+    with pytest.raises(TypeError, match="box must be a sequence"):
+        _roijpeg.resample(src, "0 0 10 12", out)
+    with pytest.raises(TypeError, match="box must hold real numbers"):
+        _roijpeg.resample(src, (0, 0, True, 12), out)
+    _roijpeg.resample(src, (0, 0, 10, 12), out, True, "box", False, None, None)  # positionally, as c_path calls it
 
 
-def test_warn_once_warns_the_first_time_a_key_is_given_only():
-    import warnings
+@needs_c
+def test_the_c_path_gives_the_same_bits_from_many_threads_at_once():
+    """Each thread its own scratch, the GIL released: concurrent calls of different sizes do not mix."""
+    rng = np.random.default_rng(3)
+    jobs = []
+    for k in range(24):
+        h, w = int(rng.integers(20, 300)), int(rng.integers(20, 300))
+        src = rng.integers(0, 256, (h, w, 3), np.uint8)
+        size = (int(rng.integers(8, 200)), int(rng.integers(8, 200)))
+        dtype = (np.uint8, np.float32, np.float16)[k % 3]
+        norm = {} if dtype == np.uint8 else {"scale": np.float32(1 / 255), "offset": np.float32(-0.5)}
+        jobs.append((src, (1.5, 2.0, h - 3.0, w - 2.5), size, dtype, norm))
+    expected = [numpy_path.resample(s, b, np.empty((3, *z), d), chw=True, **n) for s, b, z, d, n in jobs]
+    results = [[None] * len(jobs) for _ in range(4)]
 
-    from slipstream.images.kernels import numba_path
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    def work(t):
         for _ in range(3):
-            numba_path.warn_once("test-key-only-here", "slipstream: test warning")
-    assert [(w.category, str(w.message)) for w in caught] == [(RuntimeWarning, "slipstream: test warning")]
+            for i in range(len(jobs))[t % 2 :: 1 + t % 2]:
+                s, b, z, d, n = jobs[i]
+                results[t][i] = c_path.resample(s, b, np.empty((3, *z), d), chw=True, **n)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not any(thread.is_alive() for thread in threads)
+    for t in range(4):
+        for i in range(len(jobs))[t % 2 :: 1 + t % 2]:
+            np.testing.assert_array_equal(bits(results[t][i]), bits(expected[i]), f"thread {t}, job {i}")

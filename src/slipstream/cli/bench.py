@@ -10,8 +10,7 @@ grayscale row batches with RGB ones; fields whose values vary in shape from samp
 (``RowsCollate``: a read-and-decode rate, nothing resized, padded or stacked), the other fields as
 the default collate stacks them. A file with no image field gets a plain read-rate benchmark.
 
-How it is timed (``measure``): the numba pixel kernels are compiled (or loaded from numba's disk
-cache) before any loader starts (``kernels.warm_up``), then each loader runs a warm-up pass of at
+How it is timed (``measure``): each loader runs a warm-up pass of at
 least ``warmup`` seconds and 3 batches (worker start, lazy imports, the page cache; in the next
 epochs too when one epoch is shorter), then ``--epochs`` whole timed epochs consumed by an empty
 loop. It prints samples/s with the loader's own ``stats()`` of the last timed epoch: the share of
@@ -39,8 +38,6 @@ from ..core.cpus import usable_cores
 from ..core.errors import PackedFileError, WorkerError
 from ..core.views import obsview
 from ..images import imageops as ops
-from ..images import kernels
-from ..images.kernels import numba_status
 from ..images.pipeline import region_decoder_status
 from ..loading.backends import BACKENDS
 from ..loading.loader import DataLoader
@@ -83,7 +80,7 @@ class RowsCollate:
 class Plan:
     """What bench loads: ``data`` (the file, mapped, possibly cut to its first samples), its image
     fields, the ``collate`` (None: the loader's default), whether image pipelines resample (the
-    numba kernels and region decoder matter then) and ``notes``: what bench chose on its own."""
+    compiled image code matters then) and ``notes``: what bench chose on its own."""
 
     data: Any
     images: list[str]
@@ -221,24 +218,21 @@ def suggestions(
     swept: bool = False,
     resamples: bool = True,
     region_decoder: str | None = None,
-    numba: str | None = None,
 ) -> list[str]:
     """What to try, from the measurements alone (``results``: ``measure``'s, ``samples_per_s``,
     ``workers``, ``backend`` and ``stats``'s ``worker_busy`` used) and the fast paths' statuses
-    (``region_decoder`` and ``numba``, as ``slipstream info`` reports them; looked up when None;
+    (``region_decoder``, the compiled image code's, as ``slipstream info`` reports it; looked up when None;
     mentioned only when the pipeline ``resamples`` images). After a sweep (``swept``) the advice on
     workers is the sweep's result, never a guess."""
     tips = []
     if resamples:
         region_decoder = region_decoder_status() if region_decoder is None else region_decoder
-        numba = numba_status() if numba is None else numba
         if region_decoder != "active":
             tips.append(
                 f"the compiled image code (slipstream.images._roijpeg) is {region_decoder}: whole JPEGs are decoded "
-                "and resampled sample by sample, holding the GIL for each (reinstall with a C compiler and libjpeg headers)"
+                "and resampled on NumPy sample by sample, about 15x slower, holding the GIL for each "
+                "(reinstall with a C compiler and libjpeg headers)"
             )
-        if numba != "active":
-            tips.append(f"numba is {numba}: per-sample image paths resample on NumPy, about 4x slower (pip install numba)")
     best = max(results, key=lambda r: r["samples_per_s"])
     if swept or len(results) > 1:
         tips.append(
@@ -299,15 +293,6 @@ def _paragraph(path: str, chosen: Plan, where: str, exc: BaseException) -> str:
     return textwrap.fill(text, width=110, break_long_words=False, break_on_hyphens=False)
 
 
-def _warm_kernels(chosen: Plan) -> str | None:
-    """Compile (or load from numba's disk cache) every pixel kernel before anything is timed, and
-    before any worker process forks (a fork beside the compiling thread could inherit its locks)."""
-    if not (chosen.resamples and kernels.NUMBA):
-        return None
-    spent = kernels.warm_up()
-    return f"numba pixel kernels ready in {spent:.1f} s, before timing (compiled once, then loaded from numba's disk cache)"
-
-
 def run(
     path: str,
     *,
@@ -334,9 +319,6 @@ def run(
           f"not timed); {cores} usable cores")  # fmt: skip
     for note in chosen.notes:
         print(f"  note: {note}")
-    ready = _warm_kernels(chosen)
-    if ready:
-        print(f"  {ready}")
     if sweep:
         todo = [(k, b) for b in BACKENDS for k in _counts(cores)]
     else:

@@ -32,7 +32,6 @@ import numpy as np
 from ..core.optional import optional
 from ..files import field_kinds as F
 from ..images import imageops as ops
-from ..images import kernels
 from ..loading.loader import DataLoader
 from ..remote.open import open as open_packed
 from ..write.writer import write
@@ -167,9 +166,6 @@ def run(n: int = 1000, batch_size: int = 64, workers: int = 2, repeats: int = 3)
         samples = [{"image": jpeg, "label": k % 10} for k, jpeg in enumerate(jpegs)]
         write(path, samples, {"image": F.Image(codec="jpeg", max_side=512), "label": F.Int()}, workers=workers)
         print(f"  packed {path.stat().st_size / 1e6:.1f} MB")
-        spent = kernels.warm_up("uint8")  # a training run would not wait: batches use the NumPy path meanwhile
-        if kernels.NUMBA:
-            print(f"  pixel kernels ready in {spent:.1f} s (compiled once, then loaded from numba's disk cache)")
         train = open_packed(path).map(image=[ops.RandomResizedCrop(224), ops.RandomHorizontalFlip(), ops.ToCHW()])
         loader = DataLoader(train, batch_size, shuffle=True, seed=0, workers=workers)
         results = {}

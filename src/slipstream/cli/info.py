@@ -1,8 +1,8 @@
 """``slipstream info``: versions, the cores this process may use, and which fast paths are active.
 
 Optional libraries are looked up by their installed metadata (``importlib.metadata``), never
-imported: torch or jax cost seconds to import and are reported only. numba and the region decoder
-are reported by the modules that use them (``images.kernels.numba_status``,
+imported: torch or jax cost seconds to import and are reported only. The compiled pixel kernels
+and the region decoder are reported by the modules that use them (``images.kernels.resampler_status``,
 ``images.pipeline.region_decoder_status``), which import them as slipstream does.
 """
 
@@ -20,7 +20,7 @@ import numpy as np
 
 from ..core.cpus import cgroup_quota, usable_cores
 from ..core.version import __version__
-from ..images.kernels import numba_status, numba_version
+from ..images.kernels import resampler_status
 from ..images.pipeline import region_decoder_status
 from ..sequences.interleave import KERNEL_STATUS as MIXING_STATUS
 from ..sequences.packplan import kernels
@@ -63,13 +63,11 @@ def _cores() -> str:
     return f"{usable_cores()} ({affinity}, {limit}; os.cpu_count() {os.cpu_count()}): workers='auto' uses this"
 
 
-def _numba() -> str:
-    status = numba_status()
+def _pixel_kernels() -> str:
+    status = resampler_status()
     if status == "active":
-        return f"active (numba {numba_version()}): pixel kernels run without the GIL"
-    if status == "missing":
-        return "missing: the NumPy fallback runs, about 4x slower; pip install 'slipstream[files]' (or pip install numba)"
-    return f"{status}: the NumPy fallback runs, about 4x slower"
+        return "active (images._roijpeg): crop + resize + flip + layout run compiled, without the GIL"
+    return f"{status}: the NumPy reference resamples, about 15x slower"
 
 
 def _region_decoder() -> str:
@@ -106,7 +104,7 @@ def info_lines() -> list[str]:
         ("python", f"{platform.python_version()} ({platform.python_implementation()}, {sys.platform})"),
         ("numpy", np.__version__),
         ("usable cores", _cores()),
-        ("numba", _numba()),
+        ("pixel kernels", _pixel_kernels()),
         ("region JPEG decoder", _region_decoder()),
         ("token kernels", _token_kernels()),
         ("JPEG decoding", _simplejpeg()),

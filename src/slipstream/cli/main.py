@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     validate.add_argument("files", metavar="FILE", nargs="+", help="a packed file, a folder of shards or a URL")
 
     commands.add_parser(
-        "info", help="print versions, the cores this process may use and which fast paths are active (numba, region JPEG decoder, libjpeg-turbo)"
+        "info", help="print versions, the cores this process may use and which fast paths are active (pixel kernels, region JPEG decoder, libjpeg-turbo)"
     )
 
     bench = commands.add_parser(

@@ -1,7 +1,7 @@
 """Optional dependencies, imported one way.
 
-slipstream's core needs NumPy alone; packed files, image codecs, the numba kernels, the compiled
-JPEG region decoder and the Hugging Face bridge are optional. Two calls import them:
+slipstream's core needs NumPy alone; packed files, image codecs, the compiled
+image code (JPEG region decoding, resampling) and the Hugging Face bridge are optional. Two calls import them:
 
 - ``require(module, extra=..., purpose=...)``: a dependency a feature cannot work without. When
   it is missing, ``ImportError`` with the install hint, always in one shape:

@@ -1,9 +1,9 @@
-"""What both implementations of ``resample_into`` share: Pillow's constants, its pass-order rule,
-and the argument checks.
+"""The Python side of ``resample_into``'s contract: Pillow's constants, its pass-order rule, and the
+argument checks of the NumPy path.
 
-Contract: the constants are Pillow's (``libImaging/Resample.c``, 8 bits per channel); the NumPy and
-numba paths read them from here (numba freezes them into the compiled kernels), so the two paths
-cannot drift apart. ``horizontal_first`` is the one pass-order rule. Nothing here imports numba.
+Contract: the constants are Pillow's (``libImaging/Resample.c``, 8 bits per channel), the ones
+``csrc/resample.c`` uses too; the NumPy path and the device geometry read them from here.
+``horizontal_first`` is the pass-order rule (``csrc/resample.c`` applies the same one).
 
 ``run(kernel, src, box, out, flip, filter, chw, scale, offset)`` validates the public arguments
 (raising the ``TypeError``/``ValueError`` that ``resample_into`` documents, before any pixel is
@@ -56,7 +56,7 @@ def horizontal_first(height: int, width: int, out_h: int, out_w: int) -> bool:
 
 
 def check(src, box, out, flip, filter, chw, scale, offset) -> tuple[Any, ...]:
-    """Validate the arguments; return what both kernels need:
+    """Validate the arguments; return what a kernel needs:
     (src, edges, out, (out_h, out_w), flip, box_filter, chw, scale, offset)."""
     if not isinstance(src, np.ndarray):
         raise TypeError(f"src must be a numpy array, got {type(src).__name__}")

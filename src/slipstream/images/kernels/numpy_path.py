@@ -1,9 +1,9 @@
 """The NumPy implementation of ``resample_into``: vectorized over pixels, Python loops only over filter taps.
 
 Contract: ``resample(src, box, out, *, flip, filter, chw, scale, offset)`` takes and checks the
-arguments of ``resample_into`` and writes the same bits as the numba path (``numba_path``), with
-Pillow's constants and pass order from ``contract``. Always available (NumPy alone): it runs when
-numba is missing or disabled, and while the numba kernels compile.
+arguments of ``resample_into`` and writes the same bits as the C path (``c_path``), with Pillow's
+constants and pass order from ``contract``. Always available (NumPy alone): the reference, and what
+runs when the compiled extension is not built or ``SLIPSTREAM_NO_ROIJPEG`` is set.
 """
 
 from __future__ import annotations
@@ -84,10 +84,10 @@ def kernel(src, edges, out, size, flip, box_filter, chw, scale, offset) -> None:
         result = result.astype(np.float32) * scale + offset
     if chw:
         result = result.transpose(2, 0, 1)
-    with np.errstate(over="ignore", invalid="ignore"):  # float16 overflows to inf, silently, as in numba
+    with np.errstate(over="ignore", invalid="ignore"):  # float16 overflows to inf, silently, as in C
         out[...] = result
 
 
 def resample(src, box, out, *, flip=False, filter="bilinear", chw=False, scale=None, offset=None) -> np.ndarray:
-    """``resample_into`` with the NumPy implementation, whatever ``NUMBA`` says."""
+    """``resample_into`` with the NumPy implementation, whether or not the C one is active."""
     return run(kernel, src, box, out, flip, filter, chw, scale, offset)
