@@ -25,7 +25,7 @@ setup(
             [f"src/slipstream/images/{name}" for name in SOURCES],
             libraries=["jpeg", "pthread"],
             optional=True,
-            # no fused multiply-add: the resampling weights must round as Pillow's, NumPy's and numba's do
+            # no fused multiply-add: the resampling weights must round as Pillow's and NumPy's do
             extra_compile_args=["-O3", "-std=c99", "-ffp-contract=off"],
         )
     ]
