@@ -1,4 +1,4 @@
-"""_roijpeg's calls (decode_region, read_header, place, run_task) run in many threads at once and give
+"""_roijpeg's calls (decode_region, read_header, place, run_task, resample) run in many threads at once and give
 what one thread gives, bit for bit: with the GIL released around each call on a normal interpreter,
 and with no GIL at all on a free-threaded one, where importing slipstream and the extension must
 leave the GIL disabled.
@@ -87,8 +87,22 @@ def task(seed, dtype):
     assert stop == n, why
     return [placed.factor.tobytes(), placed.region.tobytes(), placed.edges.tobytes(), placed.flip.tobytes(), marks.tobytes(), out.tobytes()]
 
+def resampled(seed):
+    got = []
+    for k, image in enumerate(images):
+        height, width, channels = image.shape
+        box = (seed % 5, (seed + k) % 7, height - 5 - seed % 3, width - 7 - k % 4)
+        out8 = np.empty((17, 19, channels), np.uint8)
+        out16 = np.empty((channels, 13, 11), np.float16)
+        _roijpeg.resample(image, box, out8, flip=bool(k % 2), filter="box" if k % 3 == 0 else "bilinear")
+        _roijpeg.resample(image, box, out16, chw=True, scale=np.float32(1 / 255), offset=np.float32(-0.5))
+        got += [out8.tobytes(), out16.tobytes()]
+    return got
+
+has_resample = hasattr(_roijpeg, "resample")
+
 def work(r):
-    return [regions(r), task(r, 0), task(r, 1)]
+    return [regions(r), task(r, 0), task(r, 1)] + ([resampled(r)] if has_resample else [])
 
 expected = [work(r) for r in range(ROUNDS)]  # one thread
 failures, crashes = [], []
