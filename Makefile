@@ -14,8 +14,8 @@ $(PY):
 
 # what `make demo` needs: slipstream with its file formats, no test tools (pip shows what it fetches)
 $(VENV)/.files: $(PY) pyproject.toml
-	@echo "== installing slipstream with its file formats: pyarrow, simplejpeg, Pillow, qoi, tqdm, numba (a minute or two;"
-	@echo "   the optional JPEG region decoder is compiled where a C compiler and libjpeg's headers are found)"
+	@echo "== installing slipstream with its file formats: pyarrow, simplejpeg, Pillow, qoi, tqdm (a minute or two;"
+	@echo "   the compiled image core is built where a C compiler and libjpeg's headers are found)"
 	$(PY) -m pip install --progress-bar off -e '.[files]'
 	touch $@
 
@@ -94,8 +94,8 @@ demo: $(VENV)/.torch
 
 test: $(VENV)/.test $(VENV)/.torch $(VENV)/.photos $(VENV)/.jax $(VENV)/.hf $(VENV)/.ray $(VENV)/.trainers
 	$(PY) -m pytest -q --durations=20
-	# the fallbacks on their own: NumPy pixel kernels (no numba), whole-image JPEG decoding (no _roijpeg)
-	SLIPSTREAM_NO_NUMBA=1 SLIPSTREAM_NO_ROIJPEG=1 $(PY) -m pytest -q tests/images/test_kernels.py tests/images/test_mapfields.py tests/images/test_imagetasks.py
+	# the fallbacks on their own: NumPy pixel kernels and whole-image JPEG decoding (no _roijpeg)
+	SLIPSTREAM_NO_ROIJPEG=1 $(PY) -m pytest -q tests/images/test_kernels.py tests/images/test_mapfields.py tests/images/test_imagetasks.py
 	# ... and the token kernels' NumPy references (packing plans, row gathers, mixtures)
 	SLIPSTREAM_NO_SEQCORE=1 $(PY) -m pytest -q tests/sequences/test_pack.py tests/sequences/test_pack_plan.py tests/sequences/test_pack_edges.py tests/sequences/test_pack_outputs.py tests/sequences/test_mix.py tests/sequences/test_mix_exact.py tests/sequences/test_mix_schedule.py
 

@@ -12,9 +12,12 @@ token-sequence kernels: packing plans, row gathers into the batch, mixture inter
 C compiler only; without one NumPy gives the same results, slower.
 """
 
+from pathlib import Path
+
 from setuptools import Extension, setup
 
-SOURCES = ["_roijpeg.c", "csrc/roi.c", "csrc/resample.c", "csrc/place.c", "csrc/task.c"]
+# the module's file and every C file under csrc/ (sorted: the same build order everywhere)
+SOURCES = ["_roijpeg.c"] + sorted(f"csrc/{path.name}" for path in Path("src/slipstream/images/csrc").glob("*.c"))
 # the token-sequence kernels need no library: they build wherever a C compiler is
 SEQUENCES = {"_packing": ["csrc/packing.c", "csrc/packplan.c", "csrc/packrows.c"], "_mixing": ["csrc/mixing.c", "csrc/mixsim.c", "csrc/feistel.c"]}
 

@@ -9,6 +9,7 @@ one test runs on the real clock with a small budget.
 from __future__ import annotations
 
 import random
+import threading
 import time
 import types
 from typing import Any
@@ -23,16 +24,26 @@ URL = "s3://bucket/data/shard-00000.arrow"
 
 
 class Clock:
-    """A fake ``time`` for the retry module: ``monotonic`` reads it, ``sleep`` records the wait and advances it."""
+    """A fake ``time`` for the retry module: ``monotonic`` reads it, ``sleep`` records the wait and advances it.
+
+    Only for the thread that made it: the module is patched for the whole process, and a reader an
+    earlier test left retrying on a daemon thread must neither record its waits here nor spin on a
+    clock that never moves, so other threads get the real clock."""
 
     def __init__(self, now: float = 1000.0) -> None:
         self.now = now
         self.waits: list[float] = []
+        self.owner = threading.get_ident()
 
     def monotonic(self) -> float:
+        if threading.get_ident() != self.owner:
+            return time.monotonic()
         return self.now
 
     def sleep(self, seconds: float) -> None:
+        if threading.get_ident() != self.owner:
+            time.sleep(seconds)
+            return
         assert seconds >= 0
         self.waits.append(seconds)
         self.now += seconds
@@ -44,8 +55,11 @@ class Jitter:
     def __init__(self, fraction: float = 1.0) -> None:
         self.fraction = fraction
         self.bounds: list[tuple[float, float]] = []
+        self.owner = threading.get_ident()
 
     def uniform(self, a: float, b: float) -> float:
+        if threading.get_ident() != self.owner:  # (another test's thread: as Clock)
+            return random.uniform(a, b)
         self.bounds.append((a, b))
         return a + self.fraction * (b - a)
 

@@ -21,8 +21,8 @@ import numpy as np
 
 from ..core import timings
 from ..core.draws import Draws
-from ..core.optional import probe
 from ..core.rng import sample_draws
+from . import compiled as _compiled
 from . import kernels as _kernels
 from .encoded import codecs as _imaging
 from .imageops import Apply, Decode, Geometry, Normalize, Op, ToCHW, ToRGB, Windows
@@ -40,8 +40,8 @@ _scratch = threading.local()
 
 # The compiled region decoder, unless missing (no compiler or libjpeg headers at install) or
 # disabled with SLIPSTREAM_NO_ROIJPEG=1.
-_roi: Any
-_roi, _roi_status = probe(f"{__package__}._roijpeg", disable_env="SLIPSTREAM_NO_ROIJPEG", missing="not built")
+_roi: Any = _compiled.EXTENSION
+_roi_status = _compiled.STATUS
 ROI_DECODE = _roi is not None  # whether JPEGs are decoded window by window (see ``ImageSource.decode``)
 
 

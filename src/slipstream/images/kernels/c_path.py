@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...core.optional import probe
+from .. import compiled as _compiled
 
 __all__ = ["AVAILABLE", "resample", "status"]
 
-_roi, _status = probe(f"{__package__.rpartition('.')[0]}._roijpeg", disable_env="SLIPSTREAM_NO_ROIJPEG", missing="not built")
+_roi, _status = _compiled.EXTENSION, _compiled.STATUS
 AVAILABLE = _roi is not None
 
 
