@@ -23,8 +23,10 @@ from pathlib import Path
 
 import pytest
 
+import slipstream
+
 ROOT = Path(__file__).resolve().parents[2]
-SRC = ROOT / "src"
+SRC = Path(slipstream.__file__).resolve().parents[1]  # where the slipstream under test is imported from
 PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
 
 FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>[^`]*)$")

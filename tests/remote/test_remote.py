@@ -58,7 +58,7 @@ import slipstream as ss
 from slipstream.remote.cachedir import TAG
 
 HELPERS = Path(__file__).resolve().parents[1] / "support" / "remote_helpers.py"
-SRC = Path(__file__).resolve().parents[2] / "src"
+SRC = Path(ss.__file__).resolve().parents[1]  # where the slipstream under test is imported from
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,7 @@ from slipstream.remote.fetch import range_key
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
 
-SRC = str(Path(__file__).resolve().parents[2] / "src")
+SRC = str(Path(ss.__file__).resolve().parents[1])  # where the slipstream under test is imported from
 BUCKET = "slipstream-cache-test"
 
 

@@ -14,7 +14,11 @@ from typing import Any
 
 import numpy as np
 
-SRC = str(Path(__file__).resolve().parents[2] / "src")
+import slipstream
+
+# the folder the slipstream under test is imported from, for child interpreters: src/ for an editable install,
+# site-packages for an installed wheel (so children test the same build as the parent)
+SRC = str(Path(slipstream.__file__).resolve().parents[1])
 SUPPORT = str(Path(__file__).resolve().parent)  # tests/support: these shared helpers, for child interpreters
 
 
