@@ -2,7 +2,8 @@
  * _roijpeg: the Python face of slipstream's compiled image code (csrc/):
  * region-of-interest JPEG decoding (csrc/roi.c), Pillow's resampling
  * (csrc/resample.c) and whole image tasks (csrc/task.c) that decode, crop,
- * resize, mirror and lay out a chunk of a batch in one call, without the GIL.
+ * resize, mirror and lay out a chunk of a batch in one call, without the GIL,
+ * and whole-image JPEG decoding and encoding (csrc/codec.c).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -16,6 +17,7 @@
 #include "csrc/resample.h"
 #include "csrc/place.h"
 #include "csrc/task.h"
+#include "csrc/codec.h"
 
 /* ---------------------------------------------------------------- Python */
 
@@ -716,7 +718,242 @@ done:
     return result;
 }
 
+/* ---------------------------------------------------------------- codec */
+
+PyDoc_STRVAR(decode_jpeg_doc,
+"decode_jpeg(data, out=None, *, colorspace='RGB', scale_denom=1, fast=False, strict=True)\n"
+"    -> uint8 array (H, W, C)\n"
+"\n"
+"Decode the whole JPEG `data` (csrc/codec.h) as colorspace 'RGB' (C = 3) or\n"
+"'GRAY' (C = 1), at DCT scale 1/scale_denom (1, 2, 4, 8: H and W are the\n"
+"image's sides divided by it, rounded up), without the GIL. fast=True uses the\n"
+"fast integer DCT and simple chroma upsampling; otherwise libjpeg's accurate\n"
+"DCT and fancy upsampling, the pixels simplejpeg and Pillow decode with the\n"
+"same libjpeg. CMYK and YCCK images are converted as simplejpeg converts them.\n"
+"Returns a new array, or `out` filled: a writable C-contiguous uint8 array of\n"
+"exactly that shape (TypeError or ValueError naming it otherwise).\n"
+"Raises ValueError with libjpeg's message for data libjpeg cannot decode and,\n"
+"with strict=True, for any libjpeg warning (truncated or corrupt data,\n"
+"extraneous bytes); also before anything is allocated for a header that\n"
+"declares more pixels than the bytes can encode (strict) or an image of more\n"
+"than 2**31 bytes.");
+
+/* numpy.empty((height, width, channels), "uint8") (numpy is imported by the caller's code) */
+static PyObject *
+new_image(unsigned long height, unsigned long width, int channels)
+{
+    PyObject *numpy = PyImport_ImportModule("numpy"), *image;
+    if (numpy == NULL)
+        return NULL;
+    image = PyObject_CallMethod(numpy, "empty", "((kki)s)", height, width, channels, "uint8");
+    Py_DECREF(numpy);
+    return image;
+}
+
+static PyObject *
+decode_jpeg(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"data", "out", "colorspace", "scale_denom", "fast", "strict", NULL};
+    Py_buffer data = {0}, out = {0};
+    PyObject *out_obj = Py_None, *image = NULL;
+    const char *colorspace = "RGB";
+    codec_decode_job job;
+    int rc;
+
+    (void)self;
+    memset(&job, 0, sizeof(job));
+    job.scale = 1;
+    job.strict = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*|O$sipp", kwlist, &data, &out_obj, &colorspace, &job.scale, &job.fast,
+                                     &job.strict))
+        return NULL;
+    if (strcmp(colorspace, "RGB") == 0 || strcmp(colorspace, "rgb") == 0)
+        job.gray = 0;
+    else if (strcmp(colorspace, "GRAY") == 0 || strcmp(colorspace, "gray") == 0)
+        job.gray = 1;
+    else {
+        PyErr_Format(PyExc_ValueError, "colorspace must be 'RGB' or 'GRAY', got '%s'", colorspace);
+        goto done;
+    }
+    if (job.scale != 1 && job.scale != 2 && job.scale != 4 && job.scale != 8) {
+        PyErr_Format(PyExc_ValueError, "scale_denom must be 1, 2, 4 or 8, got %d", job.scale);
+        goto done;
+    }
+    if ((unsigned long long)data.len > (unsigned long long)(unsigned long)-1) {
+        PyErr_SetString(PyExc_ValueError, "data too large");
+        goto done;
+    }
+    job.data = (const unsigned char *)data.buf;
+    job.size = (unsigned long)data.len;
+
+    Py_BEGIN_ALLOW_THREADS
+    rc = codec_decode(&job);  /* the header: the output's size */
+    Py_END_ALLOW_THREADS
+    if (rc != 0) {
+        PyErr_SetString(PyExc_ValueError, job.msg);
+        goto done;
+    }
+
+    if (out_obj == Py_None) {
+        image = new_image(job.height, job.width, job.channels);
+        if (image == NULL)
+            goto done;
+        if (PyObject_GetBuffer(image, &out, PyBUF_RECORDS) != 0)
+            goto done;
+    } else {
+        if (get_view(out_obj, &out, "out", "a uint8 array") != 0)
+            goto done;
+        if (buffer_kind(&out) != 'B') {
+            PyErr_Format(PyExc_TypeError, "out must be uint8, got format '%s'", out.format == NULL ? "B" : out.format);
+            goto done;
+        }
+        if (out.ndim != 3 || out.shape[0] != (Py_ssize_t)job.height || out.shape[1] != (Py_ssize_t)job.width ||
+            out.shape[2] != job.channels) {
+            PyObject *found = out.ndim >= 1 && out.shape != NULL ? PyTuple_New(out.ndim) : PyTuple_New(0);
+            int k;
+            for (k = 0; found != NULL && out.shape != NULL && k < out.ndim; k++)
+                PyTuple_SET_ITEM(found, k, PyLong_FromSsize_t(out.shape[k]));
+            PyErr_Format(PyExc_ValueError, "out must have shape (%lu, %lu, %d), got %R", job.height, job.width, job.channels,
+                         found == NULL ? Py_None : found);
+            Py_XDECREF(found);
+            goto done;
+        }
+        if (out.readonly) {
+            PyErr_SetString(PyExc_ValueError, "out must be writable, got a read-only array");
+            goto done;
+        }
+        if (!PyBuffer_IsContiguous(&out, 'C')) {
+            PyErr_SetString(PyExc_ValueError, "out must be C-contiguous, got a strided array");
+            goto done;
+        }
+        if ((const char *)out.buf < (const char *)data.buf + data.len && (const char *)data.buf < (const char *)out.buf + out.len) {
+            PyErr_SetString(PyExc_ValueError, "out overlaps data");
+            goto done;
+        }
+        image = out_obj;
+        Py_INCREF(image);
+    }
+    job.out = (unsigned char *)out.buf;
+    job.out_len = (size_t)out.len;
+
+    Py_BEGIN_ALLOW_THREADS
+    rc = codec_decode(&job);
+    Py_END_ALLOW_THREADS
+    if (rc != 0)
+        PyErr_SetString(PyExc_ValueError, job.msg);
+
+done:
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&out);
+    if (PyErr_Occurred()) {
+        Py_XDECREF(image);
+        return NULL;
+    }
+    return image;
+}
+
+PyDoc_STRVAR(encode_jpeg_doc,
+"encode_jpeg(image, quality=85, *, colorspace=None, subsampling=None, fast=False) -> bytes\n"
+"\n"
+"Encode a C-contiguous uint8 image, (H, W, 3) RGB or (H, W, 1) / (H, W) gray,\n"
+"as a baseline JFIF JPEG (csrc/codec.h), without the GIL. colorspace ('RGB'\n"
+"or 'GRAY') is the image's, checked against its channels; subsampling is\n"
+"'444', '422', '420' (the default for RGB) or 'gray' (a grayscale JPEG, the\n"
+"only one for a gray image; from RGB, libjpeg's luma). quality is 1..100;\n"
+"fast=True uses the fast integer forward DCT (as TurboJPEG's tjCompress2,\n"
+"hence simplejpeg's encode_jpeg, does below quality 96), else the accurate one.");
+
+static PyObject *
+encode_jpeg(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"image", "quality", "colorspace", "subsampling", "fast", NULL};
+    Py_buffer image = {0};
+    PyObject *image_obj, *result = NULL;
+    const char *colorspace = NULL, *subsampling = NULL;
+    codec_encode_job job;
+    int rc;
+
+    (void)self;
+    memset(&job, 0, sizeof(job));
+    job.quality = 85;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|i$zzp", kwlist, &image_obj, &job.quality, &colorspace, &subsampling, &job.fast))
+        return NULL;
+    if (get_view(image_obj, &image, "image", "a uint8 array") != 0)
+        return NULL;
+    if (buffer_kind(&image) != 'B') {
+        PyErr_Format(PyExc_TypeError, "image must be uint8, got format '%s'", image.format == NULL ? "B" : image.format);
+        goto done;
+    }
+    if (!(image.ndim == 2 || (image.ndim == 3 && (image.shape[2] == 1 || image.shape[2] == 3)))) {
+        PyErr_Format(PyExc_ValueError, "image must have shape (H, W, 3), (H, W, 1) or (H, W), got %d dimensions%s", image.ndim,
+                     image.ndim == 3 ? " with neither 1 nor 3 channels" : "");
+        goto done;
+    }
+    if (image.shape[0] < 1 || image.shape[1] < 1 || image.shape[0] > JPEG_MAX_DIMENSION || image.shape[1] > JPEG_MAX_DIMENSION) {
+        PyErr_Format(PyExc_ValueError, "image must be 1 to %d pixels high and wide (JPEG's limit), got %zdx%zd", (int)JPEG_MAX_DIMENSION,
+                     image.shape[0], image.shape[1]);
+        goto done;
+    }
+    if (!PyBuffer_IsContiguous(&image, 'C')) {
+        PyErr_SetString(PyExc_ValueError, "image must be C-contiguous (copy it first: numpy.ascontiguousarray)");
+        goto done;
+    }
+    job.height = (unsigned long)image.shape[0];
+    job.width = (unsigned long)image.shape[1];
+    job.channels = image.ndim == 2 ? 1 : (int)image.shape[2];
+    if (colorspace != NULL) {
+        int gray = strcmp(colorspace, "GRAY") == 0 || strcmp(colorspace, "gray") == 0;
+        if (!gray && strcmp(colorspace, "RGB") != 0 && strcmp(colorspace, "rgb") != 0) {
+            PyErr_Format(PyExc_ValueError, "colorspace must be 'RGB' or 'GRAY', got '%s'", colorspace);
+            goto done;
+        }
+        if ((gray ? 1 : 3) != job.channels) {
+            PyErr_Format(PyExc_ValueError, "colorspace '%s' needs %d channels, the image has %d", colorspace, gray ? 1 : 3, job.channels);
+            goto done;
+        }
+    }
+    if (subsampling == NULL)
+        job.subsampling = job.channels == 1 ? CODEC_GRAY : CODEC_420;
+    else if (strcmp(subsampling, "444") == 0)
+        job.subsampling = CODEC_444;
+    else if (strcmp(subsampling, "422") == 0)
+        job.subsampling = CODEC_422;
+    else if (strcmp(subsampling, "420") == 0)
+        job.subsampling = CODEC_420;
+    else if (strcmp(subsampling, "gray") == 0 || strcmp(subsampling, "GRAY") == 0 || strcmp(subsampling, "Gray") == 0)
+        job.subsampling = CODEC_GRAY;
+    else {
+        PyErr_Format(PyExc_ValueError, "subsampling must be '444', '422', '420' or 'gray', got '%s'", subsampling);
+        goto done;
+    }
+    if (job.channels == 1 && job.subsampling != CODEC_GRAY) {
+        PyErr_Format(PyExc_ValueError, "a gray image is encoded with subsampling 'gray', got '%s'", subsampling);
+        goto done;
+    }
+    if (job.quality < 1 || job.quality > 100) {
+        PyErr_Format(PyExc_ValueError, "quality must be 1..100, got %d", job.quality);
+        goto done;
+    }
+    job.pixels = (const unsigned char *)image.buf;
+
+    Py_BEGIN_ALLOW_THREADS
+    rc = codec_encode(&job);
+    Py_END_ALLOW_THREADS
+    if (rc != 0) {
+        PyErr_SetString(PyExc_ValueError, job.msg);
+        goto done;
+    }
+    result = PyBytes_FromStringAndSize((const char *)job.jpeg, (Py_ssize_t)job.jpeg_size);
+    free(job.jpeg);
+
+done:
+    PyBuffer_Release(&image);
+    return result;
+}
+
 static PyMethodDef roi_methods[] = {
+    {"decode_jpeg", (PyCFunction)(void (*)(void))decode_jpeg, METH_VARARGS | METH_KEYWORDS, decode_jpeg_doc},
+    {"encode_jpeg", (PyCFunction)(void (*)(void))encode_jpeg, METH_VARARGS | METH_KEYWORDS, encode_jpeg_doc},
     {"place", place, METH_VARARGS, place_doc},
     {"run_task", run_task, METH_VARARGS, run_task_doc},
     {"resample", (PyCFunction)(void (*)(void))resample, METH_VARARGS | METH_KEYWORDS, resample_doc},
