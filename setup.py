@@ -19,8 +19,8 @@ read it). pip shows the banner only with ``pip install -v``.
 Environment variables (the binary wheels' build, ``tools/wheels/manylinux.sh``, sets both):
 
 - ``SLIPSTREAM_JPEG_STATIC=DIR``: ``_roijpeg`` compiles against ``DIR/include`` and links
-  ``DIR/lib/libjpeg.a`` (or ``DIR/libjpeg.a``) into itself, its symbols kept private
-  (``--exclude-libs``), instead of ``-ljpeg``.
+  ``DIR/lib/libjpeg.a`` (or ``DIR/libjpeg.a``) into itself instead of ``-ljpeg`` (build that library with
+  ``-fvisibility=hidden`` so that the extension does not export libjpeg's symbols).
 - ``SLIPSTREAM_REQUIRE_EXTENSIONS=1``: every extension is required; the build fails rather than skipping one.
 """
 
@@ -79,7 +79,6 @@ def jpeg_options() -> dict:
         "include_dirs": [str(Path(root, "include"))],
         "extra_objects": [str(archive)],
         "libraries": ["pthread"],
-        "extra_link_args": ["-Wl,--exclude-libs,ALL"],  # libjpeg's symbols stay inside the extension
     }
 
 
