@@ -11,7 +11,7 @@
 Prints images/s for both (median of a few epochs after a warm-up) and the ratio.
 
 ``main`` is the command: it first checks that the ``files`` extra is installed (pyarrow,
-simplejpeg, Pillow: ``REQUIRED``) and, when one is missing, says what to install and returns 2
+Pillow: ``REQUIRED``) and, when one is missing, says what to install and returns 2
 before making anything.
 """
 
@@ -37,7 +37,7 @@ from ..remote.open import open as open_packed
 from ..write.writer import write
 
 # what the demo cannot run without: the files extra's packed files, JPEG encoder and image library
-REQUIRED = {"pyarrow": "pyarrow (packed files)", "simplejpeg": "simplejpeg (JPEG)", "PIL": "Pillow (the photo-like images)"}
+REQUIRED = {"pyarrow": "pyarrow (packed files)", "PIL": "Pillow (the photo-like images; JPEG without the compiled extension)"}
 
 
 def missing_requirements() -> list[str]:
@@ -89,11 +89,11 @@ def photo_like(height: int, width: int, seed: int) -> np.ndarray:
 
 
 def make_jpegs(n: int, seed: int = 0) -> list[bytes]:
-    import simplejpeg
+    from ..images.encoded.codecs import encode
 
     rng = np.random.default_rng(seed)
     sizes = rng.integers(200, 501, size=(n, 2))
-    return [simplejpeg.encode_jpeg(photo_like(int(h), int(w), seed + k), quality=90, colorsubsampling="420") for k, (h, w) in enumerate(sizes)]
+    return [encode("jpeg", photo_like(int(h), int(w), seed + k), 90) for k, (h, w) in enumerate(sizes)]
 
 
 class TorchJpegs:

@@ -12,9 +12,7 @@ import importlib.metadata
 import importlib.util
 import os
 import platform
-import re
 import sys
-from pathlib import Path
 
 import numpy as np
 
@@ -39,18 +37,19 @@ def installed_version(distribution: str, module: str | None = None) -> str | Non
 
 
 def libjpeg_turbo_version() -> str | None:
-    """The libjpeg-turbo version built into simplejpeg's extension (read from the binary), or None."""
+    """The libjpeg-turbo version JPEG images are coded with: the one the compiled extension was
+    built against, else Pillow's (its ``features``), or None (neither, or not libjpeg-turbo)."""
+    from ..images import compiled
+
+    if compiled.EXTENSION is not None:
+        number = int(compiled.EXTENSION.LIBJPEG_TURBO_VERSION_NUMBER)
+        return f"{number // 1000000}.{number // 1000 % 1000}.{number % 1000}"
     try:
-        spec = importlib.util.find_spec("simplejpeg")
-        locations = list(spec.submodule_search_locations or []) if spec is not None else []
-        for folder in locations:
-            for binary in sorted(Path(folder).glob("_jpeg*")):
-                match = re.search(rb"libjpeg-turbo version ([0-9][0-9.]*)", binary.read_bytes())
-                if match:
-                    return match.group(1).decode()
-    except (ImportError, ValueError, OSError):
-        pass
-    return None
+        from PIL import features
+
+        return features.version("libjpeg_turbo")
+    except (ImportError, ValueError):
+        return None
 
 
 def _cores() -> str:
@@ -84,12 +83,16 @@ def _token_kernels() -> str:
     return f"packing {packing}, mixing {MIXING_STATUS}: NumPy gives the same rows and mixtures, slower"
 
 
-def _simplejpeg() -> str:
-    version = installed_version("simplejpeg")
-    if version is None:
-        return "missing: JPEG images need it; pip install 'slipstream[files]' (or pip install simplejpeg)"
+def _jpeg_codec() -> str:
+    from ..images import compiled
+
     turbo = libjpeg_turbo_version()
-    return f"libjpeg-turbo {turbo or '(version not found)'} via simplejpeg {version}"
+    if compiled.EXTENSION is not None:
+        return f"libjpeg-turbo {turbo} via images._roijpeg (compiled, without the GIL)"
+    version = installed_version("Pillow", "PIL")
+    if version is None:
+        return f"missing: the compiled extension is {compiled.STATUS} and Pillow is not installed; pip install 'slipstream[files]'"
+    return f"libjpeg-turbo {turbo or '(version not found)'} via Pillow {version} (the compiled extension is {compiled.STATUS})"
 
 
 def _optional(distribution: str, module: str | None = None, missing: str = "not installed") -> str:
@@ -107,7 +110,7 @@ def info_lines() -> list[str]:
         ("pixel kernels", _pixel_kernels()),
         ("region JPEG decoder", _region_decoder()),
         ("token kernels", _token_kernels()),
-        ("JPEG decoding", _simplejpeg()),
+        ("JPEG decoding", _jpeg_codec()),
         ("pyarrow", _optional("pyarrow", missing="not installed: packed files need it; pip install 'slipstream[files]'")),
         ("torch", _optional("torch")),
         ("jax", _optional("jax")),

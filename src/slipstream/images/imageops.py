@@ -257,7 +257,7 @@ class Decode(Op):
     small loss in quality (off by default). ``exact=True`` never decodes at a reduced DCT scale.
 
     Damage is refused the same way on every path: a JPEG that libjpeg warns about anywhere in the
-    file (truncated, corrupt data, extraneous bytes) raises, as ``ds[i]`` and simplejpeg do; the
+    file (truncated, corrupt data, extraneous bytes) raises, as ``ds[i]`` does; the
     region decoder entropy-decodes the rows below the crop to find it."""
 
     def __init__(self, fast: bool = False, exact: bool = False):

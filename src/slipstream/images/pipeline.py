@@ -151,7 +151,7 @@ class ImageSource:
         there must not size the buffers, nor reshape the pixels on one path and fail on another).
         A header that declares more pixels than the bytes can encode is damage too, stored shape and
         all (``codecs.check_encoded_size``). Returns whether the region decoder handles its colour
-        space (not CMYK/YCCK: those are decoded whole, and simplejpeg converts them to RGB)."""
+        space (not CMYK/YCCK: those are decoded whole, and converted to RGB)."""
         height, width, colorspace = _imaging.jpeg_info(self.data)
         if (height, width) != self.shape[:2]:
             raise ValueError(f"the jpeg image is {height}x{width} but its stored shape is {self.shape}")
@@ -174,7 +174,7 @@ class ImageSource:
         return canvas.reshape(dec_h, dec_w, channels)
 
     def _decode_whole(self, options: Decode, factor: int, shape: tuple[int, int, int]) -> np.ndarray:
-        """The whole JPEG at 1/factor scale (simplejpeg, strict), in a per-thread buffer of ``shape``."""
+        """The whole JPEG at 1/factor scale (``codecs.decode_jpeg_scaled``, strict), in a per-thread buffer of ``shape``."""
         dec_h, dec_w, channels = shape
         buffer = _scratch_buffer(dec_h * dec_w * channels)
         colorspace = "GRAY" if channels == 1 else "RGB"

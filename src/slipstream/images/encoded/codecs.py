@@ -1,4 +1,4 @@
-"""Image codecs and resizing for packed files: raw, JPEG (libjpeg-turbo via simplejpeg), PNG (Pillow), QOI.
+"""Image codecs and resizing for packed files: raw, JPEG (libjpeg-turbo), PNG (Pillow), QOI.
 
 Images are uint8 arrays of shape (height, width, channels), channels 1 (grayscale) or 3 (RGB).
 Every encoder is deterministic (same pixels and settings, same bytes), so rewriting a dataset gives
@@ -9,6 +9,16 @@ one channel, every other mode (RGBA, LA's colour cousins, palette, CMYK, YCbCr) 
 dropped as Pillow's ``convert("RGB")`` drops it; 16-bit samples keep their high byte (``v >> 8``,
 what Pillow does to 16-bit colour PNGs, so a 16-bit gray and a 16-bit colour file agree);
 floating-point images are refused (no known range). ``to_channels`` converts between 1 and 3.
+
+JPEG goes through slipstream's compiled extension (``images.compiled.EXTENSION``: libjpeg-turbo's
+libjpeg API, strict: any libjpeg warning is an error) wherever it was built; its pixels and encoded
+bytes are those simplejpeg gives with the same libjpeg (encoding with the fast forward DCT below
+quality 96, as TurboJPEG does). Without it, Pillow does the work, with these differences: Pillow
+refuses truncated data (with ``ImageFile.LOAD_TRUNCATED_IMAGES`` off, its default) but not every
+corrupt-data warning libjpeg gives; ``fast`` decoding is the accurate one; encoding uses the
+accurate forward DCT at every quality (bytes, and pixels by a level or so, differ from the
+extension's below quality 96). Decoded pixels are the same (the same libjpeg decodes them), CMYK
+converted to RGB by simplejpeg's rule on both paths.
 """
 
 from __future__ import annotations
@@ -19,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ...core.optional import require
+from .. import compiled as _compiled
 from .headers import check_encoded_size, header_mismatch, header_size, jpeg_header, jpeg_info
 
 __all__ = [
@@ -48,12 +59,8 @@ def _pil():
     return require("PIL.Image", extra="files", purpose="image fields need Pillow", package="Pillow")
 
 
-def _simplejpeg():
-    return require("simplejpeg", extra="files", purpose="JPEG images need simplejpeg")
-
-
 def _qoi():
-    return require("qoi", extra="files", purpose="QOI images need qoi")
+    return require("qoi", extra="qoi", purpose="QOI images need qoi")
 
 
 def sniff(data: bytes | memoryview) -> str | None:
@@ -173,10 +180,7 @@ def encode(codec: str, image: np.ndarray, quality: int) -> bytes:
     if codec == "raw":
         return image.tobytes()
     if codec == "jpeg":
-        gray = image.shape[2] == 1
-        return _simplejpeg().encode_jpeg(
-            image, quality=quality, colorspace="GRAY" if gray else "RGB", colorsubsampling="Gray" if gray else "420"
-        )
+        return _encode_jpeg(image, quality)
     if codec == "png":
         buffer = io.BytesIO()
         _pil().fromarray(image[:, :, 0] if image.shape[2] == 1 else image).save(buffer, format="PNG", compress_level=6)
@@ -192,7 +196,7 @@ def verify_jpeg(data: Any, where: str) -> None:
     a header that declares more than the bytes can encode is refused before that: ``check_encoded_size``)."""
     try:
         check_encoded_size("jpeg", data)
-        _simplejpeg().decode_jpeg(data, min_height=1, min_width=1, min_factor=8, strict=True)
+        _jpeg_decode(data, "RGB", None, 8, False)
     except ValueError as exc:
         raise ValueError(f"{where}: the JPEG bytes do not decode: {exc}") from exc
 
@@ -249,29 +253,101 @@ def decode(
 
 
 def _decode_jpeg(data: Any, shape: tuple[int, int, int] | None, channels: int | None, out: np.ndarray | None) -> np.ndarray:
-    """A whole JPEG (simplejpeg, strict: any libjpeg warning raises) as ``channels`` channels
-    (default: the file's own), straight into ``out`` when it has the stored size and those channels."""
+    """A whole JPEG (strict: any libjpeg warning raises) as ``channels`` channels (default: the
+    file's own), straight into ``out`` when it has the stored size and those channels."""
     if channels is None:
         header = jpeg_header(data)
         channels = 1 if header is not None and header[2] == 1 else 3
     colorspace = "GRAY" if channels == 1 else "RGB"
-    if out is not None and shape is not None and out.shape == (shape[0], shape[1], channels) and out.flags.c_contiguous:
-        image = _simplejpeg().decode_jpeg(data, colorspace=colorspace, buffer=out)
-    else:
-        image = _simplejpeg().decode_jpeg(data, colorspace=colorspace)
-    return image[:, :, None] if image.ndim == 2 else image
+    fits = (
+        out is not None
+        and shape is not None
+        and out.shape == (shape[0], shape[1], channels)
+        and out.dtype == np.uint8
+        and out.flags.c_contiguous
+        and out.flags.writeable
+    )
+    return _jpeg_decode(data, colorspace, out if fits else None, 1, False)
 
 
 def decode_jpeg_scaled(
     data: Any, colorspace: str, buffer: np.ndarray, fast: bool, factor: int, height: int, width: int
 ) -> np.ndarray:
-    """A whole JPEG decoded strictly into ``buffer`` (simplejpeg): as ``colorspace`` ("RGB" or
-    "GRAY"), with libjpeg's fast DCT and upsampling when ``fast``, and at 1/``factor`` scale (2, 4
-    or 8: libjpeg's DCT scaling, to a ``height`` x ``width`` image at least) when ``factor`` > 1.
-    Returns the decoded array, a view of ``buffer`` ((H, W) for gray)."""
-    simplejpeg = _simplejpeg()
-    if factor == 1:
-        return simplejpeg.decode_jpeg(data, colorspace=colorspace, buffer=buffer, fastdct=fast, fastupsample=fast)
-    return simplejpeg.decode_jpeg(
-        data, colorspace=colorspace, buffer=buffer, fastdct=fast, fastupsample=fast, min_factor=factor, min_height=height, min_width=width
-    )
+    """A whole JPEG decoded strictly into ``buffer`` (a contiguous uint8 array of at least
+    ``height * width * channels`` bytes, any shape): as ``colorspace`` ("RGB" or "GRAY"), with
+    libjpeg's fast DCT and upsampling when ``fast``, and at 1/``factor`` scale (1, 2, 4 or 8:
+    libjpeg's DCT scaling) to a ``height`` x ``width`` image (``ValueError`` when it decodes to
+    another size). Returns the decoded (H, W, C) array, a view of ``buffer``."""
+    channels = 1 if colorspace == "GRAY" else 3
+    need = height * width * channels
+    flat = buffer.reshape(-1)
+    if flat.size < need:
+        raise ValueError(f"a buffer of {flat.size} bytes cannot hold the {height}x{width}x{channels} image")
+    return _jpeg_decode(data, colorspace, flat[:need].reshape(height, width, channels), factor, fast)
+
+
+def _jpeg_decode(data: Any, colorspace: str, out: np.ndarray | None, factor: int, fast: bool) -> np.ndarray:
+    """The whole JPEG as a uint8 (H, W, C) array (C = 3 for "RGB", 1 for "GRAY") at 1/``factor``
+    scale, into ``out`` when given (of exactly that shape); ``ValueError`` for damage."""
+    ext = _compiled.EXTENSION
+    if ext is not None:
+        return ext.decode_jpeg(data, out, colorspace=colorspace, scale_denom=factor, fast=fast)
+    return _pillow_decode_jpeg(data, colorspace, out, factor)
+
+
+def _pillow_decode_jpeg(data: Any, colorspace: str, out: np.ndarray | None, factor: int) -> np.ndarray:
+    """``_jpeg_decode`` by Pillow (no extension): libjpeg's accurate DCT and fancy upsampling at
+    every setting; DCT scaling through ``draft``; CMYK/YCCK converted as simplejpeg converts them."""
+    Image = _pil()
+    gray = colorspace == "GRAY"
+    with Image.open(io.BytesIO(data)) as pil:
+        if pil.format != "JPEG":
+            raise ValueError(f"not a JPEG (Pillow reads {pil.format})")
+        width, height = pil.size
+        want = (-(-height // factor), -(-width // factor))
+        if factor > 1 or (gray and pil.mode == "RGB"):
+            pil.draft("L" if gray and pil.mode == "RGB" else pil.mode, (max(1, width // factor), max(1, height // factor)))
+        pil.load()
+        mode, array = pil.mode, np.asarray(pil)
+    if mode == "CMYK":  # Pillow inverts Adobe CMYK: the libjpeg values are 255 - these
+        array = _cmyk_to_rgb(array, gray)
+    elif array.ndim == 2:
+        array = array[:, :, None]
+    if array.shape[2] != (1 if gray else 3):
+        array = to_channels(array, 1 if gray else 3)
+    if array.shape[:2] != want:
+        raise ValueError(f"Pillow decodes the {height}x{width} JPEG at 1/{factor} scale to {array.shape[:2]}, expected {want}")
+    if out is None:
+        return np.ascontiguousarray(array)
+    if out.shape != array.shape:
+        raise ValueError(f"out must have shape {array.shape}, got {out.shape}")
+    np.copyto(out, array)
+    return out
+
+
+def _cmyk_to_rgb(inverted: np.ndarray, gray: bool) -> np.ndarray:
+    """Pillow's (inverted) CMYK as simplejpeg converts libjpeg's CMYK: R = K - ((255 - C) * K >> 8)
+    (C, K libjpeg's values, so 255 - C is Pillow's), gray from that RGB by ITU-R 601 in 14 bits."""
+    values = inverted.astype(np.uint32)
+    k = 255 - values[:, :, 3:4]
+    rgb = k - ((values[:, :, :3] * k) >> 8)
+    if gray:
+        return ((rgb[:, :, 0:1] * 4899 + rgb[:, :, 1:2] * 9617 + rgb[:, :, 2:3] * 1868 + 8192) >> 14).astype(np.uint8)
+    return rgb.astype(np.uint8)
+
+
+def _encode_jpeg(image: np.ndarray, quality: int) -> bytes:
+    """A uint8 (H, W, 1 or 3) image as a baseline JPEG: 4:2:0 for RGB, grayscale for one channel;
+    the extension's bytes are simplejpeg's (fast forward DCT below quality 96), Pillow's without it."""
+    gray = image.shape[2] == 1
+    ext = _compiled.EXTENSION
+    if ext is not None:
+        return ext.encode_jpeg(
+            np.ascontiguousarray(image), quality, colorspace="GRAY" if gray else "RGB", subsampling="gray" if gray else "420", fast=quality < 96
+        )
+    buffer = io.BytesIO()
+    if gray:
+        _pil().fromarray(np.ascontiguousarray(image[:, :, 0])).save(buffer, format="JPEG", quality=quality)
+    else:
+        _pil().fromarray(np.ascontiguousarray(image)).save(buffer, format="JPEG", quality=quality, subsampling=2)
+    return buffer.getvalue()

@@ -12,20 +12,34 @@ from typing import Any
 
 import numpy as np
 
-from ...core.optional import require
+from .. import compiled as _compiled
 
 __all__ = ["check_encoded_size", "header_mismatch", "header_size", "jpeg_frame", "jpeg_header", "jpeg_info"]
 
 
-def _simplejpeg():
-    return require("simplejpeg", extra="files", purpose="JPEG images need simplejpeg")
+_SPACES = {1: "Gray", 2: "RGB", 3: "YCbCr", 4: "CMYK", 5: "YCCK"}  # libjpeg's J_COLOR_SPACE codes
 
 
 def jpeg_info(data: Any) -> tuple[int, int, str]:
     """(height, width, colour space) from a JPEG's header, the colour space as libjpeg names it
-    ("Gray", "YCbCr", "RGB", "CMYK", "YCCK"); ``ValueError`` (or ``RuntimeError``) when unreadable."""
-    height, width, colorspace, _ = _simplejpeg().decode_jpeg_header(data)
-    return height, width, colorspace
+    ("Gray", "YCbCr", "RGB", "CMYK", "YCCK"); ``ValueError`` when unreadable or of no such colour
+    space. libjpeg reads it where the compiled extension is built (any warning about the header is
+    an error); otherwise the markers are read here, by libjpeg's rule (``_jpeg_space``)."""
+    ext = _compiled.EXTENSION
+    if ext is not None:
+        height, width, _, code = ext.read_header(data)
+        space = _SPACES.get(code)
+    else:
+        view = _as_view(data)
+        frame, space = jpeg_frame(view), _jpeg_space(view)
+        if frame is None:
+            raise ValueError("JPEG header error: no frame header (SOFn) after readable markers")
+        _, height, width, _ = frame
+        if height == 0 or width == 0:
+            raise ValueError(f"JPEG header error: an empty {height}x{width} frame")
+    if space is None:
+        raise ValueError("JPEG header error: a colour space libjpeg does not know (neither 1, 3 nor 4 components)")
+    return int(height), int(width), space
 
 
 def jpeg_header(data: bytes) -> tuple[int, int, int] | None:
@@ -53,7 +67,7 @@ def header_size(codec: str, data: Any, complete: bool = False) -> tuple[int, int
     elif codec == "jpeg":
         try:
             size = tuple(int(v) for v in jpeg_info(data)[:2])  # type: ignore[assignment]
-        except (ValueError, RuntimeError, OSError):
+        except ValueError:
             return None
     if complete and size is not None and (size[0] <= 0 or size[1] <= 0):
         return None
@@ -119,6 +133,51 @@ def jpeg_frame(data: Any) -> tuple[int, int, int, list[tuple[int, int]]] | None:
                 return None
             sampling = [(segment[7 + 3 * k] >> 4, segment[7 + 3 * k] & 15) for k in range(segment[5])]
             return marker, (segment[1] << 8) | segment[2], (segment[3] << 8) | segment[4], sampling
+        i += 2 + length
+    return None
+
+
+def _jpeg_space(view: memoryview) -> str | None:
+    """The colour space libjpeg gives the frame (jdapimin.c's rule): 1 component Gray; 3 YCbCr,
+    RGB under an Adobe marker with transform 0 or, without JFIF and Adobe markers, component ids
+    R, G, B; 4 CMYK, YCCK under an Adobe marker with transform other than 0. None when the
+    markers cannot be read or there are 2 or more than 4 components."""
+    n, i = len(view), 2
+    jfif, adobe = False, None
+    if n < 4 or view[0] != 0xFF or view[1] != 0xD8:
+        return None
+    while i + 4 <= n and view[i] == 0xFF:
+        marker = view[i + 1]
+        if marker == 0xFF:
+            i += 1
+            continue
+        if marker == 0x01 or 0xD0 <= marker <= 0xD7:
+            i += 2
+            continue
+        if marker in (0xD8, 0xD9, 0xDA):
+            return None
+        length = (view[i + 2] << 8) | view[i + 3]
+        segment = view[i + 4 : i + 2 + length]
+        if marker == 0xE0 and bytes(segment[:5]) == b"JFIF\0":
+            jfif = True
+        elif marker == 0xEE and len(segment) >= 12 and bytes(segment[:5]) == b"Adobe":
+            adobe = segment[11]
+        elif 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+            count = segment[5] if len(segment) >= 6 else 0
+            if count == 1:
+                return "Gray"
+            if count == 3:
+                if jfif:
+                    return "YCbCr"
+                if adobe is not None:
+                    return "RGB" if adobe == 0 else "YCbCr"
+                ids = bytes(segment[6 + 3 * k] for k in range(3) if 6 + 3 * k < len(segment))
+                return "RGB" if ids == b"RGB" else "YCbCr"
+            if count == 4:
+                return "YCCK" if adobe is not None and adobe != 0 else "CMYK"
+            return None
+        if length < 2:
+            return None
         i += 2 + length
     return None
 
