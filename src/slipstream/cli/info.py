@@ -16,6 +16,7 @@ import sys
 
 import numpy as np
 
+from ..core import buildreport
 from ..core.cpus import cgroup_quota, usable_cores
 from ..core.version import __version__
 from ..images.kernels import resampler_status
@@ -60,6 +61,24 @@ def _cores() -> str:
     quota = cgroup_quota()
     limit = "no cgroup CPU quota" if quota is None else f"cgroup CPU quota {quota:g}"
     return f"{usable_cores()} ({affinity}, {limit}; os.cpu_count() {os.cpu_count()}): workers='auto' uses this"
+
+
+def _compiled_core() -> str:
+    """The three C extensions: active, or why not (the build's reason when it left one), and how to get them."""
+    from ..images import compiled
+
+    statuses = {"images._roijpeg": compiled.STATUS, "sequences._packing": kernels()[1], "sequences._mixing": MIXING_STATUS}
+    statuses = {name: buildreport.not_built(f"slipstream.{name}") if status == "not built" else status for name, status in statuses.items()}
+    if all(status == "active" for status in statuses.values()):
+        libjpeg = {"static": " (libjpeg-turbo linked in)", "system": " (the system's libjpeg)"}.get(buildreport.read().get("libjpeg"), "")
+        return f"active: images._roijpeg{libjpeg}, sequences._packing, sequences._mixing"
+    text = "; ".join(f"{name} {status}" for name, status in statuses.items())
+    if any(status.startswith(("not built", "failed")) for status in statuses.values()):
+        text += (
+            ". To get them: pip install --force-reinstall --only-binary slipstream slipstream (the binary wheel), or install"
+            " gcc and libjpeg62-turbo-dev and reinstall from source (pip install -v shows why a build skipped one)"
+        )
+    return text
 
 
 def _pixel_kernels() -> str:
@@ -107,6 +126,7 @@ def info_lines() -> list[str]:
         ("python", f"{platform.python_version()} ({platform.python_implementation()}, {sys.platform})"),
         ("numpy", np.__version__),
         ("usable cores", _cores()),
+        ("compiled core", _compiled_core()),
         ("pixel kernels", _pixel_kernels()),
         ("region JPEG decoder", _region_decoder()),
         ("token kernels", _token_kernels()),

@@ -212,6 +212,7 @@ class Pipeline:
             raise ValueError("a pipeline takes at most one Normalize and one ToCHW before its custom ops")
         self.filter = next((op.interpolation for _, op in reversed(self.geometry) if hasattr(op, "interpolation")), "bilinear")
         self.ops = ops
+        _compiled.warn_if_missing()  # once per process, when the compiled image core is missing
 
     def __repr__(self) -> str:
         return f"Pipeline({self.ops!r})"

@@ -14,7 +14,8 @@ out (HWC or CHW), normalized (``float32(v) * scale[c] + offset[c]``, in float32)
 Two implementations give bit-identical results: C (``csrc/resample.c`` in the compiled ``_roijpeg``
 extension, run without the GIL, nothing compiled at run time), the one the image pipelines use, and
 a vectorized NumPy reference, used when the extension is not built or ``SLIPSTREAM_NO_ROIJPEG=1``
-was set when this package was imported. ``C_RESAMPLER`` says whether the C one is active,
+was set when this package was imported (the first fallback call warns once when it is missing:
+``images.compiled.warn_if_missing``). ``C_RESAMPLER`` says whether the C one is active,
 ``resampler_status()`` why not (as ``c_path.status``).
 
 The modules, one role each:
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import compiled as _compiled
 from . import c_path, numpy_path
 from .c_path import status as resampler_status
 
@@ -57,4 +59,5 @@ def resample_into(src, box, out, *, flip=False, filter="bilinear", chw=False, sc
     """
     if c_path.AVAILABLE:
         return c_path.resample(src, box, out, flip=flip, filter=filter, chw=chw, scale=scale, offset=offset)
+    _compiled.warn_if_missing()
     return numpy_path.resample(src, box, out, flip=flip, filter=filter, chw=chw, scale=scale, offset=offset)
