@@ -88,7 +88,9 @@ def cases(image: np.ndarray, data: bytes) -> dict[str, dict[str, Callable[[], ob
         table["encode"]["slipstream"] = lambda: ext.encode_jpeg(image, 90, subsampling="420", fast=True)
     if simplejpeg is not None:
         table["decode"]["simplejpeg"] = lambda: simplejpeg.decode_jpeg(data)
-        table["decode 1/2"]["simplejpeg"] = lambda: simplejpeg.decode_jpeg(data, min_factor=2, min_height=-(-h // 2), min_width=-(-w // 2))
+        table["decode 1/2"]["simplejpeg"] = lambda: simplejpeg.decode_jpeg(
+            data, min_factor=2, min_height=-(-h // 2), min_width=-(-w // 2)
+        )
         table["decode into out"]["simplejpeg"] = lambda: simplejpeg.decode_jpeg(data, buffer=out)
         table["encode"]["simplejpeg"] = lambda: simplejpeg.encode_jpeg(image, quality=90, colorsubsampling="420")
     table["decode"]["Pillow"] = lambda: pil_decode(data)
@@ -129,7 +131,9 @@ def main() -> None:
             ref = times.get("slipstream")
             for impl, values in times.items():
                 ratio = statistics.median(v / r for v, r in zip(values, ref)) if ref else float("nan")
-                print(f"{name + ' ' + 'x'.join(map(str, image.shape[:2])):<24} {case:<16} {impl:<12} {statistics.median(values):>10.0f} {ratio:>7.2f}")
+                print(
+                    f"{name + ' ' + 'x'.join(map(str, image.shape[:2])):<24} {case:<16} {impl:<12} {statistics.median(values):>10.0f} {ratio:>7.2f}"
+                )
 
 
 if __name__ == "__main__":

@@ -153,12 +153,6 @@ codec_decode(codec_decode_job *job)
     job->width = cinfo.output_width;
     job->channels = job->gray ? 1 : 3;
     stride = (size_t)cinfo.output_width * (size_t)job->channels;
-    if ((unsigned long long)stride * cinfo.output_height > (unsigned long long)CODEC_MAX_BYTES) {
-        snprintf(job->msg, sizeof(job->msg), "the JPEG header declares a %lux%lu image: more than the %zu bytes a decode may fill",
-                 job->height, job->width, (size_t)CODEC_MAX_BYTES);
-        goto fail;
-    }
-    needed = stride * (size_t)cinfo.output_height;
     fewest = job->strict ? codec_min_bytes(&cinfo) : 0;
     if (fewest > (unsigned long long)job->size) {
         snprintf(job->msg, sizeof(job->msg),
@@ -166,6 +160,12 @@ codec_decode(codec_decode_job *job)
                  (unsigned)cinfo.image_height, (unsigned)cinfo.image_width, fewest, job->size);
         goto fail;
     }
+    if ((unsigned long long)stride * cinfo.output_height > (unsigned long long)CODEC_MAX_BYTES) {
+        snprintf(job->msg, sizeof(job->msg), "the JPEG header declares a %lux%lu image: more than the %zu bytes a decode may fill",
+                 job->height, job->width, (size_t)CODEC_MAX_BYTES);
+        goto fail;
+    }
+    needed = stride * (size_t)cinfo.output_height;
     if (job->out == NULL) {  /* the header only */
         jpeg_destroy_decompress(&cinfo);
         return 0;

@@ -300,15 +300,18 @@ def _pillow_decode_jpeg(data: Any, colorspace: str, out: np.ndarray | None, fact
     every setting; DCT scaling through ``draft``; CMYK/YCCK converted as simplejpeg converts them."""
     Image = _pil()
     gray = colorspace == "GRAY"
-    with Image.open(io.BytesIO(data)) as pil:
-        if pil.format != "JPEG":
-            raise ValueError(f"not a JPEG (Pillow reads {pil.format})")
-        width, height = pil.size
-        want = (-(-height // factor), -(-width // factor))
-        if factor > 1 or (gray and pil.mode == "RGB"):
-            pil.draft("L" if gray and pil.mode == "RGB" else pil.mode, (max(1, width // factor), max(1, height // factor)))
-        pil.load()
-        mode, array = pil.mode, np.asarray(pil)
+    try:
+        with Image.open(io.BytesIO(data)) as pil:
+            if pil.format != "JPEG":
+                raise ValueError(f"not a JPEG (Pillow reads {pil.format})")
+            width, height = pil.size
+            want = (-(-height // factor), -(-width // factor))
+            if factor > 1 or (gray and pil.mode == "RGB"):
+                pil.draft("L" if gray and pil.mode == "RGB" else pil.mode, (max(1, width // factor), max(1, height // factor)))
+            pil.load()
+            mode, array = pil.mode, np.asarray(pil)
+    except (OSError, SyntaxError, EOFError, Image.DecompressionBombError) as exc:  # Pillow's ways of saying damaged
+        raise ValueError(f"Pillow cannot decode the JPEG: {exc}") from exc
     if mode == "CMYK":  # Pillow inverts Adobe CMYK: the libjpeg values are 255 - these
         array = _cmyk_to_rgb(array, gray)
     elif array.ndim == 2:
