@@ -39,7 +39,7 @@ DEFAULT_CACHE = Path(tempfile.gettempdir()) / "slipstream-bench-convert"
 
 def make_folder(root: Path, n: int) -> Path:
     """``n`` photo-like JPEGs (smooth gradients and noise, 160..255 px a side) in 8 classes, once."""
-    import simplejpeg
+    from slipstream.images.encoded.codecs import encode
 
     done = root / f".complete-{n}"
     if done.exists():
@@ -53,7 +53,7 @@ def make_folder(root: Path, n: int) -> Path:
         pixels = np.clip(128 + 90 * base + rng.normal(0, 12, (h, w, 3)), 0, 255).astype(np.uint8)
         folder = root / f"class{i % 8}"
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / f"{i:06d}.jpg").write_bytes(simplejpeg.encode_jpeg(pixels, quality=90))
+        (folder / f"{i:06d}.jpg").write_bytes(encode("jpeg", pixels, 90))
     done.touch()
     return root
 

@@ -26,8 +26,8 @@ RAM and the page cache (about 1.3 GB of files in the full run). Cases:
     scikit-image is missing) written with ``F.Image(codec="jpeg", quality=90)`` plus an ``F.Int``,
     ``workers=1`` and ``workers=2``, from arrays (encoded by the writer) and from already-encoded
     JPEG bytes (stored as they are: a header read and a 1/8-scale verification decode, no
-    re-encode). Each write includes the writer's fsync. Reference: a bare ``simplejpeg.encode_jpeg``
-    loop with the writer's settings (1 thread; 2 threads over halves); the writer's share of it is
+    re-encode). Each write includes the writer's fsync. Reference: a bare ``codecs.encode("jpeg", ...)``
+    loop (the writer's encoder and settings) (1 thread; 2 threads over halves); the writer's share of it is
     reported (no goal is set for the writer). Images/s, input MB/s (raw pixels) and output MB/s
     (file bytes) are reported.
 
@@ -41,7 +41,7 @@ Run:  python benchmarks/bench_packed.py [--quick] [--repeats N] [--cases 123] [-
 ``--quick`` takes under 10 s (small files, fewer repeats): a smoke run, whose small writes are
 dominated by fixed costs (fsync, thread start), so judge goals on the full run, which takes about
 1.5-2 minutes on two cores (a third of it writing the files). Needs torch and the 'files' extra
-(pyarrow, pillow, simplejpeg); scikit-image is optional (real photos for case 3).
+(pyarrow, pillow); scikit-image is optional (real photos for case 3).
 """
 
 from __future__ import annotations
@@ -69,11 +69,8 @@ from torch.utils.data import Dataset
 
 import slipstream as ss
 from slipstream import fields as F
-
-try:
-    import simplejpeg
-except ImportError:
-    sys.exit("bench_packed.py needs simplejpeg (and pyarrow, pillow): pip install -e '.[files]'")
+from slipstream.images import compiled
+from slipstream.images.encoded import codecs
 
 SHAPE = (224, 224, 3)
 SAMPLE_BYTES = int(np.prod(SHAPE))  # 150,528
@@ -372,8 +369,8 @@ def make_photos(n: int) -> tuple[list[np.ndarray], str]:
 
 
 def encode(image: np.ndarray) -> bytes:
-    """JPEG with the writer's settings (simplejpeg, RGB, 4:2:0)."""
-    return simplejpeg.encode_jpeg(image, quality=QUALITY, colorspace="RGB", colorsubsampling="420")
+    """JPEG as the writer encodes it (its codec and settings: RGB, 4:2:0)."""
+    return codecs.encode("jpeg", image, QUALITY)
 
 
 def write_run(tmp: Path, samples: list[dict[str, Any]], workers: int, sizes: dict[str, int], key: str) -> Run:
@@ -446,8 +443,8 @@ def case_3(tmp: Path, n: int, repeats: int, verdicts: Verdicts) -> None:
     results = measure(runs, repeats, warmup=2)
     pool.shutdown()
     labels_ = {
-        "enc1": "bare simplejpeg.encode_jpeg loop, 1 thread [reference]",
-        "enc2": "bare simplejpeg.encode_jpeg, 2 threads   [reference]",
+        "enc1": "bare codecs.encode loop, 1 thread    [reference]",
+        "enc2": "bare codecs.encode, 2 threads       [reference]",
         "w1": "ss.write(arrays -> jpeg), workers=1",
         "w2": "ss.write(arrays -> jpeg), workers=2",
         "p1": "ss.write(JPEG bytes, pass-through), workers=1",
@@ -481,7 +478,7 @@ def main(argv: list[str] | None = None) -> int:
     n_raw, n_scalar, n_images = (320, 50_000, 32) if args.quick else (4_000, 1_000_000, 600)
 
     set_footing()
-    print(versions(f"pyarrow {__import__('pyarrow').__version__}", f"simplejpeg {simplejpeg.__version__}"))
+    print(versions(f"pyarrow {__import__('pyarrow').__version__}", f"JPEG via {'_roijpeg' if compiled.EXTENSION is not None else 'Pillow'}"))
     print(
         "footing: torch.set_num_threads(1); one warm-up per run, then "
         f"{repeats[0]}/{repeats[1]}/{repeats[2]} timed runs (cases 1/2/3) in rotating order; "

@@ -73,7 +73,7 @@ Run:  python benchmarks/bench_remote.py [--quick] [--repeats N] [--images N] [--
 About 11 minutes on two cores shared with other load once the images and files exist (``--sources packed``
 about 2.5 on quiet ones; making 5,000 images takes about a minute and a half, once); ``--quick`` (320
 images, 1 MiB pages in 4 MB shards, 1 repeat) takes several seconds after the imports and the server's
-start. Needs torch, pillow, simplejpeg, pyarrow, scikit-image, s3fs, moto[server], boto3 and psutil
+start. Needs torch, pillow, pyarrow, scikit-image, s3fs, moto[server], boto3 and psutil
 (``pip install -e '.[bench]'``).
 """
 

@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("torch")  # the benchmark needs torch to start at all
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_remote.py"
-NEEDS = ("skimage", "simplejpeg", "PIL", "pyarrow", "s3fs", "moto", "boto3", "psutil")
+NEEDS = ("skimage", "PIL", "pyarrow", "s3fs", "moto", "boto3", "psutil")
 
 
 @pytest.mark.skipif(any(importlib.util.find_spec(m) is None for m in NEEDS), reason=f"needs {', '.join(NEEDS)}")

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("pyarrow")
-pytest.importorskip("simplejpeg")
+pytest.importorskip("PIL")  # JPEG without the compiled extension
 
 import slipstream as ss  # noqa: E402
 from slipstream import fields as F  # noqa: E402

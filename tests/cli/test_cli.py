@@ -131,7 +131,9 @@ def test_info_prints_versions_cores_and_the_active_fast_paths(capsys):
     assert lines["usable cores"].startswith(f"{usable_cores()} (") and f"os.cpu_count() {os.cpu_count()}" in lines["usable cores"]
     assert lines["pixel kernels"].startswith("active (images._roijpeg)") == kernels.C_RESAMPLER
     assert lines["region JPEG decoder"].startswith("active") == ROI_DECODE
-    assert "simplejpeg" in lines["JPEG decoding"] and {"pyarrow", "torch", "jax", "python"} <= lines.keys()
+    jpeg = "via images._roijpeg (compiled" if kernels.C_RESAMPLER else "via Pillow"
+    assert lines["JPEG decoding"].startswith("libjpeg-turbo ") and jpeg in lines["JPEG decoding"], lines["JPEG decoding"]
+    assert {"pyarrow", "torch", "jax", "python"} <= lines.keys()
 
 
 def test_info_says_what_the_environment_switched_off_and_imports_no_framework():
@@ -250,7 +252,7 @@ def test_validate_checks_every_page_and_names_the_first_bad_one(tmp_path, capsys
     assert "Traceback" not in captured.err
 
 
-@pytest.mark.parametrize("module", ["simplejpeg", "PIL", "pyarrow"])
+@pytest.mark.parametrize("module", ["PIL", "pyarrow"])
 def test_the_demo_without_the_files_extra_says_what_to_install_and_exits_2(module):
     result = run_python(  # as a core-only install: the module cannot be imported
         f"""

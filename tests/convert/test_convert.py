@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.ipc
 import pyarrow.parquet as pq
 import pytest
-import simplejpeg
 from hfdata import HF_FEATURES, hf_table, jpeg, pixels, save_to_disk
+from jpegs import decode_jpeg
 from PIL import Image
 
 import slipstream as ss
@@ -184,7 +184,7 @@ def test_parquet_columns_map_to_fields_and_read_back_equal(tmp_path: Path):
         for name in ("id", "score", "ok", "name", "blob", "words", "meta", "kind"):
             assert sample[name] == row[name] and type(sample[name]) is type(row[name]), (i, name)
         assert sample["tags"].dtype == np.int64 and sample["tags"].tolist() == row["tags"]
-        np.testing.assert_array_equal(sample["photo"], simplejpeg.decode_jpeg(jpegs[i]))
+        np.testing.assert_array_equal(sample["photo"], decode_jpeg(jpegs[i]))
         np.testing.assert_array_equal(sample["hf_image"], pixels(i, 6, 5))
 
 

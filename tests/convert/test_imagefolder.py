@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import simplejpeg
 from helpers import assert_same, snapshot
+from jpegs import encode_jpeg
 from packed import photo_like
 from PIL import Image
 
@@ -21,7 +21,7 @@ from slipstream.images import pipeline as _pipeline
 def _save(path: Path, image: np.ndarray, kind: str) -> None:
     if kind == "jpeg":
         gray = image.shape[2] == 1
-        path.write_bytes(simplejpeg.encode_jpeg(image, quality=90, colorspace="GRAY" if gray else "RGB", colorsubsampling="Gray" if gray else "420"))
+        path.write_bytes(encode_jpeg(image, quality=90, colorspace="GRAY" if gray else "RGB", colorsubsampling="Gray" if gray else "420"))
         return
     buffer = io.BytesIO()
     pil = Image.fromarray(image[:, :, 0] if image.shape[2] == 1 else image)
@@ -102,15 +102,13 @@ def test_to_rgb_after_a_custom_op_converts_what_the_op_returns():
 
 
 def test_ss_write_of_an_image_folder_names_the_file_that_fails(tmp_path):
-    import simplejpeg
-
     from slipstream import fields as F
 
     root = tmp_path / "tree"
     (root / "cat").mkdir(parents=True)
     image = np.zeros((16, 16, 3), np.uint8)
-    (root / "cat" / "a.jpg").write_bytes(simplejpeg.encode_jpeg(image))
-    (root / "cat" / "b.jpg").write_bytes(simplejpeg.encode_jpeg(image)[:100])  # cut short
+    (root / "cat" / "a.jpg").write_bytes(encode_jpeg(image))
+    (root / "cat" / "b.jpg").write_bytes(encode_jpeg(image)[:100])  # cut short
     with pytest.raises(ValueError, match=r"sample 1 \(file .*b\.jpg\), field 'image'"):
         ss.write(tmp_path / "out.arrow", ss.imagefolder(root), fields={"image": F.Image(codec="png"), "label": F.Int()})
 

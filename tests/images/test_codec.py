@@ -103,7 +103,7 @@ def test_encoding_with_the_accurate_dct_decodes_to_pillows_encoding(height, widt
     np.testing.assert_array_equal(roi.decode_jpeg(ours, colorspace="GRAY" if gray else "RGB"), pil_decode(ours, gray))
 
 
-def test_encoding_gives_simplejpegs_bytes_with_its_dct_choice():
+def test_encoding_gives_simplejpegs_bytes_with_its_dct_choice_and_decoding_its_pixels():
     """TurboJPEG's tjCompress2 (simplejpeg's encode_jpeg) uses the fast forward DCT below quality
     96: with the same choice the bytes are the same, so files written before are rewritten alike."""
     simplejpeg = pytest.importorskip("simplejpeg")
@@ -116,6 +116,9 @@ def test_encoding_gives_simplejpegs_bytes_with_its_dct_choice():
             gray = np.ascontiguousarray(image[:, :, :1])
             ref = simplejpeg.encode_jpeg(gray, quality=quality, colorspace="GRAY", colorsubsampling="Gray")
             assert roi.encode_jpeg(gray, quality, fast=quality < 96) == ref
+        data = simplejpeg.encode_jpeg(image, quality=90, colorsubsampling="420")
+        for fast in (False, True):  # and decodes as it decodes
+            np.testing.assert_array_equal(roi.decode_jpeg(data, fast=fast), simplejpeg.decode_jpeg(data, fastdct=fast, fastupsample=fast))
 
 
 def test_fast_decoding_is_close_and_cmyk_converts_as_simplejpeg_does():

@@ -4,8 +4,8 @@ geometry; decode options; errors naming the problem; strict checks remembered ac
 
 import numpy as np
 import pytest
-import simplejpeg
 from helpers import assert_same, snapshot
+from jpegs import decode_jpeg, encode_jpeg
 from packed import photo_like
 from PIL import Image
 
@@ -51,7 +51,7 @@ def test_center_crop_matches_pillows_resize_then_crop_closely(jpegs):
     path, images = jpegs
     val = ss.open(path).map(image=[ops.CenterCrop(48, resize=56)])
     got = val[3]["image"]
-    decoded = simplejpeg.decode_jpeg(simplejpeg.encode_jpeg(images[3], quality=95, colorsubsampling="420"))
+    decoded = decode_jpeg(encode_jpeg(images[3], quality=95, colorsubsampling="420"))
     pil = Image.fromarray(decoded)
     w, h = pil.size
     new = (56, int(56 * h / w)) if w <= h else (int(56 * w / h), 56)
@@ -74,7 +74,7 @@ def test_normalize_to_float16_chw_in_the_same_pass(jpegs):
 
 def test_any_container_with_encoded_bytes_or_arrays_can_be_mapped():
     images = [photo_like(40, 50, seed=k) for k in range(4)]
-    encoded = [{"image": simplejpeg.encode_jpeg(im, quality=90), "label": k} for k, im in enumerate(images)]
+    encoded = [{"image": encode_jpeg(im, quality=90), "label": k} for k, im in enumerate(images)]
     arrays = [{"image": im, "label": k} for k, im in enumerate(images)]
     for data in (encoded, arrays):
         mapped = ss.mapfields(data, image=[ops.Resize((20, 25))])

@@ -1,4 +1,4 @@
-"""Image sources through every decode path: region (``_roijpeg``), whole image (simplejpeg) and
+"""Image sources through every decode path: region (``_roijpeg``), whole image (``codecs``) and
 ``ds[i]``'s decode agree on the same bytes: all raise, or all give the same pixels."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
-import simplejpeg
+from jpegs import encode_jpeg
 from packed import photo_like
 from PIL import Image
 
@@ -30,9 +30,9 @@ def _jpegs() -> dict[str, bytes]:
     progressive = io.BytesIO()
     Image.fromarray(image).save(progressive, format="JPEG", quality=90, progressive=True)
     return {
-        "420": simplejpeg.encode_jpeg(image, quality=90, colorsubsampling="420"),
-        "444": simplejpeg.encode_jpeg(image, quality=90, colorsubsampling="444"),
-        "gray": simplejpeg.encode_jpeg(np.ascontiguousarray(image[:, :, :1]), quality=90, colorspace="GRAY", colorsubsampling="Gray"),
+        "420": encode_jpeg(image, quality=90, colorsubsampling="420"),
+        "444": encode_jpeg(image, quality=90, colorsubsampling="444"),
+        "gray": encode_jpeg(np.ascontiguousarray(image[:, :, :1]), quality=90, colorspace="GRAY", colorsubsampling="Gray"),
         "progressive": progressive.getvalue(),
     }
 
@@ -74,7 +74,7 @@ def _paths() -> dict[str, Callable[[bytes, Windows], np.ndarray]]:
         window = windows.row(0)
         return image[int(window.top) : int(window.top + window.height), int(window.left) : int(window.left + window.width)]
 
-    paths = {"whole image (simplejpeg)": through(None), "ds[i] decode": whole_image}
+    paths = {"whole image": through(None), "ds[i] decode": whole_image}
     if _roijpeg is not None:
         paths["region (_roijpeg)"] = through(_roijpeg)
     return paths

@@ -10,8 +10,8 @@ import shutil
 
 import numpy as np
 import pytest
-import simplejpeg
 from helpers import assert_resumes_exactly, assert_same, run_python
+from jpegs import encode_jpeg
 from packed import photo_like
 
 import slipstream as ss
@@ -42,7 +42,7 @@ def _features():
 def _columns(n: int) -> dict:
     return {
         "image": [
-            {"bytes": simplejpeg.encode_jpeg(photo_like(30 + i % 5, 40 + i % 3, seed=i), quality=85), "path": None}
+            {"bytes": encode_jpeg(photo_like(30 + i % 5, 40 + i % 3, seed=i), quality=85), "path": None}
             for i in range(n)
         ],
         "label": [i % 3 for i in range(n)],
@@ -126,7 +126,7 @@ def test_image_rows_that_hold_only_a_path_read_their_file(tmp_path):
     paths = []
     for i in range(4):
         paths.append(str(tmp_path / f"{i}.jpg"))
-        (tmp_path / f"{i}.jpg").write_bytes(simplejpeg.encode_jpeg(photo_like(12, 16, seed=i), quality=90))
+        (tmp_path / f"{i}.jpg").write_bytes(encode_jpeg(photo_like(12, 16, seed=i), quality=90))
     by_path = datasets.Dataset.from_dict({"image": paths}, features=datasets.Features({"image": datasets.Image()}))
     assert by_path.data.table.column("image").combine_chunks().field("bytes").null_count == 4
     ds, written = open_hf_dataset(by_path), ss.open(ss.write(tmp_path / "w.arrow", by_path, progress=False))

@@ -21,7 +21,7 @@ IMAGE_FIELDS = {"image": F.Image(codec="jpeg", quality=85), "label": F.Int(), "p
 
 def image_tree(root: Path, per_class: int = 16) -> Path:
     """``root/<class>/<images>``: three classes of small JPEG and PNG files of varied sizes."""
-    import simplejpeg
+    from jpegs import encode_jpeg
     from PIL import Image
 
     for label, name in enumerate(["ant", "bee", "cow"]):
@@ -34,7 +34,7 @@ def image_tree(root: Path, per_class: int = 16) -> Path:
                 Image.fromarray(pixels).save(buffer, format="PNG")
                 (root / name / f"{k:03d}.png").write_bytes(buffer.getvalue())
             else:
-                (root / name / f"{k:03d}.jpg").write_bytes(simplejpeg.encode_jpeg(pixels, quality=80))
+                (root / name / f"{k:03d}.jpg").write_bytes(encode_jpeg(pixels, quality=80))
     return root
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.ipc
-import simplejpeg
+from jpegs import encode_jpeg
 
 
 def pixels(seed: int, height: int, width: int, channels: int = 3) -> np.ndarray:
@@ -29,7 +29,7 @@ def pixels(seed: int, height: int, width: int, channels: int = 3) -> np.ndarray:
 def jpeg(seed: int, height: int, width: int, channels: int = 3) -> bytes:
     """``pixels(seed, height, width, channels)`` as a quality-85 JPEG (4:2:0 for colour, grayscale for one channel)."""
     image = pixels(seed, height, width, channels)
-    return simplejpeg.encode_jpeg(image, quality=85, colorspace="RGB" if channels == 3 else "GRAY", colorsubsampling="420" if channels == 3 else "Gray")
+    return encode_jpeg(image, quality=85, colorspace="RGB" if channels == 3 else "GRAY", colorsubsampling="420" if channels == 3 else "Gray")
 
 
 def save_to_disk(folder: Path, tables: list[pa.Table], features: dict | None) -> None:

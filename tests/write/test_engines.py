@@ -144,7 +144,7 @@ def test_slipstream_imports_without_ray_and_engine_ray_says_how_to_install_it(tm
 
 
 def test_a_hugging_face_folder_gives_the_same_shards_in_processes(tmp_path):
-    from hfdata import HF_FEATURES, hf_table, save_to_disk  # here: pyarrow and simplejpeg only for this test
+    from hfdata import HF_FEATURES, hf_table, save_to_disk  # here: pyarrow only for this test
 
     source = tmp_path / "hf"
     save_to_disk(source, [hf_table(0, 30), hf_table(30, 25)], HF_FEATURES)  # image structs, ClassLabel, Array2D: their readers pickle

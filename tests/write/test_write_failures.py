@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import simplejpeg
+from jpegs import encode_jpeg
 from packed import photo_like
 
 import slipstream as ss
@@ -27,7 +27,7 @@ def tree(tmp_path: Path) -> Path:
         (root / cls).mkdir(parents=True)
         for k in range(7):
             index = 7 * label + k
-            data = simplejpeg.encode_jpeg(photo_like(20 + k, 24 + 2 * k, seed=index), quality=85)
+            data = encode_jpeg(photo_like(20 + k, 24 + 2 * k, seed=index), quality=85)
             if BAD.get(index) == "cut":
                 data = data[:150]
             elif isinstance(BAD.get(index), bytes):

@@ -7,7 +7,7 @@ import io
 
 import numpy as np
 import pytest
-import simplejpeg
+from jpegs import encode_jpeg
 from packed import photo_like
 from PIL import Image
 
@@ -24,7 +24,7 @@ def _png(i: int) -> bytes:
 
 
 def _jpeg(i: int) -> bytes:
-    return simplejpeg.encode_jpeg(photo_like(10 + i % 2, 14, seed=i), quality=85)
+    return encode_jpeg(photo_like(10 + i % 2, 14, seed=i), quality=85)
 
 
 def _dataset(image, n: int = 6):
