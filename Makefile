@@ -15,19 +15,19 @@ $(PY):
 # how slipstream goes into the venv: the source tree, editable (built in place with this machine's compiler), or with
 # WHEEL=<file> a built wheel (CI's run: `make test WHEEL=dist/wheels/...whl` tests the installed wheel, not src/)
 WHEEL ?=
-SLIPSTREAM := $(if $(WHEEL),$(WHEEL),-e .)
+slipstream = $(if $(WHEEL),'$(WHEEL)[$(1)]',-e '.[$(1)]')
 export SLIPSTREAM_TEST_INSTALLED := $(if $(WHEEL),wheel,)
 
 # what `make demo` needs: slipstream with its file formats, no test tools (pip shows what it fetches)
 $(VENV)/.files: $(PY) pyproject.toml $(WHEEL)
-	@echo "== installing slipstream ($(SLIPSTREAM)) with its file formats: pyarrow, simplejpeg, Pillow, qoi, tqdm (a minute"
-	@echo "   or two; from source, the compiled image core is built where a C compiler and libjpeg's headers are found)"
-	$(PY) -m pip install --progress-bar off $(SLIPSTREAM)'[files]'
+	@echo "== installing slipstream ($(if $(WHEEL),$(WHEEL),this checkout, editable)) with its file formats: pyarrow, Pillow, tqdm"
+	@echo "   (a minute or two; from source, the compiled core is built where a C compiler and libjpeg's headers are found)"
+	$(PY) -m pip install --progress-bar off $(call slipstream,files)
 	touch $@
 
 $(VENV)/.test: $(VENV)/.files
 	@echo "== installing the test tools: pytest, hypothesis, psutil, moto's S3 server, boto3, s3fs, webdataset"
-	$(PY) -m pip install -q $(SLIPSTREAM)'[test]'
+	$(PY) -m pip install -q $(call slipstream,test)
 	touch $@
 
 $(VENV)/.torch: $(VENV)/.files

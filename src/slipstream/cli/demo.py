@@ -32,6 +32,7 @@ import numpy as np
 from ..core.optional import optional
 from ..files import field_kinds as F
 from ..images import imageops as ops
+from ..images.encoded.codecs import encode
 from ..loading.loader import DataLoader
 from ..remote.open import open as open_packed
 from ..write.writer import write
@@ -89,8 +90,6 @@ def photo_like(height: int, width: int, seed: int) -> np.ndarray:
 
 
 def make_jpegs(n: int, seed: int = 0) -> list[bytes]:
-    from ..images.encoded.codecs import encode
-
     rng = np.random.default_rng(seed)
     sizes = rng.integers(200, 501, size=(n, 2))
     return [encode("jpeg", photo_like(int(h), int(w), seed + k), 90) for k, (h, w) in enumerate(sizes)]

@@ -19,6 +19,7 @@ import numpy as np
 from ..core import buildreport
 from ..core.cpus import cgroup_quota, usable_cores
 from ..core.version import __version__
+from ..images import compiled
 from ..images.kernels import resampler_status
 from ..images.pipeline import region_decoder_status
 from ..sequences.interleave import KERNEL_STATUS as MIXING_STATUS
@@ -40,8 +41,6 @@ def installed_version(distribution: str, module: str | None = None) -> str | Non
 def libjpeg_turbo_version() -> str | None:
     """The libjpeg-turbo version JPEG images are coded with: the one the compiled extension was
     built against, else Pillow's (its ``features``), or None (neither, or not libjpeg-turbo)."""
-    from ..images import compiled
-
     if compiled.EXTENSION is not None:
         number = int(compiled.EXTENSION.LIBJPEG_TURBO_VERSION_NUMBER)
         return f"{number // 1000000}.{number // 1000 % 1000}.{number % 1000}"
@@ -65,8 +64,6 @@ def _cores() -> str:
 
 def _compiled_core() -> str:
     """The three C extensions: active, or why not (the build's reason when it left one), and how to get them."""
-    from ..images import compiled
-
     statuses = {"images._roijpeg": compiled.STATUS, "sequences._packing": kernels()[1], "sequences._mixing": MIXING_STATUS}
     statuses = {name: buildreport.not_built(f"slipstream.{name}") if status == "not built" else status for name, status in statuses.items()}
     if all(status == "active" for status in statuses.values()):
@@ -103,8 +100,6 @@ def _token_kernels() -> str:
 
 
 def _jpeg_codec() -> str:
-    from ..images import compiled
-
     turbo = libjpeg_turbo_version()
     if compiled.EXTENSION is not None:
         return f"libjpeg-turbo {turbo} via images._roijpeg (compiled, without the GIL)"

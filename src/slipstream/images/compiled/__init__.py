@@ -21,12 +21,12 @@ import threading
 import warnings
 from typing import Any
 
-from ..core.buildreport import not_built
-from ..core.optional import probe
+from ...core.buildreport import not_built
+from ...core.optional import probe
 
 __all__ = ["EXTENSION", "STATUS", "warn_if_missing"]
 
-NAME = f"{__package__}._roijpeg"
+NAME = f"{__package__.rpartition('.')[0]}._roijpeg"  # the extension lives beside this package, in images/
 EXTENSION: Any
 EXTENSION, STATUS = probe(NAME, disable_env="SLIPSTREAM_NO_ROIJPEG", missing="not built")
 if STATUS == "not built":
