@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # torch==2.13.0 is the CPU wheel these machines hold locally; any torch>=2.0 works.
 TORCH ?= torch==2.13.0
 
-.PHONY: demo test docs bench peers clean
+.PHONY: demo test docs bench peers wheel wheels wheel-ft clean
 
 $(PY):
 	@echo "== making a virtual environment in $(VENV)"
@@ -104,6 +104,20 @@ test: $(VENV)/.test $(VENV)/.torch $(VENV)/.photos $(VENV)/.jax $(VENV)/.hf $(VE
 	SLIPSTREAM_NO_ROIJPEG=1 $(PY) -m pytest -q tests/images/test_kernels.py tests/images/test_mapfields.py tests/images/test_imagetasks.py
 	# ... and the token kernels' NumPy references (packing plans, row gathers, mixtures)
 	SLIPSTREAM_NO_SEQCORE=1 $(PY) -m pytest -q tests/sequences/test_pack.py tests/sequences/test_pack_plan.py tests/sequences/test_pack_edges.py tests/sequences/test_pack_outputs.py tests/sequences/test_mix.py tests/sequences/test_mix_exact.py tests/sequences/test_mix_schedule.py
+
+# binary wheels (tools/wheels/manylinux.sh: zig cc against glibc 2.17, libjpeg-turbo static inside _roijpeg; its tools
+# and libjpeg-turbo are built once under ~/.cache/slipstream-wheels) into dist/wheels/: `wheel` for $(PYTHON)'s
+# version only, `wheels` for CPython 3.10-3.13 and the sdist, each installed into a fresh venv and checked
+PYTHON_VERSION = $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+wheel:
+	bash tools/wheels/manylinux.sh --python $(PYTHON_VERSION)
+
+wheels:
+	bash tools/wheels/manylinux.sh
+
+# a cp313t wheel for the free-threaded CPython 3.13 (built from Debian's source once), and the threaded tests on it
+wheel-ft:
+	bash tools/wheels/freethreaded.sh --test
 
 # the documentation site, into site/ (gitignored); --strict: any warning (a broken link, a docstring that does not
 # render, a page missing from nav) fails the build
