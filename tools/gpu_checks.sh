@@ -2,25 +2,39 @@
 # The GPU machine's checks for issue 14, as one command (about 8 minutes; prepare first with
 # tools/gpu_prepare.sh here). With the device tool:
 #   run(command="bash tools/gpu_checks.sh", carry=[".gpu"], timeout_s=560)
-# It installs the carried wheels, puts slipstream (src/) and its C extension for 3.12 on the path,
-# runs the CUDA-only tests (they skip without CUDA elsewhere), then benchmarks/bench_gpu.py, writing
-# $OUT/tests.log, $OUT/gpu.log and $OUT/gpu.json.
+# It installs slipstream from the carried cp312 wheel, as a user would ('slipstream[files,qoi]' with
+# --no-index --find-links .gpu/whl, plus simplejpeg, which benchmarks/bench_images.py imports as its
+# reference), runs the CUDA-only tests (they skip without CUDA elsewhere) against that install, then
+# benchmarks/bench_gpu.py, writing $OUT/tests.log, $OUT/gpu.log and $OUT/gpu.json.
+#
+# Where it installs: a venv of its own in /tmp/ss-venv whose site-packages come first, with the machine's
+# python3's site-packages added behind them (a .pth that calls site.addsitedir, so their own .pth files
+# run too). pip then resolves slipstream's dependencies against what the machine has (torch, torchvision,
+# jax, numpy, pyarrow, pillow, tqdm), installs only what is carried, and fails when a dependency is
+# neither there nor carried. Not `venv --system-site-packages`: that machine's python3 is itself a venv
+# (/opt/torch/.venv), so it would expose the base interpreter's packages, not torch. Not `pip --user`:
+# pip refuses it inside a venv. Not `pip --target`: pip ignores installed packages there, so a resolved
+# install would shadow the machine's numpy, and --no-deps checks nothing.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .gpu/whl/*.whl || exit 1
-mkdir -p /tmp/overlay/slipstream/images
-cp -r src/slipstream /tmp/overlay/ && cp .gpu/site/slipstream/images/_roijpeg*.so /tmp/overlay/slipstream/images/
-export PYTHONPATH=/tmp/overlay:/tmp/site LD_LIBRARY_PATH=$PWD/.gpu/site:${LD_LIBRARY_PATH:-} PYTHONUNBUFFERED=1
+venv=/tmp/ss-venv
+rm -rf "$venv" && python3 -m venv --without-pip "$venv" || exit 1
+python3 -c 'import sys; print("\n".join(f"import site; site.addsitedir({p!r})" for p in sys.path if p.endswith(("site-packages", "dist-packages"))))' \
+    > "$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/machine-site.pth" || exit 1
+"$venv/bin/python" -m pip install -q --no-index --find-links .gpu/whl --no-compile --no-cache-dir 'slipstream[files,qoi]' simplejpeg || exit 1
+export PATH=$venv/bin:$PATH PYTHONUNBUFFERED=1 # python3 below is the venv's
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/tests.log"
 python3 - <<'PY' 2>&1 | tee -a "$OUT/tests.log"
 import numpy, torch
+import slipstream
 import slipstream.images.pipeline as p
 try:
     import torchvision
     vision = torchvision.__version__
 except Exception as exc:  # the device stage then decodes JPEGs on the CPU
     vision = f"not usable ({exc})"
+print("slipstream", slipstream.__version__, "from", slipstream.__file__)
 print("roijpeg", p._roi_status, "| numpy", numpy.__version__, "| torch", torch.__version__, "| cuda", torch.cuda.is_available(), "| torchvision", vision)
 PY
 timeout 150 python3 -m pytest -q -p no:cacheprovider -k "cuda or nvjpeg" tests/images/device/test_gpu_stage.py tests/images/device/test_gpu_decode.py \
