@@ -7,15 +7,13 @@
 #    when present, else built there from Debian trixie's python3.13 source package with --disable-gil
 #    (fetched through a private deb-src list under $SLIPSTREAM_FT_HOME/apt, so the system's apt sources
 #    are left alone; build dependencies are apt-get installed when missing and we are root).
-# 2. The wheel: built from a copy of the working tree (tracked and untracked, not ignored files), so the
-#    checkout's build/ is not touched, into dist/freethreaded/ (or --out DIR). It must hold
-#    _roijpeg, _packing and _mixing (they are optional in setup.py: a silent skip fails here).
+# 2. The wheel: tools/wheels/manylinux.sh --python 3.13t builds it from a copy of the working tree into
+#    dist/freethreaded/ (or --out DIR): cp313t, manylinux_2_17, libjpeg-turbo static inside, every extension
+#    required and checked there.
 # 3. The check: a fresh venv of the interpreter installs the wheel (and NumPy's cp313t wheel), imports
 #    slipstream and the extensions, and fails unless sys._is_gil_enabled() is still False.
-# --test also builds the extensions in place for 3.13t (src/slipstream/**/*.cpython-313t-*.so, git-ignored),
-#    puts src/ on the interpreter's venv path and runs the threaded tests there.
-#
-# The wheel links the system's libjpeg.so.62 and is tagged linux_x86_64 (no auditwheel repair here).
+# --test also runs the threaded tests and tests/test_packaging.py against that installed wheel (not src/), on the
+#    interpreter as it runs by default (the check above failed if any import had turned the GIL back on).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 repo=$PWD
@@ -64,22 +62,14 @@ venv=$home/venv
 [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
 "$venv/bin/python" -m pip install -q --only-binary :all: setuptools wheel numpy
 
-# the wheel, from a copy of the working tree
+# the wheel: tools/wheels/manylinux.sh for this interpreter (manylinux_2_17, libjpeg-turbo static inside; it checks
+# the three extensions are in it, installs it into a fresh venv with its files extra and needs `slipstream info` to
+# say they are active)
 t0=$SECONDS
 tree=$(mktemp -d)
 trap 'rm -rf "$tree"' EXIT
-git ls-files -z -co --exclude-standard | tar --null -T - --ignore-failed-read -cf - 2>/dev/null | tar -xf - -C "$tree"
-mkdir -p "$out"
-(cd "$tree" && "$venv/bin/python" -m pip wheel -q --no-deps --no-build-isolation -w "$out" .)
-wheel=$(ls -t "$out"/slipstream-*-cp313-cp313t-*.whl | head -1)
-"$venv/bin/python" - "$wheel" <<'EOF'
-import sys, zipfile
-names = zipfile.ZipFile(sys.argv[1]).namelist()
-lacking = [ext for ext in ("images/_roijpeg", "sequences/_packing", "sequences/_mixing")
-           if not any(name.startswith(f"slipstream/{ext}.cpython-313t-") for name in names)]
-if lacking:
-    sys.exit(f"freethreaded.sh: {sys.argv[1]} lacks {', '.join(lacking)} (their build was skipped: see pip's output above)")
-EOF
+SLIPSTREAM_FT_HOME=$home bash "$repo/tools/wheels/manylinux.sh" --python 3.13t --out "$out"
+wheel=$(ls -t "$out"/slipstream-*-cp313-cp313t-manylinux*.whl | head -1)
 echo "freethreaded.sh: built $wheel in $((SECONDS - t0)) s"
 
 # the check: a fresh venv installs it, imports everything, the GIL stays disabled
@@ -96,9 +86,8 @@ assert not sys._is_gil_enabled(), "importing slipstream enabled the GIL"
 print(f"freethreaded.sh: the wheel imports on {sys.version.split()[0]} free-threaded, the GIL disabled; libjpeg-turbo {_roijpeg.LIBJPEG_TURBO_VERSION_NUMBER}")
 ')
 
-if [ "$run_tests" = 1 ]; then
-    "$venv/bin/python" -m pip install -q --only-binary :all: pytest pytest-timeout hypothesis pillow pyarrow
-    "$venv/bin/python" setup.py -q build_ext --inplace --build-temp "$home/build-temp"
-    echo "$repo/src" > "$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/slipstream-src.pth"
-    "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/images/test_roijpeg_threads.py tests/sequences/test_kernels_threads.py
+if [ "$run_tests" = 1 ]; then # the threaded tests and the packaging checks against that installed wheel
+    "$check/bin/python" -m pip install -q --only-binary :all: "$wheel[files]" pytest pytest-timeout hypothesis psutil
+    SLIPSTREAM_TEST_INSTALLED=wheel "$check/bin/python" -m pytest -q -p no:cacheprovider \
+        tests/images/test_roijpeg_threads.py tests/sequences/test_kernels_threads.py tests/test_packaging.py
 fi

@@ -51,8 +51,14 @@ case $arch in x86_64 | aarch64) ;; *) echo "manylinux.sh: --arch must be x86_64 
 plat=manylinux_2_17_$arch
 die() { echo "manylinux.sh: $*" >&2; exit 1; }
 
-interpreter() { # the newest pyenv CPython X.Y
+interpreter() { # the newest pyenv CPython X.Y; X.Yt: the free-threaded build tools/wheels/freethreaded.sh makes
     local found
+    if [ "${1%t}" != "$1" ]; then
+        found=${SLIPSTREAM_FT_HOME:-$HOME/.cache/slipstream-ft}/python/bin/python$1
+        [ -x "$found" ] || die "no free-threaded CPython $1 at $found (tools/wheels/freethreaded.sh builds it)"
+        echo "$found"
+        return
+    fi
     found=$(ls -d "$pyenv_root"/versions/"$1".* 2>/dev/null | grep -E "/$1\.[0-9]+$" | sort -V | tail -1)
     [ -n "$found" ] && [ -x "$found/bin/python$1" ] || die "no CPython $1 under $pyenv_root/versions"
     echo "$found/bin/python$1"
@@ -142,7 +148,9 @@ for version in $pythons; do
         "$venv/bin/python" -m pip install -q "setuptools>=77" wheel > "$venv.log" 2>&1 || { cat "$venv.log" >&2; die "no setuptools for Python $version"; }
         touch "$venv/.ready"
     fi
-    tag=$("$venv/bin/python" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
+    # pytag: the wheel's Python tag (cp313); tag: its ABI tag (cp313t for a free-threaded build), in the .so suffixes
+    pytag=$("$venv/bin/python" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
+    tag=$("$venv/bin/python" -c 'import sys, sysconfig; print(f"cp{sys.version_info[0]}{sys.version_info[1]}" + ("t" if sysconfig.get_config_var("Py_GIL_DISABLED") else ""))')
     if [ "$arch" != x86_64 ]; then
         export SETUPTOOLS_EXT_SUFFIX=".cpython-${tag#cp}-$arch-linux-gnu.so"
     fi
@@ -150,10 +158,10 @@ for version in $pythons; do
     log=$tree/build-$tag.log
     (cd "$tree" && "$venv/bin/python" -m pip wheel -v --no-deps --no-build-isolation -w "$tree/raw" .) > "$log" 2>&1 \
         || { tail -40 "$log" >&2; die "the $tag wheel's build failed"; }
-    wheel=$(ls "$tree"/raw/slipstream-*-"$tag"-"$tag"-*.whl)
+    wheel=$(ls "$tree"/raw/slipstream-*-"$pytag"-"$tag"-*.whl)
     if [ "$arch" != x86_64 ]; then # a cross build is tagged for this machine: retag it for the target
         "$tools/bin/python" -m wheel tags --remove --platform-tag "linux_$arch" "$wheel" > /dev/null
-        wheel=$(ls "$tree"/raw/slipstream-*-"$tag"-"$tag"-linux_"$arch".whl)
+        wheel=$(ls "$tree"/raw/slipstream-*-"$pytag"-"$tag"-linux_"$arch".whl)
     fi
     "$tools/bin/python" - "$wheel" "$tag" <<'EOF'
 import sys, zipfile
@@ -185,7 +193,7 @@ EOF
         "$tools/bin/python" -m wheel tags --remove --platform-tag "manylinux2014_$arch.$plat" "$tree/repaired/$(basename "$wheel")" > /dev/null
     fi
     final=$(ls "$tree"/repaired/*.whl)
-    rm -f "$out"/slipstream-*-"$tag"-"$tag"-*"$arch".whl
+    rm -f "$out"/slipstream-*-"$pytag"-"$tag"-*"$arch".whl
     mv "$final" "$out/"
     final=$out/$(basename "$final")
     built+=("$final")
@@ -216,11 +224,11 @@ fi
 # -- 5. the installs ----------------------------------------------------------------------------------------------------
 if [ "$run_tests" = 1 ]; then
     for wheel in "${built[@]}"; do
-        tag=$(basename "$wheel" | cut -d- -f3)
-        version="${tag:2:1}.${tag:3}"
+        tag=$(basename "$wheel" | cut -d- -f4)
+        version="${tag:2:1}.${tag:3}"  # 3.13, or 3.13t for a cp313t wheel
         check=$tree/check-$tag
         "$(interpreter "$version")" -m venv "$check"
-        "$check/bin/python" -m pip install -q "$wheel[files]" > "$tree/install-$tag.log" 2>&1 \
+        "$check/bin/python" -m pip install -q --only-binary :all: "$wheel[files]" > "$tree/install-$tag.log" 2>&1 \
             || { cat "$tree/install-$tag.log" >&2; die "pip could not install $wheel[files]"; }
         (cd "$check" && "$check/bin/python" -W error::RuntimeWarning -c '
 import sys
