@@ -2,10 +2,11 @@
 
 ``slipstream.images._roijpeg`` is slipstream's compiled image code (``src/slipstream/images/csrc``):
 region-of-interest JPEG decoding with libjpeg-turbo's libjpeg API (``jpeg_crop_scanline`` /
-``jpeg_skip_scanlines``), Pillow's resampling, and whole image tasks (decode, crop, resize, mirror,
-lay out a chunk of a batch in one call without the GIL). It needs a C compiler and the libjpeg
-headers (Debian: ``libjpeg62-turbo-dev``); when either is missing the build is skipped and slipstream
-decodes whole images with simplejpeg and resamples with NumPy instead (same pixels, slower).
+``jpeg_skip_scanlines``), whole-image JPEG decode and encode, Pillow's resampling, and whole image tasks
+(decode, crop, resize, mirror, lay out a chunk of a batch in one call without the GIL). It needs a C
+compiler and the libjpeg headers (Debian: ``libjpeg62-turbo-dev``); when either is missing the build is
+skipped and slipstream decodes whole images with Pillow and resamples with NumPy instead (same pixels,
+slower).
 
 ``slipstream.sequences._packing`` and ``_mixing`` (``src/slipstream/sequences/csrc``) are the
 token-sequence kernels: packing plans, row gathers into the batch, mixture interleaves. They need a
