@@ -310,7 +310,7 @@ def test_the_extension_function_checks_its_arguments():
         _roijpeg.resample(b"\0" * 12, (0, 0, 1, 1), out)
     with pytest.raises(TypeError, match="out must be uint8, float32 or float16"):
         _roijpeg.resample(src, (0, 0, 10, 12), np.empty((5, 6, 3), np.int16))
-    with pytest.raises(ValueError, match="out is read-only"):
+    with pytest.raises(ValueError, match="out must be writable, got a read-only array"):
         _roijpeg.resample(src, (0, 0, 10, 12), memoryview(bytes(90)).cast("B", (5, 6, 3)))
     floats = np.empty((5, 6, 3), np.float32)
     with pytest.raises(TypeError, match="scale must be float32"):

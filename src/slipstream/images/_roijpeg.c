@@ -471,6 +471,26 @@ buffer_kind(const Py_buffer *view)
     return 0;
 }
 
+/* An `out` buffer that a call writes: writable, C-contiguous, not overlapping the `src_name` input
+   (Python's ValueError naming what is wrong, and -1, otherwise). */
+static int
+check_out_buffer(const Py_buffer *out, const Py_buffer *src, const char *src_name)
+{
+    if (out->readonly) {
+        PyErr_SetString(PyExc_ValueError, "out must be writable, got a read-only array");
+        return -1;
+    }
+    if (!PyBuffer_IsContiguous(out, 'C')) {
+        PyErr_SetString(PyExc_ValueError, "out must be C-contiguous, got a strided array");
+        return -1;
+    }
+    if ((const char *)out->buf < (const char *)src->buf + src->len && (const char *)src->buf < (const char *)out->buf + out->len) {
+        PyErr_Format(PyExc_ValueError, "out overlaps %s", src_name);
+        return -1;
+    }
+    return 0;
+}
+
 /* Gets a strided view of `obj` as `view`, naming the argument in the error. */
 static int
 get_view(PyObject *obj, Py_buffer *view, const char *name, const char *what)
@@ -649,18 +669,8 @@ resample(PyObject *self, PyObject *args, PyObject *kwargs)
     }
     out_h = (int)(chw ? out.shape[1] : out.shape[0]);
     out_w = (int)(chw ? out.shape[2] : out.shape[1]);
-    if (out.readonly) {
-        PyErr_SetString(PyExc_ValueError, "out is read-only");
+    if (check_out_buffer(&out, &src, "src") < 0)
         goto done;
-    }
-    if (!PyBuffer_IsContiguous(&out, 'C')) {
-        PyErr_SetString(PyExc_ValueError, "out must be C-contiguous");
-        goto done;
-    }
-    if ((const char *)out.buf < (const char *)src.buf + src.len && (const char *)src.buf < (const char *)out.buf + out.len) {
-        PyErr_SetString(PyExc_ValueError, "out overlaps src");
-        goto done;
-    }
 
     if (filter == NULL || (PyUnicode_Check(filter) && PyUnicode_CompareWithASCIIString(filter, "bilinear") == 0))
         box_filter = 0;
@@ -818,18 +828,8 @@ decode_jpeg(PyObject *self, PyObject *args, PyObject *kwargs)
             Py_XDECREF(found);
             goto done;
         }
-        if (out.readonly) {
-            PyErr_SetString(PyExc_ValueError, "out must be writable, got a read-only array");
+        if (check_out_buffer(&out, &data, "data") < 0)
             goto done;
-        }
-        if (!PyBuffer_IsContiguous(&out, 'C')) {
-            PyErr_SetString(PyExc_ValueError, "out must be C-contiguous, got a strided array");
-            goto done;
-        }
-        if ((const char *)out.buf < (const char *)data.buf + data.len && (const char *)data.buf < (const char *)out.buf + out.len) {
-            PyErr_SetString(PyExc_ValueError, "out overlaps data");
-            goto done;
-        }
         image = out_obj;
         Py_INCREF(image);
     }
