@@ -343,6 +343,38 @@ def test_codecs_refuse_truncated_and_foreign_bytes_on_both_paths(backend):
         codecs.jpeg_info(b"\xff\xd8\xff\xe0" + bytes(10))
 
 
+@pytest.mark.parametrize(("height", "width"), [(5, 5), (3, 40), (100, 6), (7, 7)])
+def test_verify_jpeg_accepts_an_image_with_a_side_under_8_pixels_on_both_paths(backend, height, width):
+    """Pillow's draft() cannot scale a side under 8 pixels by 1/8: the check then decodes at full scale."""
+    codecs.verify_jpeg(codecs.encode("jpeg", photo_like(height, width, seed=3), 90), "sample 0")
+
+
+def test_an_mpo_jpeg_decodes_to_its_first_image_on_both_paths(backend):
+    """A camera's MPO file (a JPEG with more images after its EOI, which Pillow opens as format "MPO")."""
+    buffer = io.BytesIO()
+    Image.fromarray(photo_like(30, 41, seed=4)).save(
+        buffer, format="MPO", save_all=True, append_images=[Image.fromarray(photo_like(30, 41, seed=5))]
+    )
+    data = buffer.getvalue()
+    np.testing.assert_array_equal(codecs.decode("jpeg", data, (30, 41, 3)), roi.decode_jpeg(data))
+    scaled = codecs.decode_jpeg_scaled(data, "RGB", np.empty(1 << 14, np.uint8), False, 2, 15, 21)
+    np.testing.assert_array_equal(scaled, roi.decode_jpeg(data, scale_denom=2))
+    codecs.verify_jpeg(data, "sample 0")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="without the extension, Pillow's draft() picks a smaller DCT scale than 1/factor for a side shorter than the factor "
+    "(scale = min(side // requested)), so decode_jpeg_scaled raises where the extension decodes",
+)
+def test_decode_jpeg_scaled_scales_a_side_shorter_than_the_factor_without_the_extension(monkeypatch):
+    data = codecs.encode("jpeg", photo_like(5, 40, seed=6), 90)
+    expected = roi.decode_jpeg(data, scale_denom=8)
+    assert expected.shape == (1, 5, 3)
+    monkeypatch.setattr(compiled, "EXTENSION", None)
+    np.testing.assert_array_equal(codecs.decode_jpeg_scaled(data, "RGB", np.empty(64, np.uint8), False, 8, 1, 5), expected)
+
+
 def test_codecs_encode_jpeg_on_both_paths(backend):
     image = photo_like(33, 47, seed=9)
     for quality in (70, 97):

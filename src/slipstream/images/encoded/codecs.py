@@ -193,10 +193,11 @@ def encode(codec: str, image: np.ndarray, quality: int) -> bytes:
 
 def verify_jpeg(data: Any, where: str) -> None:
     """Raise ``ValueError`` unless ``data`` is a whole, decodable JPEG (decoded at 1/8 scale: cheap;
-    a header that declares more than the bytes can encode is refused before that: ``check_encoded_size``)."""
+    at full scale when a side is under 8 pixels, which Pillow cannot scale by 1/8; a header that
+    declares more than the bytes can encode is refused before that: ``check_encoded_size``)."""
     try:
-        check_encoded_size("jpeg", data)
-        _jpeg_decode(data, "RGB", None, 8, False)
+        size = check_encoded_size("jpeg", data)
+        _jpeg_decode(data, "RGB", None, 1 if size is not None and min(size) < 8 else 8, False)
     except ValueError as exc:
         raise ValueError(f"{where}: the JPEG bytes do not decode: {exc}") from exc
 
@@ -302,7 +303,7 @@ def _pillow_decode_jpeg(data: Any, colorspace: str, out: np.ndarray | None, fact
     gray = colorspace == "GRAY"
     try:
         with Image.open(io.BytesIO(data)) as pil:
-            if pil.format != "JPEG":
+            if pil.format not in ("JPEG", "MPO"):  # MPO: a JPEG with more images after it (its first is decoded, as libjpeg does)
                 raise ValueError(f"not a JPEG (Pillow reads {pil.format})")
             width, height = pil.size
             want = (-(-height // factor), -(-width // factor))
