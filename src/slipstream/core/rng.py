@@ -18,6 +18,7 @@ from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import numpy as np
+import numpy.random  # noqa: F401 - NumPy loads it on first use: here, not in an epoch's first batch (~8 ms)
 
 from . import streams
 from .draws import Draws

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import numpy.ma  # noqa: F401 - np.unique loads it on first use: here, not in the first image batch (~12 ms)
 
 from .imagetasks import ImageTable
 
