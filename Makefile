@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # torch==2.13.0 is the CPU wheel these machines hold locally; any torch>=2.0 works.
 TORCH ?= torch==2.13.0
 
-.PHONY: demo test docs bench peers wheel wheels wheel-ft clean
+.PHONY: demo test docs bench peers wheel wheels wheel-ft wheel-aarch64 clean
 
 $(PY):
 	@echo "== making a virtual environment in $(VENV)"
@@ -114,6 +114,11 @@ wheel:
 
 wheels:
 	bash tools/wheels/manylinux.sh
+
+# the aarch64 cp311 wheel (cross-built) and the compiled core's tests on it under qemu user emulation (about 8 minutes)
+wheel-aarch64:
+	bash tools/wheels/manylinux.sh --arch aarch64 --python 3.11
+	bash tools/wheels/aarch64_check.sh dist/wheels/slipstream-*-cp311-cp311-manylinux2014_aarch64*.whl
 
 # a cp313t wheel for the free-threaded CPython 3.13 (built from Debian's source once), and the threaded tests on it
 wheel-ft:

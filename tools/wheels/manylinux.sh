@@ -23,8 +23,8 @@
 #    a folder outside the checkout the three extensions import from that venv and `slipstream info` says active.
 # aarch64 is cross-built (same steps, libjpeg-turbo's NEON code, the extension suffix and the platform tag set for
 # aarch64; auditwheel repairs only for the machine's own architecture, so a cross-built wheel, which links nothing
-# to graft, is retagged manylinux_2_17 once `auditwheel show` allows it); it is tested only where an aarch64
-# interpreter runs (not here: an aarch64 CI runner would install it and run the suite).
+# to graft, is retagged manylinux_2_17 once `auditwheel show` allows it); tools/wheels/aarch64_check.sh tests the
+# cp311 one under qemu user emulation (an aarch64 CI runner would run the whole suite on it).
 #
 # Prints one line per wheel: its name, size and build seconds. Exit status 1 when a check fails.
 set -euo pipefail
