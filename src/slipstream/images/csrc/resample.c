@@ -19,6 +19,14 @@
 #endif
 #define SS_INLINE static inline __attribute__((always_inline))
 
+/* The horizontal pass's eight-row form (x86-64 AVX2 intrinsics, chosen at run time). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__APPLE__)
+#define SS_HPASS8 1
+#include <immintrin.h>
+#else
+#define SS_HPASS8 0
+#endif
+
 #define PRECISION_BITS 22
 #define HALF (1 << (PRECISION_BITS - 1))
 #define ONE ((double)(1 << PRECISION_BITS))
@@ -226,13 +234,132 @@ pad_taps(const int *bounds, const int32_t *kk, int ksize, int in_size, int out_w
     return taps;
 }
 
+#if SS_HPASS8
+/* The horizontal pass on eight rows at once (AVX2): the same integer sums as
+   hrow's, each in its own 32-bit lane, so the same bits. The columns the
+   windows read are transposed from the eight rows into `packed` (byte p of
+   row l at packed[8 * p + l]), every output is taps multiply-adds of eight
+   lanes, and the results (byte q of row l at obuf[8 * q + l], q the output's
+   position in its row segment) are transposed back into the rows. */
+
+/* An 8x8 byte transpose: eight 8-byte rows in, eight 8-byte columns out (two per vector). */
+__attribute__((target("avx2"))) static inline void
+transpose8(const __m128i a[8], __m128i v[4])
+{
+    __m128i t0 = _mm_unpacklo_epi8(a[0], a[1]), t1 = _mm_unpacklo_epi8(a[2], a[3]);
+    __m128i t2 = _mm_unpacklo_epi8(a[4], a[5]), t3 = _mm_unpacklo_epi8(a[6], a[7]);
+    __m128i u0 = _mm_unpacklo_epi16(t0, t1), u1 = _mm_unpackhi_epi16(t0, t1);
+    __m128i u2 = _mm_unpacklo_epi16(t2, t3), u3 = _mm_unpackhi_epi16(t2, t3);
+    v[0] = _mm_unpacklo_epi32(u0, u2);
+    v[1] = _mm_unpackhi_epi32(u0, u2);
+    v[2] = _mm_unpacklo_epi32(u1, u3);
+    v[3] = _mm_unpackhi_epi32(u1, u3);
+}
+
+/* The eight lanes' sums, shifted and clipped to uint8 as low8/high8 do, stored at `o`. */
+__attribute__((target("avx2"))) static inline void
+store8(__m256i acc, uint8_t *o)
+{
+    __m256i v = _mm256_srli_epi32(acc, PRECISION_BITS);
+    __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    _mm_storel_epi64((__m128i *)o, _mm_packus_epi16(w, w));
+}
+
+/* Rows l < `valid` of the 8-row block at `obuf` (segment of `len` outputs) into row l at dst + l * stride. */
+__attribute__((target("avx2"))) static void
+untranspose(const uint8_t *obuf, size_t len, int valid, uint8_t *dst, size_t stride)
+{
+    size_t q = 0;
+    int l;
+    for (; q + 8 <= len; q += 8) {
+        __m128i a[8], v[4];
+        for (l = 0; l < 8; l++)
+            a[l] = _mm_loadl_epi64((const __m128i *)(obuf + 8 * (q + (size_t)l)));
+        transpose8(a, v);
+        for (l = 0; l < valid; l++) {
+            __m128i x = v[l >> 1];
+            if (l & 1)
+                x = _mm_unpackhi_epi64(x, x);
+            _mm_storel_epi64((__m128i *)(dst + (size_t)l * stride + q), x);
+        }
+    }
+    for (; q < len; q++)
+        for (l = 0; l < valid; l++)
+            dst[(size_t)l * stride + q] = obuf[8 * q + (size_t)l];
+}
+
+__attribute__((target("avx2"))) static void
+hpass8(const uint8_t *in, size_t in_stride, int rows, int channels, int taps, const int *start, const uint64_t *kp,
+       int out_w, uint8_t *out, size_t out_stride, size_t sx, size_t sc, size_t lowest, size_t n, int32_t *k32,
+       uint8_t *packed, uint8_t *obuf)
+{
+    size_t total = (size_t)out_w * (size_t)taps, i, p;
+    /* where output (x, c) lies in obuf, and the row segments obuf's positions are stored to */
+    int dense = !(sx == 1 && channels > 1);  /* HWC (or one channel): one segment of out_w * channels */
+    size_t osx = dense ? (size_t)channels : 1, osc = dense ? 1 : (size_t)out_w;
+    int r, l, xx, t, c;
+    for (i = 0; i < total; i++)
+        k32[i] = (int32_t)kp[i];
+    for (r = 0; r < rows; r += 8) {
+        int valid = rows - r < 8 ? rows - r : 8;
+        const uint8_t *src[8];
+        for (l = 0; l < 8; l++)
+            src[l] = in + (size_t)(r + (l < valid ? l : valid - 1)) * in_stride;  /* missing rows repeat the last */
+        for (p = lowest; p + 8 <= n; p += 8) {
+            __m128i a[8], v[4];
+            for (l = 0; l < 8; l++)
+                a[l] = _mm_loadl_epi64((const __m128i *)(src[l] + p));
+            transpose8(a, v);
+            for (l = 0; l < 4; l++)
+                _mm_storeu_si128((__m128i *)(packed + 8 * p + 16 * (size_t)l), v[l]);
+        }
+        for (; p < n; p++)
+            for (l = 0; l < 8; l++)
+                packed[8 * p + (size_t)l] = src[l][p];
+        if (channels == 3) {
+            for (xx = 0; xx < out_w; xx++) {
+                const uint8_t *q = packed + 8 * (size_t)start[xx] * 3;
+                const int32_t *k = k32 + (size_t)xx * (size_t)taps;
+                __m256i s0 = _mm256_set1_epi32(HALF), s1 = s0, s2 = s0;
+                for (t = 0; t < taps; t++, q += 24) {
+                    __m256i w = _mm256_set1_epi32(k[t]);
+                    s0 = _mm256_add_epi32(s0, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)q)), w));
+                    s1 = _mm256_add_epi32(s1, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(q + 8))), w));
+                    s2 = _mm256_add_epi32(s2, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(q + 16))), w));
+                }
+                store8(s0, obuf + 8 * ((size_t)xx * osx));
+                store8(s1, obuf + 8 * ((size_t)xx * osx + osc));
+                store8(s2, obuf + 8 * ((size_t)xx * osx + 2 * osc));
+            }
+        } else {
+            for (xx = 0; xx < out_w; xx++) {
+                const uint8_t *q = packed + 8 * (size_t)start[xx];
+                const int32_t *k = k32 + (size_t)xx * (size_t)taps;
+                __m256i s0 = _mm256_set1_epi32(HALF);
+                for (t = 0; t < taps; t++, q += 8)
+                    s0 = _mm256_add_epi32(s0, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)q)),
+                                                                 _mm256_set1_epi32(k[t])));
+                store8(s0, obuf + 8 * (size_t)xx);
+            }
+        }
+        if (dense)
+            untranspose(obuf, (size_t)out_w * (size_t)channels, valid, out + (size_t)r * out_stride, out_stride);
+        else
+            for (c = 0; c < channels; c++)
+                untranspose(obuf + 8 * (size_t)c * (size_t)out_w, (size_t)out_w, valid,
+                            out + (size_t)r * out_stride + (size_t)c * sc, out_stride);
+    }
+}
+#endif
+
 /* Horizontal pass: `rows` rows of `in` (interleaved pixels; the first is
    source column `shift`, and the rows hold the columns up to `in_size`) into
    `out`: output (r, x, c) at out[r * out_stride + x * sx + c * sc]. Scratch:
    `start` (out_w ints), `kp` (out_w * ksize uint64s) and `packed`
-   ((in_size - shift) * channels uint64s). */
+   ((in_size - shift) * channels uint64s); with the eight-row pass, `k32`
+   (out_w * ksize int32s) and `obuf` (out_w * channels * 8 bytes) too. */
 SS_CLONES static void
-hpass(const uint8_t *in, size_t in_stride, int rows, int channels, int in_size, int shift, const int *bounds,
+hpass_rows(const uint8_t *in, size_t in_stride, int rows, int channels, int in_size, int shift, const int *bounds,
       const int32_t *kk, int ksize, int out_w, int flip, uint8_t *out, size_t out_stride, size_t sx, size_t sc,
       int *start, uint64_t *kp, uint64_t *packed)
 {
@@ -262,6 +389,35 @@ hpass(const uint8_t *in, size_t in_stride, int rows, int channels, int in_size, 
         default: hrow(packed, o0, o1, start, kp, out_w, taps, channels, sx, sc); break;
         }
     }
+}
+
+static void
+hpass(const uint8_t *in, size_t in_stride, int rows, int channels, int in_size, int shift, const int *bounds,
+      const int32_t *kk, int ksize, int out_w, int flip, uint8_t *out, size_t out_stride, size_t sx, size_t sc,
+      int *start, uint64_t *kp, uint64_t *packed, int32_t *k32, uint8_t *obuf)
+{
+#if SS_HPASS8
+    if (rows >= 4 && __builtin_cpu_supports("avx2")) {
+        int taps = pad_taps(bounds, kk, ksize, in_size, out_w, flip, shift, start, kp);
+        size_t n = 0, lowest = (size_t)-1;
+        int xx;
+        for (xx = 0; xx < out_w; xx++) {
+            size_t begin = (size_t)start[xx] * (size_t)channels, end = (size_t)(start[xx] + taps) * (size_t)channels;
+            if (end > n)
+                n = end;
+            if (begin < lowest)
+                lowest = begin;
+        }
+        hpass8(in, in_stride, rows, channels, taps, start, kp, out_w, out, out_stride, sx, sc, lowest, n, k32,
+               (uint8_t *)packed, obuf);
+        return;
+    }
+#else
+    (void)k32;
+    (void)obuf;
+#endif
+    hpass_rows(in, in_stride, rows, channels, in_size, shift, bounds, kk, ksize, out_w, flip, out, out_stride, sx, sc,
+               start, kp, packed);
 }
 
 /* Vertical pass over `n` bytes of each row (`in` starts at the first column
@@ -321,7 +477,9 @@ ss_resample(const uint8_t *src, int height, int width, int channels, size_t stri
     size_t o_start = o_tmp + round16(tmp_bytes);
     size_t o_kp = o_start + round16(sizeof(int) * (size_t)out_w);
     size_t o_packed = o_kp + round16(sizeof(uint64_t) * (size_t)out_w * (size_t)kh_size);
-    char *block = scratch_get(scratch, o_packed + sizeof(uint64_t) * (size_t)width * (size_t)channels);
+    size_t o_k32 = o_packed + round16(sizeof(uint64_t) * (size_t)width * (size_t)channels);
+    size_t o_obuf = o_k32 + round16(sizeof(int32_t) * (size_t)out_w * (size_t)kh_size);
+    char *block = scratch_get(scratch, o_obuf + 8 * (size_t)out_w * (size_t)channels);
     int *yb, *xb;
     int32_t *kv, *kh, *acc;
     uint8_t *tmp;
@@ -348,7 +506,8 @@ ss_resample(const uint8_t *src, int height, int width, int channels, size_t stri
         /* the rows of tmp laid out as the output's: planar per row for CHW, then one segment per plane */
         hpass(src + (size_t)first * stride, stride, last - first, channels, width, 0, xb, kh, kh_size, out_w, flip, tmp,
               row_bytes, chw ? 1 : (size_t)channels, chw ? (size_t)out_w : 1,
-              (int *)(block + o_start), (uint64_t *)(block + o_kp), (uint64_t *)(block + o_packed));
+              (int *)(block + o_start), (uint64_t *)(block + o_kp), (uint64_t *)(block + o_packed),
+              (int32_t *)(block + o_k32), (uint8_t *)(block + o_obuf));
         if (chw)
             vpass(tmp, row_bytes, row_bytes, first, yb, kv, kv_size, out_h, acc, res, channels, plane, (size_t)out_w);
         else
@@ -366,7 +525,8 @@ ss_resample(const uint8_t *src, int height, int width, int channels, size_t stri
         vpass(src + (size_t)first * (size_t)channels, stride, cols, 0, yb, kv, kv_size, out_h, acc, tmp, 1, 0, cols);
         hpass(tmp, cols, out_h, channels, last, first, xb, kh, kh_size, out_w, flip, res,
               chw ? (size_t)out_w : row_bytes, chw ? 1 : (size_t)channels, chw ? plane : 1,
-              (int *)(block + o_start), (uint64_t *)(block + o_kp), (uint64_t *)(block + o_packed));
+              (int *)(block + o_start), (uint64_t *)(block + o_kp), (uint64_t *)(block + o_packed),
+              (int32_t *)(block + o_k32), (uint8_t *)(block + o_obuf));
     }
     return 0;
 }
