@@ -10,6 +10,12 @@ slipstream packs the tree (``ss.imagefolder``) with ``ss.write`` into two files,
 are; the larger ones are downscaled and re-encoded) and the same with ``policy="smart"`` (only
 images whose raw size exceeds ``threshold`` = 256 KiB are compressed, the rest stored raw).
 
+A second set (``--set imagenet``; ``--set both`` runs the two in one measurement, their runs
+interleaved, and prints the slipstream/FFCV ratio of each): 3,000 photos of the same recipe sized
+like ImageNet's train set (the long side 500 for 70% of them, else log-normal around 500 within 200
+to 800; 4:3, 3:2 or square to 2:1; a quarter portrait: median 500x375, mean about 470x400), quality
+90, under the cache folder's ``imagenet/`` (made once, like the default set).
+
 Pipeline everywhere: RandomResizedCrop(224) (scale (0.08, 1), ratio (3/4, 4/3)), horizontal flip
 (p=0.5), uint8 CHW, batch 64, shuffle, 2 workers; labels ride along. Cases:
 
@@ -57,7 +63,9 @@ throughput is at most 1 / (held time per sample) ("GIL bound"); two cores give a
 used while it measured (from /proc): the machine is shared, and that load widens every range.
 
 Run:  python benchmarks/bench_images.py [--quick] [--repeats N] [--images N] [--cache DIR]
+                                        [--set default|imagenet|both] [--cases decode,torch,ss,...]
                                         [--ffcv-python PATH] [--no-ffcv] [--rebuild] [--profile]
+(``--cases`` keeps only the named loaders: decode, torch, ss, ssS, ssF, ffcv, ffcvS; ss always.)
 Making the 2,000 files takes about 20 s and packing them 4 s more, once (FFCV's conversion about
 20 s more, once). The full run then takes about 3 minutes on two cores; ``--quick`` (the first
 640 images, 2 repeats, no FFCV smart run) under a minute. ``--profile`` adds a cProfile of the
@@ -74,6 +82,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import itertools
 import json
 import math
 import os
@@ -91,7 +100,7 @@ FFCV_WORKER = "--ffcv-worker"  # argv of the FFCV child process, which runs in F
 if FFCV_WORKER not in sys.argv:
     # _common first: it makes slipstream importable from a checkout, and exits with a message when torch is missing
     import torch
-    from _common import SEED, Verdicts, measure, paired, rates, set_footing, summary, table, verdict, versions
+    from _common import SEED, Verdicts, paired, rates, set_footing, summary, table, verdict, versions
     from torch.utils.data import DataLoader as TorchLoader
     from torch.utils.data import Dataset
 
@@ -111,6 +120,7 @@ else:
     torch_rrc_params = None  # (the FFCV child has no slipstream; the torch baseline is the parent's)
 
 N_IMAGES = 2000
+N_IMAGENET = 3000  # the ImageNet-like set (--set imagenet)
 N_QUICK = 640
 CLASSES = 10
 QUALITY = 90
@@ -147,12 +157,45 @@ def photo_sources() -> list[np.ndarray]:
     return sources
 
 
-def make_photo(sources: list[np.ndarray], i: int) -> np.ndarray:
-    """Image ``i``: a random crop of a photo, rescaled to an ImageNet-like size, flipped, tinted, with light noise."""
+def default_size(rng: np.random.Generator) -> tuple[int, int]:
+    """The default set's (width, height): about 400x350 on average, sides 200 to 800."""
+    width = int(np.clip(round(math.exp(rng.normal(math.log(395), 0.22))), *SIDES))
+    return width, int(np.clip(round(width / math.exp(rng.normal(math.log(1.15), 0.15))), *SIDES))
+
+
+def imagenet_size(rng: np.random.Generator) -> tuple[int, int]:
+    """An ImageNet-train-like (width, height): the long side 500 for 70% of images (else log-normal
+    around 500, sides 200 to 800), 4:3 for half of them, 3:2 for a quarter, else square to 2:1;
+    a quarter portrait. Median about 500x375."""
+    long = 500 if rng.random() < 0.7 else int(np.clip(round(math.exp(rng.normal(math.log(500), 0.3))), *SIDES))
+    kind = rng.random()
+    aspect = 4 / 3 if kind < 0.5 else 3 / 2 if kind < 0.75 else rng.uniform(1.0, 2.0)
+    short = int(np.clip(round(long / aspect), *SIDES))
+    return (short, long) if rng.random() < 0.25 else (long, short)
+
+
+class ImageSet:
+    """One benchmark set: its name (the cache's subfolder, '' for the default set's top level), how many
+    images it has, how big each is (``size(rng)`` -> (width, height)) and its description."""
+
+    def __init__(self, name: str, folder: str, count: int, size: Any, about: str):
+        self.name, self.folder, self.count, self.size, self.about = name, folder, count, size, about
+
+    def cache(self, root: Path) -> Path:
+        return root / self.folder if self.folder else root
+
+
+SETS = {
+    "default": ImageSet("default", "", N_IMAGES, default_size, "sides 200-800, about 400x350"),
+    "imagenet": ImageSet("imagenet", "imagenet", N_IMAGENET, imagenet_size, "ImageNet-train-like sizes, median about 500x375"),
+}
+
+
+def make_photo(sources: list[np.ndarray], i: int, size: Any = default_size) -> np.ndarray:
+    """Image ``i``: a random crop of a photo, rescaled to ``size(rng)`` (width, height), flipped, tinted, with light noise."""
     rng = np.random.default_rng((SEED, 7, i))
     src = sources[i % len(sources)]
-    width = int(np.clip(round(math.exp(rng.normal(math.log(395), 0.22))), *SIDES))
-    height = int(np.clip(round(width / math.exp(rng.normal(math.log(1.15), 0.15))), *SIDES))
+    width, height = size(rng)
     aspect = width / height
     crop_h = min(src.shape[0], src.shape[1] / aspect) * rng.uniform(0.5, 1.0)
     crop_w = crop_h * aspect
@@ -168,8 +211,10 @@ def image_path(root: Path, i: int) -> Path:
     return root / f"class{i % CLASSES:02d}" / f"{i:05d}.jpg"
 
 
-def ensure_images(cache: Path, n: int, rebuild: bool) -> tuple[Path, dict[str, Any]]:
-    """The class-per-folder JPEG tree of at least ``n`` images under ``cache/images`` (made once)."""
+def ensure_images(cache: Path, n: int, rebuild: bool, image_set: ImageSet = SETS["default"]) -> tuple[Path, dict[str, Any]]:
+    """The class-per-folder JPEG tree of at least ``n`` images of ``image_set`` under ``cache/images``
+    (the set's own cache folder: ``image_set.cache(cache)``), made once."""
+    cache = image_set.cache(cache)
     root, manifest_path = cache / "images", cache / "images.json"
     want = {"generator": GENERATOR, "seed": SEED, "quality": QUALITY, "classes": CLASSES}
     if not rebuild and manifest_path.exists():
@@ -177,7 +222,7 @@ def ensure_images(cache: Path, n: int, rebuild: bool) -> tuple[Path, dict[str, A
         same = {k: manifest.get(k) for k in want} == want and manifest["count"] >= n
         if same and all(image_path(root, i).exists() for i in range(n)):
             return root, manifest
-    count = max(n, N_IMAGES)
+    count = max(n, image_set.count)
     print(f"making {count} JPEGs under {root} (once) ...", flush=True)
     t0 = time.perf_counter()
     sources = photo_sources()
@@ -187,7 +232,7 @@ def ensure_images(cache: Path, n: int, rebuild: bool) -> tuple[Path, dict[str, A
         (root / f"class{k:02d}").mkdir(parents=True, exist_ok=True)
 
     def one(i: int) -> tuple[int, int, int]:
-        image = make_photo(sources, i)
+        image = make_photo(sources, i, image_set.size)
         Image.fromarray(image).save(image_path(root, i), quality=QUALITY)
         return image.shape[0], image.shape[1], image_path(root, i).stat().st_size
 
@@ -199,6 +244,8 @@ def ensure_images(cache: Path, n: int, rebuild: bool) -> tuple[Path, dict[str, A
         "count": count,
         "sources": len(sources),
         "mean_hw": [float(hs.mean()), float(ws.mean())],
+        "median_hw": [float(np.median(hs)), float(np.median(ws))],
+        "side_range": [int(min(hs.min(), ws.min())), int(max(hs.max(), ws.max()))],
         "max_side_over_512": float(np.mean(np.maximum(hs, ws) > MAX_SIDE)),
         "raw_over_threshold": float(np.mean(hs * ws * 3 > THRESHOLD)),
         "mean_kb": float(sizes.mean() / 1e3),
@@ -590,161 +637,238 @@ def mb(nbytes: int) -> str:
     return f"{nbytes / 1e6:.0f} MB"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help=f"the first {N_QUICK} images, 2 repeats: under a minute")
-    parser.add_argument("--repeats", type=int, default=None, help="timed epochs per loader (default 7, quick 2)")
-    parser.add_argument("--images", type=int, default=None, help=f"images per epoch (default {N_IMAGES}, quick {N_QUICK})")
-    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help=f"where the files are kept (default {DEFAULT_CACHE})")
-    parser.add_argument("--ffcv-python", default=None, help="a Python that imports ffcv 1.0.2 (or set SLIPSTREAM_FFCV_PYTHON)")
-    parser.add_argument("--no-ffcv", action="store_true", help="skip FFCV")
-    parser.add_argument("--rebuild", action="store_true", help="make the images and packed files again")
-    parser.add_argument("--profile", action="store_true", help="also print a cProfile of the single-threaded slipstream pipeline")
-    args = parser.parse_args(argv)
-    repeats = args.repeats or (2 if args.quick else 7)
-    n = args.images or (N_QUICK if args.quick else N_IMAGES)
-    gil_samples, gil_runs = (256, 1) if args.quick else (640, 3)
-    set_footing()  # one torch thread; the workers are asked for on any machine
+CASES = ("decode", "torch", "ss", "ssS", "ssF", "ffcv", "ffcvS")
+LABELS = {
+    "decode": "(1) simplejpeg full decode, 1 thread [ceiling]",
+    "torch": "(2) torch DataLoader + PIL (torchvision's ops)",
+    "ss": f"(3) slipstream, jpeg max_side {MAX_SIDE}",
+    "ssS": "(4) slipstream, smart policy",
+    "ssF": "(3f) slipstream jpeg, ops.Decode(fast=True)",
+    "ffcv": "(5) FFCV 1.0.2, write_mode='jpg'",
+    "ffcvS": "(5s) FFCV 1.0.2, write_mode='smart'",
+}
 
-    start = time.perf_counter()
-    args.cache.mkdir(parents=True, exist_ok=True)
-    root, made = ensure_images(args.cache, n, args.rebuild)
-    folder = ss.imagefolder(root)
-    idx = subset(folder, n)
-    samples = [folder.samples[k] for k in idx]
-    packed = {kind: ensure_packed(args.cache, folder, idx, kind, args.rebuild) for kind in ("jpeg", "smart")}
-    blobs = [Path(path).read_bytes() for path, _ in samples]
-    for path, _ in packed.values():
-        path.read_bytes()  # into the page cache, like the JPEG files just read
 
-    python, why_not = (None, "FFCV skipped (--no-ffcv)") if args.no_ffcv else ffcv_python(args.ffcv_python)
-    client = None
-    if python is not None:
-        print(f"starting FFCV with {python} (JIT compiling; its first start also converts the files to .beton) ...", flush=True)
-        try:
-            modes = ["jpg"] if args.quick else ["jpg", "smart"]  # each FFCV pipeline takes ~8 s to compile
-            client = FfcvClient(python, args.cache, [(str(p), int(label)) for p, label in samples], modes)
-        except Exception as exc:  # noqa: BLE001
-            why_not = str(exc) if str(exc).startswith("FFCV not importable") else f"FFCV not importable: {exc}"
-            client = None
-    setup = time.perf_counter() - start
+class Bench:
+    """One set's files, loaders and runs (``runs``: case -> one epoch), and what its report prints."""
 
-    import PIL
+    def __init__(self, image_set: ImageSet, args: Any, n: int, cases: list[str]):
+        self.set, self.n, self.client, self.why_not = image_set, n, None, ""
+        cache = image_set.cache(args.cache)
+        cache.mkdir(parents=True, exist_ok=True)
+        self.root, self.made = ensure_images(args.cache, n, args.rebuild, image_set)
+        folder = ss.imagefolder(self.root)
+        idx = subset(folder, n)
+        self.samples = [folder.samples[k] for k in idx]
+        self.packed = {kind: ensure_packed(cache, folder, idx, kind, args.rebuild) for kind in ("jpeg", "smart")}
+        self.blobs = [Path(path).read_bytes() for path, _ in self.samples]
+        for path, _ in self.packed.values():
+            path.read_bytes()  # into the page cache, like the JPEG files just read
+        want_ffcv = [mode for mode, case in (("jpg", "ffcv"), ("smart", "ffcvS")) if case in cases and not (args.quick and mode == "smart")]
+        python, self.why_not = (None, "FFCV skipped (--no-ffcv)") if args.no_ffcv else ffcv_python(args.ffcv_python)
+        if python is not None and want_ffcv:
+            print(f"starting FFCV for the {image_set.name} set with {python} (JIT compiling; its first start also converts "
+                  "the files to .beton) ...", flush=True)
+            try:  # each FFCV pipeline takes ~8 s to compile
+                modes = ["jpg", *(["smart"] if "smart" in want_ffcv else [])]  # (jpg always: its first batch shows the layout)
+                self.client = FfcvClient(python, cache, [(str(p), int(label)) for p, label in self.samples], modes)
+            except Exception as exc:  # noqa: BLE001
+                self.why_not = str(exc) if str(exc).startswith("FFCV not importable") else f"FFCV not importable: {exc}"
+        elif python is not None:
+            self.why_not = "FFCV not among --cases"
+        loaders = {
+            "ss": slipstream_loader(self.packed["jpeg"][0]),
+            "ssS": slipstream_loader(self.packed["smart"][0]),
+            "ssF": slipstream_loader(self.packed["jpeg"][0], fast=True),
+        }
+        self.layouts = {"ss": check_batch(loaders["ss"])}
+        runs = {"decode": decode_epoch(self.blobs)}
+        if "torch" in cases:
+            torch_loader = TorchLoader(
+                TorchvisionStyleFolder(self.samples), batch_size=BATCH, shuffle=True, num_workers=WORKERS,
+                persistent_workers=True, generator=torch.Generator().manual_seed(SEED),
+            )
+            self.layouts["torch"] = check_batch(torch_loader)
+            runs["torch"] = torch_epoch(torch_loader)
+        runs.update({key: slipstream_epoch(loader) for key, loader in loaders.items()})
+        if self.client is not None:
+            runs["ffcv"] = self.client.epoch("jpg")
+            if "smart" in self.client.hello["sizes"]:
+                runs["ffcvS"] = self.client.epoch("smart")
+        self.runs = {case: with_cpu(run) for case, run in runs.items() if case in cases}
 
-    extra = [f"simplejpeg {simplejpeg.__version__}", f"Pillow {PIL.__version__}"]
-    if client is not None:
-        extra.append(f"FFCV {client.hello['ffcv']} (numpy {client.hello['numpy']}, opencv {client.hello['opencv']})")
-    print(versions(*extra))
-    hs, ws = made["mean_hw"]
-    print(f"data: {n} JPEGs q{QUALITY} (of {made['count']} in {root}), {CLASSES} classes, "
-          f"from {made['sources']} skimage.data photos; mean {ws:.0f}x{hs:.0f} (WxH), {mb(sum(map(len, blobs)))}, "
-          f"{100 * made['max_side_over_512']:.0f}% with a side over {MAX_SIDE}, "
-          f"{100 * made['raw_over_threshold']:.0f}% over {THRESHOLD >> 10} KiB raw")
-    for kind, (path, seconds) in packed.items():
-        made_now = f", written now in {seconds:.1f} s" if seconds is not None else ""
-        print(f"  slipstream {kind:<5} file {path.name}: {mb(path.stat().st_size)}{made_now}")
-    if client is not None:
-        for mode, size in client.hello["sizes"].items():
-            made_now = f", converted now in {client.hello['converted'][mode]:.1f} s" if mode in client.hello["converted"] else ""
-            print(f"  FFCV {mode:<5} .beton: {mb(size)}{made_now}")
-    print(f"pipeline: RandomResizedCrop({CROP}) + flip, uint8 CHW, batch {BATCH}, shuffle, {WORKERS} workers; "
-          f"1 warm-up epoch per run, then {repeats} epochs each in rotating order (setup {setup:.0f} s)")
+    def describe(self) -> None:
+        made, n = self.made, self.n
+        hs, ws = made["mean_hw"]
+        median = f", median {made['median_hw'][1]:.0f}x{made['median_hw'][0]:.0f}" if "median_hw" in made else ""
+        print(f"{self.set.name} set: {n} JPEGs q{QUALITY} (of {made['count']} in {self.root}), {CLASSES} classes, "
+              f"from {made['sources']} skimage.data photos, {self.set.about}; mean {ws:.0f}x{hs:.0f} (WxH){median}, "
+              f"{mb(sum(map(len, self.blobs)))}, {100 * made['max_side_over_512']:.0f}% with a side over {MAX_SIDE}, "
+              f"{100 * made['raw_over_threshold']:.0f}% over {THRESHOLD >> 10} KiB raw")
+        for kind, (path, seconds) in self.packed.items():
+            made_now = f", written now in {seconds:.1f} s" if seconds is not None else ""
+            print(f"  slipstream {kind:<5} file {path.name}: {mb(path.stat().st_size)}{made_now}")
+        if self.client is not None:
+            for mode, size in self.client.hello["sizes"].items():
+                made_now = f", converted now in {self.client.hello['converted'][mode]:.1f} s" if mode in self.client.hello["converted"] else ""
+                print(f"  FFCV {mode:<5} .beton: {mb(size)}{made_now}")
 
-    loaders = {
-        "ss": slipstream_loader(packed["jpeg"][0]),
-        "ssS": slipstream_loader(packed["smart"][0]),
-        "ssF": slipstream_loader(packed["jpeg"][0], fast=True),
-    }
-    torch_loader = TorchLoader(
-        TorchvisionStyleFolder(samples), batch_size=BATCH, shuffle=True, num_workers=WORKERS, persistent_workers=True,
-        generator=torch.Generator().manual_seed(SEED),
-    )
-    layouts = {"ss": check_batch(loaders["ss"]), "torch": check_batch(torch_loader)}
-    runs = {
-        "decode": decode_epoch(blobs),
-        "torch": torch_epoch(torch_loader),
-        "ss": slipstream_epoch(loaders["ss"]),
-        "ssS": slipstream_epoch(loaders["ssS"]),
-        "ssF": slipstream_epoch(loaders["ssF"]),
-    }
-    if client is not None:
-        runs["ffcv"] = client.epoch("jpg")
-        if "smart" in client.hello["sizes"]:
-            runs["ffcvS"] = client.epoch("smart")
-    runs = {name: with_cpu(run) for name, run in runs.items()}
-    before = cpu_snapshot()
-    try:
-        results = measure(runs, repeats, noun="runs")
-        others = others_share(before, cpu_snapshot())
-    finally:
-        if client is not None:
-            client.close()
-    labels = {
-        "decode": "(1) simplejpeg full decode, 1 thread [ceiling]",
-        "torch": "(2) torch DataLoader + PIL (torchvision's ops)",
-        "ss": f"(3) slipstream, jpeg max_side {MAX_SIDE}",
-        "ssS": "(4) slipstream, smart policy",
-        "ssF": "(3f) slipstream jpeg, ops.Decode(fast=True)",
-        "ffcv": "(5) FFCV 1.0.2, write_mode='jpg'",
-        "ffcvS": "(5s) FFCV 1.0.2, write_mode='smart'",
-    }
-    print(f"\nbatches: slipstream {layouts['ss']}; torch {layouts['torch']}"
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
+
+
+def measure_sets(benches: list[Bench], repeats: int) -> dict[str, dict[str, list[tuple]]]:
+    """``measure`` over every set's runs at once: a warm-up epoch each, then ``repeats`` rounds in an
+    order that rotates every round (the sets' runs interleaved). The runs of one set must agree on
+    their samples per epoch."""
+    queues = [[(k, case) for case in bench.runs] for k, bench in enumerate(benches)]
+    names = [name for group in itertools.zip_longest(*queues) for name in group if name is not None]  # the sets alternate
+    for k, case in names:
+        benches[k].runs[case]()
+    results: dict[str, dict[str, list[tuple]]] = {bench.set.name: {case: [] for case in bench.runs} for bench in benches}
+    for r in range(repeats):
+        for k, case in names[r % len(names) :] + names[: r % len(names)]:
+            gc.collect()
+            results[benches[k].set.name][case].append(benches[k].runs[case]())
+    for name, per_case in results.items():
+        counts = {case: {res[0] for res in rs} for case, rs in per_case.items()}
+        if len({c for cs in counts.values() for c in cs}) != 1:
+            raise RuntimeError(f"the {name} set's runs disagree on samples per epoch: {counts}")
+    return results
+
+
+def report(bench: Bench, results: dict[str, list[tuple]], verdicts: Verdicts, prefix: str) -> dict[str, float]:
+    """One set's table and ratios (verdict labels start with ``prefix``); returns the ratios the summary names."""
+    client = bench.client
+    layouts = bench.layouts
+    print(f"\n{bench.set.name} set: batches: slipstream {layouts['ss']}" + (f"; torch {layouts['torch']}" if "torch" in layouts else "")
           + (f"; FFCV {client.hello['layout']}" if client is not None else ""))
     cpu_ms = {key: [1e3 * r[3] / r[0] for r in res] for key, res in results.items()}
     rows = []
-    for key, label in labels.items():
+    for key, label in LABELS.items():
         if key in results:  # the decode loop has no first batch
             firsts = {} if key == "decode" else {"1st batch ms": [1e3 * r[2] for r in results[key]]}
             rows.append((label, {"img/s": rates(results[key]), "CPU ms/img": cpu_ms[key], **firsts}))
     table(rows, [("img/s", ".0f"), ("CPU ms/img", ".2f"), ("1st batch ms", ".0f")], corner="loader (one epoch)")
     if client is None:
-        print(f"  (5) {why_not}")
+        print(f"  (5) {bench.why_not}")
     elif "ffcvS" not in results:
-        print("  (5s) FFCV smart: not run with --quick")
-    if others is not None:
-        noisy = "  NOISY: other load shared the CPUs, expect wide ranges" if others > 0.2 else ""
-        print(f"  other processes used {others:.2f} of {os.cpu_count()} CPUs while this ran{noisy}")
-
-    verdicts = Verdicts(label_width=40, value_width=6)
+        print("  (5s) FFCV smart: not run (--quick or --cases)")
     thr = {key: rates(res) for key, res in results.items()}
-    print()
-    verdict("(3) slipstream jpeg / (2) torch", paired(thr["ss"], thr["torch"]), 2.0, verdicts)
-    if client is not None:
-        ratio = paired(thr["ss"], thr["ffcv"])
-        verdict("(3) slipstream jpeg / (5) FFCV jpg", ratio, 1.25, verdicts)
-        verdict("(3) slipstream jpeg / (5) FFCV (stretch)", ratio, 1.5, verdicts)
-        if "ffcvS" in thr:
-            verdict("(4) slipstream smart / (5s) FFCV smart", paired(thr["ssS"], thr["ffcvS"]), None, verdicts)
-        verdict("(3f) fast decode / (5) FFCV (its DCT)", paired(thr["ssF"], thr["ffcv"]), None, verdicts)
-    verdict("(4) slipstream smart / (2) torch", paired(thr["ssS"], thr["torch"]), None, verdicts)
-    verdict("(3f) fast decode / (2) torch", paired(thr["ssF"], thr["torch"]), None, verdicts)
-    verdict("(3) slipstream jpeg / (1) 1-thread decode", paired(thr["ss"], thr["decode"]), None, verdicts)
-    print("  CPU per image (all processes of the run; less sensitive to other load than img/s):")
-    verdict("(2) torch / (3) slipstream jpeg", paired(cpu_ms["torch"], cpu_ms["ss"]), None, verdicts)
-    if client is not None:
-        verdict("(5) FFCV jpg / (3) slipstream jpeg", paired(cpu_ms["ffcv"], cpu_ms["ss"]), None, verdicts)
-        if "ffcvS" in cpu_ms:
-            verdict("(5s) FFCV smart / (4) slipstream smart", paired(cpu_ms["ffcvS"], cpu_ms["ssS"]), None, verdicts)
-    first_ms = {key: statistics.median(r[2] for r in results[key]) * 1e3 for key in ("ss", "ssS")}
-    print(f"  time to first batch, slipstream (from iter()): jpeg {first_ms['ss']:.0f} ms, "
-          f"smart {first_ms['ssS']:.0f} ms (medians)")
+    ratios: dict[str, float] = {}
 
-    print(f"\nGIL share of slipstream's pipeline, single-threaded (workers=0, {gil_samples} samples x {gil_runs} runs, medians):")
+    def check(label: str, a: str, b: str, goal: float | None, values: dict[str, list[float]] = thr) -> None:
+        if a in values and b in values:
+            value = paired(values[a], values[b])
+            verdict(prefix + label, value, goal, verdicts)
+            ratios[label] = value
+
+    print()
+    check("(3) slipstream jpeg / (2) torch", "ss", "torch", 2.0)
+    check("(3) slipstream jpeg / (5) FFCV jpg", "ss", "ffcv", 1.25)
+    check("(3) slipstream jpeg / (5) FFCV (stretch)", "ss", "ffcv", 1.5)
+    check("(3) slipstream jpeg / (5) FFCV (2x goal)", "ss", "ffcv", 2.0)
+    check("(4) slipstream smart / (5s) FFCV smart", "ssS", "ffcvS", None)
+    check("(3f) fast decode / (5) FFCV (its DCT)", "ssF", "ffcv", None)
+    check("(4) slipstream smart / (2) torch", "ssS", "torch", None)
+    check("(3f) fast decode / (2) torch", "ssF", "torch", None)
+    check("(3) slipstream jpeg / (1) 1-thread decode", "ss", "decode", None)
+    print("  CPU per image (all processes of the run; less sensitive to other load than img/s):")
+    check("(2) torch / (3) slipstream jpeg", "torch", "ss", None, cpu_ms)
+    check("(5) FFCV jpg / (3) slipstream jpeg", "ffcv", "ss", None, cpu_ms)
+    check("(5s) FFCV smart / (4) slipstream smart", "ffcvS", "ssS", None, cpu_ms)
+    first_ms = {key: statistics.median(r[2] for r in results[key]) * 1e3 for key in ("ss", "ssS") if key in results}
+    if first_ms:
+        print("  time to first batch, slipstream (from iter()): " + ", ".join(f"{'jpeg' if k == 'ss' else 'smart'} {v:.0f} ms" for k, v in first_ms.items())
+              + " (medians)")
+    return ratios
+
+
+def gil_report(bench: Bench, samples: int, runs: int) -> None:
+    print(f"\nGIL share of slipstream's pipeline, {bench.set.name} set, single-threaded (workers=0, {samples} samples x {runs} runs, medians):")
     print("  held = total per sample (loader included) - decode and resample+layout time as the pipeline reports them")
     print("         (core.timings: timed inside the compiled task call, which releases the GIL for the whole chunk)")
     print(f"  {'file':<6} {'total us':>9} {'decode us':>10} {'resample us':>12} {'held us':>8} {'held share':>11} "
           f"{'GIL bound img/s':>16} {'2-core bound img/s':>19}")
     for kind in ("jpeg", "smart"):
         try:
-            us = gil_share(packed[kind][0], gil_samples, gil_runs)
+            us = gil_share(bench.packed[kind][0], samples, runs)
         except Exception as exc:  # noqa: BLE001 - the internals moved: say so, keep the rest
             print(f"  {kind:<6} could not be measured: {type(exc).__name__}: {exc}")
             continue
         print(f"  {kind:<6} {us['total']:9.0f} {us['decode']:10.0f} {us['resample']:12.0f} {us['held']:8.0f} "
               f"{us['held'] / us['total']:10.0%} {1e6 / max(us['held'], 1e-9):16.0f} {WORKERS * 1e6 / us['total']:19.0f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help=f"the first {N_QUICK} images, 2 repeats: under a minute")
+    parser.add_argument("--repeats", type=int, default=None, help="timed epochs per loader (default 7, quick 2)")
+    parser.add_argument("--images", type=int, default=None,
+                        help=f"images per epoch and set (default: the set's, {N_IMAGES} or {N_IMAGENET}; quick {N_QUICK})")
+    parser.add_argument("--set", choices=["default", "imagenet", "both"], default="default",
+                        help=f"which images: the default set ({N_IMAGES}), the ImageNet-like one ({N_IMAGENET}), or both in one run")
+    parser.add_argument("--cases", default=",".join(CASES), help=f"the loaders to run, comma-separated (default all: {','.join(CASES)})")
+    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help=f"where the files are kept (default {DEFAULT_CACHE})")
+    parser.add_argument("--ffcv-python", default=None, help="a Python that imports ffcv 1.0.2 (or set SLIPSTREAM_FFCV_PYTHON)")
+    parser.add_argument("--no-ffcv", action="store_true", help="skip FFCV")
+    parser.add_argument("--rebuild", action="store_true", help="make the images and packed files again")
+    parser.add_argument("--profile", action="store_true", help="also print a cProfile of the single-threaded slipstream pipeline")
+    args = parser.parse_args(argv)
+    cases = [case for case in args.cases.split(",") if case]
+    unknown = sorted(set(cases) - set(CASES))
+    if unknown or "ss" not in cases:
+        parser.error(f"--cases: {', '.join(unknown) or 'ss is needed'} (known: {', '.join(CASES)}; ss always runs)")
+    repeats = args.repeats or (2 if args.quick else 7)
+    gil_samples, gil_runs = (256, 1) if args.quick else (640, 3)
+    set_footing()  # one torch thread; the workers are asked for on any machine
+
+    start = time.perf_counter()
+    chosen = list(SETS.values()) if args.set == "both" else [SETS[args.set]]
+    benches: list[Bench] = []
+    try:
+        for image_set in chosen:
+            benches.append(Bench(image_set, args, args.images or (N_QUICK if args.quick else image_set.count), cases))
+        setup = time.perf_counter() - start
+
+        import PIL
+
+        extra = [f"simplejpeg {simplejpeg.__version__}", f"Pillow {PIL.__version__}"]
+        hello = next((bench.client.hello for bench in benches if bench.client is not None), None)
+        if hello is not None:
+            extra.append(f"FFCV {hello['ffcv']} (numpy {hello['numpy']}, opencv {hello['opencv']})")
+        print(versions(*extra))
+        for bench in benches:
+            bench.describe()
+        print(f"pipeline: RandomResizedCrop({CROP}) + flip, uint8 CHW, batch {BATCH}, shuffle, {WORKERS} workers; "
+              f"1 warm-up epoch per run, then {repeats} epochs each in rotating order"
+              + (", the sets' runs interleaved" if len(benches) > 1 else "") + f" (setup {setup:.0f} s)")
+        before = cpu_snapshot()
+        results = measure_sets(benches, repeats)
+        others = others_share(before, cpu_snapshot())
+    finally:
+        for bench in benches:
+            bench.close()
+
+    verdicts = Verdicts(label_width=40 + (11 if len(benches) > 1 else 0), value_width=6)
+    ratios = {}
+    for bench in benches:
+        prefix = f"{bench.set.name}: " if len(benches) > 1 else ""
+        ratios[bench.set.name] = report(bench, results[bench.set.name], verdicts, prefix)
+    if others is not None:
+        noisy = "  NOISY: other load shared the CPUs, expect wide ranges" if others > 0.2 else ""
+        print(f"\n  other processes used {others:.2f} of {os.cpu_count()} CPUs while this ran{noisy}")
+    if len(benches) > 1:
+        key = "(3) slipstream jpeg / (5) FFCV jpg"
+        print("  slipstream / FFCV (img/s, medians of paired ratios): "
+              + ", ".join(f"{name} {r[key]:.2f}x" for name, r in ratios.items() if key in r))
+    for bench in benches:
+        gil_report(bench, gil_samples, gil_runs)
     if args.profile:
-        print(f"\ncProfile, slipstream jpeg file, workers=0, {gil_samples} samples (by own time):")
-        profile(packed["jpeg"][0], gil_samples)
+        for bench in benches:
+            print(f"\ncProfile, {bench.set.name} set, slipstream jpeg file, workers=0, {gil_samples} samples (by own time):")
+            profile(bench.packed["jpeg"][0], gil_samples)
     summary(verdicts, start)
     return 0
 
