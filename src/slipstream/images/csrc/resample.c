@@ -9,22 +9,49 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The two passes are compiled twice on x86-64 with GCC or clang (AVX2, and the
-   baseline), the faster picked when the module loads: integer work only, so
-   both give the same bits. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__APPLE__)
-#define SS_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define SS_CLONES
-#endif
 #define SS_INLINE static inline __attribute__((always_inline))
 
-/* The horizontal pass's eight-row form (x86-64 AVX2 intrinsics, chosen at run time). */
+/* On x86-64 (GCC or clang) the two passes are compiled twice, for AVX2 and for
+   the baseline, and the horizontal pass has an eight-row AVX2 form; which runs
+   is decided per call from the CPU's own cpuid (integer work only, so both give
+   the same bits). Not target_clones or __builtin_cpu_supports: their feature
+   table comes from the compiler's runtime library, and the one zig cc links
+   (the manylinux wheels' compiler) reports no features at all. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__APPLE__)
-#define SS_HPASS8 1
+#define SS_X86 1
+#include <cpuid.h>
 #include <immintrin.h>
+
+/* Whether this CPU and OS run AVX2: cpuid's AVX2 bit, and the AVX state enabled by the OS (OSXSAVE, XCR0). */
+static int
+detect_avx2(void)
+{
+    unsigned int a, b, c, d, lo, hi;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE) || !(c & bit_AVX))
+        return 0;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & 6) != 6)  /* the OS saves the SSE and AVX registers */
+        return 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
+        return 0;
+    return (b & bit_AVX2) != 0;
+}
+
+/* detect_avx2(), asked once: 0 unknown, 1 no, 2 yes (threads that race store the same answer). */
+static int
+have_avx2(void)
+{
+    static int known;
+    int v = __atomic_load_n(&known, __ATOMIC_RELAXED);
+    if (v == 0) {
+        v = detect_avx2() ? 2 : 1;
+        __atomic_store_n(&known, v, __ATOMIC_RELAXED);
+    }
+    return v == 2;
+}
+#define SS_AVX2 __attribute__((target("avx2")))
 #else
-#define SS_HPASS8 0
+#define SS_X86 0
 #endif
 
 #define PRECISION_BITS 22
@@ -234,7 +261,7 @@ pad_taps(const int *bounds, const int32_t *kk, int ksize, int in_size, int out_w
     return taps;
 }
 
-#if SS_HPASS8
+#if SS_X86
 /* The horizontal pass on eight rows at once (AVX2): the same integer sums as
    hrow's, each in its own 32-bit lane, so the same bits. The columns the
    windows read are transposed from the eight rows into `packed` (byte p of
@@ -243,7 +270,7 @@ pad_taps(const int *bounds, const int32_t *kk, int ksize, int in_size, int out_w
    position in its row segment) are transposed back into the rows. */
 
 /* An 8x8 byte transpose: eight 8-byte rows in, eight 8-byte columns out (two per vector). */
-__attribute__((target("avx2"))) static inline void
+SS_AVX2 static inline void
 transpose8(const __m128i a[8], __m128i v[4])
 {
     __m128i t0 = _mm_unpacklo_epi8(a[0], a[1]), t1 = _mm_unpacklo_epi8(a[2], a[3]);
@@ -257,7 +284,7 @@ transpose8(const __m128i a[8], __m128i v[4])
 }
 
 /* The eight lanes' sums, shifted and clipped to uint8 as low8/high8 do, stored at `o`. */
-__attribute__((target("avx2"))) static inline void
+SS_AVX2 static inline void
 store8(__m256i acc, uint8_t *o)
 {
     __m256i v = _mm256_srli_epi32(acc, PRECISION_BITS);
@@ -266,7 +293,7 @@ store8(__m256i acc, uint8_t *o)
 }
 
 /* Rows l < `valid` of the 8-row block at `obuf` (segment of `len` outputs) into row l at dst + l * stride. */
-__attribute__((target("avx2"))) static void
+SS_AVX2 static void
 untranspose(const uint8_t *obuf, size_t len, int valid, uint8_t *dst, size_t stride)
 {
     size_t q = 0;
@@ -288,7 +315,7 @@ untranspose(const uint8_t *obuf, size_t len, int valid, uint8_t *dst, size_t str
             dst[(size_t)l * stride + q] = obuf[8 * q + (size_t)l];
 }
 
-__attribute__((target("avx2"))) static void
+SS_AVX2 static void
 hpass8(const uint8_t *in, size_t in_stride, int rows, int channels, int taps, const int *start, const uint64_t *kp,
        int out_w, uint8_t *out, size_t out_stride, size_t sx, size_t sc, size_t lowest, size_t n, int32_t *k32,
        uint8_t *packed, uint8_t *obuf)
@@ -358,8 +385,8 @@ hpass8(const uint8_t *in, size_t in_stride, int rows, int channels, int taps, co
    `start` (out_w ints), `kp` (out_w * ksize uint64s) and `packed`
    ((in_size - shift) * channels uint64s); with the eight-row pass, `k32`
    (out_w * ksize int32s) and `obuf` (out_w * channels * 8 bytes) too. */
-SS_CLONES static void
-hpass_rows(const uint8_t *in, size_t in_stride, int rows, int channels, int in_size, int shift, const int *bounds,
+SS_INLINE void
+hpass_rows_body(const uint8_t *in, size_t in_stride, int rows, int channels, int in_size, int shift, const int *bounds,
       const int32_t *kk, int ksize, int out_w, int flip, uint8_t *out, size_t out_stride, size_t sx, size_t sc,
       int *start, uint64_t *kp, uint64_t *packed)
 {
@@ -391,13 +418,38 @@ hpass_rows(const uint8_t *in, size_t in_stride, int rows, int channels, int in_s
     }
 }
 
+#define HPASS_ROWS_ARGS in, in_stride, rows, channels, in_size, shift, bounds, kk, ksize, out_w, flip, out, out_stride, sx, sc, start, kp, packed
+#define HPASS_ROWS_PARAMS const uint8_t *in, size_t in_stride, int rows, int channels, int in_size, int shift, \
+    const int *bounds, const int32_t *kk, int ksize, int out_w, int flip, uint8_t *out, size_t out_stride, size_t sx, \
+    size_t sc, int *start, uint64_t *kp, uint64_t *packed
+#if SS_X86
+SS_AVX2 static void
+hpass_rows_avx2(HPASS_ROWS_PARAMS)
+{
+    hpass_rows_body(HPASS_ROWS_ARGS);
+}
+#endif
+
+/* hpass_rows_body compiled for this CPU's AVX2 where it has it, else for the baseline. */
+static void
+hpass_rows(HPASS_ROWS_PARAMS)
+{
+#if SS_X86
+    if (have_avx2()) {
+        hpass_rows_avx2(HPASS_ROWS_ARGS);
+        return;
+    }
+#endif
+    hpass_rows_body(HPASS_ROWS_ARGS);
+}
+
 static void
 hpass(const uint8_t *in, size_t in_stride, int rows, int channels, int in_size, int shift, const int *bounds,
       const int32_t *kk, int ksize, int out_w, int flip, uint8_t *out, size_t out_stride, size_t sx, size_t sc,
       int *start, uint64_t *kp, uint64_t *packed, int32_t *k32, uint8_t *obuf)
 {
-#if SS_HPASS8
-    if (rows >= 4 && __builtin_cpu_supports("avx2")) {
+#if SS_X86
+    if (rows >= 4 && have_avx2()) {
         int taps = pad_taps(bounds, kk, ksize, in_size, out_w, flip, shift, start, kp);
         size_t n = 0, lowest = (size_t)-1;
         int xx;
@@ -424,8 +476,8 @@ hpass(const uint8_t *in, size_t in_stride, int rows, int channels, int in_size, 
    read; tap t of output row yy reads row bounds[2 * yy] + t - shift). Each
    output row is cut into `nseg` equal segments; segment g of row yy goes to
    out + g * gs + yy * rs (one segment: rows; one per channel: planes). */
-SS_CLONES static void
-vpass(const uint8_t *restrict in, size_t in_stride, size_t n, int shift, const int *restrict bounds,
+SS_INLINE void
+vpass_body(const uint8_t *restrict in, size_t in_stride, size_t n, int shift, const int *restrict bounds,
       const int32_t *restrict kk, int ksize, int out_h, int32_t *restrict acc, uint8_t *restrict out, int nseg,
       size_t gs, size_t rs)
 {
@@ -449,6 +501,31 @@ vpass(const uint8_t *restrict in, size_t in_stride, size_t n, int shift, const i
                 o[i] = clip8(a[i]);
         }
     }
+}
+
+#define VPASS_ARGS in, in_stride, n, shift, bounds, kk, ksize, out_h, acc, out, nseg, gs, rs
+#define VPASS_PARAMS const uint8_t *restrict in, size_t in_stride, size_t n, int shift, const int *restrict bounds, \
+    const int32_t *restrict kk, int ksize, int out_h, int32_t *restrict acc, uint8_t *restrict out, int nseg, size_t gs, \
+    size_t rs
+#if SS_X86
+SS_AVX2 static void
+vpass_avx2(VPASS_PARAMS)
+{
+    vpass_body(VPASS_ARGS);
+}
+#endif
+
+/* vpass_body compiled for this CPU's AVX2 where it has it, else for the baseline. */
+static void
+vpass(VPASS_PARAMS)
+{
+#if SS_X86
+    if (have_avx2()) {
+        vpass_avx2(VPASS_ARGS);
+        return;
+    }
+#endif
+    vpass_body(VPASS_ARGS);
 }
 
 int
