@@ -18,11 +18,19 @@ WHEEL ?=
 slipstream = $(if $(WHEEL),'$(WHEEL)[$(1)]',-e '.[$(1)]')
 export SLIPSTREAM_TEST_INSTALLED := $(if $(WHEEL),wheel,)
 
-# what `make demo` needs: slipstream with its file formats, no test tools (pip shows what it fetches)
-$(VENV)/.files: $(PY) pyproject.toml $(WHEEL)
+# which of the two the venv holds: switching (a wheel run after a source run, or back) installs slipstream again
+MODE := $(VENV)/.mode-$(if $(WHEEL),wheel,src)
+$(MODE): $(PY)
+	rm -f $(VENV)/.mode-*
+	touch $@
+
+# what `make demo` needs: slipstream with its file formats, no test tools (pip shows what it fetches). A wheel of the
+# version already installed is reinstalled by force (pip would keep the old files: a rebuilt wheel went untested)
+$(VENV)/.files: $(PY) pyproject.toml $(WHEEL) $(MODE)
 	@echo "== installing slipstream ($(if $(WHEEL),$(WHEEL),this checkout, editable)) with its file formats: pyarrow, Pillow, tqdm"
 	@echo "   (a minute or two; from source, the compiled core is built where a C compiler and libjpeg's headers are found)"
 	$(PY) -m pip install --progress-bar off $(call slipstream,files)
+	$(if $(WHEEL),$(PY) -m pip install -q --force-reinstall --no-deps '$(WHEEL)')
 	touch $@
 
 $(VENV)/.test: $(VENV)/.files

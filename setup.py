@@ -54,7 +54,7 @@ SEQUENCES = {"_packing": ["csrc/packing.c", "csrc/packplan.c", "csrc/packrows.c"
 LOSES = {
     "slipstream.images._roijpeg": (
         "region JPEG decoding, the C resampler and whole-batch image tasks: slipstream decodes whole JPEGs "
-        "with simplejpeg and resamples with NumPy instead (the same pixels, several times slower)",
+        "with Pillow and resamples with NumPy instead (the same pixels, several times slower)",
         "a C compiler and the libjpeg-turbo headers (Debian/Ubuntu: apt-get install gcc libjpeg62-turbo-dev)",
     ),
     "slipstream.sequences._packing": (

@@ -3,8 +3,7 @@
 # tools/gpu_prepare.sh here). With the device tool:
 #   run(command="bash tools/gpu_checks.sh", carry=[".gpu"], timeout_s=560)
 # It installs slipstream from the carried cp312 wheel, as a user would ('slipstream[files,qoi]' with
-# --no-index --find-links .gpu/whl, plus simplejpeg, which benchmarks/bench_images.py imports as its
-# reference), runs the CUDA-only tests (they skip without CUDA elsewhere) against that install, then
+# --no-index --find-links .gpu/whl), runs the CUDA-only tests (they skip without CUDA elsewhere) against that install, then
 # benchmarks/bench_gpu.py, writing $OUT/tests.log, $OUT/gpu.log and $OUT/gpu.json.
 #
 # Where it installs: a venv of its own in /tmp/ss-venv whose site-packages come first, with the machine's
@@ -22,7 +21,7 @@ venv=/tmp/ss-venv
 rm -rf "$venv" && python3 -m venv --without-pip "$venv" || exit 1
 python3 -c 'import sys; print("\n".join(f"import site; site.addsitedir({p!r})" for p in sys.path if p.endswith(("site-packages", "dist-packages"))))' \
     > "$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/machine-site.pth" || exit 1
-"$venv/bin/python" -m pip install -q --no-index --find-links .gpu/whl --no-compile --no-cache-dir 'slipstream[files,qoi]' simplejpeg || exit 1
+"$venv/bin/python" -m pip install -q --no-index --find-links .gpu/whl --no-compile --no-cache-dir 'slipstream[files,qoi]' || exit 1
 export PATH=$venv/bin:$PATH PYTHONUNBUFFERED=1 # python3 below is the venv's
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/tests.log"
 python3 - <<'PY' 2>&1 | tee -a "$OUT/tests.log"

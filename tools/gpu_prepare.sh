@@ -5,8 +5,6 @@
 #   slipstream's cp312 manylinux wheel, built from this working tree by tools/wheels/manylinux.sh (its C extensions
 #   and libjpeg-turbo inside it: nothing to compile or link there)
 #   qoi's cp312 wheel (slipstream[qoi]: the QOI items that tests/images/device/test_gpu_decode.py decodes)
-#   simplejpeg's cp312 wheel (in slipstream[bench]: benchmarks/bench_gpu.py imports bench_images.py, which decodes
-#   with it as its reference)
 # Then run tools/gpu_checks.sh there, carrying .gpu (see that script's header).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,5 +15,5 @@ trap 'rm -rf "$built"' EXIT
 bash tools/wheels/manylinux.sh --python 3.12 --out "$built" --no-test
 cp "$built"/slipstream-*-cp312-cp312-*manylinux_2_17_x86_64.whl .gpu/whl/ # the wheel alone: not the sdist or the reports
 platforms=(--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64)
-python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp "${platforms[@]}" -d .gpu/whl qoi==0.8.0 simplejpeg==1.9.0
+python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp "${platforms[@]}" -d .gpu/whl qoi==0.8.0
 ls -l .gpu/whl && du -sh .gpu

@@ -15,7 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")  # the benchmark needs torch to start at all
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_gpu.py"
-SMOKE_NEEDS = ("skimage", "simplejpeg", "PIL", "pyarrow")  # bench_images' photos and the packed file
+SMOKE_NEEDS = ("skimage", "PIL", "pyarrow")  # bench_images' photos and the packed file
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is here: the benchmark would run for minutes")

@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")  # the benchmark needs torch to start at all
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_gpu_feed.py"
-SMOKE_NEEDS = ("skimage", "simplejpeg", "PIL", "pyarrow")  # bench_images' photos and the packed file
+SMOKE_NEEDS = ("skimage", "PIL", "pyarrow")  # bench_images' photos and the packed file
 
 
 def run(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
