@@ -7,6 +7,7 @@ import threading
 import numpy as np
 import PIL
 import pytest
+from helpers import run_python
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from PIL import Image
@@ -367,3 +368,28 @@ def test_the_c_path_gives_the_same_bits_from_many_threads_at_once():
     for t in range(4):
         for i in range(len(jobs))[t % 2 :: 1 + t % 2]:
             np.testing.assert_array_equal(bits(results[t][i]), bits(expected[i]), f"thread {t}, job {i}")
+
+
+_BASELINE = """
+import hashlib, sys, numpy as np
+from slipstream.images.kernels import c_path
+rng = np.random.default_rng(5)
+for k in range(40):
+    h, w, c = int(rng.integers(1, 300)), int(rng.integers(1, 300)), int(rng.choice([1, 3]))
+    src = rng.integers(0, 256, (h, w, c), dtype=np.uint8)
+    top, left = float(rng.uniform(0, h / 2)), float(rng.uniform(0, w / 2))
+    box = (top, left, float(rng.uniform(0.5, h - top)), float(rng.uniform(0.5, w - left)))
+    out = np.empty((int(rng.integers(1, 260)), int(rng.integers(1, 260)), c), np.uint8)
+    c_path.resample(src, box, out, filter=["bilinear", "box"][k % 2], flip=bool(k % 3 == 0))
+    sys.stdout.write(hashlib.sha256(out.tobytes()).hexdigest() + "\\n")
+"""
+
+
+@needs_c
+def test_the_avx2_and_baseline_passes_give_the_same_bits():
+    """The resampler's passes are compiled for AVX2 and for the baseline, chosen by cpuid; SLIPSTREAM_NO_AVX2 forces
+    the baseline. Both give the same bytes (on a CPU without AVX2 both runs take the baseline)."""
+    runs = [run_python(_BASELINE, timeout=300, env={"SLIPSTREAM_NO_AVX2": off}) for off in ("", "1")]
+    for run in runs:
+        assert run.returncode == 0, run.stderr[-2000:]
+    assert len(runs[0].stdout.split()) == 40 and runs[0].stdout == runs[1].stdout

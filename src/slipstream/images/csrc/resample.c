@@ -22,11 +22,15 @@
 #include <cpuid.h>
 #include <immintrin.h>
 
-/* Whether this CPU and OS run AVX2: cpuid's AVX2 bit, and the AVX state enabled by the OS (OSXSAVE, XCR0). */
+/* Whether this CPU and OS run AVX2: cpuid's AVX2 bit, and the AVX state enabled by the OS (OSXSAVE, XCR0);
+   never when SLIPSTREAM_NO_AVX2 is set (not "" or "0": the baseline passes, for tests and comparisons). */
 static int
 detect_avx2(void)
 {
     unsigned int a, b, c, d, lo, hi;
+    const char *off = getenv("SLIPSTREAM_NO_AVX2");
+    if (off != NULL && off[0] != '\0' && strcmp(off, "0") != 0)
+        return 0;
     if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE) || !(c & bit_AVX))
         return 0;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
@@ -50,8 +54,20 @@ have_avx2(void)
     return v == 2;
 }
 #define SS_AVX2 __attribute__((target("avx2")))
+/* static void name(PARAMS): name##_body (always inlined) compiled twice, the AVX2 copy called where the CPU has it */
+#define SS_DISPATCHED(name, PARAMS, ARGS)                                                                             \
+    SS_AVX2 static void name##_avx2(PARAMS) { name##_body(ARGS); }                                                    \
+    static void name(PARAMS)                                                                                          \
+    {                                                                                                                 \
+        if (have_avx2())                                                                                              \
+            name##_avx2(ARGS);                                                                                        \
+        else                                                                                                          \
+            name##_body(ARGS);                                                                                        \
+    }
 #else
 #define SS_X86 0
+#define SS_DISPATCHED(name, PARAMS, ARGS) \
+    static void name(PARAMS) { name##_body(ARGS); }
 #endif
 
 #define PRECISION_BITS 22
@@ -422,26 +438,8 @@ hpass_rows_body(const uint8_t *in, size_t in_stride, int rows, int channels, int
 #define HPASS_ROWS_PARAMS const uint8_t *in, size_t in_stride, int rows, int channels, int in_size, int shift, \
     const int *bounds, const int32_t *kk, int ksize, int out_w, int flip, uint8_t *out, size_t out_stride, size_t sx, \
     size_t sc, int *start, uint64_t *kp, uint64_t *packed
-#if SS_X86
-SS_AVX2 static void
-hpass_rows_avx2(HPASS_ROWS_PARAMS)
-{
-    hpass_rows_body(HPASS_ROWS_ARGS);
-}
-#endif
-
-/* hpass_rows_body compiled for this CPU's AVX2 where it has it, else for the baseline. */
-static void
-hpass_rows(HPASS_ROWS_PARAMS)
-{
-#if SS_X86
-    if (have_avx2()) {
-        hpass_rows_avx2(HPASS_ROWS_ARGS);
-        return;
-    }
-#endif
-    hpass_rows_body(HPASS_ROWS_ARGS);
-}
+/* hpass_rows: hpass_rows_body compiled for this CPU's AVX2 where it has it, else for the baseline. */
+SS_DISPATCHED(hpass_rows, HPASS_ROWS_PARAMS, HPASS_ROWS_ARGS)
 
 static void
 hpass(const uint8_t *in, size_t in_stride, int rows, int channels, int in_size, int shift, const int *bounds,
@@ -507,26 +505,8 @@ vpass_body(const uint8_t *restrict in, size_t in_stride, size_t n, int shift, co
 #define VPASS_PARAMS const uint8_t *restrict in, size_t in_stride, size_t n, int shift, const int *restrict bounds, \
     const int32_t *restrict kk, int ksize, int out_h, int32_t *restrict acc, uint8_t *restrict out, int nseg, size_t gs, \
     size_t rs
-#if SS_X86
-SS_AVX2 static void
-vpass_avx2(VPASS_PARAMS)
-{
-    vpass_body(VPASS_ARGS);
-}
-#endif
-
-/* vpass_body compiled for this CPU's AVX2 where it has it, else for the baseline. */
-static void
-vpass(VPASS_PARAMS)
-{
-#if SS_X86
-    if (have_avx2()) {
-        vpass_avx2(VPASS_ARGS);
-        return;
-    }
-#endif
-    vpass_body(VPASS_ARGS);
-}
+/* vpass: vpass_body compiled for this CPU's AVX2 where it has it, else for the baseline. */
+SS_DISPATCHED(vpass, VPASS_PARAMS, VPASS_ARGS)
 
 int
 ss_resample(const uint8_t *src, int height, int width, int channels, size_t stride,
