@@ -273,8 +273,8 @@ def _make_dry_run(target, tmp_path):
     root = Path(__file__).resolve().parents[2]
     if shutil.which("make") is None:
         pytest.skip("make is not installed")
-    # without the calling make's variables (CI runs the suite from `make test WHEEL=...`: MAKEFLAGS carries WHEEL)
-    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")}
+    # without the calling make's variables (CI runs the suite from `make test WHEEL=...`: make exports WHEEL)
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "WHEEL")}
     result = subprocess.run(["make", "-n", target, f"VENV={tmp_path / 'venv'}"], capture_output=True, text=True, cwd=root, timeout=60, env=env)
     assert result.returncode == 0, result.stderr
     return result.stdout
