@@ -395,6 +395,22 @@ hpass8(const uint8_t *in, size_t in_stride, int rows, int channels, int taps, co
 }
 #endif
 
+/* The bytes of a row the horizontal pass reads: from the leftmost window's start (`lowest`) to the furthest end (`n`). */
+SS_INLINE void
+columns_read(const int *start, int out_w, int taps, int channels, size_t *lowest, size_t *n)
+{
+    int xx;
+    *n = 0;
+    *lowest = (size_t)-1;
+    for (xx = 0; xx < out_w; xx++) {
+        size_t begin = (size_t)start[xx] * (size_t)channels, end = (size_t)(start[xx] + taps) * (size_t)channels;
+        if (end > *n)
+            *n = end;
+        if (begin < *lowest)
+            *lowest = begin;
+    }
+}
+
 /* Horizontal pass: `rows` rows of `in` (interleaved pixels; the first is
    source column `shift`, and the rows hold the columns up to `in_size`) into
    `out`: output (r, x, c) at out[r * out_stride + x * sx + c * sc]. Scratch:
@@ -407,15 +423,9 @@ hpass_rows_body(const uint8_t *in, size_t in_stride, int rows, int channels, int
       int *start, uint64_t *kp, uint64_t *packed)
 {
     int taps = pad_taps(bounds, kk, ksize, in_size, out_w, flip, shift, start, kp);
-    size_t n = 0, lowest = (size_t)-1, p;  /* the columns read: from the leftmost window's start to the furthest end */
-    int r, xx;
-    for (xx = 0; xx < out_w; xx++) {
-        size_t begin = (size_t)start[xx] * (size_t)channels, end = (size_t)(start[xx] + taps) * (size_t)channels;
-        if (end > n)
-            n = end;
-        if (begin < lowest)
-            lowest = begin;
-    }
+    size_t n, lowest, p;
+    int r;
+    columns_read(start, out_w, taps, channels, &lowest, &n);
     for (r = 0; r < rows; r += 2) {
         int r1 = r + 1 < rows ? r + 1 : r;  /* an odd last row is paired with itself */
         const uint8_t *restrict lo = in + (size_t)r * in_stride, *restrict hi = in + (size_t)r1 * in_stride;
@@ -449,15 +459,8 @@ hpass(const uint8_t *in, size_t in_stride, int rows, int channels, int in_size, 
 #if SS_X86
     if (rows >= 4 && have_avx2()) {
         int taps = pad_taps(bounds, kk, ksize, in_size, out_w, flip, shift, start, kp);
-        size_t n = 0, lowest = (size_t)-1;
-        int xx;
-        for (xx = 0; xx < out_w; xx++) {
-            size_t begin = (size_t)start[xx] * (size_t)channels, end = (size_t)(start[xx] + taps) * (size_t)channels;
-            if (end > n)
-                n = end;
-            if (begin < lowest)
-                lowest = begin;
-        }
+        size_t n, lowest;
+        columns_read(start, out_w, taps, channels, &lowest, &n);
         hpass8(in, in_stride, rows, channels, taps, start, kp, out_w, out, out_stride, sx, sc, lowest, n, k32,
                (uint8_t *)packed, obuf);
         return;
