@@ -393,3 +393,17 @@ def test_the_avx2_and_baseline_passes_give_the_same_bits():
     for run in runs:
         assert run.returncode == 0, run.stderr[-2000:]
     assert len(runs[0].stdout.split()) == 40 and runs[0].stdout == runs[1].stdout
+
+
+@needs_c
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="AVX2 is x86-64's")
+def test_the_resampler_uses_avx2_exactly_when_the_cpu_has_it():
+    """Whatever compiler built the extension (the wheels' zig cc has no CPU feature table), its AVX2 passes run
+    where /proc/cpuinfo lists avx2, and not under SLIPSTREAM_NO_AVX2."""
+    with open("/proc/cpuinfo") as info:
+        has = any(line.startswith("flags") and " avx2" in line for line in info)
+    probe = "from slipstream.images import _roijpeg; print(_roijpeg.RESAMPLE_AVX2)"
+    for off, want in (("", has), ("1", False)):
+        run = run_python(probe, timeout=120, env={"SLIPSTREAM_NO_AVX2": off})
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert run.stdout.strip() == str(int(want)), (off, run.stdout)

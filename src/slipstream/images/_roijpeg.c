@@ -967,6 +967,8 @@ static PyMethodDef roi_methods[] = {
 static int
 roi_exec(PyObject *m)
 {
+    if (PyModule_AddIntConstant(m, "RESAMPLE_AVX2", ss_resample_avx2()) < 0)
+        return -1;
     return PyModule_AddIntConstant(m, "LIBJPEG_TURBO_VERSION_NUMBER", LIBJPEG_TURBO_VERSION_NUMBER);
 }
 

@@ -512,6 +512,16 @@ vpass_body(const uint8_t *restrict in, size_t in_stride, size_t n, int shift, co
 SS_DISPATCHED(vpass, VPASS_PARAMS, VPASS_ARGS)
 
 int
+ss_resample_avx2(void)
+{
+#if SS_X86
+    return have_avx2();
+#else
+    return 0;
+#endif
+}
+
+int
 ss_resample(const uint8_t *src, int height, int width, int channels, size_t stride,
             const float edges[4], int out_h, int out_w, int box_filter, int flip, int chw,
             uint8_t *res, ss_scratch *scratch)

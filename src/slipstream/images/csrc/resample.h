@@ -30,6 +30,9 @@ typedef struct {
 
 void ss_scratch_free(ss_scratch *scratch);
 
+/* 1 when the resampler's passes run their AVX2 copies (the CPU and OS have AVX2, SLIPSTREAM_NO_AVX2 unset), else 0. */
+int ss_resample_avx2(void);
+
 /* Returns 0, or -1 when memory runs out. The arguments must be valid: the box
    inside the image (checked by the caller, as checks.py does), sizes >= 1,
    channels 1 or 3. */
