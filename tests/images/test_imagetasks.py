@@ -200,9 +200,11 @@ def _damage_one(path: Any, ds_index: int) -> None:
 
 @pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "per-sample"])
 @pytest.mark.parametrize("workers", [0, 2])
-def test_a_corrupt_jpeg_in_the_middle_of_a_task_names_its_sample(tmp_path, compiled, workers, monkeypatch):
+def test_a_corrupt_jpeg_in_the_middle_of_a_task_names_its_sample(tmp_path, compiled, workers, monkeypatch, request):
     if compiled and _roijpeg is None:
         pytest.skip("the _roijpeg extension is not built")
+    if _roijpeg is None:  # Pillow decodes: it turns libjpeg's "premature end of data segment" warning into gray rows
+        request.applymarker(pytest.mark.xfail(strict=True, reason="without the extension Pillow decodes, leniently (see codecs)"))
     if not compiled:
         monkeypatch.setattr(_pipeline, "_roi", None)
     images = [photo_like(48, 40, seed=k) for k in range(12)]
