@@ -68,8 +68,8 @@ class _Shaped(Iterator[Any]):
     ``tag`` is the tag of the batch taken last, or of the error ``inner`` raised in its place
     (``inner.failed_tag``, reset there)."""
 
-    def __init__(self, inner: Any, shape: Callable[[Unshaped], Any]):
-        self.inner, self.shape = inner, shape
+    def __init__(self, inner: Any, shape: Callable[[Unshaped], Any], tagged: bool = False):
+        self.inner, self.shape, self.tagged = inner, shape, tagged  # tagged: items are (tag, batch)
         self.tag: Any = None
 
     def __next__(self) -> Any:
@@ -83,7 +83,7 @@ class _Shaped(Iterator[Any]):
         self.tag = self.inner.last_tag
         if type(batch) is Unshaped:
             batch = self.shape(batch)
-        return batch
+        return (self.tag, batch) if self.tagged else batch
 
     def close(self) -> None:
         self.inner.close()
@@ -94,10 +94,11 @@ class FinishingExecutor(Lookahead):
     ahead (module doc; the rules are ``core.lookahead``'s). Same consumer interface as an executor:
     ``next()``, ``close()``, ``last_tag``, ``failed_tag``, ``busy_meter``. ``shape``: the loader's
     ``shape_batch``, for batches read before the buffers had a shape (called in the consumer's
-    thread, in order, before the batch is finished)."""
+    thread, in order, before the batch is finished). A finisher whose ``tagged`` is True gets
+    ``(tag, batch)`` items (the tag: the batch's number; ``loading.batchfinish``)."""
 
     def __init__(self, inner: Any, finisher: Any, depth: int, shape: Callable[[Unshaped], Any], timeout: float | None = None):
-        source = _Shaped(inner, shape)
+        source = _Shaped(inner, shape, getattr(finisher, "tagged", False))
         super().__init__(source, finisher, depth, thread="slipstream-finish", timeout=timeout, tag=lambda: source.tag)
         self.inner = inner
         self.closes_with_timeout = getattr(inner, "closes_with_timeout", False)

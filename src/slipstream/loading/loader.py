@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any, Generic, TypeVar, overload
 
@@ -25,6 +25,7 @@ from ..order.epochs import EpochOrder
 from ..order.progress import Position, Progress, state_dict, todo
 from ..order.resume import Batching, field_names, resume
 from .backends import Reading, make_backend
+from .batchfinish import BatchOpsFinisher
 from .finishing import FinishingExecutor, finisher_of
 from .iterator import LoaderIterator
 from .options import Options, check_options, unknown_arguments
@@ -95,6 +96,10 @@ class DataLoader:
         finish_ahead: for data with a batch finisher (a device stage), the batches finished ahead
             of the consumer (default ``max(2, prefetch)``; see Finishing below).
         in_order: False lets a finished batch overtake one that is still loading.
+        batch_ops: batch augmentations (``slipstream.images.batchops``: ``MixUp``, ``CutMix``,
+            ``MixUpOrCutMix``) applied in order to each whole batch, in the finish thread
+            (``loading.batchfinish``), after the data's own batch finisher when it has one; their
+            draws are a pure function of (seed, epoch, batch number, rank).
         rank, world_size: this process's share of each epoch (see ``order.orders`` for padding); a
             shuffled order then needs ``seed`` (the same on every rank).
         sampler: an iterable of indices, re-iterated each epoch (``set_epoch(epoch)`` is called
@@ -169,10 +174,12 @@ class DataLoader:
         worker_init: Callable[[int], Any] | None = None,
         mp_context: Any = None,
         finish_ahead: int | None = None,
+        batch_ops: Sequence[Any] | None = None,
         **unknown: Any,
     ):
         if unknown:
             raise TypeError(unknown_arguments(unknown))
+        self._batch_ops = _checked_ops(batch_ops)
         self._n = numobs(data)
         self._options = check_options(
             data, batch_size=batch_size, shuffle=shuffle, drop_last=drop_last, collate=collate, seed=seed,
@@ -237,6 +244,11 @@ class DataLoader:
     finish_ahead = _Fixed[int]()
 
     @property
+    def batch_ops(self) -> tuple[Any, ...]:
+        """The batch augmentations applied to each batch, in order (fixed once the loader is made)."""
+        return self._batch_ops
+
+    @property
     def seed(self) -> int:
         """Seeds the order and ``sample_rng()``. Not fixed: the next ``iter()`` uses the seed set here
         (an integer >= 0), and ``load_state_dict`` may take a state's."""
@@ -266,6 +278,8 @@ class DataLoader:
             else:  # the rest of an epoch begun with other batching (``order.resume``)
                 batches = o.epoch_order.batches(start.epoch, self._n, seed, start.deal)
             finisher = finisher_of(o.data)  # may raise (no CUDA...): before anything changes too
+            if self._batch_ops:
+                finisher = BatchOpsFinisher(self._batch_ops, seed, start.epoch, o.rank, finisher)
             hinted = self._first.handover(start, seed, self._n)  # (batches hinted before iter(), for this start)
             total = len(batches) if isinstance(batches, list) else None
             ahead = o.prefetch + (0 if finisher is None else o.finish_ahead)  # no batch beyond has begun reading
@@ -413,3 +427,12 @@ class DataLoader:
             f"DataLoader({self._n} observations, batch_size={self.batch_size}, shuffle={self.shuffle}, "
             f"workers={self.workers}, rank={self.rank}/{self.world_size})"
         )
+
+
+def _checked_ops(ops: Any) -> tuple[Any, ...]:
+    """``batch_ops=`` checked (``images.batchops.check_batch_ops``, imported only when given)."""
+    if ops is None or (isinstance(ops, (list, tuple)) and not ops):
+        return ()
+    from ..images.batchops import check_batch_ops
+
+    return check_batch_ops(ops)
