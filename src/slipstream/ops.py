@@ -1,7 +1,9 @@
 """``slipstream.ops``: the image operations of ``.map(field=[ops...])`` pipelines.
 
 ``ss.open(path).map(image=[ops.RandomResizedCrop(224), ops.RandomHorizontalFlip(), ops.ToCHW()])``.
-The operations are defined in ``slipstream.images.imageops``; this module is their public name.
+The operations are defined in ``slipstream.images.imageops`` (geometry, formats) and
+``slipstream.images.pixelops`` (torchvision v2's colour, tone, blur, rotation and erasing ops,
+RandAugment, TrivialAugmentWide); this module is their public name.
 """
 
 from .images.imageops import (  # noqa: F401 - Geometry, Window, WindowError, Windows: public, outside __all__
@@ -20,5 +22,47 @@ from .images.imageops import (  # noqa: F401 - Geometry, Window, WindowError, Wi
     WindowError,
     Windows,
 )
+from .images.pixelops import (  # noqa: F401 - PixelOp: public, outside __all__
+    ColorJitter,
+    GaussianBlur,
+    Grayscale,
+    PixelOp,
+    RandAugment,
+    RandomAdjustSharpness,
+    RandomAutocontrast,
+    RandomEqualize,
+    RandomErasing,
+    RandomGrayscale,
+    RandomInvert,
+    RandomPosterize,
+    RandomRotation,
+    RandomSolarize,
+    TrivialAugmentWide,
+)
 
-__all__ = ["Apply", "CenterCrop", "Decode", "Normalize", "Op", "RandomHorizontalFlip", "RandomResizedCrop", "Resize", "ToCHW", "ToRGB"]
+__all__ = [
+    "Apply",
+    "CenterCrop",
+    "ColorJitter",
+    "Decode",
+    "GaussianBlur",
+    "Grayscale",
+    "Normalize",
+    "Op",
+    "RandAugment",
+    "RandomAdjustSharpness",
+    "RandomAutocontrast",
+    "RandomEqualize",
+    "RandomErasing",
+    "RandomGrayscale",
+    "RandomHorizontalFlip",
+    "RandomInvert",
+    "RandomPosterize",
+    "RandomResizedCrop",
+    "RandomRotation",
+    "RandomSolarize",
+    "Resize",
+    "ToCHW",
+    "ToRGB",
+    "TrivialAugmentWide",
+]

@@ -104,7 +104,7 @@ class Op:
     """Base class of pipeline operations."""
 
     def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
+        args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
         return f"ops.{type(self).__name__}({args})"
 
 

@@ -51,7 +51,16 @@ class ImageTable:
 
     __slots__ = ("codecs", "addrs", "sizes", "shapes", "marks", "slots", "keep")
 
-    def __init__(self, codecs: np.ndarray, addrs: np.ndarray, sizes: np.ndarray, shapes: np.ndarray, marks: np.ndarray, slots: np.ndarray, keep: Any):
+    def __init__(
+        self,
+        codecs: np.ndarray,
+        addrs: np.ndarray,
+        sizes: np.ndarray,
+        shapes: np.ndarray,
+        marks: np.ndarray,
+        slots: np.ndarray,
+        keep: Any,
+    ):
         self.codecs, self.addrs, self.sizes, self.shapes, self.keep = codecs, addrs, sizes, shapes, keep
         self.marks, self.slots = marks, slots
 
@@ -107,7 +116,16 @@ def _program(pipeline: Pipeline) -> tuple[np.ndarray, tuple[tuple[int, int], ...
             halvings = op.halvings
             log_lo, log_hi = math.log(op.ratio[0]), math.log(op.ratio[1])
             row[0] = _RRC
-            row[2:12] = [*op.size, op.scale[0], op.scale[1] - op.scale[0], log_lo, log_hi - log_lo, halvings, *op.ratio, 0.5**halvings]
+            row[2:12] = [
+                *op.size,
+                op.scale[0],
+                op.scale[1] - op.scale[0],
+                log_lo,
+                log_hi - log_lo,
+                halvings,
+                *op.ratio,
+                0.5**halvings,
+            ]
         elif type(op) is Resize:
             row[0] = _RESIZE
             row[2:5] = [op.size, 0, 0] if isinstance(op.size, int) else [0, *op.size]
@@ -135,7 +153,9 @@ class _Placed:
     __slots__ = ("factor", "region", "edges", "flip", "out_hw", "valid")
 
 
-def _place(pipeline: Pipeline, heights: np.ndarray, widths: np.ndarray, shapes: np.ndarray, jpeg: np.ndarray, draws: Draws) -> _Placed:
+def _place(
+    pipeline: Pipeline, heights: np.ndarray, widths: np.ndarray, shapes: np.ndarray, jpeg: np.ndarray, draws: Draws
+) -> _Placed:
     """The task's windows and placements: in C for the built-in ops, else with ``Pipeline.windows``
     and ``placement.place`` (the same numbers either way)."""
     n = len(jpeg)
@@ -147,8 +167,22 @@ def _place(pipeline: Pipeline, heights: np.ndarray, widths: np.ndarray, shapes: 
         placed.factor, placed.region = np.empty(n, np.int32), np.empty((n, 4), np.int64)
         placed.edges, placed.flip = np.empty((n, 4), np.float32), np.empty(n, np.uint8)
         placed.out_hw, placed.valid = np.empty((n, 2), np.int64), np.empty(n, np.uint8)
-        region_decoder().place(shapes, rows, keys, columns, counters, ops_, jpeg.view(np.uint8), pipeline.decode.exact,
-                               placed.factor, placed.region, placed.edges, placed.flip, placed.out_hw, placed.valid)
+        region_decoder().place(
+            shapes,
+            rows,
+            keys,
+            columns,
+            counters,
+            ops_,
+            jpeg.view(np.uint8),
+            pipeline.decode.exact,
+            placed.factor,
+            placed.region,
+            placed.edges,
+            placed.flip,
+            placed.out_hw,
+            placed.valid,
+        )
         placed.valid = placed.valid.view(bool)
         return placed
     try:
@@ -169,12 +203,22 @@ def run_task(pipeline: Pipeline, table: ImageTable, draws: Draws, target: np.nda
     for the caller to check and collate; ``target`` None gives that list."""
     n = len(table)
     handled = np.zeros(n, bool)
-    if target is not None and region_decoder() is not None and not pipeline.tail and target.shape[:1] == (n,) and target.flags.c_contiguous:
+    compiled_steps = not pipeline.pixel or getattr(region_decoder(), "PIXEL_TASKS", False)
+    if (
+        target is not None and region_decoder() is not None and not pipeline.tail and compiled_steps and pipeline.out_channels is None
+        and target.shape[:1] == (n,) and target.flags.c_contiguous
+    ):  # fmt: skip
         handled = _compiled(pipeline, table, draws, target, one)
     values: list[Any] | None = None
     for j in np.flatnonzero(~handled).tolist():
         result = one(j)
-        if values is None and target is not None and isinstance(result, np.ndarray) and result.shape == target.shape[1:] and result.dtype == target.dtype:
+        if (
+            values is None
+            and target is not None
+            and isinstance(result, np.ndarray)
+            and result.shape == target.shape[1:]
+            and result.dtype == target.dtype
+        ):
             if not np.shares_memory(result, target[j]):
                 target[j] = result
             continue
@@ -213,8 +257,10 @@ def _compiled(pipeline: Pipeline, table: ImageTable, draws: Draws, target: np.nd
     if not placed.valid.any():
         return placed.valid
     eligible = (
-        placed.valid & plausible
-        & (placed.out_hw[:, 0] == out_h) & (placed.out_hw[:, 1] == out_w)
+        placed.valid
+        & plausible
+        & (placed.out_hw[:, 0] == out_h)
+        & (placed.out_hw[:, 1] == out_w)
         & ((pipeline.channels is not None) | (own == channels))
         & ((jpeg & (table.marks[table.slots] != WHOLE)) | (raw & (own == channels)))
     )
@@ -227,23 +273,53 @@ def _compiled(pipeline: Pipeline, table: ImageTable, draws: Draws, target: np.nd
     if len(picked) == n:  # (the usual case: every sample, the arrays as they are)
         chosen = (table.addrs, table.sizes, table.codecs, table.shapes, placed.factor, placed.region, placed.edges, placed.flip)
     else:  # (fancy indexing gives new C-contiguous arrays)
-        chosen = tuple(array[picked] for array in (table.addrs, table.sizes, table.codecs, table.shapes, placed.factor, placed.region, placed.edges, placed.flip))
+        chosen = tuple(
+            array[picked]
+            for array in (
+                table.addrs,
+                table.sizes,
+                table.codecs,
+                table.shapes,
+                placed.factor,
+                placed.region,
+                placed.edges,
+                placed.flip,
+            )
+        )
     args = (
-        *chosen, marks, picked,
-        target, target[0].nbytes, out_h, out_w, channels, int(pipeline.chw), _DTYPES[dtype],
-        _lut(pipeline, channels, dtype), int(pipeline.filter == "box"), int(pipeline.decode.fast),
+        *chosen,
+        marks,
+        picked,
+        target,
+        target[0].nbytes,
+        out_h,
+        out_w,
+        channels,
+        int(pipeline.chw),
+        _DTYPES[dtype],
+        _lut(pipeline, channels, dtype),
+        int(pipeline.filter == "box"),
+        int(pipeline.decode.fast),
     )
     run = region_decoder().run_task
     start = 0
+    written = np.ones(len(picked), bool)  # by the compiled call (not by one())
     try:
         while start < len(picked):
             stop, _why, decoding, resampling = run(*args, start)
             timings.add("decode", decoding)
             timings.add("augment", resampling)
             if stop < len(picked):
+                written[stop] = False
                 one(int(picked[stop]))  # decodes it on its own (and marks it), or raises naming it
             start = stop + 1
     finally:
         decoded = marks != before  # only what the compiled path marked: one() marks its own
         table.marks[slots[decoded]] = marks[decoded]
+    if pipeline.erasing:  # RandomErasing after the formats: on the rows written here (one() erased its own)
+        untouched = np.ones(n, bool)
+        untouched[picked[written]] = False
+        for op, boxes in pipeline.erase_boxes(draws, np.full(n, out_h), np.full(n, out_w)):
+            boxes[untouched, 2] = -1
+            op.erase(target, boxes, pipeline.chw)
     return eligible

@@ -26,6 +26,8 @@ from . import compiled as _compiled
 from . import kernels as _kernels
 from .encoded import codecs as _imaging
 from .imageops import Apply, Decode, Geometry, Normalize, Op, ToCHW, ToRGB, Windows
+from .kernels import pixel_steps as _pixel_steps
+from .pixelops import PixelOp, RandomErasing
 from .placement import place
 
 __all__ = ["ImageDecodeError", "ImageSource", "Pipeline", "region_decoder", "region_decoder_status"]
@@ -34,6 +36,7 @@ __all__ = ["ImageDecodeError", "ImageSource", "Pipeline", "region_decoder", "reg
 class ImageDecodeError(ValueError):
     """The image's bytes do not decode (damaged or truncated). Raised by ``ImageSource.decode``;
     ``MappedFields`` re-raises it naming the sample and field (``CorruptFileError`` for a packed file)."""
+
 
 _scratch = threading.local()
 
@@ -102,7 +105,9 @@ class ImageSource:
         image = _imaging.as_image(value, where)
         return cls("array", image, image.shape)
 
-    def decode(self, windows: Windows, options: Decode, channels: int | None = None) -> tuple[np.ndarray, tuple[float, float, float, float]]:
+    def decode(
+        self, windows: Windows, options: Decode, channels: int | None = None
+    ) -> tuple[np.ndarray, tuple[float, float, float, float]]:
         """The decoded pixels that cover the (one) window, and the window's box in them (top, left,
         height, width). A JPEG is decoded at a reduced DCT scale when the window stays at least its
         output size (unless ``exact``), and, when the ``_roijpeg`` extension is built, only the rows
@@ -158,7 +163,9 @@ class ImageSource:
         _imaging.check_encoded_size("jpeg", self.data)  # a header (and stored shape) the bytes cannot fill: no buffer for it
         return colorspace in ("Gray", "YCbCr", "RGB")
 
-    def _decode_region(self, region: tuple[int, int, int, int], options: Decode, factor: int, shape: tuple[int, int, int]) -> np.ndarray:
+    def _decode_region(
+        self, region: tuple[int, int, int, int], options: Decode, factor: int, shape: tuple[int, int, int]
+    ) -> np.ndarray:
         """The JPEG at 1/factor scale in a per-thread canvas of ``shape``, decoded only in the rows
         and columns of ``region`` (top, left, rows, cols: the box and the resampling filter's
         reach), placed where a whole decode puts them: the kernel then computes exactly what it
@@ -167,7 +174,14 @@ class ImageSource:
         dec_h, dec_w, channels = shape
         canvas = _scratch_buffer(dec_h * dec_w * channels, "canvas")[: dec_h * dec_w * channels]
         row0, col0, rows, cols = _roi.decode_region(
-            self.data, *region, canvas, fast=options.fast, gray=channels == 1, scale=factor, whole=True, check_rest=not self.checked
+            self.data,
+            *region,
+            canvas,
+            fast=options.fast,
+            gray=channels == 1,
+            scale=factor,
+            whole=True,
+            check_rest=not self.checked,
         )
         if row0 + rows > dec_h or col0 + cols > dec_w:
             raise ValueError(f"the region decoder returned rows {row0}+{rows}, columns {col0}+{cols} of a {dec_h}x{dec_w} image")
@@ -211,6 +225,12 @@ class Pipeline:
         if sum(isinstance(op, Normalize) for op in formats) > 1 or sum(isinstance(op, ToCHW) for op in formats) > 1:
             raise ValueError("a pipeline takes at most one Normalize and one ToCHW before its custom ops")
         self.filter = next((op.interpolation for _, op in reversed(self.geometry) if hasattr(op, "interpolation")), "bilinear")
+        self.pixel, self.erasing = _pixel_stages(head, self.streams)
+        self.pixel_streams = tuple((stream, op.draws) for stream, op in self.pixel if op.draws)
+        self.erasing_streams = tuple((stream, op.draws) for stream, op in self.erasing)
+        self.out_channels = next(
+            (op.channels for _, op in reversed(self.pixel) if op.channels is not None), None
+        )  # Grayscale(1)'s
         self.ops = ops
         _compiled.warn_if_missing()  # once per process, when the compiled image core is missing
 
@@ -229,8 +249,34 @@ class Pipeline:
             column += op.draws
         return windows
 
+    def pixel_program(self, draws: Draws, heights: Any, widths: Any) -> np.ndarray:
+        """The pixel ops' steps ((n, steps, ``pixel_steps.WORDS``) float64) of the samples of
+        ``draws``, whose geometry outputs are ``heights`` x ``widths`` (each op drawing from its
+        own stream, see ``streams``)."""
+        heights, widths = np.asarray(heights, np.int64), np.asarray(widths, np.int64)
+        u = draws.block(self.pixel_streams) if self.pixel_streams else np.empty((len(heights), 0))
+        parts, column = [], 0
+        for _, op in self.pixel:
+            parts.append(op.program(u[:, column : column + op.draws], heights, widths))
+            column += op.draws
+        return np.concatenate(parts, axis=1) if parts else np.zeros((len(heights), 0, _pixel_steps.WORDS))
+
+    def erase_boxes(self, draws: Draws, heights: Any, widths: Any) -> list[tuple[RandomErasing, np.ndarray]]:
+        """Each ``RandomErasing`` after the format ops with its (n, 4) boxes (``RandomErasing.boxes``)."""
+        if not self.erasing:
+            return []
+        heights, widths = np.asarray(heights, np.int64), np.asarray(widths, np.int64)
+        u = draws.block(self.erasing_streams)
+        boxes, column = [], 0
+        for _, op in self.erasing:
+            boxes.append((op, op.boxes(u[:, column : column + op.draws], heights, widths)))
+            column += op.draws
+        return boxes
+
     def output(self, channels: int, out_h: int, out_w: int) -> tuple[tuple[int, int, int], np.dtype]:
-        """The fused stages' output (shape, dtype) for a window of that size with ``channels``."""
+        """The fused stages' output (shape, dtype) for a window of that size with ``channels``
+        (a ``Grayscale(1)`` among the pixel ops makes it 1)."""
+        channels = self.out_channels or channels
         dtype = numpy_dtype(self.normalize) if self.normalize else np.dtype(np.uint8)
         return ((channels, out_h, out_w) if self.chw else (out_h, out_w, channels)), dtype
 
@@ -247,18 +293,28 @@ class Pipeline:
         image, box = source.decode(windows, self.decode, channels)
         decoded = clock()
         timings.add("decode", decoded - began)
-        if not self.tail:
+        if self.pixel or self.erasing:
+            result = self._run_pixel(image, box, window, draws, channels, out)
+            timings.add("augment", clock() - decoded)
+            if not self.tail:
+                return result
+        elif not self.tail:
             shape, dtype = self.output(channels, window.out_h, window.out_w)
             target = out if out is not None and out.shape == shape and out.dtype == dtype else np.empty(shape, dtype)
             scale, offset = self.normalize.coefficients(channels) if self.normalize else (None, None)
-            result = _kernels.resample_into(image, box, target, flip=window.flip, filter=self.filter, chw=self.chw, scale=scale, offset=offset)
+            result = _kernels.resample_into(
+                image, box, target, flip=window.flip, filter=self.filter, chw=self.chw, scale=scale, offset=offset
+            )
             timings.add("augment", clock() - decoded)
             return result
-        result = _kernels.resample_into(image, box, np.empty((window.out_h, window.out_w, channels), np.uint8), flip=window.flip, filter=self.filter)
-        if self.normalize is not None or self.chw:  # formats placed before the custom ops still apply first
-            result = _format(result, self.normalize, self.chw)
+        else:
+            result = _kernels.resample_into(
+                image, box, np.empty((window.out_h, window.out_w, channels), np.uint8), flip=window.flip, filter=self.filter
+            )
+            if self.normalize is not None or self.chw:  # formats placed before the custom ops still apply first
+                result = _format(result, self.normalize, self.chw)
         for k in range(len(self.ops) - len(self.tail), len(self.ops)):
-            result = _step(self.ops[k], result, draws, self.streams[k])
+            result = _step(self.ops[k], result, draws, self.streams[k], any(isinstance(op, ToCHW) for op in self.ops[:k]))
         result = np.asarray(result)
         timings.add("augment", clock() - decoded)
         if out is not None and result.shape == out.shape and np.can_cast(result.dtype, out.dtype, casting="safe"):
@@ -266,11 +322,74 @@ class Pipeline:
             return out
         return result  # the caller checks it (float64 into a float32 batch is refused, as default_collate does)
 
+    def _run_pixel(
+        self, image: np.ndarray, box: Any, window: Any, draws: Draws, channels: int, out: np.ndarray | None
+    ) -> np.ndarray:
+        """The fused geometry into uint8, the pixel ops' steps, the formats, then the erasing after them."""
+        pixels = _kernels.resample_into(
+            image, box, np.empty((window.out_h, window.out_w, channels), np.uint8), flip=window.flip, filter=self.filter
+        )
+        program = self.pixel_program(draws, [window.out_h], [window.out_w])[0]
+        start = 0
+        for _, op in self.pixel:  # op by op: Grayscale(1) changes the channel count between them
+            pixels = run_steps(pixels, program[start : start + op.steps])
+            start += op.steps
+            if op.channels == 1 and pixels.shape[2] != 1:
+                pixels = np.ascontiguousarray(pixels[:, :, :1])
+        shape, dtype = self.output(pixels.shape[2], window.out_h, window.out_w)
+        target = (
+            out if out is not None and not self.tail and out.shape == shape and out.dtype == dtype else np.empty(shape, dtype)
+        )
+        formatted = _format(pixels, self.normalize, self.chw)
+        target[...] = formatted
+        for op, boxes in self.erase_boxes(draws, [window.out_h], [window.out_w]):
+            op.erase([target], boxes, self.chw)
+        return target
+
+
+def run_steps(image: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    """``steps`` on ``image`` (uint8 (H, W, 1 or 3), C-contiguous, in place): the compiled executor
+    when the extension is active, else the NumPy reference (the same bits)."""
+    if not len(steps):
+        return image
+    executor = getattr(_compiled.EXTENSION, "pixel_steps", None)
+    if executor is not None:
+        executor(image, np.ascontiguousarray(steps, np.float64))
+        return image
+    return _pixel_steps.run(image, steps)
+
+
+def _pixel_stages(head: list[Op], streams: list[int]) -> tuple[list[tuple[int, PixelOp]], list[tuple[int, RandomErasing]]]:
+    """The pixel ops before the format ops and the ``RandomErasing`` after them, as (stream, op);
+    ``ValueError`` for an order the fused stages cannot run."""
+    pixel: list[tuple[int, PixelOp]] = []
+    erasing: list[tuple[int, RandomErasing]] = []
+    formatted = None
+    for k, op in enumerate(head):
+        if isinstance(op, (Normalize, ToCHW)):
+            formatted = formatted or op
+        elif isinstance(op, RandomErasing) and formatted is not None:
+            erasing.append((streams[k], op))
+        elif isinstance(op, PixelOp):
+            if formatted is not None:
+                raise ValueError(
+                    f"{op!r} works on uint8 pixels: put it before {formatted!r} (only ops.RandomErasing may follow ops.Normalize and ops.ToCHW)"
+                )
+            pixel.append((streams[k], op))
+        elif isinstance(op, Geometry) and pixel:
+            raise ValueError(
+                f"{op!r} comes after {pixel[0][1]!r}: crops, resizes and flips come before the pixel ops (they are fused into the decode); "
+                "move it before them, or run the later geometry in an ops.Apply"
+            )
+    return pixel, erasing
+
 
 def numpy_dtype(normalize: Normalize) -> np.dtype:
     """``normalize``'s output dtype on the CPU; ``ValueError`` for bfloat16 (a device stage's only)."""
     if normalize.dtype == "bfloat16":
-        raise ValueError("ops.Normalize(dtype='bfloat16') runs on a device stage only (ss.open(p).map(image=[...], device=...)): NumPy has no bfloat16")
+        raise ValueError(
+            "ops.Normalize(dtype='bfloat16') runs on a device stage only (ss.open(p).map(image=[...], device=...)): NumPy has no bfloat16"
+        )
     return np.dtype(normalize.dtype)
 
 
@@ -281,8 +400,26 @@ def _format(image: np.ndarray, normalize: Normalize | None, chw: bool) -> np.nda
     return np.ascontiguousarray(image.transpose(2, 0, 1)) if chw else image
 
 
-def _step(op: Op, image: Any, draws: Draws, stream: int) -> Any:
-    """One op after the fused stages, in NumPy (a geometric op draws from ``stream``)."""
+def _step(op: Op, image: Any, draws: Draws, stream: int, chw: bool = False) -> Any:
+    """One op after the fused stages, in NumPy (an op that draws draws from ``stream``; ``chw``:
+    a ``ToCHW`` came before it)."""
+    if isinstance(op, RandomErasing) and not (isinstance(image, np.ndarray) and image.dtype == np.uint8 and not chw):
+        array = np.array(image)  # a normalized (or channels-first) output: erased in its own units
+        if array.ndim != 3:
+            raise TypeError(f"{op!r} after a custom op needs an (H, W, C) or (C, H, W) image, got shape {array.shape}")
+        height, width = array.shape[1:] if chw else array.shape[:2]
+        op.erase([array], op.boxes(draws.uniforms(stream, op.draws), [height], [width]), chw)
+        return array
+    if isinstance(op, PixelOp):
+        array = np.ascontiguousarray(np.asarray(image))
+        if array.dtype != np.uint8 or array.ndim != 3 or array.shape[2] not in (1, 3) or chw:
+            raise TypeError(
+                f"{op!r} after a custom op needs a uint8 (H, W, 1 or 3) image, got {array.dtype} {array.shape}{' (after ops.ToCHW)' if chw else ''}"
+            )
+        array = array.copy()
+        steps = op.program(draws.uniforms(stream, op.draws), np.array([array.shape[0]]), np.array([array.shape[1]]))[0]
+        array = run_steps(array, steps)
+        return np.ascontiguousarray(array[:, :, :1]) if op.channels == 1 else array
     if isinstance(op, Apply):
         result = op.fn(image)
         return image if result is None else result  # an in-place op may return nothing
@@ -307,6 +444,10 @@ def _step(op: Op, image: Any, draws: Draws, stream: int) -> Any:
         window = windows.row(0)
         target = np.empty((window.out_h, window.out_w, array.shape[2]), np.uint8)
         return _kernels.resample_into(
-            array, (window.top, window.left, window.height, window.width), target, flip=window.flip, filter=getattr(op, "interpolation", "bilinear")
+            array,
+            (window.top, window.left, window.height, window.width),
+            target,
+            flip=window.flip,
+            filter=getattr(op, "interpolation", "bilinear"),
         )
     raise TypeError(f"unknown op {op!r}")

@@ -66,6 +66,9 @@ def _pipeline(ops: Any) -> Pipeline:
     pipeline = ops if isinstance(ops, Pipeline) else Pipeline(list(ops))
     if pipeline.tail:
         raise ValueError("the device stage runs the built-in ops only (crop/resize, flip, Normalize, ToCHW, ToRGB, Decode), not custom ops")
+    if pipeline.pixel or pipeline.erasing:
+        name = type((pipeline.pixel or pipeline.erasing)[0][1]).__name__
+        raise ValueError(f"the device stage runs the geometry and format ops only, not ops.{name}: map the field without device= to run it on the CPU")
     return pipeline
 
 
