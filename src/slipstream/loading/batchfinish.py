@@ -20,7 +20,16 @@ import inspect
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["BatchOpsFinisher", "apply_batch_ops"]
+__all__ = ["BatchOpsFinisher", "apply_batch_ops", "checked_ops"]
+
+
+def checked_ops(ops: Any) -> tuple[Any, ...]:
+    """``batch_ops=`` checked (``images.batchops.check_batch_ops``, imported only when some are given)."""
+    if ops is None or (isinstance(ops, (list, tuple)) and not ops):
+        return ()
+    from ..images.batchops import check_batch_ops
+
+    return check_batch_ops(ops)
 
 
 def apply_batch_ops(ops: Sequence[Any], batch: Any, seed: int, epoch: int, index: int, rank: int = 0) -> Any:

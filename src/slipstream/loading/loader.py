@@ -25,7 +25,7 @@ from ..order.epochs import EpochOrder
 from ..order.progress import Position, Progress, state_dict, todo
 from ..order.resume import Batching, field_names, resume
 from .backends import Reading, make_backend
-from .batchfinish import BatchOpsFinisher
+from .batchfinish import BatchOpsFinisher, checked_ops
 from .finishing import FinishingExecutor, finisher_of
 from .iterator import LoaderIterator
 from .options import Options, check_options, unknown_arguments
@@ -179,7 +179,7 @@ class DataLoader:
     ):
         if unknown:
             raise TypeError(unknown_arguments(unknown))
-        self._batch_ops = _checked_ops(batch_ops)
+        self._batch_ops = checked_ops(batch_ops)
         self._n = numobs(data)
         self._options = check_options(
             data, batch_size=batch_size, shuffle=shuffle, drop_last=drop_last, collate=collate, seed=seed,
@@ -427,12 +427,3 @@ class DataLoader:
             f"DataLoader({self._n} observations, batch_size={self.batch_size}, shuffle={self.shuffle}, "
             f"workers={self.workers}, rank={self.rank}/{self.world_size})"
         )
-
-
-def _checked_ops(ops: Any) -> tuple[Any, ...]:
-    """``batch_ops=`` checked (``images.batchops.check_batch_ops``, imported only when given)."""
-    if ops is None or (isinstance(ops, (list, tuple)) and not ops):
-        return ()
-    from ..images.batchops import check_batch_ops
-
-    return check_batch_ops(ops)

@@ -35,6 +35,7 @@ import numpy as np
 import torch
 import torch.utils.data as _tud
 
+from ..loading.batchfinish import checked_ops
 from ..loading.loader import DataLoader as _SSLoader
 from ..loading.options import warn_scattered_reads
 from ..order.datastate import is_stateful
@@ -67,7 +68,9 @@ class DataLoader(_tud.DataLoader[_T_co]):
 
     Extra keyword-only arguments: ``backend`` (None/"process" or "thread"), ``device`` (None, "cpu"
     or a CUDA device to prefetch batches to), ``seed`` (None: torch's shuffling; an int:
-    slipstream's permutation of ``(seed, epoch)``, and the seed of ``ss.sample_rng()``).
+    slipstream's permutation of ``(seed, epoch)``, and the seed of ``ss.sample_rng()``),
+    ``batch_ops`` (batch augmentations, ``MixUp``/``CutMix``/``MixUpOrCutMix``, applied in order to
+    each collated batch by slipstream's loader, before the batch becomes torch's: map-style datasets only).
 
     ``state_dict()``/``load_state_dict(state)`` checkpoint it and resume mid-epoch exactly.
     """
@@ -98,6 +101,7 @@ class DataLoader(_tud.DataLoader[_T_co]):
         backend: str | None = None,
         device: str | int | torch.device | None = None,
         seed: int | None = None,
+        batch_ops: Any = None,
     ):
         super().__init__(
             dataset,
@@ -134,6 +138,9 @@ class DataLoader(_tud.DataLoader[_T_co]):
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
             raise ValueError(f"seed must be None or an integer >= 0, got {seed!r}")
         self.backend = chosen
+        self.batch_ops = checked_ops(batch_ops)
+        if self.batch_ops and iterable:
+            raise ValueError("batch_ops apply to map-style datasets only (an IterableDataset's batches are not slipstream's)")
         self.device = _check_device(device)
         self.seed = None if seed is None else int(seed)
         self._user_collate = collate_fn is not None
@@ -306,7 +313,7 @@ class DataLoader(_tud.DataLoader[_T_co]):
     def _map_loader(self, context: LoaderContext, base_seed: int) -> _SSLoader:
         """slipstream's loader, made at the first ``iter()`` (and after ``load_state_dict``) and kept."""
         if self._ss is None:
-            self._ss, self._order = make_map_loader(context, base_seed, self._draws)
+            self._ss, self._order = make_map_loader(context, base_seed, self._draws, self.batch_ops)
         return self._ss
 
     # IterableDataset, in worker processes, taken round-robin

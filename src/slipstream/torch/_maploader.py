@@ -80,11 +80,14 @@ class _MapLoader(_SSLoader):
         return super().shape_batch(unshaped)
 
 
-def make_map_loader(context: LoaderContext, base_seed: int, draws: SamplerDraws) -> tuple[_SSLoader, SamplerOrder | None]:
+def make_map_loader(
+    context: LoaderContext, base_seed: int, draws: SamplerDraws, batch_ops: tuple[Any, ...] = ()
+) -> tuple[_SSLoader, SamplerOrder | None]:
     """The core loader for a drop-in over a map-style dataset, built with the settings ``context``, and
     the torch-sampler order it draws from (None with slipstream's own permutation of ``(seed,
     epoch)``). ``base_seed`` is torch's base seed of the first epoch (the process workers' seeds);
-    ``draws`` is told about each draw of the sampler (the loader's ``SamplerDraws``)."""
+    ``draws`` is told about each draw of the sampler (the loader's ``SamplerDraws``); ``batch_ops``
+    are applied to each batch by the core loader (on its NumPy batch, or torch's collated one)."""
     order: SamplerOrder | None = None
     dataset = context.dataset
     processes = context.num_workers > 0 and context.backend == "process"
@@ -115,6 +118,8 @@ def make_map_loader(context: LoaderContext, base_seed: int, draws: SamplerDraws)
         source = context.generator if context.generator is not None else torch.default_generator
         ss_seed = source.initial_seed() % 2**63
     kwargs: dict[str, Any] = {"collate": collate, "seed": ss_seed, "in_order": context.in_order}
+    if batch_ops:
+        kwargs.update(batch_ops=batch_ops)
     if context.seed is not None and context.shuffle:  # slipstream's own permutation of (seed, epoch)
         kwargs.update(batch_size=context.batch_size or 1, shuffle=True, drop_last=context.drop_last)
     else:

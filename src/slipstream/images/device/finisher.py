@@ -21,7 +21,7 @@ read) ``ValueError`` naming the samples and field; a field that is not a list of
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -121,12 +121,16 @@ class DeviceFinisher:
             out[name] = self.field(name, [rows])[0] if isinstance(rows, StagedImage) else self.field(name, rows)
         return out
 
-    def finish(self, batch: Any) -> _Finished:
-        """``batch`` with each mapped field a device tensor, queued on this finisher's stream."""
+    def finish(self, batch: Any, then: Callable[[Any], Any] | None = None) -> _Finished:
+        """``batch`` with each mapped field a device tensor, queued on this finisher's stream; then
+        ``then(batch)`` (the loader's ``batch_ops``) on the same stream, before the event."""
         if self.stream is None:
-            return _Finished(self._finish_fields(batch), None)
+            out = self._finish_fields(batch)
+            return _Finished(out if then is None else then(out), None)
         with torch.cuda.stream(self.stream):
             out = self._finish_fields(batch)
+            if then is not None:
+                out = then(out)
             event = torch.cuda.Event()
             event.record(self.stream)
         return _Finished(out, event)
