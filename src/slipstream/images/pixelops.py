@@ -266,9 +266,7 @@ class RandAugment(_Policy):
         for i, (draw, height, width) in enumerate(zip(u.tolist(), heights.tolist(), widths.tolist())):
             for k in range(self.num_ops):
                 op = _POLICY_OPS[min(int(draw[2 * k] * len(_POLICY_OPS)), len(_POLICY_OPS) - 1)]
-                if op in _NO_MAGNITUDE:
-                    continue
-                magnitude = float(self._table(op, height, width)[self.magnitude])
+                magnitude = 0.0 if op in _NO_MAGNITUDE else float(self._table(op, height, width)[self.magnitude])
                 if op in _SIGNED and draw[2 * k + 1] <= 0.5:
                     magnitude = -magnitude
                 self._step(rows[i, k], op, magnitude, height, width)
@@ -292,9 +290,7 @@ class TrivialAugmentWide(_Policy):
         n = self.num_magnitude_bins
         for i, (draw, height, width) in enumerate(zip(u.tolist(), heights.tolist(), widths.tolist())):
             op = _POLICY_OPS[min(int(draw[0] * len(_POLICY_OPS)), len(_POLICY_OPS) - 1)]
-            if op in _NO_MAGNITUDE:
-                continue
-            magnitude = float(self._table(op, height, width)[min(int(draw[1] * n), n - 1)])
+            magnitude = 0.0 if op in _NO_MAGNITUDE else float(self._table(op, height, width)[min(int(draw[1] * n), n - 1)])
             if op in _SIGNED and draw[2] <= 0.5:
                 magnitude = -magnitude
             self._step(rows[i, 0], op, magnitude, height, width)
