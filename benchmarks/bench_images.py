@@ -99,7 +99,8 @@ from typing import Any
 import numpy as np
 
 FFCV_WORKER = "--ffcv-worker"  # argv of the FFCV child process, which runs in FFCV's own venv: no slipstream there
-if FFCV_WORKER not in sys.argv:
+TV_WORKER = "--torchvision-worker"  # argv of the torchvision child (the recipe's baseline), in its own venv too
+if FFCV_WORKER not in sys.argv and TV_WORKER not in sys.argv:
     # _common first: it makes slipstream importable from a checkout, and exits with a message when torch is missing
     import torch
     from _common import SEED, Verdicts, paired, rates, set_footing, summary, table, verdict, versions
@@ -136,6 +137,8 @@ GENERATOR = 1  # bump when the image recipe changes: a cache made by another rec
 PHOTOS = ("astronaut", "chelsea", "coffee", "rocket", "hubble_deep_field", "immunohistochemistry", "retina", "stereo_motorcycle")
 DEFAULT_CACHE = Path("/tmp/slipstream-bench-images")
 DEFAULT_FFCV = Path("/tmp/ffcv-venv/bin/python")
+DEFAULT_TV = Path("/opt/tv-venv/bin/python")
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # ImageNet's, the recipe's Normalize
 
 
 # -- the images ----------------------------------------------------------------------------------
@@ -386,16 +389,127 @@ def check_batch(loader: Any) -> str:
     return f"{dtype} {shape}"
 
 
+# -- (6), (7) the training recipe -------------------------------------------------------------------
+def recipe_pipeline() -> list[Any]:
+    """The DeiT-style recipe's per-image part (torchvision's reference recipe with ColorJitter too)."""
+    return [
+        ops.RandomResizedCrop(CROP), ops.RandomHorizontalFlip(), ops.RandAugment(2, 9, interpolation="bilinear"),
+        ops.ColorJitter(0.4, 0.4, 0.4), ops.Normalize(MEAN, STD), ops.ToCHW(), ops.RandomErasing(0.25),
+    ]  # fmt: skip
+
+
+def recipe_loader(path: Path, workers: int = WORKERS) -> Any:
+    from slipstream.images.batchops import MixUpOrCutMix
+
+    mapped = ss.open(path).map(image=recipe_pipeline())
+    return ss.DataLoader(mapped, batch_size=BATCH, shuffle=True, seed=SEED, workers=workers, batch_ops=[MixUpOrCutMix(num_classes=CLASSES)])
+
+
+def check_recipe_batch(loader: Any) -> str:
+    """One recipe batch's layout, checked: float32 (64, 3, 224, 224) images and (64, classes) soft labels."""
+    batch = next(iter(loader))
+    image, label = (batch["image"], batch["label"]) if isinstance(batch, dict) else batch[:2]
+    shapes = (tuple(image.shape), str(image.dtype).replace("torch.", ""), tuple(label.shape))
+    if shapes != ((BATCH, 3, CROP, CROP), "float32", (BATCH, CLASSES)):
+        raise RuntimeError(f"unexpected recipe batch: {shapes}")
+    return f"{shapes[1]} {shapes[0]}, labels {shapes[2]}"
+
+
+def tv_python() -> tuple[Path | None, str]:
+    """The Python with torchvision v2 for the recipe's baseline, and why there is none."""
+    choice = os.environ.get("SLIPSTREAM_TORCHVISION_PYTHON")
+    python = Path(choice) if choice else DEFAULT_TV
+    if python.exists():
+        return python, ""
+    return None, (f"torchvision not importable: no {python} (make it: python3.11 -m venv /opt/tv-venv && "
+                  "/opt/tv-venv/bin/pip install torch==2.14.1 torchvision==0.29.1 numpy pillow; or set SLIPSTREAM_TORCHVISION_PYTHON)")
+
+
+def tv_worker() -> int:
+    """The torchvision child (its own venv, no slipstream): torch's DataLoader with torchvision v2's
+    reference recipe, one epoch per request (the FFCV child's protocol)."""
+    reply = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+
+    def answer(message: dict[str, Any]) -> None:
+        reply.write(json.dumps(message) + "\n")
+        reply.flush()
+
+    job = json.loads(sys.stdin.readline())
+    try:
+        import torch as ch
+        import torchvision
+        from PIL import Image as PILImage
+        from torch.utils.data import DataLoader, default_collate
+        from torchvision.transforms import v2
+    except Exception as exc:  # noqa: BLE001 - reported as the reason the baseline could not run
+        answer({"error": f"torchvision not importable: {type(exc).__name__}: {exc}"})
+        return 1
+    ch.set_num_threads(1)
+    bilinear = v2.InterpolationMode.BILINEAR
+    transform = v2.Compose([  # references/classification/presets.py's order, on PIL images until PILToTensor
+        v2.RandomResizedCrop(CROP, interpolation=bilinear, antialias=True), v2.RandomHorizontalFlip(),
+        v2.RandAugment(2, 9, interpolation=bilinear), v2.ColorJitter(0.4, 0.4, 0.4), v2.PILToTensor(),
+        v2.ToDtype(ch.float32, scale=True), v2.Normalize(MEAN, STD), v2.RandomErasing(0.25),
+    ])  # fmt: skip
+    mix = v2.RandomChoice([v2.MixUp(alpha=0.8, num_classes=CLASSES), v2.CutMix(alpha=1.0, num_classes=CLASSES)])
+
+    def collate(batch: list) -> Any:  # in the worker, as the reference train.py does
+        return mix(*default_collate(batch))
+
+    class Files(ch.utils.data.Dataset):
+        def __init__(self, samples):
+            self.samples = samples
+
+        def __len__(self):
+            return len(self.samples)
+
+        def __getitem__(self, i):
+            path, label = self.samples[i]
+            with open(path, "rb") as f:
+                return transform(PILImage.open(f).convert("RGB")), label
+
+    samples = [tuple(s) for s in job["samples"]]
+    try:
+        loader = DataLoader(Files(samples), batch_size=BATCH, shuffle=True, num_workers=WORKERS, persistent_workers=True,
+                            collate_fn=collate, generator=ch.Generator().manual_seed(SEED))  # fmt: skip
+        images, labels = next(iter(loader))
+        layout = f"{str(images.dtype).replace('torch.', '')} {tuple(images.shape)}, labels {tuple(labels.shape)}"
+    except Exception as exc:  # noqa: BLE001
+        answer({"error": f"torchvision recipe failed: {type(exc).__name__}: {exc}"})
+        return 1
+    answer({"torch": ch.__version__, "torchvision": torchvision.__version__, "sizes": {}, "converted": {}, "layout": layout})
+    for line in sys.stdin:
+        request = json.loads(line)
+        if "quit" in request:
+            break
+        try:
+            t0 = time.perf_counter()
+            it = iter(loader)
+            images, _ = next(it)
+            t1 = time.perf_counter()
+            count = len(images)
+            for images, _ in it:
+                count += len(images)
+            answer({"n": count, "seconds": time.perf_counter() - t0, "first": t1 - t0})
+        except Exception as exc:  # noqa: BLE001
+            answer({"error": f"torchvision epoch failed: {type(exc).__name__}: {exc}"})
+    return 0
+
+
 # -- (5) FFCV, in a child process of its own venv ----------------------------------------------------
 class FfcvClient:
-    """The FFCV child: it converts the files (cached .beton), then runs one epoch per request."""
+    """A child loader in its own venv (FFCV's, or torchvision's with ``flag=TV_WORKER``): the FFCV
+    one converts the files (cached .beton); both then run one epoch per request."""
 
-    def __init__(self, python: Path, cache: Path, samples: list[tuple[str, int]], modes: list[str]):
-        self.log = cache / "ffcv-child.log"
+    def __init__(self, python: Path, cache: Path, samples: list[tuple[str, int]], modes: list[str], flag: str = FFCV_WORKER):
+        self.log = cache / ("ffcv-child.log" if flag == FFCV_WORKER else "torchvision-child.log")
+        self.name = "FFCV" if flag == FFCV_WORKER else "torchvision"
         job = {"cache": str(cache), "samples": samples, "modes": modes, "stamp": (cache / "images.json").stat().st_mtime_ns}
         with open(self.log, "w") as log:
             self.proc = subprocess.Popen(
-                [str(python), str(Path(__file__).resolve()), FFCV_WORKER],
+                [str(python), str(Path(__file__).resolve()), flag],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, cwd=str(cache),
             )
         self.hello = self._ask(job)
@@ -409,7 +523,7 @@ class FfcvClient:
             line = ""
         if not line:
             self.proc.wait(timeout=30)
-            raise RuntimeError(f"the FFCV child exited ({self.proc.returncode}): {last_error(self.log)}")
+            raise RuntimeError(f"the {self.name} child exited ({self.proc.returncode}): {last_error(self.log)}")
         reply = json.loads(line)
         if "error" in reply:
             raise RuntimeError(reply["error"])
@@ -642,7 +756,7 @@ def mb(nbytes: int) -> str:
     return f"{nbytes / 1e6:.0f} MB"
 
 
-CASES = ("decode", "torch", "ss", "ssS", "ssF", "ffcv", "ffcvS")
+CASES = ("decode", "torch", "ss", "ssS", "ssF", "ffcv", "ffcvS", "recipe", "tvrecipe")
 LABELS = {
     "decode": "(1) libjpeg-turbo full decode, 1 thread [ceiling]",
     "torch": "(2) torch DataLoader + PIL (torchvision's ops)",
@@ -651,6 +765,8 @@ LABELS = {
     "ssF": "(3f) slipstream jpeg, ops.Decode(fast=True)",
     "ffcv": "(5) FFCV 1.0.2, write_mode='jpg'",
     "ffcvS": "(5s) FFCV 1.0.2, write_mode='smart'",
+    "recipe": "(6) slipstream, DeiT-style recipe",
+    "tvrecipe": "(7) torch DataLoader + torchvision v2 recipe",
 }
 
 
@@ -681,6 +797,15 @@ class Bench:
                 self.why_not = str(exc) if str(exc).startswith("FFCV not importable") else f"FFCV not importable: {exc}"
         elif python is not None:
             self.why_not = "FFCV not among --cases"
+        self.tv, self.tv_why_not = None, ""
+        if "tvrecipe" in cases:
+            python, self.tv_why_not = tv_python()
+            if python is not None:
+                print(f"starting the torchvision recipe for the {image_set.name} set with {python} ...", flush=True)
+                try:
+                    self.tv = FfcvClient(python, cache, [(str(p), int(label)) for p, label in self.samples], [], flag=TV_WORKER)
+                except Exception as exc:  # noqa: BLE001
+                    self.tv_why_not = str(exc)
         loaders = {
             "ss": slipstream_loader(self.packed["jpeg"][0]),
             "ssS": slipstream_loader(self.packed["smart"][0]),
@@ -695,7 +820,12 @@ class Bench:
             )
             self.layouts["torch"] = check_batch(torch_loader)
             runs["torch"] = torch_epoch(torch_loader)
+        if "recipe" in cases:
+            loaders["recipe"] = recipe_loader(self.packed["jpeg"][0])
+            self.layouts["recipe"] = check_recipe_batch(loaders["recipe"])
         runs.update({key: slipstream_epoch(loader) for key, loader in loaders.items()})
+        if self.tv is not None:
+            runs["tvrecipe"] = self.tv.epoch("recipe")
         if self.client is not None:
             runs["ffcv"] = self.client.epoch("jpg")
             if "smart" in self.client.hello["sizes"]:
@@ -719,8 +849,9 @@ class Bench:
                 print(f"  FFCV {mode:<5} .beton: {mb(size)}{made_now}")
 
     def close(self) -> None:
-        if self.client is not None:
-            self.client.close()
+        for client in (self.client, self.tv):
+            if client is not None:
+                client.close()
 
 
 def measure_sets(benches: list[Bench], repeats: int) -> dict[str, dict[str, list[tuple]]]:
@@ -756,6 +887,11 @@ def report(bench: Bench, results: dict[str, list[tuple]], verdicts: Verdicts, pr
             firsts = {} if key == "decode" else {"1st batch ms": [1e3 * r[2] for r in results[key]]}
             rows.append((label, {"img/s": rates(results[key]), "CPU ms/img": cpu_ms[key], **firsts}))
     table(rows, [("img/s", ".0f"), ("CPU ms/img", ".2f"), ("1st batch ms", ".0f")], corner="loader (one epoch)")
+    if "recipe" in layouts:
+        print(f"  recipe batches: slipstream {layouts['recipe']}" + (f"; torchvision {bench.tv.hello['layout']}" if bench.tv is not None else ""))
+    if "tvrecipe" in bench.runs or bench.tv_why_not:
+        if bench.tv is None:
+            print(f"  (7) {bench.tv_why_not}")
     if client is None:
         print(f"  (5) {bench.why_not}")
     elif "ffcvS" not in results:
@@ -779,6 +915,8 @@ def report(bench: Bench, results: dict[str, list[tuple]], verdicts: Verdicts, pr
     check("(4) slipstream smart / (2) torch", "ssS", "torch", None)
     check("(3f) fast decode / (2) torch", "ssF", "torch", None)
     check("(3) slipstream jpeg / (1) 1-thread decode", "ss", "decode", None)
+    check("(6) recipe / (7) torchvision recipe", "recipe", "tvrecipe", 3.0)
+    check("(6) recipe / (3) crop+flip only", "recipe", "ss", 0.6)
     print("  CPU per image (all processes of the run; less sensitive to other load than img/s):")
     check("(2) torch / (3) slipstream jpeg", "torch", "ss", None, cpu_ms)
     check("(5) FFCV jpg / (3) slipstream jpeg", "ffcv", "ss", None, cpu_ms)
@@ -879,4 +1017,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(ffcv_worker() if FFCV_WORKER in sys.argv else main())
+    sys.exit(ffcv_worker() if FFCV_WORKER in sys.argv else tv_worker() if TV_WORKER in sys.argv else main())
