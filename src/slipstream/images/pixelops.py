@@ -26,6 +26,7 @@ Not provided: AugMix, RandomAffine, RandomPhotometricDistort, ``expand=True`` ro
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from numbers import Real
@@ -194,44 +195,60 @@ class _Policy(PixelOp):
         self._fill = _fill(fill, name)
 
     def _table(self, op: str, height: int, width: int) -> np.ndarray:
-        n, wide = self.num_magnitude_bins, self._wide
-        if op in ("ShearX", "ShearY"):
-            return linspace32(0.0, 0.99 if wide else 0.3, n)
-        if op == "TranslateX":
-            return linspace32(0.0, 32.0 if wide else 150.0 / 331.0 * width, n)
-        if op == "TranslateY":
-            return linspace32(0.0, 32.0 if wide else 150.0 / 331.0 * height, n)
-        if op == "Rotate":
-            return linspace32(0.0, 135.0 if wide else 30.0, n)
-        if op in _FACTOR_OPS:
-            return linspace32(0.0, 0.99 if wide else 0.9, n)
-        if op == "Posterize":
-            return _posterize_table(n, 6.0 if wide else 4.0)
-        return linspace32(1.0, 0.0, n)  # Solarize
+        return _policy_table(op, self._wide, self.num_magnitude_bins, height, width)
 
     def _step(self, row: np.ndarray, op: str, magnitude: float, height: int, width: int) -> None:
-        """torchvision's ``_apply_image_or_video_transform`` for ``op`` at signed ``magnitude``."""
-        if op == "Identity":
-            return
-        if op in ("ShearX", "ShearY"):
-            degrees = math.degrees(math.atan(magnitude))
-            shear = (degrees, 0.0) if op == "ShearX" else (0.0, degrees)
-            _affine_row(row, inverse_affine_matrix(height, width, shear=shear, center=(0.0, 0.0)), self.interpolation, self._fill)
-        elif op in ("TranslateX", "TranslateY"):
-            shift = (int(magnitude), 0) if op == "TranslateX" else (0, int(magnitude))
-            _affine_row(row, inverse_affine_matrix(height, width, translate=shift), self.interpolation, self._fill)
-        elif op == "Rotate":
-            _rotate_row(row, magnitude, height, width, self.interpolation, self._fill)
-        elif op in _FACTOR_OPS:
-            row[0], row[1] = _FACTOR_OPS[op], 1.0 + magnitude
-        elif op == "Posterize":
-            row[0], row[1] = ps.POSTERIZE, int(magnitude)
-        elif op == "Solarize":
-            row[0], row[1] = ps.SOLARIZE, 255 * magnitude
-        elif op == "AutoContrast":
-            row[0] = ps.AUTOCONTRAST
-        else:
-            row[0] = ps.EQUALIZE
+        _policy_step(row, op, magnitude, height, width, self.interpolation, self._fill)
+
+
+@functools.lru_cache(maxsize=1024)
+def _policy_table(op: str, wide: bool, n: int, height: int, width: int) -> np.ndarray:
+    """torchvision's magnitude bins of ``op`` (RandAugment's, or TrivialAugmentWide's when
+    ``wide``), read-only (cached)."""
+    table = _bins(op, wide, n, height, width)
+    table.flags.writeable = False
+    return table
+
+
+def _bins(op: str, wide: bool, n: int, height: int, width: int) -> np.ndarray:
+    if op in ("ShearX", "ShearY"):
+        return linspace32(0.0, 0.99 if wide else 0.3, n)
+    if op == "TranslateX":
+        return linspace32(0.0, 32.0 if wide else 150.0 / 331.0 * width, n)
+    if op == "TranslateY":
+        return linspace32(0.0, 32.0 if wide else 150.0 / 331.0 * height, n)
+    if op == "Rotate":
+        return linspace32(0.0, 135.0 if wide else 30.0, n)
+    if op in _FACTOR_OPS:
+        return linspace32(0.0, 0.99 if wide else 0.9, n)
+    if op == "Posterize":
+        return _posterize_table(n, 6.0 if wide else 4.0)
+    return linspace32(1.0, 0.0, n)  # Solarize
+
+
+def _policy_step(row: np.ndarray, op: str, magnitude: float, height: int, width: int, interpolation: str, fill: Any) -> None:
+    """torchvision's ``_apply_image_or_video_transform`` for ``op`` at signed ``magnitude``."""
+    if op == "Identity":
+        return
+    if op in ("ShearX", "ShearY"):
+        degrees = math.degrees(math.atan(magnitude))
+        shear = (degrees, 0.0) if op == "ShearX" else (0.0, degrees)
+        _affine_row(row, inverse_affine_matrix(height, width, shear=shear, center=(0.0, 0.0)), interpolation, fill)
+    elif op in ("TranslateX", "TranslateY"):
+        shift = (int(magnitude), 0) if op == "TranslateX" else (0, int(magnitude))
+        _affine_row(row, inverse_affine_matrix(height, width, translate=shift), interpolation, fill)
+    elif op == "Rotate":
+        _rotate_row(row, magnitude, height, width, interpolation, fill)
+    elif op in _FACTOR_OPS:
+        row[0], row[1] = _FACTOR_OPS[op], 1.0 + magnitude
+    elif op == "Posterize":
+        row[0], row[1] = ps.POSTERIZE, int(magnitude)
+    elif op == "Solarize":
+        row[0], row[1] = ps.SOLARIZE, 255 * magnitude
+    elif op == "AutoContrast":
+        row[0] = ps.AUTOCONTRAST
+    else:
+        row[0] = ps.EQUALIZE
 
 
 class RandAugment(_Policy):
