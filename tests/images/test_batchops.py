@@ -442,3 +442,21 @@ def test_a_device_stage_applies_the_ops_to_its_tensors_with_the_hosts_draws(tmp_
         want = apply_batch_ops(ops, a, 8, 0, k)
         assert_same(b, want, f"batch {k}")  # the device tensors through the torch path, with the host's draws
         np.testing.assert_array_equal(b["label"], c["label"])  # the CPU pipeline's batch: the same labels (and lambda, box)
+
+
+def test_the_torch_drop_in_resumes_exactly_with_batch_ops():
+    torch = pytest.importorskip("torch")
+    from slipstream.torch import DataLoader
+
+    class Pairs(torch.utils.data.Dataset):
+        def __len__(self):
+            return 10
+
+        def __getitem__(self, i):
+            return torch.full((3, 4, 6), float(i)), i % K
+
+    ops = [MixUpOrCutMix(num_classes=K)]
+    assert assert_resumes_exactly(lambda: DataLoader(Pairs(), 3, shuffle=True, seed=4, batch_ops=ops)) == 10
+    # torch's own sampler (no seed=), drawing from the loader's generator: resumed from its saved states
+    make = lambda: DataLoader(Pairs(), 3, shuffle=True, batch_ops=ops, generator=torch.Generator().manual_seed(6))  # noqa: E731
+    assert assert_resumes_exactly(make) == 10
