@@ -11,6 +11,11 @@ modified (every op returns new arrays):
   layout; its MixUp refuses uint8, so that case is reported as such), when torchvision imports;
   otherwise a line says it is not installed (``/opt/tv-venv/bin/python`` has it here).
 
+``MixUpOrCutMix`` (torchvision: ``v2.RandomChoice([MixUp, CutMix])``) costs what the op drawn in
+each repeat costs, and the draws differ between implementations (slipstream's are keyed by the
+repeat, torchvision's come from torch's generator): its figures and ratio show the mixture, not a
+like-for-like pair.
+
 Measuring: each repeat times every implementation once in turn (the order rotates each repeat);
 reported are the median milliseconds per batch over ``--repeats`` repeats and, where torchvision
 ran, the median of the per-repeat ratios slipstream / torchvision (< 1: slipstream faster). torch

@@ -269,7 +269,8 @@ class BatchOp:
 
 def _mixup_images(images: Any, lam: float) -> Any:
     """``rolled * (1 - lam) + images * lam``: torchvision's float op; integer images in float32,
-    rounded half to even and clipped."""
+    rounded half to even and clipped. NumPy arrays go sample by sample (each sample's work stays
+    in the cache), with the same element-wise operations as the whole-batch formula."""
     if _is_torch(images):
         if images.dtype.is_floating_point:
             return images.roll(1, 0).mul_(1.0 - lam).add_(images.mul(lam))
@@ -281,25 +282,29 @@ def _mixup_images(images: Any, lam: float) -> Any:
         return out.clamp_(info.min, info.max).to(images.dtype)
     if images.dtype.kind == "f":
         kind = images.dtype.type
-        out = np.empty_like(images)
-        a, b = kind(1.0 - lam), kind(lam)
-        np.multiply(images[-1:], a, out=out[:1])
-        np.multiply(images[:-1], a, out=out[1:])
-        out += images * b
-        return out
-    if images.dtype.kind not in "ui":
+    elif images.dtype.kind in "ui":
+        kind = np.float32
+    else:
         raise TypeError(f"MixUp: images must be float or integer, got {images.dtype}")
-    f = images.astype(np.float32)
-    a, b = np.float32(1.0 - lam), np.float32(lam)
-    out = np.empty_like(f)
-    np.multiply(f[-1:], a, out=out[:1])
-    np.multiply(f[:-1], a, out=out[1:])
-    f *= b
-    out += f
-    np.rint(out, out=out)
-    info = np.iinfo(images.dtype)
-    np.clip(out, info.min, info.max, out=out)
-    return out.astype(images.dtype)
+    a, b = kind(1.0 - lam), kind(lam)
+    out = np.empty_like(images)
+    if not len(images):
+        return out
+    first, second = np.empty(images.shape[1:], kind), np.empty(images.shape[1:], kind)
+    integer = images.dtype.kind != "f"
+    if integer:
+        info = np.iinfo(images.dtype)
+    for i in range(len(images)):
+        np.multiply(images[i - 1], a, out=first)  # (i - 1 = -1: the last sample, as roll gives)
+        np.multiply(images[i], b, out=second)
+        if integer:
+            first += second
+            np.rint(first, out=first)
+            np.clip(first, info.min, info.max, out=first)
+            out[i] = first  # (exact: whole numbers within the dtype's range)
+        else:
+            np.add(first, second, out=out[i])
+    return out
 
 
 def _cutmix_images(images: Any, box: tuple[int, int, int, int], layout: str) -> Any:
