@@ -201,6 +201,19 @@ def functional_cases(cs: Cases) -> None:
                    lambda t, k=[kx, ky], s=[sx, sy]: F.gaussian_blur(t, k, s))  # fmt: skip
         geometry_cases(cs, image, [None, FILL3], (9, -9, 30, -30, 135, 90, 180, 270))
         h, w = cs.images[image].shape[:2]
+        for angle, (tx, ty), scale, shear, mode, fill in (
+            (15.0, (3, -2), 1.1, [8.0, 0.0], "nearest", None),
+            (-30.0, (0, 5), 0.8, [-5.0, 12.0], "bilinear", FILL3),
+            (7.5, (-4, 0), 1.25, [0.0, 0.0], "bilinear", None),
+        ):
+            fl = None if fill is None else [float(v) for v in fill]
+            angle_, translate_, shear_, _ = _affine_parse_args(angle, [tx, ty], scale, shear, INTERP[mode], None)
+            scale_ = scale
+            matrix = [float(v) for v in _get_inverse_affine_matrix([0.0, 0.0], angle_, [float(t) for t in translate_], scale_, shear_)]
+            p = {"angle": angle, "translate": [tx, ty], "scale": scale, "shear": shear, "center": None, "interpolation": mode,
+                 "fill": fill, "matrix": matrix}  # fmt: skip
+            cs.add(f"affine_{angle:+g}_{tx:+d}_{ty:+d}_{scale:g}_{shear[0]:+g}_{shear[1]:+g}_{mode}", image, "affine", p,
+                   lambda t, a=angle, tr=[tx, ty], sc=scale, sh=shear, i=INTERP[mode], f=fl: F.affine(t, a, tr, sc, sh, interpolation=i, fill=f))  # fmt: skip
         for i, j, eh, ew, v in (
             (5, 7, 10, 20, [10.0, 20.0, 30.0]),
             (h - 17, w - 23, 17, 23, 0.0),
@@ -254,6 +267,8 @@ DISTS = [
     ("randomgrayscale_p0.1", "v2.RandomGrayscale(p=0.1)", ("img_a",), lambda: v2.RandomGrayscale(p=0.1)),
     ("gaussianblur_5_0.1-2.0", "v2.GaussianBlur(5, sigma=(0.1, 2.0))", ("img_a",), lambda: v2.GaussianBlur(5, sigma=(0.1, 2.0))),
     ("randomrotation_30_nearest", "v2.RandomRotation(30)", ("img_a", "img_b"), lambda: v2.RandomRotation(30)),
+    ("randomaffine_15_0.1_0.8-1.2_10_nearest", "v2.RandomAffine(15, (0.1, 0.1), (0.8, 1.2), 10)", ("img_b",),
+     lambda: v2.RandomAffine(15, (0.1, 0.1), (0.8, 1.2), 10)),
 ]  # fmt: skip
 
 

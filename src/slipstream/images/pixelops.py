@@ -21,7 +21,8 @@ taps are computed in double (they differ from torchvision's float32 softmax in t
 outputs can differ by one grey level on rare pixels); BILINEAR resampling sums its four taps in
 float32 in one fixed order (one grey level on about 0.02% of pixels); ``RandomErasing`` on uint8
 pixels takes values in 0..255 (torchvision wraps others around) and has no ``value="random"``.
-Not provided: AugMix, RandomAffine, RandomPhotometricDistort, ``expand=True`` rotations.
+Not provided: AugMix (it blends several augmented copies in float, outside this model of in-place
+steps), RandomPhotometricDistort, ``expand=True`` rotations.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ __all__ = [
     "Grayscale",
     "PixelOp",
     "RandAugment",
+    "RandomAffine",
     "RandomAdjustSharpness",
     "RandomAutocontrast",
     "RandomEqualize",
@@ -548,6 +550,83 @@ class RandomRotation(PixelOp):
         angles = self.degrees[0] + (self.degrees[1] - self.degrees[0]) * u[:, 0]
         for i, (angle, height, width) in enumerate(zip(angles.tolist(), heights.tolist(), widths.tolist())):
             _rotate_row(rows[i, 0], angle, height, width, self.interpolation, self._fill, self.center)
+        return rows
+
+
+def _span(value: Any, name: str, op: str, symmetric: bool = True) -> tuple[float, float]:
+    """A number v as (-v, v) (v >= 0), or an increasing (min, max)."""
+    if isinstance(value, Real):
+        if value < 0 or not symmetric:
+            raise ValueError(
+                f"{op}: {name} must be {'a number >= 0 or ' if symmetric else ''}an increasing (min, max), got {value!r}"
+            )
+        return -float(value), float(value)
+    if isinstance(value, Sequence) and len(value) == 2 and all(isinstance(v, Real) for v in value) and value[0] <= value[1]:
+        return float(value[0]), float(value[1])
+    raise ValueError(f"{op}: {name} must be {'a number >= 0 or ' if symmetric else ''}an increasing (min, max), got {value!r}")
+
+
+class RandomAffine(PixelOp):
+    """torchvision's ``RandomAffine(degrees, translate=None, scale=None, shear=None,
+    interpolation=NEAREST, fill=0, center=None)``: an angle from ``degrees`` (a number v: [-v, v]),
+    a shift of up to ``translate`` = (fx, fy) of the width and height (whole pixels, rounded), a
+    zoom from ``scale`` = (min, max), shears in degrees (a number v: x in [-v, v]; two: the x range;
+    four: the x and y ranges), each drawn uniformly in that order, about ``center`` (pixels; None:
+    the image center), the size kept."""
+
+    draws = 6  # angle, tx, ty, scale, shear x, shear y
+
+    def __init__(
+        self,
+        degrees: float | Sequence[float],
+        translate: Sequence[float] | None = None,
+        scale: Sequence[float] | None = None,
+        shear: float | Sequence[float] | None = None,
+        interpolation: str = "nearest",
+        fill: Any = 0,
+        center: Sequence[float] | None = None,
+    ):
+        self.degrees = _span(degrees, "degrees", "RandomAffine")
+        if translate is not None and (len(translate) != 2 or not all(isinstance(t, Real) and 0 <= t <= 1 for t in translate)):
+            raise ValueError(f"RandomAffine: translate must be None or (fx, fy) fractions in [0, 1], got {translate!r}")
+        self.translate = None if translate is None else (float(translate[0]), float(translate[1]))
+        if scale is not None and (len(scale) != 2 or not 0 < scale[0] <= scale[1]):
+            raise ValueError(f"RandomAffine: scale must be None or an increasing positive (min, max), got {scale!r}")
+        self.scale = None if scale is None else (float(scale[0]), float(scale[1]))
+        if shear is None:
+            self.shear = None
+        elif isinstance(shear, Real) or len(shear) == 2:
+            self.shear = (*_span(shear, "shear", "RandomAffine"), 0.0, 0.0)
+        elif len(shear) == 4:
+            self.shear = (*_span(shear[:2], "shear", "RandomAffine"), *_span(shear[2:], "shear", "RandomAffine"))
+        else:
+            raise ValueError(f"RandomAffine: shear must be None, a number, or 2 or 4 numbers, got {shear!r}")
+        if center is not None and (len(center) != 2 or not all(isinstance(c, Real) for c in center)):
+            raise ValueError(f"RandomAffine: center must be None or (x, y) in pixels, got {center!r}")
+        self.center = None if center is None else (float(center[0]), float(center[1]))
+        self.interpolation = _interpolation(interpolation, "RandomAffine")
+        self.fill = fill
+        self._fill = _fill(fill, "RandomAffine")
+
+    def program(self, u: np.ndarray, heights: np.ndarray, widths: np.ndarray) -> np.ndarray:
+        rows = _rows(len(u), 1)
+        lo, hi = self.degrees
+        for i, (draw, height, width) in enumerate(zip(u.tolist(), heights.tolist(), widths.tolist())):
+            angle = lo + (hi - lo) * draw[0]
+            tx = ty = 0
+            if self.translate is not None:
+                dx, dy = self.translate[0] * width, self.translate[1] * height
+                tx, ty = int(round(-dx + 2 * dx * draw[1])), int(round(-dy + 2 * dy * draw[2]))
+            zoom = 1.0 if self.scale is None else self.scale[0] + (self.scale[1] - self.scale[0]) * draw[3]
+            sx = sy = 0.0
+            if self.shear is not None:
+                sx = self.shear[0] + (self.shear[1] - self.shear[0]) * draw[4]
+                sy = self.shear[2] + (self.shear[3] - self.shear[2]) * draw[5]
+            center = None if self.center is None else self.center
+            matrix = inverse_affine_matrix(
+                height, width, angle=angle, translate=(tx, ty), scale=zoom, shear=(sx, sy), center=center
+            )
+            _affine_row(rows[i, 0], matrix, self.interpolation, self._fill)
         return rows
 
 

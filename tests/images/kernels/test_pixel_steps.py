@@ -47,7 +47,7 @@ def steps_of(case: dict, image: np.ndarray) -> np.ndarray:
     elif fn == "erase":
         value = np.resize(np.asarray(p["v"], np.float64), 3)
         row[0:8] = [ps.ERASE, p["i"], p["j"], p["h"], p["w"], *np.trunc(value)]
-    elif fn in ("rotate", "shear", "translate"):
+    elif fn in ("rotate", "shear", "translate", "affine"):
         fast = p.get("fast_path")
         if fast == "clone":
             return np.zeros((0, ps.WORDS))
@@ -122,11 +122,13 @@ def test_rotation_matrices_follow_torchvision():
 
     for case in CASES:
         p = case["params"]
-        if case["fn"] not in ("rotate", "shear", "translate") or p.get("fast_path"):
+        if case["fn"] not in ("rotate", "shear", "translate", "affine") or p.get("fast_path"):
             continue
         h, w = DATA[case["image"]].shape[:2]
         if case["fn"] == "rotate":
             matrix = inverse_affine_matrix(h, w, angle=-(p["angle"] % 360))
+        elif case["fn"] == "affine":
+            matrix = inverse_affine_matrix(h, w, angle=p["angle"], translate=p["translate"], scale=p["scale"], shear=p["shear"])
         elif case["fn"] == "shear":
             matrix = inverse_affine_matrix(h, w, shear=p["shear"], center=(0.0, 0.0))
         else:
