@@ -460,3 +460,37 @@ def test_the_torch_drop_in_resumes_exactly_with_batch_ops():
     # torch's own sampler (no seed=), drawing from the loader's generator: resumed from its saved states
     make = lambda: DataLoader(Pairs(), 3, shuffle=True, batch_ops=ops, generator=torch.Generator().manual_seed(6))  # noqa: E731
     assert assert_resumes_exactly(make) == 10
+
+
+def _cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+@pytest.mark.skipif(not _cuda(), reason="needs CUDA")
+def test_on_cuda_the_ops_run_on_the_device_with_the_cpus_labels_and_boxes(tmp_path):  # pragma: no cover - GPU only
+    import torch
+    from packed import photo_like
+
+    from slipstream import fields as F
+    from slipstream import ops as O
+
+    samples = [{"image": photo_like(30 + 3 * k, 35 + 2 * k, seed=k), "label": k % K} for k in range(16)]
+    path = ss.write(tmp_path / "c.arrow", samples, {"image": F.Image(codec="jpeg", quality=90), "label": F.Int()}, progress=False)
+    pipe = [O.RandomResizedCrop(24), O.ToCHW()]  # uint8 levels: MixUp rounds, CutMix copies
+    ops = [MixUpOrCutMix(num_classes=K)]
+
+    def run(device, batch_ops=None):
+        view = ss.open(path).map(image=pipe, device=device)
+        with ss.DataLoader(view, 4, seed=3, workers=2, batch_ops=batch_ops) as loader:
+            return [snapshot(b) for b in loader]
+
+    plain, mixed, on_cpu = run("cuda"), run("cuda", ops), run("cpu", ops)
+    for k, (a, b, c) in enumerate(zip(plain, mixed, on_cpu)):
+        assert b["image"].is_cuda
+        assert_same(b, apply_batch_ops(ops, a, 3, 0, k), f"batch {k}")  # the same ops on the device tensors
+        np.testing.assert_array_equal(b["label"], c["label"])  # and the host's draws: the CPU's labels
+        torch.cuda.synchronize()
