@@ -3,9 +3,12 @@
 ``ss.open(path).map(image=[ops.RandomResizedCrop(224), ops.RandomHorizontalFlip(), ops.ToCHW()])``.
 The operations are defined in ``slipstream.images.imageops`` (geometry, formats) and
 ``slipstream.images.pixelops`` (torchvision v2's colour, tone, blur, rotation and erasing ops,
-RandAugment, TrivialAugmentWide); this module is their public name.
+RandAugment, TrivialAugmentWide) and ``slipstream.images.batchops`` (MixUp, CutMix and the
+choice between them, on whole batches: ``ss.DataLoader(..., batch_ops=[ops.MixUpOrCutMix(num_classes=K)])``);
+this module is their public name.
 """
 
+from .images.batchops import BatchOp, CutMix, MixUp, MixUpOrCutMix  # noqa: F401 - BatchOp: public, outside __all__
 from .images.imageops import (  # noqa: F401 - Geometry, Window, WindowError, Windows: public, outside __all__
     Apply,
     CenterCrop,
@@ -45,9 +48,12 @@ __all__ = [
     "Apply",
     "CenterCrop",
     "ColorJitter",
+    "CutMix",
     "Decode",
     "GaussianBlur",
     "Grayscale",
+    "MixUp",
+    "MixUpOrCutMix",
     "Normalize",
     "Op",
     "RandAugment",
