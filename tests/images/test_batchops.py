@@ -494,3 +494,27 @@ def test_on_cuda_the_ops_run_on_the_device_with_the_cpus_labels_and_boxes(tmp_pa
         assert_same(b, apply_batch_ops(ops, a, 3, 0, k), f"batch {k}")  # the same ops on the device tensors
         np.testing.assert_array_equal(b["label"], c["label"])  # and the host's draws: the CPU's labels
         torch.cuda.synchronize()
+
+
+def test_the_torch_drop_in_keys_the_draws_by_torchs_process_rank(monkeypatch):
+    torch = pytest.importorskip("torch")
+    import slipstream.torch._maploader as maploader
+    from slipstream.torch import DataLoader
+
+    class Pairs(torch.utils.data.Dataset):
+        def __len__(self):
+            return 8
+
+        def __getitem__(self, i):
+            return torch.full((3, 4, 6), float(i)), i % K
+
+    ops = [MixUp(num_classes=K)]
+    first = [next(iter(DataLoader(Pairs(), 4, seed=1, batch_ops=ops)))[1]]
+    monkeypatch.setattr(maploader, "_process_rank", lambda: 1)  # as under torch.distributed at rank 1
+    first.append(next(iter(DataLoader(Pairs(), 4, seed=1, batch_ops=ops)))[1])
+    assert not torch.equal(first[0], first[1])
+    core = ss.DataLoader(Images(), 4, seed=1, batch_ops=ops)
+    core.draw_rank = 1
+    by_rank = ss.DataLoader(Images(), 4, seed=1, rank=1, world_size=2, batch_ops=ops)
+    a, b = next(iter(core)), next(iter(by_rank))
+    np.testing.assert_array_equal(a["label"][a["label"] > 0].max(), b["label"][b["label"] > 0].max())  # rank 1's lambda

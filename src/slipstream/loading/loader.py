@@ -180,6 +180,7 @@ class DataLoader:
         if unknown:
             raise TypeError(unknown_arguments(unknown))
         self._batch_ops = checked_ops(batch_ops)
+        self.draw_rank: int | None = None  # the rank batch_ops' draws are keyed by (None: rank); see batch_ops
         self._n = numobs(data)
         self._options = check_options(
             data, batch_size=batch_size, shuffle=shuffle, drop_last=drop_last, collate=collate, seed=seed,
@@ -245,7 +246,9 @@ class DataLoader:
 
     @property
     def batch_ops(self) -> tuple[Any, ...]:
-        """The batch augmentations applied to each batch, in order (fixed once the loader is made)."""
+        """The batch augmentations applied to each batch, in order (fixed once the loader is made).
+        Their draws are keyed by ``rank``, or by ``draw_rank`` when set (a wrapper whose ranks shard
+        the data themselves, as the torch drop-in's samplers do, sets it to the process's rank)."""
         return self._batch_ops
 
     @property
@@ -279,7 +282,8 @@ class DataLoader:
                 batches = o.epoch_order.batches(start.epoch, self._n, seed, start.deal)
             finisher = finisher_of(o.data)  # may raise (no CUDA...): before anything changes too
             if self._batch_ops:
-                finisher = BatchOpsFinisher(self._batch_ops, seed, start.epoch, o.rank, finisher)
+                rank = o.rank if self.draw_rank is None else self.draw_rank
+                finisher = BatchOpsFinisher(self._batch_ops, seed, start.epoch, rank, finisher)
             hinted = self._first.handover(start, seed, self._n)  # (batches hinted before iter(), for this start)
             total = len(batches) if isinstance(batches, list) else None
             ahead = o.prefetch + (0 if finisher is None else o.finish_ahead)  # no batch beyond has begun reading

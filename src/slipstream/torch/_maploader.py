@@ -146,7 +146,17 @@ def make_map_loader(
         elif context.worker_init_fn is not None:
             kwargs.update(worker_init=context.worker_init_fn)
     loader = _MapLoader(data, context.collate_fn, **kwargs) if collate is None else _SSLoader(data, **kwargs)
+    if batch_ops:  # the samplers shard the data (DistributedSampler): the ops' draws are keyed by torch's rank
+        loader.draw_rank = _process_rank()
     # without seed=, the core's seed is derived from torch's generator here: a loaded state's is
     # taken (the drop-in's own identity checks seed= against the state's)
     loader.seed_given = context.seed is not None
     return loader, order
+
+
+def _process_rank() -> int:
+    """This process's rank in torch's default process group (0 without one)."""
+    distributed = torch.distributed
+    if distributed.is_available() and distributed.is_initialized():
+        return int(distributed.get_rank())
+    return 0
