@@ -18,6 +18,7 @@
 #include "csrc/place.h"
 #include "csrc/task.h"
 #include "csrc/codec.h"
+#include "csrc/pixel.h"
 
 /* ---------------------------------------------------------------- Python */
 
@@ -951,11 +952,124 @@ done:
     return result;
 }
 
+
+PyDoc_STRVAR(pixel_steps_doc,
+"pixel_steps(image, steps) -> None\n"
+"\n"
+"Apply the pixel ops' steps (images/kernels/pixel_steps.py: rows of 12 float64,\n"
+"an opcode and its parameters) in order to `image`, a writable C-contiguous\n"
+"uint8 array (H, W, 1 or 3), in place, without the GIL. `steps` is a\n"
+"C-contiguous float64 array (k, 12) or (k * 12,). The same bits as\n"
+"pixel_steps.run; a step that cannot apply raises its ValueError (the image\n"
+"may then be partly modified).");
+
+/* native float64: 'd', optionally with a byte-order prefix that is this machine's */
+static int
+is_float64(const Py_buffer *view)
+{
+    const char *format = view->format == NULL ? "B" : view->format;
+    const uint16_t probe = 1;
+    if (*format == '@' || *format == '=' || (*format == '<' && *(const uint8_t *)&probe == 1))
+        format++;
+    return format[0] == 'd' && format[1] == '\0' && view->itemsize == 8;
+}
+
+/* steps: a C-contiguous float64 (k, 12) or (k * 12,) buffer; its step count, or -1 with the error set */
+static Py_ssize_t
+steps_view(PyObject *obj, Py_buffer *view, const char *name)
+{
+    if (get_view(obj, view, name, "a float64 buffer") != 0)
+        return -1;
+    if (!is_float64(view)) {
+        PyErr_Format(PyExc_TypeError, "%s must be float64, got format '%s'", name, view->format == NULL ? "B" : view->format);
+        return -1;
+    }
+    if (!PyBuffer_IsContiguous(view, 'C')) {
+        PyErr_Format(PyExc_ValueError, "%s must be C-contiguous, got a strided array", name);
+        return -1;
+    }
+    if (view->len % (8 * SS_PIXEL_WORDS) != 0 || (view->ndim >= 2 && view->shape[view->ndim - 1] != SS_PIXEL_WORDS)) {
+        PyErr_Format(PyExc_ValueError, "%s must hold rows of %d float64 ((k, %d) or (k * %d,)), got %zd values in %d dimensions",
+                     name, SS_PIXEL_WORDS, SS_PIXEL_WORDS, SS_PIXEL_WORDS, view->len / 8, view->ndim);
+        return -1;
+    }
+    return view->len / (8 * SS_PIXEL_WORDS);
+}
+
+static PyObject *
+pixel_steps(PyObject *self, PyObject *args)
+{
+    PyObject *image_obj, *steps_obj;
+    Py_buffer image = {0}, steps = {0};
+    Py_ssize_t count;
+    ss_scratch scratch = {NULL, 0};
+    char msg[1024];
+    int rc = 0, ok = 0;
+
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OO:pixel_steps", &image_obj, &steps_obj))
+        return NULL;
+    if (get_view(image_obj, &image, "image", "a uint8 array (H, W, 1 or 3)") != 0)
+        return NULL;
+    if (buffer_kind(&image) != 'B') {
+        PyErr_Format(PyExc_TypeError, "image must be uint8, got format '%s'", image.format == NULL ? "B" : image.format);
+        goto done;
+    }
+    if (image.ndim != 3 || (image.shape[2] != 1 && image.shape[2] != 3)) {
+        if (image.ndim == 3)
+            PyErr_Format(PyExc_ValueError, "image must have shape (H, W, 1 or 3), got (%zd, %zd, %zd)", image.shape[0],
+                         image.shape[1], image.shape[2]);
+        else
+            PyErr_Format(PyExc_ValueError, "image must have shape (H, W, 1 or 3), got %d dimensions", image.ndim);
+        goto done;
+    }
+    if (image.shape[0] < 1 || image.shape[1] < 1 || image.shape[0] * image.shape[1] > INT32_MAX / 3 ||
+        image.shape[0] > INT32_MAX || image.shape[1] > INT32_MAX) {
+        PyErr_Format(PyExc_ValueError, "image must be 1 or more pixels high and wide and hold fewer than 2**31 values, got %zdx%zd",
+                     image.shape[0], image.shape[1]);
+        goto done;
+    }
+    if (image.readonly) {
+        PyErr_SetString(PyExc_ValueError, "image must be writable, got a read-only array");
+        goto done;
+    }
+    if (!PyBuffer_IsContiguous(&image, 'C')) {
+        PyErr_SetString(PyExc_ValueError, "image must be C-contiguous, got a strided array (numpy.ascontiguousarray copies it)");
+        goto done;
+    }
+    count = steps_view(steps_obj, &steps, "steps");
+    if (count < 0)
+        goto done;
+    if (count > INT32_MAX) {
+        PyErr_Format(PyExc_ValueError, "steps must hold fewer than 2**31 steps, got %zd", count);
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    rc = ss_pixel_steps((uint8_t *)image.buf, (int)image.shape[0], (int)image.shape[1], (int)image.shape[2],
+                        (const double *)steps.buf, (int)count, &scratch, msg, sizeof(msg));
+    ss_scratch_free(&scratch);
+    Py_END_ALLOW_THREADS
+    if (rc == -2)
+        PyErr_NoMemory();
+    else if (rc != 0)
+        PyErr_SetString(PyExc_ValueError, msg);
+    else
+        ok = 1;
+
+done:
+    PyBuffer_Release(&image);
+    PyBuffer_Release(&steps);
+    if (!ok)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef roi_methods[] = {
     {"decode_jpeg", (PyCFunction)(void (*)(void))decode_jpeg, METH_VARARGS | METH_KEYWORDS, decode_jpeg_doc},
     {"encode_jpeg", (PyCFunction)(void (*)(void))encode_jpeg, METH_VARARGS | METH_KEYWORDS, encode_jpeg_doc},
     {"place", place, METH_VARARGS, place_doc},
     {"run_task", run_task, METH_VARARGS, run_task_doc},
+    {"pixel_steps", pixel_steps, METH_VARARGS, pixel_steps_doc},
     {"resample", (PyCFunction)(void (*)(void))resample, METH_VARARGS | METH_KEYWORDS, resample_doc},
     {"decode_region", (PyCFunction)(void (*)(void))decode_region,
      METH_VARARGS | METH_KEYWORDS, decode_region_doc},

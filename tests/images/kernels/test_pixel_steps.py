@@ -1,7 +1,8 @@
 """The pixel-step executors against torchvision v2's outputs (tests/images/data/torchvision_v2.npz)
 on the same images and fixed parameters: pixel for pixel for the colour ops and NEAREST geometry,
 within one grey level for the blur and BILINEAR geometry (float32 summation orders differ), and
-the C executor bit for bit against the NumPy one."""
+the C executor (``_roijpeg.pixel_steps``) bit for bit against the NumPy one, on those cases and on
+random programs (the same pixels, or the same ValueError)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from slipstream.images import compiled as _compiled
 from slipstream.images.kernels import pixel_steps as ps
+from slipstream.images.pixelops import inverse_affine_matrix
 
 DATA = np.load(Path(__file__).parents[1] / "data" / "torchvision_v2.npz")
 CASES = json.loads(str(DATA["cases"]))
@@ -135,3 +140,162 @@ def test_rotation_matrices_follow_torchvision():
             matrix = inverse_affine_matrix(h, w, translate=(p["tx"], p["ty"]))
         assert matrix == pytest.approx(p["matrix"], rel=0, abs=0), case["name"]
     assert math.isfinite(matrix[0])
+
+
+# ------------------------------------------------------------------------------ the C executor
+
+
+_executor = getattr(_compiled.EXTENSION, "pixel_steps", None)
+needs_c = pytest.mark.skipif(_executor is None, reason="the _roijpeg extension (with pixel_steps) is not built")
+
+
+def _outcome(run, image: np.ndarray, steps: np.ndarray) -> tuple[str, object]:
+    """The image after ``run`` (the array's bytes), or the ValueError's message."""
+    try:
+        run(image, steps)
+    except ValueError as exc:
+        return "error", str(exc)
+    return "image", image.tobytes()
+
+
+def _both(image: np.ndarray, steps: np.ndarray) -> None:
+    steps = np.ascontiguousarray(steps, np.float64)
+    assert _outcome(_executor, image.copy(), steps) == _outcome(ps.run, image.copy(), steps)
+
+
+@needs_c
+@pytest.mark.parametrize("case", CASES, ids=[f"{c['name']}-{c['image']}" for c in CASES])
+def test_the_c_executor_gives_the_numpy_executors_bits_on_every_case(case):
+    source = DATA[case["image"]]
+    _both(source, steps_of(case, source))
+    if source.shape[2] == 3:  # and on one channel
+        _both(np.ascontiguousarray(source[:, :, 1:2]), steps_of(case, source))
+
+
+def _affine_step(draw, height: int, width: int) -> list[float]:
+    angle = draw(st.floats(-180, 180))
+    translate = (draw(st.integers(-8, 8)), draw(st.integers(-8, 8)))
+    shear = (draw(st.floats(-40, 40)), draw(st.floats(-40, 40)))
+    scale = draw(st.floats(0.5, 2.0))
+    center = draw(st.one_of(st.none(), st.tuples(st.floats(0, width), st.floats(0, height))))
+    matrix = inverse_affine_matrix(height, width, angle=angle, translate=translate, scale=scale, shear=shear, center=center)
+    fill = [draw(st.floats(-20, 280)) for _ in range(3)]
+    return [ps.AFFINE, *matrix, draw(st.sampled_from([0, 1])), draw(st.sampled_from([0, 1])), *fill]
+
+
+@st.composite
+def _step(draw, height: int, width: int) -> list[float]:
+    """One step with parameters in its op's range (sometimes past it: a too-wide blur, an odd turn of a
+    rectangle, an unknown opcode, boxes partly outside)."""
+    code = draw(st.integers(0, 16))
+    factor = st.floats(0.0, 3.0)
+    if code in (ps.BRIGHTNESS, ps.CONTRAST, ps.SATURATION, ps.SHARPNESS):
+        return [code, draw(factor)]
+    if code == ps.HUE:
+        return [code, draw(st.floats(-0.5, 0.5))]
+    if code == ps.POSTERIZE:
+        return [code, draw(st.integers(0, 8))]
+    if code == ps.SOLARIZE:
+        return [code, draw(st.floats(0, 255))]
+    if code == ps.BLUR:
+        kx, ky = (2 * draw(st.integers(0, 12)) + 1 for _ in range(2))
+        return [code, kx, ky, draw(st.floats(0.1, 4.0)), draw(st.floats(0.1, 4.0))]
+    if code == ps.AFFINE:
+        return _affine_step(draw, height, width)
+    if code == ps.ROT90:
+        return [code, draw(st.integers(-5, 5))]
+    if code == ps.ERASE:
+        box = [
+            draw(st.integers(-2, height + 1)),
+            draw(st.integers(-2, width + 1)),
+            draw(st.integers(0, height + 2)),
+            draw(st.integers(0, width + 2)),
+        ]
+        return [code, *box, *(draw(st.integers(0, 255)) for _ in range(3))]
+    if code == 16:
+        return [draw(st.sampled_from([16, 99, -3]))]
+    return [code]
+
+
+@st.composite
+def _programs(draw) -> tuple[np.ndarray, np.ndarray]:
+    height, width = draw(st.integers(1, 40)), draw(st.integers(1, 40))
+    if draw(st.booleans()):
+        width = height  # quarter turns apply
+    channels = draw(st.sampled_from([1, 3]))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    kind = draw(st.sampled_from(["noise", "narrow", "flat"]))
+    if kind == "noise":
+        image = rng.integers(0, 256, (height, width, channels), dtype=np.uint8)
+    elif kind == "narrow":  # few values: ties in hue, flat histograms
+        image = rng.integers(100, 104, (height, width, channels), dtype=np.uint8)
+    else:
+        image = np.broadcast_to(rng.integers(0, 256, (1, 1, channels), dtype=np.uint8), (height, width, channels)).copy()
+    rows = draw(st.lists(_step(height, width), min_size=1, max_size=4))
+    steps = np.zeros((len(rows), ps.WORDS))
+    for k, row in enumerate(rows):
+        steps[k, : len(row)] = row
+    return image, steps
+
+
+@needs_c
+@settings(max_examples=1500, deadline=None)
+@given(_programs())
+def test_random_programs_give_the_same_bits_or_the_same_error_in_c_and_numpy(program):
+    image, steps = program
+    _both(image, steps)
+
+
+@needs_c
+@pytest.mark.parametrize(
+    ("row", "shape", "message"),
+    [
+        (
+            [ps.BLUR, 9, 3, 1.0, 1.0],
+            (4, 4, 3),
+            r"^pixel step 0 \(BLUR\): a 9x3 blur kernel needs an image wider than 4 and taller than 1 pixels",
+        ),
+        ([ps.ROT90, 3], (4, 5, 1), r"^pixel step 0 \(ROT90\): a quarter turn keeps the size of square images only, got 4x5$"),
+        ([99], (2, 2, 3), r"^pixel step 0 \(99\): unknown opcode 99 \(expected 0\.\.15\)$"),
+        ([ps.POSTERIZE, -1], (2, 2, 3), r"^pixel step 0 \(POSTERIZE\): posterize keeps 0\.\.8 bits, got -1$"),
+        ([ps.BRIGHTNESS, float("nan")], (2, 2, 3), r"^pixel step 0: step words must be finite numbers, got nan in column 1$"),
+        ([ps.SOLARIZE, float("-inf")], (2, 2, 3), r"^pixel step 0: step words must be finite numbers, got -inf in column 1$"),
+    ],
+)
+def test_refused_steps_raise_the_same_message_in_c_and_numpy(row, shape, message):
+    steps = np.zeros((2, ps.WORDS))
+    steps[0, 0] = ps.INVERT
+    steps[1, : len(row)] = row
+    image = np.zeros(shape, np.uint8)
+    for run in (ps.run, _executor):
+        with pytest.raises(ValueError, match=message.replace("step 0", "step 1")):
+            run(image.copy(), steps)
+
+
+@needs_c
+def test_the_c_executor_takes_flat_steps_and_refuses_wrong_arguments_naming_them():
+    image = DATA["img_a"].copy()
+    steps = np.zeros((1, ps.WORDS))
+    steps[0, :2] = [ps.BRIGHTNESS, 1.5]
+    expected = ps.run(image.copy(), steps)
+    assert _executor(image, steps.reshape(-1)) is None
+    assert np.array_equal(image, expected)
+    with pytest.raises(TypeError, match="image must be uint8, got format 'f'"):
+        _executor(np.zeros((2, 2, 3), np.float32), steps)
+    with pytest.raises(ValueError, match=r"image must have shape \(H, W, 1 or 3\), got \(2, 2, 4\)"):
+        _executor(np.zeros((2, 2, 4), np.uint8), steps)
+    with pytest.raises(ValueError, match="image must have shape .*got 2 dimensions"):
+        _executor(np.zeros((2, 2), np.uint8), steps)
+    with pytest.raises(ValueError, match="image must be writable"):
+        frozen = np.zeros((2, 2, 3), np.uint8)
+        frozen.flags.writeable = False
+        _executor(frozen, steps)
+    with pytest.raises(ValueError, match="image must be C-contiguous"):
+        _executor(np.zeros((2, 4, 3), np.uint8)[:, ::2], steps)
+    with pytest.raises(TypeError, match="steps must be float64, got format 'f'"):
+        _executor(np.zeros((2, 2, 3), np.uint8), steps.astype(np.float32))
+    with pytest.raises(ValueError, match="steps must hold rows of 12 float64"):
+        _executor(np.zeros((2, 2, 3), np.uint8), np.zeros((2, 6)))
+    with pytest.raises(TypeError, match="image must be a uint8 array"):
+        _executor([[0]], steps)

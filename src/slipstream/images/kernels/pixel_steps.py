@@ -33,9 +33,10 @@ Opcodes and their parameters (columns 1..):
 15    ERASE         top, left, height, width, value per channel (3 values, 0..255)
 ====  ============  ==========================================================================
 
-A step whose parameters cannot apply (a blur kernel wider than the image allows, an odd ROT90 of
-a non-square image, an unknown opcode) raises ``ValueError`` naming the step; the image may then be
-partly modified.
+A step whose parameters cannot apply (a word that is not finite, a blur kernel wider than the
+image allows, an odd ROT90 of a non-square image, negative POSTERIZE bits, an unknown opcode)
+raises ``ValueError`` naming the step; the image may then be partly modified. Integer parameters
+(opcode, kernel sizes, bits, quarter turns, the erased box) are truncated toward zero.
 """
 
 from __future__ import annotations
@@ -135,8 +136,10 @@ def _sharpness(image: np.ndarray, factor: float) -> np.ndarray:
     return _trunc(out)
 
 
-def _posterize(image: np.ndarray, bits: float) -> np.ndarray:
+def _posterize(image: np.ndarray, bits: float, where: str) -> np.ndarray:
     bits = int(bits)
+    if bits < 0:
+        raise ValueError(f"{where}: posterize keeps 0..8 bits, got {bits}")
     if bits >= 8:
         return image
     return image & np.uint8((((1 << bits) - 1) << (8 - bits)) & 0xFF)
@@ -303,6 +306,9 @@ def run(image: np.ndarray, steps: np.ndarray) -> np.ndarray:
     steps = np.asarray(steps, np.float64).reshape(-1, WORDS)
     current = image
     for number, row in enumerate(steps):
+        if not np.isfinite(row).all():
+            column = int(np.flatnonzero(~np.isfinite(row))[0])
+            raise ValueError(f"pixel step {number}: step words must be finite numbers, got {row[column]} in column {column}")
         code, p = int(row[0]), row[1:]
         where = f"pixel step {number} ({NAMES[code] if 0 <= code < len(NAMES) else code})"
         if code == NONE:
@@ -318,7 +324,7 @@ def run(image: np.ndarray, steps: np.ndarray) -> np.ndarray:
         elif code == SHARPNESS:
             current = _sharpness(current, float(p[0]))
         elif code == POSTERIZE:
-            current = _posterize(current, p[0])
+            current = _posterize(current, p[0], where)
         elif code == SOLARIZE:
             current = _solarize(current, float(p[0]))
         elif code == AUTOCONTRAST:

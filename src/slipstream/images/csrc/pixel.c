@@ -1,0 +1,903 @@
+/* The pixel ops' step programs in C; see pixel.h for the contract and
+ * images/kernels/pixel_steps.py (the reference) for each operation.
+ *
+ * Every float32 operation of the reference is written here as one C float
+ * operation in the same order (FLT_EVAL_METHOD 0 on x86-64 and arm64;
+ * -ffp-contract=off: no fused multiply-add), torch's fused add as
+ * (float)((double)a + (double)alpha * (double)b), truncation to uint8 after
+ * clipping to [0, 255] (NaN to 0, as NumPy's cast gives on these machines),
+ * round half to even by adding and subtracting 2**23 (exact below 2**23,
+ * the default rounding mode). Colour ops that map each value on its own are
+ * a 256-entry table per channel computed with the reference's arithmetic;
+ * the others run row by row over float32 temporaries that the compiler
+ * vectorizes (twice on x86-64: for AVX2 where the CPU has it, and the
+ * baseline; IEEE operations give the same bits in both).
+ */
+#include "pixel.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define INLINE static inline __attribute__((always_inline))
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__APPLE__)
+/* static void name PARAMS: name##_body compiled twice, the AVX2 copy run where ss_resample_avx2() says the CPU has it */
+#define DISPATCHED(name, PARAMS, ARGS)                                           \
+    __attribute__((target("avx2"))) static void name##_avx2 PARAMS { name##_body ARGS; } \
+    static void name##_base PARAMS { name##_body ARGS; }                          \
+    static void name PARAMS                                                       \
+    {                                                                             \
+        if (ss_resample_avx2())                                                   \
+            name##_avx2 ARGS;                                                     \
+        else                                                                      \
+            name##_base ARGS;                                                     \
+    }
+#else
+#define DISPATCHED(name, PARAMS, ARGS) \
+    static void name PARAMS { name##_body ARGS; }
+#endif
+
+enum {
+    NONE, BRIGHTNESS, CONTRAST, SATURATION, HUE, SHARPNESS, POSTERIZE, SOLARIZE, AUTOCONTRAST, EQUALIZE, INVERT,
+    GRAYSCALE, BLUR, AFFINE, ROT90, ERASE, CODES
+};
+static const char *const NAMES[CODES] = {"NONE", "BRIGHTNESS", "CONTRAST", "SATURATION", "HUE", "SHARPNESS",
+                                         "POSTERIZE", "SOLARIZE", "AUTOCONTRAST", "EQUALIZE", "INVERT", "GRAYSCALE",
+                                         "BLUR", "AFFINE", "ROT90", "ERASE"};
+
+#define TWO23 8388608.0f
+
+/* the reference's float32 constants: Python doubles rounded to float32 */
+#define GRAY0 ((float)0.2989)
+#define GRAY1 ((float)0.587)
+#define GRAY2 ((float)0.114)
+
+INLINE float
+fused(float a, float alpha, float b)
+{
+    return (float)((double)a + (double)alpha * (double)b);
+}
+
+/* clip to [0, 255], truncate (NaN: 0) */
+INLINE uint8_t
+trunc8(float x)
+{
+    float c = x > 0.0f ? x : 0.0f;
+    c = c < 255.0f ? c : 255.0f;
+    return (uint8_t)(int32_t)c;
+}
+
+/* clip(rint(x), 0, 255) (NaN: 0) */
+INLINE uint8_t
+round8(float x)
+{
+    float c = x > 0.0f ? x : 0.0f;
+    c = c < 255.0f ? c : 255.0f;
+    return (uint8_t)(int32_t)((c + TWO23) - TWO23);
+}
+
+/* rint (half to even) of any float32 */
+INLINE float
+rint_any(float x)
+{
+    float a = fabsf(x);
+    return a < TWO23 ? copysignf((a + TWO23) - TWO23, x) : x;
+}
+
+INLINE float
+floor_any(float x)
+{
+    float r = rint_any(x);
+    return r > x ? r - 1.0f : r;
+}
+
+INLINE float
+gray_of(float r, float g, float b)
+{
+    return fused(fused(r * GRAY0, GRAY1, g), GRAY2, b);
+}
+
+/* ------------------------------------------------------------------ scratch */
+
+static void *
+need(ss_scratch *scratch, size_t bytes)
+{
+    void *block;
+    if (scratch->size >= bytes && scratch->block != NULL)
+        return scratch->block;
+    block = malloc(bytes < 64 ? 64 : bytes);
+    if (block == NULL)
+        return NULL;
+    free(scratch->block);
+    scratch->block = block;
+    scratch->size = bytes < 64 ? 64 : bytes;
+    return block;
+}
+
+static size_t
+up64(size_t n)
+{
+    return (n + 63) & ~(size_t)63;
+}
+
+/* ------------------------------------------------------------------ tables */
+
+/* p[i] = lut[c][p[i]] (c the channel of element i; `shared`: one table for every channel) */
+static void
+apply_lut(uint8_t *p, size_t pixels, int channels, const uint8_t lut[3][256], int shared)
+{
+    size_t i;
+    if (channels == 1 || shared) {
+        const uint8_t *t = lut[0];
+        size_t n = pixels * (size_t)channels;
+        for (i = 0; i < n; i++)
+            p[i] = t[p[i]];
+        return;
+    }
+    for (i = 0; i < pixels; i++, p += 3) {
+        p[0] = lut[0][p[0]];
+        p[1] = lut[1][p[1]];
+        p[2] = lut[2][p[2]];
+    }
+}
+
+/* ------------------------------------------------------------------ grayscale-based colour ops */
+
+/* the sum of the floored luma of each pixel (3 channels) */
+INLINE int64_t
+gray_sum_body(const uint8_t *p, size_t pixels)
+{
+    int64_t total = 0;
+    size_t i = 0;
+    while (i < pixels) {
+        size_t stop = pixels - i > 65536 ? i + 65536 : pixels;  /* int32 partial sums: 65536 * 255 fits */
+        int32_t part = 0;
+        for (; i < stop; i++) {
+            float g = gray_of((float)p[3 * i], (float)p[3 * i + 1], (float)p[3 * i + 2]);
+            part += (int32_t)g;  /* g >= 0: truncation is the floor */
+        }
+        total += part;
+    }
+    return total;
+}
+
+static int64_t
+gray_sum_base(const uint8_t *p, size_t pixels)
+{
+    return gray_sum_body(p, pixels);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__APPLE__)
+__attribute__((target("avx2"))) static int64_t
+gray_sum_avx2(const uint8_t *p, size_t pixels)
+{
+    return gray_sum_body(p, pixels);
+}
+#endif
+
+static int64_t
+gray_sum(const uint8_t *p, size_t pixels)
+{
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__APPLE__)
+    if (ss_resample_avx2())
+        return gray_sum_avx2(p, pixels);
+#endif
+    return gray_sum_base(p, pixels);
+}
+
+INLINE void
+saturation_body(uint8_t *p, size_t pixels, float factor, float alpha)
+{
+    size_t i;
+    for (i = 0; i < pixels; i++) {
+        float r = (float)p[3 * i], g = (float)p[3 * i + 1], b = (float)p[3 * i + 2];
+        float other = (float)(int32_t)gray_of(r, g, b);
+        p[3 * i] = trunc8(fused(r * factor, alpha, other));
+        p[3 * i + 1] = trunc8(fused(g * factor, alpha, other));
+        p[3 * i + 2] = trunc8(fused(b * factor, alpha, other));
+    }
+}
+DISPATCHED(saturation, (uint8_t * p, size_t pixels, float factor, float alpha), (p, pixels, factor, alpha))
+
+INLINE void
+grayscale_body(uint8_t *p, size_t pixels)
+{
+    size_t i;
+    for (i = 0; i < pixels; i++) {
+        uint8_t t = trunc8(gray_of((float)p[3 * i], (float)p[3 * i + 1], (float)p[3 * i + 2]));
+        p[3 * i] = t;
+        p[3 * i + 1] = t;
+        p[3 * i + 2] = t;
+    }
+}
+DISPATCHED(grayscale, (uint8_t * p, size_t pixels), (p, pixels))
+
+/* ------------------------------------------------------------------ hue */
+
+INLINE float
+clip01(float x)
+{
+    float c = x < 0.0f ? 0.0f : x;
+    return c > 1.0f ? 1.0f : c;
+}
+
+/* np.mod(a, 1) in float32 (npy_divmodf's remainder) */
+INLINE float
+mod1(float a)
+{
+    float m = fmodf(a, 1.0f);
+    if (m != 0.0f) {
+        if (m < 0.0f)
+            m += 1.0f;
+    } else {
+        m = 0.0f;
+    }
+    return m;
+}
+
+static void
+hue(uint8_t *p, size_t pixels, float shift)
+{
+    const float inv255 = (float)(1.0 / 255), sixth = (float)(1.0 / 6), top = (float)255.999;
+    size_t i;
+    for (i = 0; i < pixels; i++, p += 3) {
+        float r = (float)p[0] * inv255, g = (float)p[1] * inv255, b = (float)p[2] * inv255;
+        float maxc = r > g ? r : g, minc = r < g ? r : g;
+        maxc = maxc > b ? maxc : b;
+        minc = minc < b ? minc : b;
+        int equal = maxc == minc;
+        float spread = maxc - minc;
+        float s = spread / (equal ? 1.0f : maxc);
+        float divisor = equal ? 1.0f : spread;
+        float rc = (maxc - r) / divisor, gc = (maxc - g) / divisor, bc = (maxc - b) / divisor;
+        float hr = maxc == r ? bc - gc : 0.0f;
+        float hg = (maxc == g && maxc != r) ? (2.0f + rc) - bc : 0.0f;
+        float hb = (maxc != g && maxc != r) ? (4.0f + gc) - rc : 0.0f;
+        float h = fmodf(((hr + hg) + hb) * sixth + 1.0f, 1.0f);
+        h = mod1(h + shift);
+        float h6 = h * 6.0f;
+        float sector = floorf(h6);
+        float frac = h6 - sector;
+        int k = (int)sector % 6;
+        float v = maxc;
+        float pv = clip01((1.0f - s) * v);
+        float qv = clip01((1.0f - s * frac) * v);
+        float tv = clip01((s * frac + (1.0f - s)) * v);
+        float vpqt[4] = {v, pv, qv, tv};
+        static const int pick[3][6] = {{0, 2, 1, 1, 3, 0}, {3, 0, 0, 2, 1, 1}, {1, 1, 3, 0, 0, 2}};
+        if (k < 0)
+            k += 6;
+        p[0] = (uint8_t)(int32_t)(vpqt[pick[0][k]] * top);
+        p[1] = (uint8_t)(int32_t)(vpqt[pick[1][k]] * top);
+        p[2] = (uint8_t)(int32_t)(vpqt[pick[2][k]] * top);
+    }
+}
+
+/* ------------------------------------------------------------------ sharpness */
+
+INLINE void
+to_float(const uint8_t *src, float *dst, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        dst[i] = (float)src[i];
+}
+
+/* row y's interior from the float rows above (a), at (b) and below (c) it */
+INLINE void
+sharpen_row_body(const float *a, const float *b, const float *c, uint8_t *out, size_t from, size_t to, size_t step,
+                 float alpha)
+{
+    const float side = (float)(1.0 / 13), middle = (float)(5.0 / 13);
+    size_t i;
+    for (i = from; i < to; i++) {
+        float s = a[i - step] * side;
+        s += a[i] * side;
+        s += a[i + step] * side;
+        s += b[i - step] * side;
+        s += b[i] * middle;
+        s += b[i + step] * side;
+        s += c[i - step] * side;
+        s += c[i] * side;
+        s += c[i + step] * side;
+        s = (s + TWO23) - TWO23;  /* s >= 0 */
+        out[i] = trunc8(fused(b[i], alpha, s - b[i]));
+    }
+}
+DISPATCHED(sharpen_row, (const float *a, const float *b, const float *c, uint8_t *out, size_t from, size_t to, size_t step, float alpha),
+           (a, b, c, out, from, to, step, alpha))
+
+static int
+sharpness(uint8_t *image, int height, int width, int channels, double factor, ss_scratch *scratch)
+{
+    size_t row = (size_t)width * (size_t)channels, step = (size_t)channels;
+    float *rows[3], *t;
+    char *block;
+    int y;
+    if (height <= 2 || width <= 2)
+        return 0;
+    block = (char *)need(scratch, 3 * up64(row * sizeof(float)));
+    if (block == NULL)
+        return -2;
+    rows[0] = (float *)block;
+    rows[1] = (float *)(block + up64(row * sizeof(float)));
+    rows[2] = (float *)(block + 2 * up64(row * sizeof(float)));
+    to_float(image, rows[0], row);
+    to_float(image + row, rows[1], row);
+    for (y = 1; y < height - 1; y++) {
+        to_float(image + (size_t)(y + 1) * row, rows[2], row);  /* not written yet */
+        sharpen_row(rows[0], rows[1], rows[2], image + (size_t)y * row, step, row - step, step, (float)(1.0 - factor));
+        t = rows[0];
+        rows[0] = rows[1];
+        rows[1] = rows[2];
+        rows[2] = t;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ per-channel tables */
+
+static void
+autocontrast(uint8_t *image, size_t pixels, int channels)
+{
+    uint8_t lut[3][256], lo[3] = {255, 255, 255}, hi[3] = {0, 0, 0};
+    int c, v;
+    size_t i;
+    if (channels == 1) {
+        for (i = 0; i < pixels; i++) {
+            lo[0] = image[i] < lo[0] ? image[i] : lo[0];
+            hi[0] = image[i] > hi[0] ? image[i] : hi[0];
+        }
+    } else {
+        for (i = 0; i < 3 * pixels; i += 3)
+            for (c = 0; c < 3; c++) {
+                lo[c] = image[i + c] < lo[c] ? image[i + c] : lo[c];
+                hi[c] = image[i + c] > hi[c] ? image[i + c] : hi[c];
+            }
+    }
+    for (c = 0; c < channels; c++) {
+        {
+            float flo = (float)lo[c], fhi = (float)hi[c];
+            int flat = fhi == flo;
+            float scale = flat ? 1.0f : (fhi - flo) * (float)(1.0 / 255);
+            float base = flat ? 0.0f : flo;
+            for (v = 0; v < 256; v++)
+                lut[c][v] = trunc8(((float)v - base) / scale);
+        }
+    }
+    apply_lut(image, pixels, channels, (const uint8_t(*)[256])lut, 0);
+}
+
+static void
+equalize(uint8_t *image, size_t pixels, int channels)
+{
+    uint8_t lut[3][256];
+    int c, v;
+    for (c = 0; c < channels; c++) {
+        int64_t hist[256], cum = 0, last, step;
+        size_t i;
+        memset(hist, 0, sizeof(hist));
+        for (i = (size_t)c; i < pixels * (size_t)channels; i += (size_t)channels)
+            hist[image[i]]++;
+        for (last = 255; last > 0 && hist[last] == 0; last--)
+            ;
+        step = ((int64_t)pixels - hist[last]) / 255;
+        if (step == 0) {
+            for (v = 0; v < 256; v++)
+                lut[c][v] = (uint8_t)v;
+            continue;
+        }
+        lut[c][0] = 0;
+        for (v = 1; v < 256; v++) {
+            int64_t q;
+            cum += hist[v - 1];
+            q = (cum + step / 2) / step;
+            lut[c][v] = (uint8_t)(q < 255 ? q : 255);
+        }
+    }
+    apply_lut(image, pixels, channels, (const uint8_t(*)[256])lut, 0);
+}
+
+/* ------------------------------------------------------------------ blur */
+
+/* e**y for y <= 0 with IEEE additions and multiplications only (the reference's _exp_negative) */
+static double
+exp_negative(double y)
+{
+    int exponent, halvings, j, k;
+    double z, total;
+    (void)frexp(y, &exponent);
+    halvings = exponent + 4 > 0 ? exponent + 4 : 0;
+    z = ldexp(y, -halvings);
+    total = z * (1.0 / 9) + 1.0;
+    for (k = 8; k >= 1; k--) {
+        total = total * z;
+        total = total * (1.0 / k);
+        total = total + 1.0;
+    }
+    for (j = 0; j < halvings; j++)
+        total = total * total;
+    return total;
+}
+
+/* the reference's blur_weights(size, sigma), size >= 1, through `e` (size doubles) */
+static void
+blur_weights(int size, double sigma, double *e, float *w)
+{
+    int center = (size - 1) / 2, i;
+    double total = 0.0;
+    for (i = 0; i < size; i++) {
+        double d = (double)i - (double)center;
+        e[i] = exp_negative(-(d * d) / (2.0 * sigma * sigma));
+    }
+    for (i = 0; i < size; i++)
+        total += e[i];
+    for (i = 0; i < size; i++)
+        w[i] = (float)(e[i] / total);
+}
+
+INLINE int
+reflect(int index, int n)
+{
+    index = index < 0 ? -index : index;
+    return index >= n ? 2 * (n - 1) - index : index;
+}
+
+/* acc[i] = sum over k of pad[k * step + i] * w[k], in tap order */
+INLINE void
+taps_body(const float *pad, size_t step, const float *w, int taps, float *acc, size_t n)
+{
+    size_t i;
+    int k;
+    for (i = 0; i < n; i++)
+        acc[i] = pad[i] * w[0];
+    for (k = 1; k < taps; k++) {
+        const float *src = pad + (size_t)k * step;
+        float wk = w[k];
+        for (i = 0; i < n; i++)
+            acc[i] += src[i] * wk;
+    }
+}
+DISPATCHED(taps, (const float *pad, size_t step, const float *w, int taps, float *acc, size_t n), (pad, step, w, taps, acc, n))
+
+/* acc[i] += src[i] * w over rows */
+INLINE void
+add_row_body(const float *src, float w, float *acc, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        acc[i] += src[i] * w;
+}
+DISPATCHED(add_row, (const float *src, float w, float *acc, size_t n), (src, w, acc, n))
+
+INLINE void
+first_row_body(const float *src, float w, float *acc, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        acc[i] = src[i] * w;
+}
+DISPATCHED(first_row, (const float *src, float w, float *acc, size_t n), (src, w, acc, n))
+
+INLINE void
+round_row_body(const float *acc, uint8_t *out, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        out[i] = round8(acc[i]);
+}
+DISPATCHED(round_row, (const float *acc, uint8_t *out, size_t n), (acc, out, n))
+
+static int
+blur(uint8_t *image, int height, int width, int channels, int kx, int ky, double sx, double sy, ss_scratch *scratch)
+{
+    size_t row = (size_t)width * (size_t)channels, plane = row * (size_t)height, cols, at = 0;
+    size_t o_across, o_pad, o_acc, o_e, o_wx, o_wy;
+    int rx = kx / 2, ry = ky / 2, y, j, c, k;
+    char *block;
+    float *across, *pad, *acc, *wx, *wy;
+    double *e;
+    if (kx <= 0 || ky <= 0) {  /* no taps one way: the reference sums nothing */
+        memset(image, 0, plane);
+        return 0;
+    }
+    cols = (size_t)width + (size_t)kx - 1;
+    o_across = at, at += up64(plane * sizeof(float));
+    o_pad = at, at += up64(cols * (size_t)channels * sizeof(float));
+    o_acc = at, at += up64(row * sizeof(float));
+    o_e = at, at += up64((size_t)(kx > ky ? kx : ky) * sizeof(double));
+    o_wx = at, at += up64((size_t)kx * sizeof(float));
+    o_wy = at, at += up64((size_t)ky * sizeof(float));
+    block = (char *)need(scratch, at);
+    if (block == NULL)
+        return -2;
+    across = (float *)(block + o_across);
+    pad = (float *)(block + o_pad);
+    acc = (float *)(block + o_acc);
+    e = (double *)(block + o_e);
+    wx = (float *)(block + o_wx);
+    wy = (float *)(block + o_wy);
+    blur_weights(kx, sx, e, wx);
+    blur_weights(ky, sy, e, wy);
+    for (y = 0; y < height; y++) {
+        const uint8_t *src = image + (size_t)y * row;
+        for (j = 0; j < (int)cols; j++) {
+            const uint8_t *px = src + (size_t)reflect(j - rx, width) * (size_t)channels;
+            for (c = 0; c < channels; c++)
+                pad[(size_t)j * (size_t)channels + (size_t)c] = (float)px[c];
+        }
+        taps(pad, (size_t)channels, wx, kx, across + (size_t)y * row, row);
+    }
+    for (y = 0; y < height; y++) {
+        first_row(across + (size_t)reflect(y - ry, height) * row, wy[0], acc, row);
+        for (k = 1; k < ky; k++)
+            add_row(across + (size_t)reflect(y + k - ry, height) * row, wy[k], acc, row);
+        round_row(acc, image + (size_t)y * row, row);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ affine */
+
+typedef struct {
+    float a0, a1, a2, b0, b1, b2, fw, fh;
+} grid;
+
+/* source coordinates (ix, iy) of output row y (the reference's source_coordinates) */
+INLINE void
+grid_row_body(const grid *g, const float *xs, float ys, int width, float *ix, float *iy)
+{
+    int x;
+    for (x = 0; x < width; x++) {
+        float gx = (xs[x] * g->a0 + ys * g->a1) + g->a2;
+        float gy = (xs[x] * g->b0 + ys * g->b1) + g->b2;
+        ix[x] = ((gx + 1.0f) * g->fw - 1.0f) / 2.0f;
+        iy[x] = ((gy + 1.0f) * g->fh - 1.0f) / 2.0f;
+    }
+}
+
+/* nearest: the source index of each output pixel of the row (pixel offset), or -1 outside */
+INLINE void
+nearest_row_body(const grid *g, const float *xs, float ys, int width, int height, float *ix, float *iy, int32_t *index)
+{
+    int x;
+    float fw = (float)width, fh = (float)height;
+    grid_row_body(g, xs, ys, width, ix, iy);
+    for (x = 0; x < width; x++) {
+        float u = rint_any(ix[x]), v = rint_any(iy[x]);
+        int inside = u >= 0.0f && u < fw && v >= 0.0f && v < fh;
+        index[x] = inside ? (int32_t)v * width + (int32_t)u : -1;
+    }
+}
+DISPATCHED(nearest_row, (const grid *g, const float *xs, float ys, int width, int height, float *ix, float *iy, int32_t *index),
+           (g, xs, ys, width, height, ix, iy, index))
+
+INLINE void
+bilinear_row_body(const grid *g, const float *xs, float ys, int width, int height, const uint8_t *src, int channels,
+                  int filled, const float *fill, float *ix, float *iy, uint8_t *out)
+{
+    int x, c;
+    float fw = (float)width, fh = (float)height;
+    grid_row_body(g, xs, ys, width, ix, iy);
+    for (x = 0; x < width; x++) {
+        float x0 = floor_any(ix[x]), y0 = floor_any(iy[x]);
+        float wx = ix[x] - x0;
+        float ex = 1.0f - wx;
+        float ny = iy[x] - y0;
+        float sy = 1.0f - ny;
+        float weight[4] = {sy * ex, sy * wx, ny * ex, ny * wx};
+        float acc[3] = {0.0f, 0.0f, 0.0f}, mask = 0.0f;
+        int t;
+        for (t = 0; t < 4; t++) {
+            float xx = x0 + (float)(t & 1), yy = y0 + (float)(t >> 1);
+            int ok = xx >= 0.0f && xx < fw && yy >= 0.0f && yy < fh;
+            const uint8_t *px = ok ? src + ((size_t)(int32_t)yy * (size_t)width + (size_t)(int32_t)xx) * (size_t)channels : NULL;
+            for (c = 0; c < channels; c++)
+                acc[c] += (ok ? (float)px[c] : 0.0f) * weight[t];
+            mask += ok ? weight[t] : 0.0f;
+        }
+        for (c = 0; c < channels; c++) {
+            float value = filled ? (acc[c] - fill[c]) * mask + fill[c] : acc[c];
+            out[(size_t)x * (size_t)channels + (size_t)c] = round8(value);
+        }
+    }
+}
+DISPATCHED(bilinear_row,
+           (const grid *g, const float *xs, float ys, int width, int height, const uint8_t *src, int channels, int filled,
+            const float *fill, float *ix, float *iy, uint8_t *out),
+           (g, xs, ys, width, height, src, channels, filled, fill, ix, iy, out))
+
+static int
+affine(uint8_t *image, int height, int width, int channels, const double *p, ss_scratch *scratch)
+{
+    size_t row = (size_t)width * (size_t)channels, plane = row * (size_t)height, at = 0;
+    size_t o_src, o_xs, o_ix, o_iy, o_index;
+    float m[6], half_w = (float)(0.5 * width), half_h = (float)(0.5 * height), fill[3];
+    int bilinear = p[6] != 0, filled = p[7] != 0, x, y, c;
+    grid g;
+    char *block;
+    uint8_t *src;
+    float *xs, *ix, *iy;
+    int32_t *index;
+    for (c = 0; c < 6; c++)
+        m[c] = (float)p[c];
+    for (c = 0; c < channels; c++)
+        fill[c] = (float)p[8 + c];
+    g.a0 = m[0] / half_w, g.a1 = m[1] / half_w, g.a2 = m[2] / half_w;
+    g.b0 = m[3] / half_h, g.b1 = m[4] / half_h, g.b2 = m[5] / half_h;
+    g.fw = (float)width, g.fh = (float)height;
+    o_src = at, at += up64(plane);
+    o_xs = at, at += up64((size_t)width * sizeof(float));
+    o_ix = at, at += up64((size_t)width * sizeof(float));
+    o_iy = at, at += up64((size_t)width * sizeof(float));
+    o_index = at, at += up64((size_t)width * sizeof(int32_t));
+    block = (char *)need(scratch, at);
+    if (block == NULL)
+        return -2;
+    src = (uint8_t *)(block + o_src);
+    xs = (float *)(block + o_xs);
+    ix = (float *)(block + o_ix);
+    iy = (float *)(block + o_iy);
+    index = (int32_t *)(block + o_index);
+    memcpy(src, image, plane);
+    for (x = 0; x < width; x++)
+        xs[x] = (float)((double)x - (double)(width - 1) * 0.5);
+    if (!bilinear) {
+        uint8_t outside[3] = {0, 0, 0};
+        if (filled)
+            for (c = 0; c < channels; c++)
+                outside[c] = round8(fill[c]);
+        for (y = 0; y < height; y++) {
+            uint8_t *out = image + (size_t)y * row;
+            nearest_row(&g, xs, (float)((double)y - (double)(height - 1) * 0.5), width, height, ix, iy, index);
+            if (channels == 3) {
+                for (x = 0; x < width; x++, out += 3) {
+                    const uint8_t *px = index[x] >= 0 ? src + (size_t)index[x] * 3 : outside;
+                    out[0] = px[0];
+                    out[1] = px[1];
+                    out[2] = px[2];
+                }
+            } else {
+                for (x = 0; x < width; x++)
+                    out[x] = index[x] >= 0 ? src[index[x]] : outside[0];
+            }
+        }
+        return 0;
+    }
+    for (y = 0; y < height; y++)
+        bilinear_row(&g, xs, (float)((double)y - (double)(height - 1) * 0.5), width, height, src, channels, filled, fill,
+                     ix, iy, image + (size_t)y * row);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ rot90, erase */
+
+static int
+rot90(uint8_t *image, int height, int width, int channels, int k, ss_scratch *scratch)
+{
+    size_t plane = (size_t)height * (size_t)width * (size_t)channels, C = (size_t)channels;
+    uint8_t *src;
+    int i, j, c;
+    if (k == 0)
+        return 0;
+    src = (uint8_t *)need(scratch, plane);
+    if (src == NULL)
+        return -2;
+    memcpy(src, image, plane);
+    /* out[i][j] = m[j][W-1-i] (k 1), m[H-1-i][W-1-j] (k 2), m[H-1-j][i] (k 3); k odd: H == W */
+    for (i = 0; i < height; i++) {
+        uint8_t *out = image + (size_t)i * (size_t)width * C;
+        for (j = 0; j < width; j++) {
+            size_t from;
+            if (k == 1)
+                from = ((size_t)j * (size_t)width + (size_t)(width - 1 - i)) * C;
+            else if (k == 2)
+                from = ((size_t)(height - 1 - i) * (size_t)width + (size_t)(width - 1 - j)) * C;
+            else
+                from = ((size_t)(height - 1 - j) * (size_t)width + (size_t)i) * C;
+            for (c = 0; c < channels; c++)
+                out[(size_t)j * C + (size_t)c] = src[from + (size_t)c];
+        }
+    }
+    return 0;
+}
+
+/* Python's slice(start, stop).indices(n) for step 1, on whole numbers held as doubles */
+static void
+slice_of(double start, double stop, int n, int *from, int *to)
+{
+    if (start < 0) {
+        start += n;
+        if (start < 0)
+            start = 0;
+    } else if (start > n) {
+        start = n;
+    }
+    if (stop < 0) {
+        stop += n;
+        if (stop < 0)
+            stop = 0;
+    } else if (stop > n) {
+        stop = n;
+    }
+    *from = (int)start;
+    *to = stop > start ? (int)stop : (int)start;
+}
+
+/* float64 to uint8 as NumPy's cast gives on these machines (the low byte of the int64; 0 past its range) */
+static uint8_t
+byte_of(double v)
+{
+    return fabs(v) < 9.2e18 ? (uint8_t)(int64_t)v : 0;
+}
+
+static void
+erase(uint8_t *image, int height, int width, int channels, const double *p)
+{
+    double top = trunc(p[0]), left = trunc(p[1]), h = trunc(p[2]), w = trunc(p[3]);
+    int r0, r1, c0, c1, y, x, c;
+    uint8_t values[3];
+    for (c = 0; c < channels; c++)
+        values[c] = byte_of(p[4 + c]);
+    slice_of(top, top + h, height, &r0, &r1);
+    slice_of(left, left + w, width, &c0, &c1);
+    for (y = r0; y < r1; y++) {
+        uint8_t *out = image + ((size_t)y * (size_t)width + (size_t)c0) * (size_t)channels;
+        for (x = c0; x < c1; x++)
+            for (c = 0; c < channels; c++)
+                *out++ = values[c];
+    }
+}
+
+/* ------------------------------------------------------------------ the program */
+
+static void
+where_of(char *where, size_t size, int number, double code)
+{
+    if (code >= 0 && code < CODES)
+        snprintf(where, size, "pixel step %d (%s)", number, NAMES[(int)code]);
+    else
+        snprintf(where, size, "pixel step %d (%.0f)", number, code);
+}
+
+int
+ss_pixel_steps(uint8_t *image, int height, int width, int channels, const double *steps, int count,
+               ss_scratch *scratch, char *msg, size_t msg_size)
+{
+    size_t pixels = (size_t)height * (size_t)width;
+    char where[420];
+    int number, col, rc = 0;
+    if (msg_size)
+        msg[0] = '\0';
+    for (number = 0; number < count && rc == 0; number++) {
+        const double *row = steps + (size_t)number * SS_PIXEL_WORDS, *p = row + 1;
+        double code;
+        uint8_t lut[3][256];
+        int v;
+        for (col = 0; col < SS_PIXEL_WORDS; col++)
+            if (!isfinite(row[col])) {
+                snprintf(msg, msg_size, "pixel step %d: step words must be finite numbers, got %s in column %d", number,
+                         isnan(row[col]) ? "nan" : row[col] > 0 ? "inf" : "-inf", col);
+                return -1;
+            }
+        code = trunc(row[0]);
+        where_of(where, sizeof(where), number, code);
+        if (!(code >= 0 && code < CODES)) {
+            snprintf(msg, msg_size, "%s: unknown opcode %.0f (expected 0..%d)", where, code, CODES - 1);
+            return -1;
+        }
+        switch ((int)code) {
+        case NONE:
+            break;
+        case BRIGHTNESS: {
+            float f = (float)p[0];
+            for (v = 0; v < 256; v++)
+                lut[0][v] = trunc8((float)v * f);
+            apply_lut(image, pixels, channels, (const uint8_t(*)[256])lut, 1);
+            break;
+        }
+        case CONTRAST: {
+            float f = (float)p[0], alpha = (float)(1.0 - p[0]), mean;
+            int64_t total = 0;
+            if (channels == 3) {
+                total = gray_sum(image, pixels);
+            } else {
+                size_t i;
+                for (i = 0; i < pixels; i++)
+                    total += image[i];
+            }
+            mean = (float)((double)total / (double)pixels);
+            for (v = 0; v < 256; v++)
+                lut[0][v] = trunc8(fused((float)v * f, alpha, mean));
+            apply_lut(image, pixels, channels, (const uint8_t(*)[256])lut, 1);
+            break;
+        }
+        case SATURATION:
+            if (channels == 3)
+                saturation(image, pixels, (float)p[0], (float)(1.0 - p[0]));
+            break;
+        case HUE:
+            if (channels == 3)
+                hue(image, pixels, (float)p[0]);
+            break;
+        case SHARPNESS:
+            rc = sharpness(image, height, width, channels, p[0], scratch);
+            break;
+        case POSTERIZE: {
+            double bits = trunc(p[0]);
+            uint8_t mask;
+            size_t i, n = pixels * (size_t)channels;
+            if (bits < 0) {
+                snprintf(msg, msg_size, "%s: posterize keeps 0..8 bits, got %.0f", where, bits);
+                return -1;
+            }
+            if (bits >= 8)
+                break;
+            mask = (uint8_t)((((1u << (int)bits) - 1u) << (8 - (int)bits)) & 0xFFu);
+            for (i = 0; i < n; i++)
+                image[i] &= mask;
+            break;
+        }
+        case SOLARIZE: {
+            float threshold = (float)p[0];
+            for (v = 0; v < 256; v++)
+                lut[0][v] = (float)v >= threshold ? (uint8_t)(255 - v) : (uint8_t)v;
+            apply_lut(image, pixels, channels, (const uint8_t(*)[256])lut, 1);
+            break;
+        }
+        case AUTOCONTRAST:
+            autocontrast(image, pixels, channels);
+            break;
+        case EQUALIZE:
+            equalize(image, pixels, channels);
+            break;
+        case INVERT: {
+            size_t i, n = pixels * (size_t)channels;
+            for (i = 0; i < n; i++)
+                image[i] = (uint8_t)(255 - image[i]);
+            break;
+        }
+        case GRAYSCALE:
+            if (channels == 3)
+                grayscale(image, pixels);
+            break;
+        case BLUR: {
+            double kx = trunc(p[0]), ky = trunc(p[1]);
+            if (floor(kx / 2) >= width || floor(ky / 2) >= height) {
+                snprintf(msg, msg_size,
+                         "%s: a %.0fx%.0f blur kernel needs an image wider than %.0f and taller than %.0f pixels "
+                         "(reflect padding), got %dx%d",
+                         where, kx, ky, floor(kx / 2), floor(ky / 2), height, width);
+                return -1;
+            }
+            rc = blur(image, height, width, channels, kx < 0 ? 0 : (int)kx, ky < 0 ? 0 : (int)ky, p[2], p[3], scratch);
+            break;
+        }
+        case AFFINE:
+            rc = affine(image, height, width, channels, p, scratch);
+            break;
+        case ROT90: {
+            double k = fmod(trunc(p[0]), 4.0);
+            int quarter;
+            if (k < 0)
+                k += 4.0;
+            quarter = (int)k;
+            if (quarter % 2 && height != width) {
+                snprintf(msg, msg_size, "%s: a quarter turn keeps the size of square images only, got %dx%d", where,
+                         height, width);
+                return -1;
+            }
+            rc = rot90(image, height, width, channels, quarter, scratch);
+            break;
+        }
+        case ERASE:
+            erase(image, height, width, channels, p);
+            break;
+        }
+    }
+    if (rc == -2)
+        snprintf(msg, msg_size, "out of memory");
+    return rc;
+}
