@@ -151,7 +151,7 @@ read_header(PyObject *self, PyObject *args, PyObject *kwargs)
 PyDoc_STRVAR(run_task_doc,
 "run_task(addrs, sizes, codecs, shapes, factors, regions, edges, flips, marks,\n"
 "         rows, out, row_bytes, out_h, out_w, channels, chw, dtype, lut,\n"
-"         box_filter, fast, start) -> (stop, message)\n"
+"         box_filter, fast, start, *, steps=None) -> (stop, message)\n"
 "\n"
 "Private: images/imagetasks.py's one call per chunk of a batch (csrc/task.h). The\n"
 "per-sample arguments are C-contiguous buffers of n entries: uint64 addresses\n"
@@ -162,7 +162,10 @@ PyDoc_STRVAR(run_task_doc,
 "at rows[i] * row_bytes; dtype 0 uint8, 1 float32, 2 float16 (through `lut`, C x 256\n"
 "float32 or uint16 bits). Runs samples start.. without the GIL and returns\n"
 "the position it stopped at (n when all are done) and why, and the seconds\n"
-"it spent decoding, and resampling and writing.");
+"it spent decoding, and resampling and writing. `steps`: the pixel ops' steps\n"
+"of each sample, C-contiguous float64 (n, S, 12) (csrc/pixel.h), run on its\n"
+"uint8 pixels before they are laid out (a step that cannot apply stops there,\n"
+"with its ValueError's text as the message).");
 
 static int
 task_buffer(Py_buffer *view, Py_ssize_t n, Py_ssize_t itemsize, Py_ssize_t per, const char *name)
@@ -174,22 +177,38 @@ task_buffer(Py_buffer *view, Py_ssize_t n, Py_ssize_t itemsize, Py_ssize_t per, 
     return 0;
 }
 
+static Py_ssize_t steps_view(PyObject *obj, Py_buffer *view, const char *name);
+
 static PyObject *
-run_task(PyObject *self, PyObject *args)
+run_task(PyObject *self, PyObject *args, PyObject *kwargs)
 {
+    static char *kwlist[] = {"", "", "", "", "", "", "", "", "", "", "", "", "", "", "", "", "", "", "", "", "", "steps", NULL};
     Py_buffer addrs = {0}, sizes = {0}, codecs = {0}, shapes = {0}, factors = {0}, regions = {0};
-    Py_buffer edges = {0}, flips = {0}, marks = {0}, rows = {0}, out = {0}, lut = {0};
+    Py_buffer edges = {0}, flips = {0}, marks = {0}, rows = {0}, out = {0}, lut = {0}, steps = {0};
+    PyObject *steps_obj = Py_None;
     Py_ssize_t n, row_bytes, start, i;
     ss_task task;
     int stop = 0, ok = 0;
 
     (void)self;
     memset(&task, 0, sizeof(task));
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*w*y*w*niiiiiy*iin", &addrs, &sizes, &codecs, &shapes, &factors,
-                          &regions, &edges, &flips, &marks, &rows, &out, &row_bytes, &task.out_h, &task.out_w,
-                          &task.channels, &task.chw, &task.dtype, &lut, &task.box_filter, &task.fast, &start))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*y*y*y*y*y*y*y*w*y*w*niiiiiy*iin|$O", kwlist, &addrs, &sizes, &codecs,
+                                     &shapes, &factors, &regions, &edges, &flips, &marks, &rows, &out, &row_bytes, &task.out_h,
+                                     &task.out_w, &task.channels, &task.chw, &task.dtype, &lut, &task.box_filter, &task.fast,
+                                     &start, &steps_obj))
         return NULL;
     n = codecs.len;
+    if (steps_obj != Py_None) {
+        Py_ssize_t count = steps_view(steps_obj, &steps, "steps");
+        if (count < 0)
+            goto done;
+        if (n > 0 && (count % n != 0 || count / n > INT32_MAX)) {
+            PyErr_Format(PyExc_ValueError, "run_task: steps holds %zd steps, not the same number for each of the %zd samples", count, n);
+            goto done;
+        }
+        task.n_steps = n > 0 ? (int)(count / n) : 0;
+        task.steps = (const double *)steps.buf;
+    }
     if (task_buffer(&addrs, n, 8, 1, "addrs") || task_buffer(&sizes, n, 8, 1, "sizes") ||
         task_buffer(&shapes, n, 4, 3, "shapes") || task_buffer(&factors, n, 4, 1, "factors") ||
         task_buffer(&regions, n, 8, 4, "regions") || task_buffer(&edges, n, 4, 4, "edges") ||
@@ -251,6 +270,7 @@ done:
     PyBuffer_Release(&rows);
     PyBuffer_Release(&out);
     PyBuffer_Release(&lut);
+    PyBuffer_Release(&steps);
     if (!ok)
         return NULL;
     return Py_BuildValue("(isdd)", stop, task.msg, task.decode_s, task.resample_s);
@@ -960,8 +980,8 @@ PyDoc_STRVAR(pixel_steps_doc,
 "an opcode and its parameters) in order to `image`, a writable C-contiguous\n"
 "uint8 array (H, W, 1 or 3), in place, without the GIL. `steps` is a\n"
 "C-contiguous float64 array (k, 12) or (k * 12,). The same bits as\n"
-"pixel_steps.run; a step that cannot apply raises its ValueError (the image\n"
-"may then be partly modified).");
+"pixel_steps.run; a step that cannot apply raises its StepError (a ValueError;\n"
+"the image may then be partly modified).");
 
 /* native float64: 'd', optionally with a byte-order prefix that is this machine's */
 static int
@@ -994,6 +1014,18 @@ steps_view(PyObject *obj, Py_buffer *view, const char *name)
         return -1;
     }
     return view->len / (8 * SS_PIXEL_WORDS);
+}
+
+/* Raises kernels.pixel_steps.StepError (a ValueError; ValueError itself when that module does not import) with `msg`. */
+static void
+step_error(const char *msg)
+{
+    PyObject *module = PyImport_ImportModule("slipstream.images.kernels.pixel_steps");
+    PyObject *type = module == NULL ? NULL : PyObject_GetAttrString(module, "StepError");
+    PyErr_Clear();
+    PyErr_SetString(type != NULL && PyType_Check(type) ? type : PyExc_ValueError, msg);
+    Py_XDECREF(type);
+    Py_XDECREF(module);
 }
 
 static PyObject *
@@ -1052,7 +1084,7 @@ pixel_steps(PyObject *self, PyObject *args)
     if (rc == -2)
         PyErr_NoMemory();
     else if (rc != 0)
-        PyErr_SetString(PyExc_ValueError, msg);
+        step_error(msg);
     else
         ok = 1;
 
@@ -1068,7 +1100,7 @@ static PyMethodDef roi_methods[] = {
     {"decode_jpeg", (PyCFunction)(void (*)(void))decode_jpeg, METH_VARARGS | METH_KEYWORDS, decode_jpeg_doc},
     {"encode_jpeg", (PyCFunction)(void (*)(void))encode_jpeg, METH_VARARGS | METH_KEYWORDS, encode_jpeg_doc},
     {"place", place, METH_VARARGS, place_doc},
-    {"run_task", run_task, METH_VARARGS, run_task_doc},
+    {"run_task", (PyCFunction)(void (*)(void))run_task, METH_VARARGS | METH_KEYWORDS, run_task_doc},
     {"pixel_steps", pixel_steps, METH_VARARGS, pixel_steps_doc},
     {"resample", (PyCFunction)(void (*)(void))resample, METH_VARARGS | METH_KEYWORDS, resample_doc},
     {"decode_region", (PyCFunction)(void (*)(void))decode_region,
@@ -1082,6 +1114,8 @@ static int
 roi_exec(PyObject *m)
 {
     if (PyModule_AddIntConstant(m, "RESAMPLE_AVX2", ss_resample_avx2()) < 0)
+        return -1;
+    if (PyModule_AddIntConstant(m, "PIXEL_TASKS", 1) < 0)  /* run_task runs pixel steps (steps=) */
         return -1;
     return PyModule_AddIntConstant(m, "LIBJPEG_TURBO_VERSION_NUMBER", LIBJPEG_TURBO_VERSION_NUMBER);
 }

@@ -16,8 +16,13 @@ other codecs (PNG, QOI), raw pixels of another channel count, outputs of another
 batch's, a window an op cannot place, CMYK or progressive JPEGs with scans missing, a JPEG whose
 stored shape is more than its bytes can encode (no canvas is sized for it: the per-sample path
 refuses it, see ``codecs.check_encoded_size``), and any JPEG the compiled decoder refuses.
-Without the extension (not built, or ``SLIPSTREAM_NO_ROIJPEG=1``) and for pipelines with custom
-ops every sample goes through ``one``: the same batches, slower.
+The pixel ops (``images.pixelops``) compile each sample's steps in Python (``Pipeline.pixel_program``),
+which the compiled call runs on the sample's uint8 pixels before laying them out (``csrc/pixel.c``,
+the NumPy executor's bits); a step that cannot apply (a blur wider than the output) sends its
+sample to ``one``, which raises naming it. Without the extension (not built, or
+``SLIPSTREAM_NO_ROIJPEG=1``), with an extension whose tasks do not run steps (no ``PIXEL_TASKS``),
+for pipelines with custom ops and for a ``Grayscale(1)`` every sample goes through ``one``: the
+same batches, slower.
 """
 
 from __future__ import annotations
@@ -301,12 +306,16 @@ def _compiled(pipeline: Pipeline, table: ImageTable, draws: Draws, target: np.nd
         int(pipeline.filter == "box"),
         int(pipeline.decode.fast),
     )
+    extra: dict[str, Any] = {}
+    if pipeline.pixel:  # each sample's steps, run in C on its uint8 pixels (one it refuses goes to one())
+        program = pipeline.pixel_program(draws, np.full(n, out_h), np.full(n, out_w))
+        extra["steps"] = np.ascontiguousarray(program if len(picked) == n else program[picked], np.float64)
     run = region_decoder().run_task
     start = 0
     written = np.ones(len(picked), bool)  # by the compiled call (not by one())
     try:
         while start < len(picked):
-            stop, _why, decoding, resampling = run(*args, start)
+            stop, _why, decoding, resampling = run(*args, start, **extra)
             timings.add("decode", decoding)
             timings.add("augment", resampling)
             if stop < len(picked):

@@ -32,6 +32,7 @@ from ..core.spec import Spec
 from .image_index import ImageIndex
 from .imageops import WindowError
 from .imagetasks import run_task
+from .kernels.pixel_steps import StepError
 from .pipeline import ImageDecodeError, ImageSource, Pipeline
 
 __all__ = ["MappedFields", "mapfields"]
@@ -114,7 +115,7 @@ class MappedFields:
             if self._packed:
                 raise CorruptFileError(self.data.source_of(index), f"sample {index}, field {name!r}: {exc}") from exc
             raise ValueError(f"sample {index}{origin_note(self.data, index)}, field {name!r}: {exc}: {_DAMAGED_HINT}") from exc
-        except WindowError as exc:  # an op that cannot apply to this image (a crop larger than it)
+        except (WindowError, StepError) as exc:  # an op that cannot apply to this image (a crop larger than it, a blur wider)
             raise ValueError(f"sample {index}{origin_note(self.data, index)}, field {name!r}: {exc}") from exc
         if self._packed:
             self._checked[name][index] = source.checked

@@ -9,16 +9,18 @@
 
 #include <pthread.h>
 
+#include "pixel.h"
 #include "resample.h"
 #include "roi.h"
 
 #define MARGIN 2  /* columns decoded past the band, so chroma upsampling matches a whole decode */
 
 /* Each thread keeps its scratch memory (the canvas a JPEG is decoded into, the
-   resampler's, a row for float outputs) from one task to the next: no
-   allocation, page faults or unmapping per task. Freed when the thread ends. */
+   resampler's, a row for float outputs, the uint8 image pixel steps run on and
+   theirs) from one task to the next: no allocation, page faults or unmapping
+   per task. Freed when the thread ends. */
 typedef struct {
-    ss_scratch canvas, work, result;
+    ss_scratch canvas, work, result, pixels, pixel_work;
 } thread_scratch;
 
 static pthread_key_t scratch_key;
@@ -32,6 +34,8 @@ free_thread_scratch(void *p)
     ss_scratch_free(&s->canvas);
     ss_scratch_free(&s->work);
     ss_scratch_free(&s->result);
+    ss_scratch_free(&s->pixels);
+    ss_scratch_free(&s->pixel_work);
     free(s);
 }
 
@@ -181,6 +185,55 @@ source(ss_task *task, int i, ss_scratch *canvas, const uint8_t **pixels, int *he
     return 0;
 }
 
+/* uint8 HWC `src` as CHW into `dst` */
+static void
+to_chw(const uint8_t *src, size_t plane, int channels, uint8_t *dst)
+{
+    size_t i;
+    int c;
+    if (channels == 1) {
+        memcpy(dst, src, plane);
+        return;
+    }
+    for (c = 0; c < channels; c++)
+        for (i = 0; i < plane; i++)
+            dst[(size_t)c * plane + i] = src[i * (size_t)channels + (size_t)c];
+}
+
+/* Sample i's window resampled into this thread's uint8 HWC image, its pixel steps, then its row. Returns 0,
+   or -1 with task->msg set (a step that cannot apply, or out of memory). */
+static int
+with_steps(ss_task *task, int i, thread_scratch *scratch, const uint8_t *pixels, int height, int width, const float *e,
+           uint8_t *row, size_t res_bytes)
+{
+    size_t plane = (size_t)task->out_h * (size_t)task->out_w;
+    uint8_t *image, *laid;
+    int rc;
+    if (reserve(&scratch->pixels, res_bytes) != 0)
+        return stop_at(task, 0, "out of memory"), -1;
+    image = (uint8_t *)scratch->pixels.block;
+    if (ss_resample(pixels, height, width, task->channels, (size_t)width * (size_t)task->channels, e, task->out_h,
+                    task->out_w, task->box_filter, task->flips[i], 0, image, &scratch->work) != 0)
+        return stop_at(task, 0, "out of memory"), -1;
+    rc = ss_pixel_steps(image, task->out_h, task->out_w, task->channels,
+                        task->steps + (size_t)i * (size_t)task->n_steps * SS_PIXEL_WORDS, task->n_steps,
+                        &scratch->pixel_work, task->msg, sizeof(task->msg));
+    if (rc != 0)
+        return -1;
+    if (!task->chw) {
+        if (task->dtype == SS_U8)
+            memcpy(row, image, res_bytes);
+        else
+            ss_write(image, res_bytes, task->channels, 0, plane, task->dtype, task->lut, row);
+        return 0;
+    }
+    laid = task->dtype == SS_U8 ? row : (uint8_t *)scratch->result.block;
+    to_chw(image, plane, task->channels, laid);
+    if (task->dtype != SS_U8)
+        ss_write(laid, res_bytes, task->channels, 1, plane, task->dtype, task->lut, row);
+    return 0;
+}
+
 int
 ss_run_task(ss_task *task, int start, int stop)
 {
@@ -205,7 +258,11 @@ ss_run_task(ss_task *task, int start, int stop)
             stop_at(task, i, "the window is not inside the image");  /* the caller checked it: a safety net */
             break;
         }
-        {
+        if (task->n_steps > 0) {
+            if (with_steps(task, i, scratch, pixels, height, width, e, task->out + (size_t)task->rows[i] * task->row_bytes,
+                           res_bytes) != 0)
+                break;
+        } else {
             uint8_t *row = task->out + (size_t)task->rows[i] * task->row_bytes;
             uint8_t *res = task->dtype == SS_U8 ? row : (uint8_t *)scratch->result.block;  /* uint8: straight into the row */
             if (ss_resample(pixels, height, width, task->channels, (size_t)width * (size_t)task->channels, e,

@@ -5,13 +5,17 @@
  * bytes (a JPEG, decoded only around its window at a reduced DCT scale by
  * roi_decode) or stored pixels (raw), resampled into the window's output size
  * (ss_resample), mirrored, and written into the sample's row of the batch
- * (ss_write). Every window, scale and decode region is computed by the caller
- * (images/imagetasks.py, in NumPy), so this code only executes them.
+ * (ss_write). With pixel steps (n_steps > 0: the pixel ops' programs, see
+ * pixel.h) the sample is resampled into a per-thread uint8 HWC image, its
+ * steps run on it, and it is then written into its row (laid out, and
+ * normalized through `lut`). Every window, scale, decode region and step is
+ * computed by the caller (images/imagetasks.py), so this code only executes them.
  *
  * It stops at the first sample it does not handle, and returns its position
  * with `msg` saying why: a JPEG that fails to decode, a CMYK/YCCK or
  * progressive-with-scans-missing JPEG, a header that disagrees with the stored
- * shape, raw pixels of another channel count. The caller runs that sample on
+ * shape, raw pixels of another channel count, a pixel step that cannot apply
+ * (`msg` holds its ValueError's text). The caller runs that sample on
  * its own (which raises the error that names it, or decodes it whole), then
  * calls again from the next one.
  */
@@ -36,6 +40,8 @@ typedef struct {
     const uint8_t *flips;
     uint8_t *marks;           /* in/out: how its bytes decoded before (SS_REGION set on success) */
     const int64_t *rows;      /* the batch row it is written to */
+    const double *steps;      /* n_steps pixel steps of SS_PIXEL_WORDS doubles at steps + i * n_steps * SS_PIXEL_WORDS */
+    int n_steps;              /* 0: none (steps unused) */
     /* every sample: */
     int channels, out_h, out_w, chw, dtype, box_filter, fast;
     const void *lut;          /* float32 or float16 outputs: C x 256 normalized values */

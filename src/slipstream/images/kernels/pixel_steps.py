@@ -35,7 +35,7 @@ Opcodes and their parameters (columns 1..):
 
 A step whose parameters cannot apply (a word that is not finite, a blur kernel wider than the
 image allows, an odd ROT90 of a non-square image, negative POSTERIZE bits, an unknown opcode)
-raises ``ValueError`` naming the step; the image may then be partly modified. Integer parameters
+raises ``StepError`` (a ``ValueError``) naming the step; the image may then be partly modified. Integer parameters
 (opcode, kernel sizes, bits, quarter turns, the erased box) are truncated toward zero.
 """
 
@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["NAMES", "WORDS", "blur_weights", "run"]
+__all__ = ["NAMES", "WORDS", "StepError", "blur_weights", "run"]
 
 WORDS = 12
 (NONE, BRIGHTNESS, CONTRAST, SATURATION, HUE, SHARPNESS, POSTERIZE, SOLARIZE, AUTOCONTRAST, EQUALIZE, INVERT, GRAYSCALE, BLUR, AFFINE, ROT90,
@@ -52,6 +52,12 @@ NAMES = ("NONE", "BRIGHTNESS", "CONTRAST", "SATURATION", "HUE", "SHARPNESS", "PO
          "GRAYSCALE", "BLUR", "AFFINE", "ROT90", "ERASE")  # fmt: skip
 
 f32 = np.float32
+
+
+class StepError(ValueError):
+    """A pixel step whose parameters cannot apply to the image (raised by both executors)."""
+
+
 _GRAY = (f32(0.2989), 0.587, 0.114)  # torchvision's luma weights (the first a float32 product, the others fused adds)
 
 
@@ -139,7 +145,7 @@ def _sharpness(image: np.ndarray, factor: float) -> np.ndarray:
 def _posterize(image: np.ndarray, bits: float, where: str) -> np.ndarray:
     bits = int(bits)
     if bits < 0:
-        raise ValueError(f"{where}: posterize keeps 0..8 bits, got {bits}")
+        raise StepError(f"{where}: posterize keeps 0..8 bits, got {bits}")
     if bits >= 8:
         return image
     return image & np.uint8((((1 << bits) - 1) << (8 - bits)) & 0xFF)
@@ -222,7 +228,7 @@ def _reflect(index: np.ndarray, n: int) -> np.ndarray:
 def _blur(image: np.ndarray, kx: int, ky: int, sx: float, sy: float, where: str) -> np.ndarray:
     height, width, _ = image.shape
     if kx // 2 >= width or ky // 2 >= height:
-        raise ValueError(
+        raise StepError(
             f"{where}: a {kx}x{ky} blur kernel needs an image wider than {kx // 2} and taller than {ky // 2} pixels (reflect padding), got {height}x{width}"
         )
     wx, wy = blur_weights(kx, sx), blur_weights(ky, sy)
@@ -286,7 +292,7 @@ def _affine(image: np.ndarray, params: np.ndarray) -> np.ndarray:
 def _rot90(image: np.ndarray, k: int, where: str) -> np.ndarray:
     k %= 4
     if k % 2 and image.shape[0] != image.shape[1]:
-        raise ValueError(f"{where}: a quarter turn keeps the size of square images only, got {image.shape[0]}x{image.shape[1]}")
+        raise StepError(f"{where}: a quarter turn keeps the size of square images only, got {image.shape[0]}x{image.shape[1]}")
     return np.rot90(image, k, axes=(0, 1))
 
 
@@ -308,7 +314,7 @@ def run(image: np.ndarray, steps: np.ndarray) -> np.ndarray:
     for number, row in enumerate(steps):
         if not np.isfinite(row).all():
             column = int(np.flatnonzero(~np.isfinite(row))[0])
-            raise ValueError(f"pixel step {number}: step words must be finite numbers, got {row[column]} in column {column}")
+            raise StepError(f"pixel step {number}: step words must be finite numbers, got {row[column]} in column {column}")
         code, p = int(row[0]), row[1:]
         where = f"pixel step {number} ({NAMES[code] if 0 <= code < len(NAMES) else code})"
         if code == NONE:
@@ -344,7 +350,7 @@ def run(image: np.ndarray, steps: np.ndarray) -> np.ndarray:
         elif code == ERASE:
             current = _erase(current, p)
         else:
-            raise ValueError(f"{where}: unknown opcode {code} (expected 0..{len(NAMES) - 1})")
+            raise StepError(f"{where}: unknown opcode {code} (expected 0..{len(NAMES) - 1})")
     if current is not image:
         image[...] = current
     return image
