@@ -368,11 +368,12 @@ def test_a_pixel_op_after_a_custom_op_runs_on_its_output():
         )
 
 
-def test_the_device_stage_refuses_pixel_ops_clearly():
+def test_the_device_stage_refuses_a_one_channel_grayscale_clearly():
     from slipstream.images.device.hostbatch import _pipeline
 
-    with pytest.raises(ValueError, match="not ops.RandAugment: map the field without device="):
-        _pipeline([ops.RandomResizedCrop(8), ops.RandAugment()])
+    _pipeline([ops.RandomResizedCrop(8), ops.RandAugment(), ops.Grayscale(3)])  # the device stage runs pixel ops
+    with pytest.raises(ValueError, match=r"ops.Grayscale\(num_output_channels=1\).*map the field without device="):
+        _pipeline([ops.RandomResizedCrop(8), ops.RandAugment(), ops.Grayscale()])
 
 
 def _recipe_loader(workers: int = 0, backend: str = "thread", seed: int = 4):

@@ -5,7 +5,9 @@ split into its workers and its finish thread: ``images.device.devicemap``). The 
 splits it: ``stage.host(indices, seed, epoch)`` runs on CPU workers (``hostbatch.HostReader``: stored
 bytes, header sizes and the CPU pipeline's windows, no pixels decoded) and
 ``stage.device_batch(batch)`` in the training process (``decode.decode_batch`` at full size, then
-``batchpixels.resize_crops``: crop, antialiased resize, flip, normalize, cast and layout, batched).
+``batchpixels.resize_crops``: crop, antialiased resize, flip, normalize, cast and layout, batched;
+with pixel ops, ``batchpixels.resample``, then ``pixelstage.finish``: the pixel ops' steps on the
+uint8 crops, the formats, then a ``RandomErasing`` placed after them, in the CPU pipeline's order).
 ``stage(indices, seed, epoch)`` does both. The indices key the draws, as a loader's indices do
 over the dataset itself (not a view of it).
 
@@ -33,10 +35,11 @@ import torch
 from ...core.errors import CorruptFileError
 from ..imageops import Op
 from ..pipeline import Pipeline
-from .batchpixels import resize_crops
+from .batchpixels import resample, resize_crops
 from .decode import SampleDecodeError, decode_batch
 from .devicemap import DeviceMapped
 from .hostbatch import HostBatch, HostReader
+from .pixelstage import finish
 
 __all__ = ["DeviceStage"]
 
@@ -99,7 +102,11 @@ class DeviceStage:
             dataset = self.reader.dataset
             raise CorruptFileError(dataset.source_of(exc.index), f"sample {exc.index}, field {self.field!r}: {exc.reason}") from exc
         mean, std = (self.normalize.mean, self.normalize.std) if self.normalize else (None, None)
-        return resize_crops(images, batch.boxes, batch.size, batch.flips, mean, std, self.dtype, self.layout, "CHW", self.filter)
+        pipeline = self.reader.pipeline
+        if not pipeline.pixel and not pipeline.erasing:
+            return resize_crops(images, batch.boxes, batch.size, batch.flips, mean, std, self.dtype, self.layout, "CHW", self.filter)
+        values = resample(images, batch.boxes, batch.size, batch.flips, "CHW", self.filter)
+        return finish(values, batch.steps, batch.erase, [op for _, op in pipeline.erasing], mean, std, self.dtype, self.layout)
 
     def __call__(self, indices: Sequence[int] | np.ndarray, seed: int, epoch: int) -> torch.Tensor:
         """Samples ``indices`` of ``epoch`` under ``seed`` as one batch tensor on the device."""

@@ -4,7 +4,9 @@
 become one tensor on the device (``field``): the device rows decoded at full size
 (``decode.decode_batch``: nvJPEG on CUDA) and resampled (``batchpixels.resample``: crop, antialiased
 resize, flip, bucketed by region size), the CPU rows (already resampled by the workers) uploaded,
-both joined at their rows and normalized, cast and laid out together (``batchpixels.finalize``). On CUDA
+both joined at their rows, run through the pixel ops' steps the workers compiled for them, normalized, cast
+and laid out together, then erased by a ``RandomErasing`` after the formats (``pixelstage.finish``; without
+pixel ops ``batchpixels.finalize``). On CUDA
 the work is queued on the finisher's own stream and an event recorded after it; ``handoff`` (in the
 consumer's thread) makes the consumer's current stream wait for that event (a GPU-side wait) and
 marks the batch's tensors as used on it (``record_stream``), so the caching allocator keeps their
@@ -31,6 +33,7 @@ from ...core.errors import CorruptFileError
 from .batchpixels import finalize, resample
 from .decode import SampleDecodeError, decode_batch, nvjpeg_available
 from .hostfield import StagedImage
+from .pixelstage import finish
 
 __all__ = ["DeviceFinisher"]
 
@@ -109,7 +112,12 @@ class DeviceFinisher:
                 values[torch.tensor(positions, device=device)] = part
         normalize = pipeline.normalize
         mean, std = (normalize.mean, normalize.std) if normalize else (None, None)
-        return finalize(values, mean, std, self.view.dtypes[name], self.view.layouts[name])
+        dtype, layout = self.view.dtypes[name], self.view.layouts[name]
+        if not pipeline.pixel and not pipeline.erasing:
+            return finalize(values, mean, std, dtype, layout)
+        steps = np.stack([row.steps for row in rows])
+        boxes = np.stack([row.erase for row in rows], axis=1)
+        return finish(values, steps, boxes, [op for _, op in pipeline.erasing], mean, std, dtype, layout)
 
     def _finish_fields(self, batch: Any) -> Any:
         if not isinstance(batch, Mapping):

@@ -5,7 +5,9 @@ sample's stored bytes (zero-copy views into the packed file's pages), its codec,
 own header says it (JPEG SOF, PNG IHDR, QOI header; raw pixels: the stored shape), checked against
 the stored shape, and the window the CPU pipeline draws for it: ``Pipeline.windows`` over those
 sizes with ``Draws(seed, epoch, indices)``, the draws ``ss.open(p).map(field=ops)`` uses when a
-loader reads samples ``indices`` of ``epoch`` under ``seed``. The windows are in source pixels: the
+loader reads samples ``indices`` of ``epoch`` under ``seed``; with pixel ops, the steps
+(``Pipeline.pixel_program``) and the boxes of each ``RandomErasing`` after the formats
+(``Pipeline.erase_boxes``) the CPU pipeline compiles from the same draws for the output size. The windows are in source pixels: the
 device decodes every image at full size (no DCT downscale, as ``ops.Decode(exact=True)``).
 
 Errors name the sample: a stored shape its header disagrees with raises ``CorruptFileError`` (as
@@ -28,6 +30,7 @@ from ...core.draws import Draws
 from ...core.errors import CorruptFileError
 from ..encoded import codecs as _imaging
 from ..imageops import Op, WindowError
+from ..kernels.pixel_steps import WORDS
 from ..pipeline import Pipeline
 from .geometry import MixedSizeError, boxes_of
 
@@ -41,14 +44,19 @@ class HostBatch:
     float64 (n, 4) (top, left, height, width in source pixels), ``flips`` bool (n,), ``size``
     (out_h, out_w); also ``stored`` int64 (n, 3), the stored shapes, and ``colorspaces``, each
     JPEG's colour space as libjpeg names it ("YCbCr", "Gray", "RGB", "CMYK", "YCCK"; None for the
-    other codecs), from the one header parse."""
+    other codecs), from the one header parse. The pixel ops': ``steps`` float64 (n, S,
+``pixel_steps.WORDS``) (S may be 0) and ``erase`` int64 (E, n, 4), the boxes (top, left, height,
+width; height -1: not erased) of the pipeline's E ``RandomErasing`` after its formats, in order."""
 
-    __slots__ = ("boxes", "codecs", "colorspaces", "data", "flips", "indices", "shapes", "size", "stored")
+    __slots__ = ("boxes", "codecs", "colorspaces", "data", "erase", "flips", "indices", "shapes", "size", "steps", "stored")
 
-    def __init__(self, indices: list[int], codecs: list[str], data: list[Any], shapes: np.ndarray, boxes: np.ndarray, flips: np.ndarray, size: tuple[int, int], stored: np.ndarray, colorspaces: list[str | None]):
+    def __init__(self, indices: list[int], codecs: list[str], data: list[Any], shapes: np.ndarray, boxes: np.ndarray, flips: np.ndarray, size: tuple[int, int], stored: np.ndarray, colorspaces: list[str | None], steps: np.ndarray | None = None, erase: np.ndarray | None = None):
         self.indices, self.codecs, self.data, self.shapes = indices, codecs, data, shapes
         self.boxes, self.flips, self.size = boxes, flips, size
         self.stored, self.colorspaces = stored, colorspaces
+        n = len(indices)
+        self.steps = np.zeros((n, 0, WORDS)) if steps is None else steps
+        self.erase = np.zeros((0, n, 4), np.int64) if erase is None else erase
 
     def __len__(self) -> int:
         return len(self.indices)
@@ -66,9 +74,11 @@ def _pipeline(ops: Any) -> Pipeline:
     pipeline = ops if isinstance(ops, Pipeline) else Pipeline(list(ops))
     if pipeline.tail:
         raise ValueError("the device stage runs the built-in ops only (crop/resize, flip, Normalize, ToCHW, ToRGB, Decode), not custom ops")
-    if pipeline.pixel or pipeline.erasing:
-        name = type((pipeline.pixel or pipeline.erasing)[0][1]).__name__
-        raise ValueError(f"the device stage runs the geometry and format ops only, not ops.{name}: map the field without device= to run it on the CPU")
+    if pipeline.out_channels == 1:
+        raise ValueError(
+            "the device stage keeps the batch's channel count, so it does not run ops.Grayscale(num_output_channels=1): "
+            "use ops.Grayscale(3) (three equal channels), or map the field without device= to run it on the CPU"
+        )
     return pipeline
 
 
@@ -157,4 +167,14 @@ class HostReader:
                 f"{indices[0]}'s {windows.out_h[0]}x{windows.out_w[0]} (one batch needs one output size: crop to it)"
             ) from None
         codecs, data, _, stored, spaces = (list(column) for column in zip(*samples))
-        return HostBatch(indices, codecs, data, shapes, boxes, flips, size, np.array(stored, np.int64), spaces)
+        steps, erase = self._pixel_work(draws, len(indices), size)
+        return HostBatch(indices, codecs, data, shapes, boxes, flips, size, np.array(stored, np.int64), spaces, steps, erase)
+
+    def _pixel_work(self, draws: Draws, n: int, size: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+        """The pixel ops' steps (n, S, WORDS) and the erasing boxes (E, n, 4) for outputs of ``size``."""
+        pipeline = self.pipeline
+        heights, widths = np.full(n, size[0], np.int64), np.full(n, size[1], np.int64)
+        steps = pipeline.pixel_program(draws, heights, widths) if pipeline.pixel else np.zeros((n, 0, WORDS))
+        boxes = [b for _, b in pipeline.erase_boxes(draws, heights, widths)]
+        erase = np.stack(boxes).astype(np.int64) if boxes else np.zeros((0, n, 4), np.int64)
+        return np.ascontiguousarray(steps, np.float64), erase

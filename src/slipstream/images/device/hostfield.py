@@ -15,6 +15,11 @@ sample of a chunk of a batch, in the loader's worker, without importing torch:
   draw of its own, from a stream no op uses, is below ``cpu_share``. Which samples go is a pure
   function of (seed, epoch, index), so batches repeat with the seed whatever the worker count.
 
+Both kinds carry the sample's pixel-op work, compiled here from the same draws as the CPU
+pipeline's (``HostReader``): ``steps`` (its rows of ``Pipeline.pixel_program``) and ``erase`` (its
+box for each ``RandomErasing`` after the formats); the device runs both on every row (a CPU row's
+pixels are the geometry's uint8 output only).
+
 Errors name the file, sample and field: ``CorruptFileError`` for bytes whose header disagrees with
 the stored shape or that do not decode on the CPU; ``ValueError`` for a window an op cannot place,
 mixed channel counts or mixed output sizes (``HostReader``'s messages).
@@ -30,7 +35,9 @@ import numpy as np
 from ...core.draws import Draws
 from ...core.errors import CorruptFileError
 from ..imageops import Normalize, Op, ToCHW, WindowError
+from ..kernels.pixel_steps import WORDS
 from ..pipeline import ImageDecodeError, ImageSource, Pipeline
+from ..pixelops import PixelOp
 from .hostbatch import HostBatch, HostReader
 
 __all__ = ["SHARE_STREAM", "StagedField", "StagedImage"]
@@ -43,13 +50,18 @@ class StagedImage:
     """One sample of a staged field, as a worker hands it over (module doc). ``index``: the
     sample's index in the dataset (errors name it); ``size``: the output (out_h, out_w); a device
     row has ``codec``, ``data`` (uint8 bytes), ``shape`` (height, width, channels decoded),
-    ``box`` (top, left, height, width; floats) and ``flip``; a CPU row has ``pixels``."""
+    ``box`` (top, left, height, width; floats) and ``flip``; a CPU row has ``pixels``. Every row:
+    ``steps`` float64 (S, ``pixel_steps.WORDS``), its pixel ops' steps (S may be 0), and ``erase``
+    int64 (E, 4), its box for each of the pipeline's E ``RandomErasing`` after the formats
+    (``RandomErasing.boxes``: height -1 when not erased)."""
 
-    __slots__ = ("box", "codec", "data", "flip", "index", "pixels", "shape", "size")
+    __slots__ = ("box", "codec", "data", "erase", "flip", "index", "pixels", "shape", "size", "steps")
 
-    def __init__(self, index: int, size: tuple[int, int], *, codec: str = "", data: Any = None, shape: Any = None, box: Any = None, flip: bool = False, pixels: np.ndarray | None = None):
+    def __init__(self, index: int, size: tuple[int, int], *, codec: str = "", data: Any = None, shape: Any = None, box: Any = None, flip: bool = False, pixels: np.ndarray | None = None, steps: np.ndarray | None = None, erase: np.ndarray | None = None):
         self.index, self.size, self.codec, self.data, self.shape = index, size, codec, data, shape
         self.box, self.flip, self.pixels = box, flip, pixels
+        self.steps = np.zeros((0, WORDS)) if steps is None else steps
+        self.erase = np.zeros((0, 4), np.int64) if erase is None else erase
 
     def __getstate__(self) -> tuple[Any, ...]:
         return tuple(getattr(self, name) for name in self.__slots__)
@@ -69,9 +81,10 @@ class StagedImage:
 
 
 def _geometry_only(pipeline: Pipeline) -> Pipeline:
-    """``pipeline`` without its Normalize and ToCHW: uint8 (H, W, C) crops, the same draws (the ops
-    that draw keep their streams: see ``Pipeline.streams``)."""
-    return Pipeline([op for op in pipeline.ops if not isinstance(op, (Normalize, ToCHW))])
+    """``pipeline`` without its Normalize, ToCHW and pixel ops: uint8 (H, W, C) crops, the same
+    draws (the geometry comes before every pixel op, so its ops keep their streams: see
+    ``Pipeline.streams``)."""
+    return Pipeline([op for op in pipeline.ops if not isinstance(op, (Normalize, ToCHW, PixelOp))])
 
 
 class StagedField:
@@ -99,10 +112,11 @@ class StagedField:
         for k, index in enumerate(batch.indices):
             if on_cpu[k]:
                 source = ImageSource(batch.codecs[k], batch.data[k], tuple(int(v) for v in batch.stored[k]))
-                out.append(StagedImage(index, size, pixels=self._resample_here(index, source, draws.take([k]))))
+                pixels = self._resample_here(index, source, draws.take([k]))
+                out.append(StagedImage(index, size, pixels=pixels, steps=batch.steps[k], erase=batch.erase[:, k]))
             else:
                 box = tuple(float(v) for v in batch.boxes[k])
-                out.append(StagedImage(index, size, codec=batch.codecs[k], data=batch.data[k], shape=tuple(int(v) for v in batch.shapes[k]), box=box, flip=bool(batch.flips[k])))
+                out.append(StagedImage(index, size, codec=batch.codecs[k], data=batch.data[k], shape=tuple(int(v) for v in batch.shapes[k]), box=box, flip=bool(batch.flips[k]), steps=batch.steps[k], erase=batch.erase[:, k]))
         return out
 
     def _resample_here(self, index: int, source: ImageSource, draws: Draws) -> np.ndarray:
