@@ -41,7 +41,8 @@ def _cast(values: Sequence[float], dtype: torch.dtype) -> list[float]:
     numpy_dtype = {torch.float16: np.float16, torch.float32: np.float32}.get(dtype)
     if numpy_dtype is None:
         raise ValueError(f"RandomErasing erases uint8, float16, bfloat16 or float32 batches, got {dtype}")
-    return array.astype(numpy_dtype).astype(np.float64).tolist()
+    with np.errstate(over="ignore"):  # out of float16's range: inf, as NumPy casts it
+        return array.astype(numpy_dtype).astype(np.float64).tolist()
 
 
 def erase(out: torch.Tensor, boxes: Any, values: Sequence[float], layout: str) -> torch.Tensor:

@@ -375,7 +375,9 @@ def _check(steps: np.ndarray, codes: np.ndarray, height: int, width: int) -> Non
     bad = ~np.isin(codes, np.arange(len(ps.NAMES)))
     if bad.any():
         i, s = (int(v) for v in np.argwhere(bad)[0])
-        raise ValueError(f"{_where(s, i, int(codes[i, s]))}: unknown opcode {steps[i, s, 0]!r} (expected 0..{len(ps.NAMES) - 1})")
+        raise ValueError(
+            f"{_where(s, i, int(codes[i, s]))}: unknown opcode {float(steps[i, s, 0]):g} (expected 0..{len(ps.NAMES) - 1})"
+        )
     for i, s in np.argwhere(codes == ps.BLUR).tolist():
         kx, ky = int(steps[i, s, 1]), int(steps[i, s, 2])
         if kx // 2 >= width or ky // 2 >= height:
@@ -391,7 +393,7 @@ def _check(steps: np.ndarray, codes: np.ndarray, height: int, width: int) -> Non
                 )
     for i, s in np.argwhere(codes == ps.POSTERIZE).tolist():
         if not np.isfinite(steps[i, s, 1]) or int(steps[i, s, 1]) < 0:
-            raise ValueError(f"{_where(s, i, ps.POSTERIZE)}: bits must be 0..8, got {steps[i, s, 1]!r}")
+            raise ValueError(f"{_where(s, i, ps.POSTERIZE)}: bits must be 0..8, got {float(steps[i, s, 1]):g}")
 
 
 def _split(code: int, steps: np.ndarray, samples: np.ndarray, position: int) -> list[np.ndarray]:
