@@ -11,7 +11,9 @@ How it stays batched: the steps are read on the host. For each step position, th
 grouped by opcode, and each opcode runs once on its group (``index_select``, the op on the
 (g, C, H, W) group with per-sample parameters as broadcast (g, 1, 1, 1) tensors, ``index_copy_``
 back; a group of the whole batch is neither gathered nor scattered). The steps are uploaded once,
-the group indices once; BLUR (its taps) and ERASE (its rectangle) upload one small table per group.
+the group indices once; a few opcodes upload a small table per group (BLUR its taps and reflected
+indices, ERASE its rectangles and values, AFFINE its pixel-centre coordinates and flags, HUE and
+POSTERIZE a lookup table). No step reads a device value back to the host (no synchronization).
 Nothing loops over samples or pixels in Python: the loops are over the 9 taps of SHARPNESS's
 smoothing, a blur's kernel taps, AFFINE's 4 bilinear taps, and the values of ROT90's quarter turns
 (groups of their own), as the NumPy executor loops.
@@ -22,8 +24,9 @@ fuses their multiply-adds on CPU and CUDA), and the fused adds the reference emu
 (``pixel_steps._fused``) computed in float64 (the float32 product is exact there, so fusing is
 harmless). Division is IEEE float32 division (torch's, on CPU and CUDA without fast math),
 ``torch.round`` rounds half to even as ``np.rint``, float-to-uint8 conversions of clamped values
-truncate as NumPy's. EQUALIZE counts per-(sample, channel) histograms with one ``bincount`` over
-offset values; AFFINE computes the same float32 source coordinates and gathers the taps explicitly
+truncate as NumPy's. EQUALIZE counts per-(sample, channel) histograms with one ``scatter_add_``
+over offset values (integer sums: the same counts in any order; no ``bincount``, whose CUDA kernel
+reads its input's maximum back to the host); AFFINE computes the same float32 source coordinates and gathers the taps explicitly
 (no ``grid_sample``); BLUR's taps are the host's ``pixel_steps.blur_weights``. On CPU tensors
 every opcode equals the NumPy executor bit for bit (``tests/images/device/test_device_pixelops.py``,
 random programs and torchvision's fixture cases). On CUDA the same operations run; the reasons
@@ -84,52 +87,57 @@ class _Group:
 
 def _fused(a: torch.Tensor, alpha: torch.Tensor | float, b: torch.Tensor) -> torch.Tensor:
     """``pixel_steps._fused``: ``a + f32(alpha) * b`` in double, rounded to float32; ``alpha``
-    already a float32 value (as a float64 tensor, or a Python float)."""
-    return (a.to(torch.float64) + b.to(torch.float64) * alpha).to(torch.float32)
+    already a float32 value (as a float64 tensor, or a Python float); ``a`` has the result's shape."""
+    out = a.to(torch.float64)
+    out += b.to(torch.float64) * alpha
+    return out.to(torch.float32)
 
 
-def _trunc(x: torch.Tensor) -> torch.Tensor:
-    """float32 to uint8, clamped to [0, 255] and truncated (torch's ``clamp_(0, 255).to(uint8)``)."""
-    return x.clamp(0.0, 255.0).to(torch.uint8)
+def _trunc_(x: torch.Tensor) -> torch.Tensor:
+    """float32 to uint8, clamped to [0, 255] (in place: ``x`` is a temporary) and truncated (torch's
+    ``clamp_(0, 255).to(uint8)``)."""
+    return x.clamp_(0.0, 255.0).to(torch.uint8)
 
 
-def _round(x: torch.Tensor) -> torch.Tensor:
-    """float32 to uint8 rounded half to even, clamped: ``np.clip(np.rint(x), 0, 255).astype(uint8)``."""
-    return x.round().clamp(0.0, 255.0).to(torch.uint8)
+def _round_(x: torch.Tensor) -> torch.Tensor:
+    """float32 to uint8 rounded half to even and clamped (in place: ``x`` is a temporary):
+    ``np.clip(np.rint(x), 0, 255).astype(uint8)``."""
+    return x.round_().clamp_(0.0, 255.0).to(torch.uint8)
 
 
 def _gray(x: torch.Tensor) -> torch.Tensor:
-    """The float32 luma (g, H, W) of float32 (g, 3, H, W) pixels, in torch's operation order."""
-    return _fused(_fused(x[:, 0] * _GRAY[0], _GRAY[1], x[:, 1]), _GRAY[2], x[:, 2])
+    """The float32 luma (g, H, W) of (g, 3, H, W) pixels (uint8 or float32), in torch's operation order."""
+    r, g, b = (x[:, k].to(torch.float32) for k in range(3))
+    return _fused(_fused(r * _GRAY[0], _GRAY[1], g), _GRAY[2], b)
 
 
 def _blend(image: torch.Tensor, other: torch.Tensor, group: _Group) -> torch.Tensor:
     """``pixel_steps._blend`` with the group's ratios (parameter 0)."""
     ratio = group.column(0)
     rest = (1.0 - ratio).to(torch.float32).to(torch.float64)  # f32(1.0 - ratio), the double subtraction first
-    return _trunc(_fused(image.to(torch.float32) * ratio.to(torch.float32), rest, other))
+    x = image.to(torch.float32).mul_(ratio.to(torch.float32))
+    total = x.to(torch.float64)
+    total += other.to(torch.float64) * rest
+    return _trunc_(x.copy_(total))  # copy_ rounds the double to float32 as .to() does
 
 
 # ------------------------------------------------------------------------------- the opcodes
 
 
 def _brightness(x: torch.Tensor, group: _Group) -> torch.Tensor:
-    return _trunc(x.to(torch.float32) * group.float32(0))
+    return _trunc_(x.to(torch.float32).mul_(group.float32(0)))
 
 
 def _contrast(x: torch.Tensor, group: _Group) -> torch.Tensor:
-    xf = x.to(torch.float32)
-    plane = _gray(xf).floor() if x.shape[1] == 3 else xf[:, 0]
-    mean = (plane.to(torch.float64).sum(dim=(1, 2)) / (plane.shape[1] * plane.shape[2])).to(
-        torch.float32
-    )  # whole numbers: exact sums
-    return _blend(x, mean.view(-1, 1, 1, 1), group)
+    plane = _gray(x).floor_() if x.shape[1] == 3 else x[:, 0]
+    mean = plane.to(torch.float64).sum(dim=(1, 2)) / (plane.shape[1] * plane.shape[2])  # whole numbers: exact sums
+    return _blend(x, mean.to(torch.float32).view(-1, 1, 1, 1), group)
 
 
 def _saturation(x: torch.Tensor, group: _Group) -> torch.Tensor:
     if x.shape[1] == 1:
         return x
-    return _blend(x, _gray(x.to(torch.float32)).floor()[:, None], group)
+    return _blend(x, _gray(x).floor_()[:, None], group)
 
 
 def _hue(x: torch.Tensor, group: _Group) -> torch.Tensor:
@@ -172,15 +180,17 @@ def _sharpness(x: torch.Tensor, group: _Group) -> torch.Tensor:
         return x
     xf = x.to(torch.float32)
     smooth = torch.zeros((x.shape[0], x.shape[1], height - 2, width - 2), dtype=torch.float32, device=x.device)
+    product = torch.empty_like(smooth)
     for dy in range(3):
         for dx in range(3):
-            smooth += xf[:, :, dy : dy + height - 2, dx : dx + width - 2] * (_MIDDLE if dy == dx == 1 else _SIDE)
-    smooth = smooth.round()
+            torch.mul(xf[:, :, dy : dy + height - 2, dx : dx + width - 2], _MIDDLE if dy == dx == 1 else _SIDE, out=product)
+            smooth += product
+    smooth.round_()
     out = xf.clone()
     inner = xf[:, :, 1:-1, 1:-1]
     rest = (1.0 - group.column(0)).to(torch.float32).to(torch.float64)
     out[:, :, 1:-1, 1:-1] = _fused(inner, rest, smooth - inner)
-    return _trunc(out)
+    return _trunc_(out)
 
 
 def _posterize(x: torch.Tensor, group: _Group) -> torch.Tensor:
@@ -202,7 +212,7 @@ def _autocontrast(x: torch.Tensor, group: _Group) -> torch.Tensor:
     one = torch.ones((), dtype=torch.float32, device=x.device)
     scale = torch.where(flat, one, (hi - lo) * _INV255)
     lo = torch.where(flat, torch.zeros((), dtype=torch.float32, device=x.device), lo)
-    return _trunc((xf - lo) / scale)
+    return _trunc_(xf.sub_(lo).div_(scale))
 
 
 def _equalize(x: torch.Tensor, group: _Group) -> torch.Tensor:
@@ -210,7 +220,12 @@ def _equalize(x: torch.Tensor, group: _Group) -> torch.Tensor:
     planes = g * channels
     values = x.reshape(planes, height * width).to(torch.int64)
     offsets = torch.arange(planes, device=x.device, dtype=torch.int64)[:, None] * 256
-    hist = torch.bincount((values + offsets).reshape(-1), minlength=planes * 256).view(planes, 256)
+    keys = (values + offsets).reshape(-1)
+    hist = (
+        torch.zeros(planes * 256, dtype=torch.int64, device=x.device)
+        .scatter_add_(0, keys, torch.ones_like(keys))
+        .view(planes, 256)
+    )
     last = values.amax(dim=1, keepdim=True)  # the highest value present: the last nonzero bin
     step = torch.div(height * width - hist.gather(1, last), 255, rounding_mode="floor")  # (planes, 1)
     flat = step == 0  # these channels are left as they are
@@ -230,7 +245,7 @@ def _invert(x: torch.Tensor, group: _Group) -> torch.Tensor:
 def _grayscale(x: torch.Tensor, group: _Group) -> torch.Tensor:
     if x.shape[1] == 1:
         return x
-    return _trunc(_gray(x.to(torch.float32)))[:, None].expand(-1, 3, -1, -1)
+    return _trunc_(_gray(x))[:, None].expand(-1, 3, -1, -1)
 
 
 def _reflect(index: np.ndarray, n: int) -> np.ndarray:
@@ -252,13 +267,16 @@ def _blur(x: torch.Tensor, group: _Group) -> torch.Tensor:
         np.ascontiguousarray(_reflect(np.arange(height)[None, :] + np.arange(ky)[:, None] - ky // 2, height))
     ).to(device)
     xf = x.to(torch.float32)
-    across = torch.zeros(xf.shape, dtype=torch.float32, device=device)
+    tap = torch.empty_like(xf)
+    across = torch.zeros_like(xf)
     for k in range(kx):
-        across += xf.index_select(3, columns[k]) * wx[:, k].view(-1, 1, 1, 1)
-    out = torch.zeros(xf.shape, dtype=torch.float32, device=device)
+        torch.index_select(xf, 3, columns[k], out=tap)
+        across += tap.mul_(wx[:, k].view(-1, 1, 1, 1))
+    out = xf.zero_()  # its pixels are read: a buffer now
     for k in range(ky):
-        out += across.index_select(2, rows[k]) * wy[:, k].view(-1, 1, 1, 1)
-    return _round(out)
+        torch.index_select(across, 2, rows[k], out=tap)
+        out += tap.mul_(wy[:, k].view(-1, 1, 1, 1))
+    return _round_(out)
 
 
 def _coordinates(group: _Group, height: int, width: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -308,11 +326,15 @@ def _affine(x: torch.Tensor, group: _Group) -> torch.Tensor:
             xx, yy = x0 + float(dx), y0 + float(dy)
             ok = (xx >= 0) & (xx < width) & (yy >= 0) & (yy < height)
             xi, yi = torch.where(ok, xx, zero).to(torch.int64), torch.where(ok, yy, zero).to(torch.int64)
-            total += torch.where(ok[:, None], _taps(x, xi, yi), zero) * weight[:, None]
+            total += _taps(x, xi, yi).masked_fill_(~ok[:, None], 0.0).mul_(weight[:, None])
             mask += torch.where(ok, weight, zero)
-        total = torch.where(filled, (total - fill) * mask[:, None] + fill, total)
+        with_fill = group.host[:, 7] != 0
+        if with_fill.all():
+            total.sub_(fill).mul_(mask[:, None]).add_(fill)
+        elif with_fill.any():
+            total = torch.where(filled, (total - fill).mul_(mask[:, None]).add_(fill), total)
         out = total if out is None else torch.where(bilinear, total, out)
-    return _round(out)  # type: ignore[arg-type]
+    return _round_(out)  # type: ignore[arg-type]
 
 
 def _rot90(x: torch.Tensor, group: _Group) -> torch.Tensor:
