@@ -20,6 +20,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__GNUC__) && !defined(__clang__)
+/* Float compares may then be selects: the loops with them vectorize. It changes no value (only whether an
+   operation may raise a floating-point trap, which no code here enables); clang assumes it by default. */
+#pragma GCC optimize("no-trapping-math")
+#endif
+
 #define INLINE static inline __attribute__((always_inline))
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__APPLE__)
@@ -82,15 +88,15 @@ round8(float x)
 INLINE float
 rint_any(float x)
 {
-    float a = fabsf(x);
-    return a < TWO23 ? copysignf((a + TWO23) - TWO23, x) : x;
+    float a = fabsf(x), r = copysignf((a + TWO23) - TWO23, x);  /* computed either way: a select, no branch */
+    return a < TWO23 ? r : x;
 }
 
 INLINE float
 floor_any(float x)
 {
-    float r = rint_any(x);
-    return r > x ? r - 1.0f : r;
+    float r = rint_any(x), below = r - 1.0f;
+    return r > x ? below : r;
 }
 
 INLINE float
@@ -223,27 +229,32 @@ clip01(float x)
     return c > 1.0f ? 1.0f : c;
 }
 
-/* np.mod(a, 1) in float32 (npy_divmodf's remainder) */
+/* fmodf(y, 1.0f), exactly: |y| - floor(|y|) is exact (Sterbenz), with y's sign */
+INLINE float
+fmod1(float y)
+{
+    float a = fabsf(y);
+    return copysignf(a - floor_any(a), y);
+}
+
+/* np.mod(a, 1) in float32 (npy_divmodf's remainder: fmod, moved into [0, 1), +0 for zero) */
 INLINE float
 mod1(float a)
 {
-    float m = fmodf(a, 1.0f);
-    if (m != 0.0f) {
-        if (m < 0.0f)
-            m += 1.0f;
-    } else {
-        m = 0.0f;
-    }
-    return m;
+    float m = fmod1(a), up = m + 1.0f;
+    m = m < 0.0f ? up : m;
+    return m == 0.0f ? 0.0f : m;
 }
 
-static void
-hue(uint8_t *p, size_t pixels, float shift)
+/* the hue shift of n pixels given as float planes (the values 0..255), written back as the float
+   outputs (value * 255.999, to be truncated) */
+INLINE void
+hue_planes_body(float *restrict rp, float *restrict gp, float *restrict bp, int n, float shift)
 {
     const float inv255 = (float)(1.0 / 255), sixth = (float)(1.0 / 6), top = (float)255.999;
-    size_t i;
-    for (i = 0; i < pixels; i++, p += 3) {
-        float r = (float)p[0] * inv255, g = (float)p[1] * inv255, b = (float)p[2] * inv255;
+    int i;
+    for (i = 0; i < n; i++) {
+        float r = rp[i] * inv255, g = gp[i] * inv255, b = bp[i] * inv255;
         float maxc = r > g ? r : g, minc = r < g ? r : g;
         maxc = maxc > b ? maxc : b;
         minc = minc < b ? minc : b;
@@ -252,26 +263,68 @@ hue(uint8_t *p, size_t pixels, float shift)
         float s = spread / (equal ? 1.0f : maxc);
         float divisor = equal ? 1.0f : spread;
         float rc = (maxc - r) / divisor, gc = (maxc - g) / divisor, bc = (maxc - b) / divisor;
-        float hr = maxc == r ? bc - gc : 0.0f;
-        float hg = (maxc == g && maxc != r) ? (2.0f + rc) - bc : 0.0f;
-        float hb = (maxc != g && maxc != r) ? (4.0f + gc) - rc : 0.0f;
-        float h = fmodf(((hr + hg) + hb) * sixth + 1.0f, 1.0f);
+        float hr_v = bc - gc, hg_v = (2.0f + rc) - bc, hb_v = (4.0f + gc) - rc;  /* all computed: selects, no branches */
+        float hr = maxc == r ? hr_v : 0.0f;
+        float hg = maxc != r ? hg_v : 0.0f;  /* (maxc == g && maxc != r): two selects, no boolean arithmetic */
+        float hb = maxc != r ? hb_v : 0.0f;
+        hg = maxc == g ? hg : 0.0f;
+        hb = maxc != g ? hb : 0.0f;
+        float h = fmod1(((hr + hg) + hb) * sixth + 1.0f);
         h = mod1(h + shift);
         float h6 = h * 6.0f;
-        float sector = floorf(h6);
+        float sector = floor_any(h6);
         float frac = h6 - sector;
-        int k = (int)sector % 6;
+        float sixths = sector - 6.0f;
+        float k = sector >= 6.0f ? sixths : sector;  /* the sector 0..5 (h in [0, 1]), as a float: float selects */
         float v = maxc;
         float pv = clip01((1.0f - s) * v);
         float qv = clip01((1.0f - s * frac) * v);
         float tv = clip01((s * frac + (1.0f - s)) * v);
-        float vpqt[4] = {v, pv, qv, tv};
-        static const int pick[3][6] = {{0, 2, 1, 1, 3, 0}, {3, 0, 0, 2, 1, 1}, {1, 1, 3, 0, 0, 2}};
-        if (k < 0)
-            k += 6;
-        p[0] = (uint8_t)(int32_t)(vpqt[pick[0][k]] * top);
-        p[1] = (uint8_t)(int32_t)(vpqt[pick[1][k]] * top);
-        p[2] = (uint8_t)(int32_t)(vpqt[pick[2][k]] * top);
+        /* (r, g, b) by sector: (v,t,p) (q,v,p) (p,v,t) (p,q,v) (t,p,v) (v,p,q) */
+        float ro = tv, go = pv, bo = qv;  /* one select at a time (nested ones do not vectorize) */
+        ro = k == 2.0f ? pv : ro;
+        ro = k == 3.0f ? pv : ro;
+        ro = k == 1.0f ? qv : ro;
+        ro = k == 0.0f ? v : ro;
+        ro = k == 5.0f ? v : ro;
+        go = k == 3.0f ? qv : go;
+        go = k == 1.0f ? v : go;
+        go = k == 2.0f ? v : go;
+        go = k == 0.0f ? tv : go;
+        bo = k == 3.0f ? v : bo;
+        bo = k == 4.0f ? v : bo;
+        bo = k == 2.0f ? tv : bo;
+        bo = k == 0.0f ? pv : bo;
+        bo = k == 1.0f ? pv : bo;
+        rp[i] = ro * top;
+        gp[i] = go * top;
+        bp[i] = bo * top;
+    }
+}
+DISPATCHED(hue_planes, (float *rp, float *gp, float *bp, int n, float shift), (rp, gp, bp, n, shift))
+
+#define CHUNK 512  /* pixels per pass over float planes */
+
+static void
+hue(uint8_t *p, size_t pixels, float shift)
+{
+    float r[CHUNK], g[CHUNK], b[CHUNK];
+    size_t at;
+    int i, n;
+    for (at = 0; at < pixels; at += CHUNK) {
+        uint8_t *q = p + 3 * at;
+        n = pixels - at < CHUNK ? (int)(pixels - at) : CHUNK;
+        for (i = 0; i < n; i++) {
+            r[i] = (float)q[3 * i];
+            g[i] = (float)q[3 * i + 1];
+            b[i] = (float)q[3 * i + 2];
+        }
+        hue_planes(r, g, b, n, shift);
+        for (i = 0; i < n; i++) {  /* (values in [0, 255.999]) */
+            q[3 * i] = (uint8_t)(int32_t)r[i];
+            q[3 * i + 1] = (uint8_t)(int32_t)g[i];
+            q[3 * i + 2] = (uint8_t)(int32_t)b[i];
+        }
     }
 }
 
@@ -567,18 +620,21 @@ nearest_row_body(const grid *g, const float *xs, float ys, int width, int height
     grid_row_body(g, xs, ys, width, ix, iy);
     for (x = 0; x < width; x++) {
         float u = rint_any(ix[x]), v = rint_any(iy[x]);
-        int inside = u >= 0.0f && u < fw && v >= 0.0f && v < fh;
-        index[x] = inside ? (int32_t)v * width + (int32_t)u : -1;
+        int inside = (u >= 0.0f) & (u < fw) & (v >= 0.0f) & (v < fh);
+        float uc = inside ? u : 0.0f, vc = inside ? v : 0.0f;  /* in range for the conversion */
+        index[x] = inside ? (int32_t)vc * width + (int32_t)uc : -1;
     }
 }
 DISPATCHED(nearest_row, (const grid *g, const float *xs, float ys, int width, int height, float *ix, float *iy, int32_t *index),
            (g, xs, ys, width, height, ix, iy, index))
 
+/* bilinear, first pass: each output pixel's top-left tap (x0, y0, as ints; any value when outside) and
+   the four taps' weights, zero for a tap outside the image, and their sum of the taps inside (mask) */
 INLINE void
-bilinear_row_body(const grid *g, const float *xs, float ys, int width, int height, const uint8_t *src, int channels,
-                  int filled, const float *fill, float *ix, float *iy, uint8_t *out)
+bilinear_taps_body(const grid *g, const float *xs, float ys, int width, int height, float *ix, float *iy, int32_t *x0s,
+                   int32_t *y0s, float *w)
 {
-    int x, c;
+    int x;
     float fw = (float)width, fh = (float)height;
     grid_row_body(g, xs, ys, width, ix, iy);
     for (x = 0; x < width; x++) {
@@ -587,40 +643,67 @@ bilinear_row_body(const grid *g, const float *xs, float ys, int width, int heigh
         float ex = 1.0f - wx;
         float ny = iy[x] - y0;
         float sy = 1.0f - ny;
-        float weight[4] = {sy * ex, sy * wx, ny * ex, ny * wx};
-        float acc[3] = {0.0f, 0.0f, 0.0f}, mask = 0.0f;
-        int t;
+        float x1 = x0 + 1.0f, y1 = y0 + 1.0f;
+        int in_x0 = (x0 >= 0.0f) & (x0 < fw), in_x1 = (x1 >= 0.0f) & (x1 < fw);
+        int in_y0 = (y0 >= 0.0f) & (y0 < fh), in_y1 = (y1 >= 0.0f) & (y1 < fh);
+        float w00 = sy * ex, w01 = sy * wx, w10 = ny * ex, w11 = ny * wx;
+        float mask = 0.0f;
+        mask += (in_y0 & in_x0) ? w00 : 0.0f;
+        mask += (in_y0 & in_x1) ? w01 : 0.0f;
+        mask += (in_y1 & in_x0) ? w10 : 0.0f;
+        mask += (in_y1 & in_x1) ? w11 : 0.0f;
+        /* in range for the int conversion when any tap is inside; clamped to -2 otherwise (no tap is read) */
+        x0s[x] = (int32_t)((x0 >= -1.0f) & (x0 < fw) ? x0 : -2.0f);
+        y0s[x] = (int32_t)((y0 >= -1.0f) & (y0 < fh) ? y0 : -2.0f);
+        w[5 * x] = w00, w[5 * x + 1] = w01, w[5 * x + 2] = w10, w[5 * x + 3] = w11, w[5 * x + 4] = mask;
+    }
+}
+DISPATCHED(bilinear_taps,
+           (const grid *g, const float *xs, float ys, int width, int height, float *ix, float *iy, int32_t *x0s,
+            int32_t *y0s, float *w),
+           (g, xs, ys, width, height, ix, iy, x0s, y0s, w))
+
+/* bilinear, second pass: out = sum of tap * weight in the order nw, ne, sw, se (0 for a tap outside), then
+   (out - fill) * mask + fill when filled; rounded */
+static void
+bilinear_row(const uint8_t *src, int width, int height, int channels, int filled, const float *fill, const int32_t *x0s,
+             const int32_t *y0s, const float *w, uint8_t *out)
+{
+    static const uint8_t zeros[3] = {0, 0, 0};
+    size_t C = (size_t)channels;
+    int x, c, t;
+    for (x = 0; x < width; x++, out += C) {
+        int x0 = x0s[x], y0 = y0s[x];
+        const float *wt = w + 5 * x;
+        const uint8_t *px[4];
+        float acc[3] = {0.0f, 0.0f, 0.0f};
         for (t = 0; t < 4; t++) {
-            float xx = x0 + (float)(t & 1), yy = y0 + (float)(t >> 1);
-            int ok = xx >= 0.0f && xx < fw && yy >= 0.0f && yy < fh;
-            const uint8_t *px = ok ? src + ((size_t)(int32_t)yy * (size_t)width + (size_t)(int32_t)xx) * (size_t)channels : NULL;
-            for (c = 0; c < channels; c++)
-                acc[c] += (ok ? (float)px[c] : 0.0f) * weight[t];
-            mask += ok ? weight[t] : 0.0f;
+            int xx = x0 + (t & 1), yy = y0 + (t >> 1);
+            int ok = x0 != -2 && y0 != -2 && xx >= 0 && xx < width && yy >= 0 && yy < height;
+            px[t] = ok ? src + ((size_t)yy * (size_t)width + (size_t)xx) * C : zeros;
         }
         for (c = 0; c < channels; c++) {
-            float value = filled ? (acc[c] - fill[c]) * mask + fill[c] : acc[c];
-            out[(size_t)x * (size_t)channels + (size_t)c] = round8(value);
+            float a = acc[c];
+            for (t = 0; t < 4; t++)
+                a += (float)px[t][c] * wt[t];
+            acc[c] = filled ? (a - fill[c]) * wt[4] + fill[c] : a;
+            out[c] = round8(acc[c]);
         }
     }
 }
-DISPATCHED(bilinear_row,
-           (const grid *g, const float *xs, float ys, int width, int height, const uint8_t *src, int channels, int filled,
-            const float *fill, float *ix, float *iy, uint8_t *out),
-           (g, xs, ys, width, height, src, channels, filled, fill, ix, iy, out))
 
 static int
 affine(uint8_t *image, int height, int width, int channels, const double *p, ss_scratch *scratch)
 {
     size_t row = (size_t)width * (size_t)channels, plane = row * (size_t)height, at = 0;
-    size_t o_src, o_xs, o_ix, o_iy, o_index;
+    size_t o_src, o_xs, o_ix, o_iy, o_index, o_x0s, o_w;
     float m[6], half_w = (float)(0.5 * width), half_h = (float)(0.5 * height), fill[3];
     int bilinear = p[6] != 0, filled = p[7] != 0, x, y, c;
     grid g;
     char *block;
     uint8_t *src;
-    float *xs, *ix, *iy;
-    int32_t *index;
+    float *xs, *ix, *iy, *w;
+    int32_t *index, *x0s;
     for (c = 0; c < 6; c++)
         m[c] = (float)p[c];
     for (c = 0; c < channels; c++)
@@ -633,6 +716,8 @@ affine(uint8_t *image, int height, int width, int channels, const double *p, ss_
     o_ix = at, at += up64((size_t)width * sizeof(float));
     o_iy = at, at += up64((size_t)width * sizeof(float));
     o_index = at, at += up64((size_t)width * sizeof(int32_t));
+    o_x0s = at, at += up64((size_t)width * sizeof(int32_t));
+    o_w = at, at += up64((size_t)width * 5 * sizeof(float));
     block = (char *)need(scratch, at);
     if (block == NULL)
         return -2;
@@ -641,6 +726,8 @@ affine(uint8_t *image, int height, int width, int channels, const double *p, ss_
     ix = (float *)(block + o_ix);
     iy = (float *)(block + o_iy);
     index = (int32_t *)(block + o_index);
+    x0s = (int32_t *)(block + o_x0s);
+    w = (float *)(block + o_w);
     memcpy(src, image, plane);
     for (x = 0; x < width; x++)
         xs[x] = (float)((double)x - (double)(width - 1) * 0.5);
@@ -666,9 +753,10 @@ affine(uint8_t *image, int height, int width, int channels, const double *p, ss_
         }
         return 0;
     }
-    for (y = 0; y < height; y++)
-        bilinear_row(&g, xs, (float)((double)y - (double)(height - 1) * 0.5), width, height, src, channels, filled, fill,
-                     ix, iy, image + (size_t)y * row);
+    for (y = 0; y < height; y++) {
+        bilinear_taps(&g, xs, (float)((double)y - (double)(height - 1) * 0.5), width, height, ix, iy, x0s, index, w);
+        bilinear_row(src, width, height, channels, filled, fill, x0s, index, w, image + (size_t)y * row);
+    }
     return 0;
 }
 
@@ -680,7 +768,7 @@ rot90(uint8_t *image, int height, int width, int channels, int k, ss_scratch *sc
     size_t plane = (size_t)height * (size_t)width * (size_t)channels, C = (size_t)channels;
     uint8_t *src;
     int i, j, c;
-    if (k == 0)
+    if (k == 0.0f)
         return 0;
     src = (uint8_t *)need(scratch, plane);
     if (src == NULL)
@@ -691,9 +779,9 @@ rot90(uint8_t *image, int height, int width, int channels, int k, ss_scratch *sc
         uint8_t *out = image + (size_t)i * (size_t)width * C;
         for (j = 0; j < width; j++) {
             size_t from;
-            if (k == 1)
+            if (k == 1.0f)
                 from = ((size_t)j * (size_t)width + (size_t)(width - 1 - i)) * C;
-            else if (k == 2)
+            else if (k == 2.0f)
                 from = ((size_t)(height - 1 - i) * (size_t)width + (size_t)(width - 1 - j)) * C;
             else
                 from = ((size_t)(height - 1 - j) * (size_t)width + (size_t)i) * C;
