@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import run_python
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -299,3 +301,75 @@ def test_the_c_executor_takes_flat_steps_and_refuses_wrong_arguments_naming_them
         _executor(np.zeros((2, 2, 3), np.uint8), np.zeros((2, 6)))
     with pytest.raises(TypeError, match="image must be a uint8 array"):
         _executor([[0]], steps)
+
+
+def _mixed_program(rng: np.random.Generator, height: int, width: int) -> np.ndarray:
+    """One step of every opcode, shuffled, with parameters drawn in the ops' ranges."""
+    matrix = inverse_affine_matrix(height, width, angle=float(rng.uniform(-40, 40)), shear=(float(rng.uniform(-20, 20)), 0.0))
+    rows = [
+        [ps.BRIGHTNESS, rng.uniform(0.5, 1.5)], [ps.CONTRAST, rng.uniform(0.5, 1.5)], [ps.SATURATION, rng.uniform(0, 2)],
+        [ps.HUE, rng.uniform(-0.5, 0.5)], [ps.SHARPNESS, rng.uniform(0, 2)], [ps.POSTERIZE, rng.integers(1, 8)],
+        [ps.SOLARIZE, rng.uniform(0, 255)], [ps.AUTOCONTRAST], [ps.EQUALIZE], [ps.INVERT], [ps.GRAYSCALE],
+        [ps.BLUR, 5, 7, rng.uniform(0.1, 2), rng.uniform(0.1, 2)], [ps.AFFINE, *matrix, rng.integers(0, 2), 1, 10, 20, 30],
+        [ps.ROT90, 2], [ps.ERASE, 3, 4, 10, 12, 1, 2, 3],
+    ]  # fmt: skip
+    steps = np.zeros((len(rows), ps.WORDS))
+    for k, row in enumerate(rows):
+        steps[k, : len(row)] = row
+    return steps[rng.permutation(len(rows))]
+
+
+@needs_c
+def test_the_c_executor_runs_in_many_threads_at_once_with_the_numpy_bits():
+    rng = np.random.default_rng(3)
+    jobs = []
+    for _ in range(24):
+        height, width = int(rng.integers(20, 90)), int(rng.integers(20, 90))
+        image = rng.integers(0, 256, (height, width, int(rng.choice([1, 3]))), dtype=np.uint8)
+        steps = _mixed_program(rng, height, width)
+        jobs.append((image, steps, ps.run(image.copy(), steps)))
+    results: list[list[bytes]] = [[] for _ in range(4)]
+
+    def work(t: int) -> None:
+        for _ in range(5):
+            for image, steps, _ in jobs:
+                out = image.copy()
+                _executor(out, steps)
+                results[t].append(out.tobytes())
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not any(thread.is_alive() for thread in threads)
+    expected = [e.tobytes() for _, _, e in jobs] * 5
+    assert all(result == expected for result in results)
+
+
+_BASELINE = """
+import hashlib, sys, numpy as np
+from slipstream.images import compiled
+sys.path.insert(0, {here!r})
+from test_pixel_steps import _mixed_program
+rng = np.random.default_rng(8)
+for k in range(60):
+    height, width = int(rng.integers(1, 80)), int(rng.integers(1, 80))
+    image = rng.integers(0, 256, (height, width, int(rng.choice([1, 3]))), dtype=np.uint8)
+    steps = _mixed_program(rng, height, width)
+    steps = steps[steps[:, 0] != 12] if min(height, width) < 8 else steps  # (a 7-row blur needs 4 rows)
+    steps = steps[steps[:, 0] != 14] if height != width else steps
+    compiled.EXTENSION.pixel_steps(image, steps)
+    sys.stdout.write(hashlib.sha256(image.tobytes()).hexdigest() + "\\n")
+"""
+
+
+@needs_c
+def test_the_avx2_and_baseline_loops_give_the_same_bits():
+    """The executor's loops are compiled for AVX2 and for the baseline (chosen as the resampler's are; SLIPSTREAM_NO_AVX2
+    forces the baseline): both give the same bytes."""
+    code = _BASELINE.format(here=str(Path(__file__).parent))
+    runs = [run_python(code, timeout=300, env={"SLIPSTREAM_NO_AVX2": off}) for off in ("", "1")]
+    for run in runs:
+        assert run.returncode == 0, run.stderr[-2000:]
+    assert len(runs[0].stdout.split()) == 60 and runs[0].stdout == runs[1].stdout
