@@ -11,7 +11,9 @@ any loader. The work is split where a loader splits it:
 - torch, in the training process: ``finisher.DeviceFinisher`` (``loading.finishing`` runs it ahead
   of the consumer on a side stream), ``decode.decode_batch`` (nvJPEG batched on CUDA with
   torchvision, CPU decoders elsewhere), ``batchpixels.resample`` (crop, antialiased resize with
-  Pillow's filters, flip; batched, bucketed by region size) and ``batchpixels.finalize``
+  Pillow's filters, flip; batched, bucketed by region size), ``pixelstage.finish`` (the pixel
+  ops' steps, compiled by the workers, batched by ``pixelsteps.run_steps``; then the formats and
+  a ``RandomErasing`` after them) and ``batchpixels.finalize``
   (normalize, cast, layout); ``devicestage.DeviceStage`` (indices to one batch by hand, without a
   loader).
 

@@ -22,16 +22,18 @@ Bits: every opcode computes the NumPy executor's float32 operations in its order
 per NumPy op: no ``add(..., alpha=)`` with another alpha than 1, no ``addcmul``/``lerp`` (torch
 fuses their multiply-adds on CPU and CUDA), and the fused adds the reference emulates in double
 (``pixel_steps._fused``) computed in float64 (the float32 product is exact there, so fusing is
-harmless). Division is IEEE float32 division (torch's, on CPU and CUDA without fast math),
-``torch.round`` rounds half to even as ``np.rint``, float-to-uint8 conversions of clamped values
-truncate as NumPy's. EQUALIZE counts per-(sample, channel) histograms with one ``scatter_add_``
-over offset values (integer sums: the same counts in any order; no ``bincount``, whose CUDA kernel
-reads its input's maximum back to the host); AFFINE computes the same float32 source coordinates and gathers the taps explicitly
-(no ``grid_sample``); BLUR's taps are the host's ``pixel_steps.blur_weights``. On CPU tensors
-every opcode equals the NumPy executor bit for bit (``tests/images/device/test_device_pixelops.py``,
-random programs and torchvision's fixture cases). On CUDA the same operations run; the reasons
-for equality hold there too (IEEE float32/float64 without contraction across separate kernels),
-but they are checked on CPU tensors only.
+harmless). Division is IEEE division by tensors only: CUDA divides by a Python number (any CPU
+scalar) as a product by its rounded reciprocal, so divisors are device tensors (``_scalar``), but
+for halving. ``torch.round`` rounds half to even as ``np.rint``; float-to-uint8 conversions of
+clamped values truncate as NumPy's. EQUALIZE counts per-(sample, channel) histograms with one
+``scatter_add_`` over offset values (integer sums: the same counts in any order; not ``bincount``,
+whose CUDA kernel reads its input's maximum back to the host); AFFINE computes the same float32
+source coordinates and gathers the taps explicitly (no ``grid_sample``); BLUR's taps are the
+host's ``pixel_steps.blur_weights``. On CPU tensors every opcode equals the NumPy executor bit for
+bit (``tests/images/device/test_device_pixelops.py``: random programs, every opcode alone, the
+ops' compiled programs and torchvision's fixture cases). On CUDA the same operations run and the
+reasons for equality hold there too (IEEE float32/float64, no contraction across separate
+kernels), but no CUDA machine has checked it yet (the test file's CUDA-only test does).
 
 Errors: everything a step needs is checked on the host before any pixel is touched (unlike the
 NumPy executor, which may have applied earlier steps): an unknown opcode, a blur kernel wider than
@@ -93,6 +95,12 @@ def _fused(a: torch.Tensor, alpha: torch.Tensor | float, b: torch.Tensor) -> tor
     return out.to(torch.float32)
 
 
+def _scalar(value: float, like: torch.Tensor) -> torch.Tensor:
+    """``value`` as a 0-d tensor of ``like``'s dtype on its device: a divisor. (CUDA divides by a
+    Python number, or any CPU scalar, as a product by its rounded reciprocal: not IEEE division.)"""
+    return torch.full((), value, dtype=like.dtype, device=like.device)
+
+
 def _trunc_(x: torch.Tensor) -> torch.Tensor:
     """float32 to uint8, clamped to [0, 255] (in place: ``x`` is a temporary) and truncated (torch's
     ``clamp_(0, 255).to(uint8)``)."""
@@ -130,7 +138,8 @@ def _brightness(x: torch.Tensor, group: _Group) -> torch.Tensor:
 
 def _contrast(x: torch.Tensor, group: _Group) -> torch.Tensor:
     plane = _gray(x).floor_() if x.shape[1] == 3 else x[:, 0]
-    mean = plane.to(torch.float64).sum(dim=(1, 2)) / (plane.shape[1] * plane.shape[2])  # whole numbers: exact sums
+    total = plane.to(torch.float64).sum(dim=(1, 2))  # whole numbers: exact sums
+    mean = total / _scalar(plane.shape[1] * plane.shape[2], total)
     return _blend(x, mean.to(torch.float32).view(-1, 1, 1, 1), group)
 
 
@@ -285,10 +294,11 @@ def _coordinates(group: _Group, height: int, width: int, device: torch.device) -
     half_w, half_h = float(_f32(0.5 * width)), float(_f32(0.5 * height))
     xs = torch.from_numpy((np.arange(width) - (width - 1) * 0.5).astype(_f32)).to(device).view(1, 1, width)
     ys = torch.from_numpy((np.arange(height) - (height - 1) * 0.5).astype(_f32)).to(device).view(1, height, 1)
-    a = [(m[:, k] / (half_w if k < 3 else half_h)).view(-1, 1, 1) for k in range(6)]
+    half = (_scalar(half_w, m), _scalar(half_h, m))
+    a = [(m[:, k] / half[k >= 3]).view(-1, 1, 1) for k in range(6)]
     gx = (xs * a[0] + ys * a[1]) + a[2]
     gy = (xs * a[3] + ys * a[4]) + a[5]
-    ix = ((gx + 1.0) * float(width) - 1.0) / 2.0
+    ix = ((gx + 1.0) * float(width) - 1.0) / 2.0  # by 2: the reciprocal is exact, so CUDA's product by it is the quotient
     iy = ((gy + 1.0) * float(height) - 1.0) / 2.0
     return ix, iy
 
