@@ -576,8 +576,14 @@ blur(uint8_t *image, int height, int width, int channels, int kx, int ky, double
     blur_weights(ky, sy, e, wy);
     for (y = 0; y < height; y++) {
         const uint8_t *src = image + (size_t)y * row;
+        to_float(src, pad + (size_t)rx * (size_t)channels, row);  /* the row itself, then the reflected margins */
         for (j = 0; j < (int)cols; j++) {
-            const uint8_t *px = src + (size_t)reflect(j - rx, width) * (size_t)channels;
+            const uint8_t *px;
+            if (j == rx)
+                j += width;
+            if (j >= (int)cols)
+                break;
+            px = src + (size_t)reflect(j - rx, width) * (size_t)channels;
             for (c = 0; c < channels; c++)
                 pad[(size_t)j * (size_t)channels + (size_t)c] = (float)px[c];
         }
