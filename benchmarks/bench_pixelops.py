@@ -4,6 +4,7 @@ NumPy one (``kernels.pixel_steps.run``), and against torchvision v2's functional
     python benchmarks/bench_pixelops.py                 # ours; adds torchvision's column when
                                                         # --tv-python (default /opt/tv-venv/bin/python) runs
     python benchmarks/bench_pixelops.py --torchvision   # torchvision v2's functionals only (no slipstream needed)
+    python benchmarks/bench_pixelops.py --loader        # a whole recipe through ss.DataLoader: compiled task vs per sample
 
 Each figure is the median over ``--rounds`` rounds of the mean time of ``--reps`` calls on one
 thread (torch.set_num_threads(1)), on a photo-like image with smooth regions and edges; an
@@ -134,14 +135,87 @@ def our_rows(reps: int, rounds: int) -> dict[str, tuple[float | None, float]]:
     return rows
 
 
+class _NoPixelTasks:
+    """The extension as the pipelines see it, without compiled pixel tasks (pixel pipelines then run per sample)."""
+
+    def __init__(self, module: Any):
+        self.module = module
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "PIXEL_TASKS":
+            raise AttributeError(name)
+        return getattr(self.module, name)
+
+
+def loader_rows(samples: int, batch: int, rounds: int) -> dict[str, float]:
+    """Images per second of one epoch (one thread, workers=0) of RandomResizedCrop(224) + flip + RandAugment(2, 9) +
+    ColorJitter(0.4, 0.4, 0.4) + Normalize + ToCHW + RandomErasing(0.25) over a packed file of 375x500 JPEGs: the
+    compiled task, the per-sample path with the C executor, and with the NumPy one."""
+    import tempfile
+
+    try:
+        import slipstream as ss
+    except ImportError:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+        import slipstream as ss
+    from slipstream import fields as F
+    from slipstream import ops
+    from slipstream.images import pipeline as _pipeline
+    from slipstream.images.kernels import pixel_steps
+
+    recipe = [
+        ops.RandomResizedCrop(224),
+        ops.RandomHorizontalFlip(),
+        ops.RandAugment(2, 9),
+        ops.ColorJitter(0.4, 0.4, 0.4),
+        ops.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
+        ops.ToCHW(),
+        ops.RandomErasing(0.25),
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        images = [{"image": photo(375, 500, seed=k)} for k in range(samples)]
+        path = ss.write(Path(tmp) / "photos.arrow", images, {"image": F.Image(codec="jpeg", quality=90)}, progress=False)
+        ds = ss.open(path).map(image=recipe)
+        roi, run_steps = _pipeline._roi, _pipeline.run_steps
+
+        def epoch() -> None:
+            for _ in ss.DataLoader(ds, batch, shuffle=True, seed=1, workers=0):
+                pass
+
+        rows = {}
+        for name, module, steps in (
+            ("compiled task (C steps)", roi, run_steps),
+            ("per sample, C steps", _NoPixelTasks(roi) if roi is not None else None, run_steps),
+            (
+                "per sample, NumPy steps",
+                _NoPixelTasks(roi) if roi is not None else None,
+                lambda i, s: pixel_steps.run(i, s) if len(s) else i,
+            ),
+        ):
+            if module is None and name.startswith("compiled"):
+                continue
+            _pipeline._roi, _pipeline.run_steps = module, steps
+            try:
+                rows[name] = samples / timed(epoch, 1, rounds)
+            finally:
+                _pipeline._roi, _pipeline.run_steps = roi, run_steps
+        return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--torchvision", action="store_true", help="time torchvision v2's functionals only")
     parser.add_argument("--json", action="store_true", help="(with --torchvision) print the rows as JSON")
     parser.add_argument("--tv-python", default="/opt/tv-venv/bin/python", help="an interpreter with torchvision, for its column")
+    parser.add_argument("--loader", action="store_true", help="images per second of a whole recipe through ss.DataLoader instead")
+    parser.add_argument("--samples", type=int, default=256, help="(with --loader) images in the packed file")
     parser.add_argument("--reps", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
+    if args.loader:
+        for name, rate in loader_rows(args.samples, 64, args.rounds).items():
+            print(f"{name:<26} {rate:9.0f} images/s (one thread)")
+        return
     if args.torchvision:
         rows = torchvision_rows(args.reps, args.rounds)
         if args.json:
