@@ -66,14 +66,13 @@ _HUE_PICK = ((0, 2, 1, 1, 3, 0), (3, 0, 0, 2, 1, 1), (1, 1, 3, 0, 0, 2))  # (r, 
 
 
 class _Group:
-    """One opcode at one step position: its samples (``index``, a device slice of the uploaded
-    indices; ``None`` for the whole batch), their parameters (``params``: device float64 (g, 11);
-    ``host``: the same rows in NumPy) and the position (``where`` names it in errors)."""
+    """The parameters of one opcode's samples at one step position: ``params`` on the device
+    (float64 (g, 11), columns 1.. of their steps) and ``host``, the same rows in NumPy."""
 
-    __slots__ = ("host", "index", "params", "samples", "where")
+    __slots__ = ("host", "params")
 
-    def __init__(self, samples: np.ndarray, index: torch.Tensor | None, params: torch.Tensor, host: np.ndarray, where: str):
-        self.samples, self.index, self.params, self.host, self.where = samples, index, params, host, where
+    def __init__(self, params: torch.Tensor, host: np.ndarray):
+        self.params, self.host = params, host
 
     def column(self, k: int) -> torch.Tensor:
         """Parameter ``k`` (column ``k + 1`` of the steps) as float64 (g, 1, 1, 1)."""
@@ -483,13 +482,10 @@ def run_steps(images: torch.Tensor, steps: Any) -> torch.Tensor:
         index = None if whole else indices[start : start + len(samples)]
         start += len(samples)
         params = uploaded[:, position] if whole else uploaded[:, position].index_select(0, index)  # type: ignore[arg-type]
-        group = _Group(samples, index, params, steps[samples, position, 1:], _where(position, int(samples[0]), code))
         part = current if whole else current.index_select(0, index)  # type: ignore[arg-type]
-        result = _OPS[code](part, group)
-        if whole:
-            current = (
-                result if result.is_contiguous() else result.contiguous()
-            )  # an expanded GRAYSCALE is no buffer to write into
+        result = _OPS[code](part, _Group(params, steps[samples, position, 1:]))
+        if whole:  # contiguous: an expanded GRAYSCALE is no buffer to write into
+            current = result if result.is_contiguous() else result.contiguous()
         elif result is not part:
             current.index_copy_(0, index, result)  # type: ignore[arg-type]
     if current is not images:
