@@ -129,6 +129,22 @@ def test_compiled_tasks_with_pixel_ops_give_the_per_sample_numpy_paths_batches(t
 
 
 @needs_pixel_tasks
+@pytest.mark.parametrize("name", ["recipe-float32-chw", "every-op-uint8"])
+def test_gray_images_run_their_steps_on_one_channel_with_the_same_bits(tmp_path, name, monkeypatch):
+    images = [{"image": photo_like(40 + 5 * (k % 4), 50, seed=k, channels=1), "label": k} for k in range(16)]
+    path = ss.write(tmp_path / "g.arrow", images, {"image": F.Image(codec="jpeg", channels=1), "label": F.Int()}, progress=False)
+    ds = ss.open(path)
+    pipeline = [op if not isinstance(op, ops.Normalize) else ops.Normalize((0.5,), (0.25,)) for op in _PIPELINES[name]]
+    counting = _Counting(_roijpeg)
+    monkeypatch.setattr(_pipeline, "_roi", counting)
+    compiled = _epochs(ds, pipeline, 0)
+    assert counting.done >= 2 * len(ds) and compiled[0][0]["image"].shape[-1 if "hwc" in name or "uint8" in name else 1] == 1
+    monkeypatch.setattr(_pipeline, "_roi", None)
+    monkeypatch.setattr(_pipeline, "run_steps", _numpy_steps)
+    _assert_bits(_epochs(ds, pipeline, 0), compiled, f"{name}, 1 channel: per-sample path (NumPy steps)")
+
+
+@needs_pixel_tasks
 def test_pipelines_without_pixel_ops_pass_no_steps(tmp_path, monkeypatch):
     ds = _dataset(tmp_path, n=8)
     calls: list[dict[str, Any]] = []
