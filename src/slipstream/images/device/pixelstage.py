@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from .batchpixels import finalize
-from .pixelsteps import run_steps
+from .pixelsteps import run_steps, upload
 
 __all__ = ["erase", "finish"]
 
@@ -70,7 +70,7 @@ def erase(out: torch.Tensor, boxes: Any, values: Sequence[float], layout: str) -
         [np.minimum(top, height), np.minimum(top + tall, height), np.minimum(left, width), np.minimum(left + wide, width)], axis=1
     )
     bounds[~erased] = 0  # an empty box: nothing to set
-    b = torch.from_numpy(bounds).to(out.device)
+    b = upload(bounds, out.device)
     rows = torch.arange(height, device=out.device).view(1, height, 1)
     cols = torch.arange(width, device=out.device).view(1, 1, width)
     mask = (

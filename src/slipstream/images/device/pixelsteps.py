@@ -51,7 +51,7 @@ import torch
 
 from ..kernels import pixel_steps as ps
 
-__all__ = ["LAYOUT", "run_steps"]
+__all__ = ["LAYOUT", "run_steps", "upload"]
 
 LAYOUT = "NCHW"  # the layout of ``run_steps``' images
 
@@ -84,6 +84,15 @@ class _Group:
 
 
 # ------------------------------------------------------------------------------- arithmetic
+
+
+def upload(array: np.ndarray, device: torch.device) -> torch.Tensor:
+    """A host array as a tensor on ``device``; on CUDA through pinned memory, without waiting (a
+    copy from pageable memory synchronizes the stream: the host would stop queueing ahead of it)."""
+    tensor = torch.from_numpy(np.ascontiguousarray(array))
+    if device.type == "cuda":
+        return tensor.pin_memory().to(device, non_blocking=True)
+    return tensor.to(device)
 
 
 def _fused(a: torch.Tensor, alpha: torch.Tensor | float, b: torch.Tensor) -> torch.Tensor:
@@ -177,7 +186,7 @@ def _hue(x: torch.Tensor, group: _Group) -> torch.Tensor:
     q = ((1.0 - s * frac) * v).clamp(0.0, 1.0)
     t = ((s * frac + (1.0 - s)) * v).clamp(0.0, 1.0)
     vpqt = torch.stack([v, p, q, t], dim=1)  # (g, 4, H, W)
-    table = torch.tensor(_HUE_PICK, dtype=torch.int64, device=x.device)  # (3, 6)
+    table = upload(np.array(_HUE_PICK, np.int64), x.device)  # (3, 6)
     pick = table[:, sector].transpose(0, 1)  # (g, 3, H, W)
     return (vpqt.gather(1, pick) * _HUE_OUT).to(torch.uint8)
 
@@ -204,7 +213,7 @@ def _sharpness(x: torch.Tensor, group: _Group) -> torch.Tensor:
 def _posterize(x: torch.Tensor, group: _Group) -> torch.Tensor:
     if (group.host[:, 0] >= 8).all():  # 8 bits and more keep every bit
         return x
-    masks = torch.tensor(_POSTERIZE, dtype=torch.uint8, device=x.device)
+    masks = upload(np.array(_POSTERIZE, np.uint8), x.device)
     bits = group.params[:, 0].clamp(max=8.0).to(torch.int64)  # int(bits): truncation (checked >= 0)
     return x & masks[bits].view(-1, 1, 1, 1)
 
@@ -266,14 +275,10 @@ def _blur(x: torch.Tensor, group: _Group) -> torch.Tensor:
     height, width = x.shape[2], x.shape[3]
     kx, ky = int(group.host[0, 0]), int(group.host[0, 1])
     device = x.device
-    wx = torch.from_numpy(np.stack([ps.blur_weights(kx, float(s)) for s in group.host[:, 2]])).to(device)  # (g, kx)
-    wy = torch.from_numpy(np.stack([ps.blur_weights(ky, float(s)) for s in group.host[:, 3]])).to(device)
-    columns = torch.from_numpy(
-        np.ascontiguousarray(_reflect(np.arange(width)[None, :] + np.arange(kx)[:, None] - kx // 2, width))
-    ).to(device)
-    rows = torch.from_numpy(
-        np.ascontiguousarray(_reflect(np.arange(height)[None, :] + np.arange(ky)[:, None] - ky // 2, height))
-    ).to(device)
+    wx = upload(np.stack([ps.blur_weights(kx, float(s)) for s in group.host[:, 2]]), device)  # (g, kx)
+    wy = upload(np.stack([ps.blur_weights(ky, float(s)) for s in group.host[:, 3]]), device)
+    columns = upload(_reflect(np.arange(width)[None, :] + np.arange(kx)[:, None] - kx // 2, width), device)
+    rows = upload(_reflect(np.arange(height)[None, :] + np.arange(ky)[:, None] - ky // 2, height), device)
     xf = x.to(torch.float32)
     tap = torch.empty_like(xf)
     across = torch.zeros_like(xf)
@@ -291,8 +296,8 @@ def _coordinates(group: _Group, height: int, width: int, device: torch.device) -
     """``pixel_steps.source_coordinates`` of the group's matrices: float32 (g, H, W) x and y."""
     m = group.params[:, 0:6].to(torch.float32)
     half_w, half_h = float(_f32(0.5 * width)), float(_f32(0.5 * height))
-    xs = torch.from_numpy((np.arange(width) - (width - 1) * 0.5).astype(_f32)).to(device).view(1, 1, width)
-    ys = torch.from_numpy((np.arange(height) - (height - 1) * 0.5).astype(_f32)).to(device).view(1, height, 1)
+    xs = upload((np.arange(width) - (width - 1) * 0.5).astype(_f32), device).view(1, 1, width)
+    ys = upload((np.arange(height) - (height - 1) * 0.5).astype(_f32), device).view(1, height, 1)
     half = (_scalar(half_w, m), _scalar(half_h, m))
     a = [(m[:, k] / half[k >= 3]).view(-1, 1, 1) for k in range(6)]
     gx = (xs * a[0] + ys * a[1]) + a[2]
@@ -313,8 +318,8 @@ def _affine(x: torch.Tensor, group: _Group) -> torch.Tensor:
     g, channels, height, width = x.shape
     device = x.device
     ix, iy = _coordinates(group, height, width, device)
-    bilinear = torch.from_numpy(group.host[:, 6] != 0).to(device).view(-1, 1, 1, 1)
-    filled = torch.from_numpy(group.host[:, 7] != 0).to(device).view(-1, 1, 1, 1)
+    bilinear = upload(group.host[:, 6] != 0, device).view(-1, 1, 1, 1)
+    filled = upload(group.host[:, 7] != 0, device).view(-1, 1, 1, 1)
     fill = group.params[:, 8 : 8 + channels].to(torch.float32).view(g, channels, 1, 1)
     zero = torch.zeros((), dtype=torch.float32, device=device)
     out = None
@@ -361,8 +366,8 @@ def _erase(x: torch.Tensor, group: _Group) -> torch.Tensor:
         c0, c1, _ = slice(left, left + wide).indices(width)
         bounds[k] = r0, r1, c0, c1
     host_values = group.host[:, 4 : 4 + channels].astype(np.uint8)  # the reference's cast, on the same NumPy
-    b = torch.from_numpy(bounds).to(device)
-    values = torch.from_numpy(np.ascontiguousarray(host_values)).to(device).view(g, channels, 1, 1)
+    b = upload(bounds, device)
+    values = upload(host_values, device).view(g, channels, 1, 1)
     rows = torch.arange(height, device=device).view(1, height, 1)
     cols = torch.arange(width, device=device).view(1, 1, width)
     inside = (
@@ -474,8 +479,8 @@ def run_steps(images: torch.Tensor, steps: Any) -> torch.Tensor:
     if not plan:
         return images
     device = images.device
-    uploaded = torch.from_numpy(np.ascontiguousarray(steps[:, :, 1:])).to(device)  # (N, S, 11)
-    indices = torch.from_numpy(np.concatenate([samples for _, _, samples in plan])).to(device)
+    uploaded = upload(steps[:, :, 1:], device)  # (N, S, 11)
+    indices = upload(np.concatenate([samples for _, _, samples in plan]), device)
     current, start = images, 0
     for position, code, samples in plan:
         whole = len(samples) == n
