@@ -220,6 +220,35 @@ grayscale_body(uint8_t *p, size_t pixels)
 }
 DISPATCHED(grayscale, (uint8_t * p, size_t pixels), (p, pixels))
 
+#define CHUNK 512  /* pixels per pass over float planes */
+
+/* (3 channels) the pixels `at`.. as float planes, n of them (at most CHUNK) */
+static int
+planes(const uint8_t *p, size_t pixels, size_t at, float *r, float *g, float *b)
+{
+    const uint8_t *q = p + 3 * at;
+    int i, n = pixels - at < CHUNK ? (int)(pixels - at) : CHUNK;
+    for (i = 0; i < n; i++) {
+        r[i] = (float)q[3 * i];
+        g[i] = (float)q[3 * i + 1];
+        b[i] = (float)q[3 * i + 2];
+    }
+    return n;
+}
+
+/* the planes' values (whole numbers in [0, 255] or, truncated, [0, 256)) back as uint8 */
+static void
+unplanes(uint8_t *p, size_t at, int n, const float *r, const float *g, const float *b)
+{
+    uint8_t *q = p + 3 * at;
+    int i;
+    for (i = 0; i < n; i++) {
+        q[3 * i] = (uint8_t)(int32_t)r[i];
+        q[3 * i + 1] = (uint8_t)(int32_t)g[i];
+        q[3 * i + 2] = (uint8_t)(int32_t)b[i];
+    }
+}
+
 /* ------------------------------------------------------------------ hue */
 
 INLINE float
@@ -303,28 +332,15 @@ hue_planes_body(float *restrict rp, float *restrict gp, float *restrict bp, int 
 }
 DISPATCHED(hue_planes, (float *rp, float *gp, float *bp, int n, float shift), (rp, gp, bp, n, shift))
 
-#define CHUNK 512  /* pixels per pass over float planes */
-
 static void
 hue(uint8_t *p, size_t pixels, float shift)
 {
     float r[CHUNK], g[CHUNK], b[CHUNK];
     size_t at;
-    int i, n;
     for (at = 0; at < pixels; at += CHUNK) {
-        uint8_t *q = p + 3 * at;
-        n = pixels - at < CHUNK ? (int)(pixels - at) : CHUNK;
-        for (i = 0; i < n; i++) {
-            r[i] = (float)q[3 * i];
-            g[i] = (float)q[3 * i + 1];
-            b[i] = (float)q[3 * i + 2];
-        }
+        int n = planes(p, pixels, at, r, g, b);
         hue_planes(r, g, b, n, shift);
-        for (i = 0; i < n; i++) {  /* (values in [0, 255.999]) */
-            q[3 * i] = (uint8_t)(int32_t)r[i];
-            q[3 * i + 1] = (uint8_t)(int32_t)g[i];
-            q[3 * i + 2] = (uint8_t)(int32_t)b[i];
-        }
+        unplanes(p, at, n, r, g, b);  /* (values in [0, 255.999]) */
     }
 }
 
