@@ -268,10 +268,22 @@ def test_bad_steps_are_refused_before_any_pixel_changes_naming_the_step_and_samp
             run_steps(images, bad)
         assert bool((images == 100).all())  # the first step did not run
 
-    refused([99], 2, r"pixel step 1 \(99\) of sample 2: unknown opcode 99")
-    refused([ps.BLUR, 11, 3, 1.0, 1.0], 1, r"pixel step 1 \(BLUR\) of sample 1: a 11x3 blur kernel .* got 4x5")
-    refused([ps.ROT90, 3], 0, r"pixel step 1 \(ROT90\) of sample 0: a quarter turn keeps the size of square images only, got 4x5")
-    refused([ps.POSTERIZE, -2], 0, r"POSTERIZE.*bits must be 0..8")
+    refused([99], 2, r"pixel step 1 \(99\) of image 2 of the batch: unknown opcode 99")
+    refused([ps.BLUR, 11, 3, 1.0, 1.0], 1, r"pixel step 1 \(BLUR\) of image 1 of the batch: a 11x3 blur kernel .* got 4x5")
+    refused(
+        [ps.ROT90, 3],
+        0,
+        r"pixel step 1 \(ROT90\) of image 0 of the batch: a quarter turn keeps the size of square images only, got 4x5",
+    )
+    refused([ps.POSTERIZE, -2.5], 0, r"pixel step 1 \(POSTERIZE\) of image 0 of the batch: posterize keeps 0..8 bits, got -2")
+    refused(
+        [ps.NONE, np.nan],
+        1,
+        r"pixel step 1 \(NONE\) of image 1 of the batch: step words must be finite numbers, got nan in column 1",
+    )
+    with pytest.raises(ps.StepError) as raised:
+        run_steps(images, np.where(np.arange(3)[:, None, None] == 1, np.inf, steps))
+    assert raised.value.sample == 1 and isinstance(raised.value, ValueError)
     with pytest.raises(ValueError, match=r"uint8 \(N, C, H, W\) tensor with C 1 or 3, got torch.float32"):
         run_steps(images.float(), steps)
     with pytest.raises(ValueError, match=r"uint8 \(N, C, H, W\) tensor with C 1 or 3, got torch.uint8 of shape \(3, 4, 5, 3\)"):
@@ -390,6 +402,44 @@ def test_with_the_cpu_resampling_every_row_the_device_stage_gives_the_cpu_loader
         np.testing.assert_array_equal(a["image"], b["image"])
 
 
+@pytest.fixture(scope="module")
+def grays(tmp_path_factory):
+    rng = np.random.default_rng(4)
+    samples = [
+        {"image": photo_like(int(rng.integers(30, 90)), int(rng.integers(30, 90)), seed=k, channels=1), "label": k}
+        for k in range(12)
+    ]
+    fields = {"image": F.Image(codec="jpeg", quality=90, channels=1), "label": F.Int()}
+    return ss.write(tmp_path_factory.mktemp("grays") / "grays.arrow", samples, fields, progress=False)
+
+
+@pytest.mark.parametrize(
+    "pipe",
+    [
+        [
+            ops.RandomResizedCrop(20),
+            ops.RandAugment(2, 9),
+            ops.ColorJitter(0.4, 0.4),
+            ops.Normalize(MEAN, STD),
+            ops.RandomErasing(0.7),
+        ],
+        [ops.CenterCrop(18), ops.RandomEqualize(), ops.Grayscale(3), ops.ColorJitter(0.4, 0.4, 0.4, 0.2), ops.ToCHW()],
+    ],
+    ids=["one-channel", "grayscale-3-of-one-channel"],
+)
+def test_one_channel_batches_and_a_grayscale_3_of_them_give_the_cpu_loaders_batches(grays, pipe):
+    """Gray JPEGs without ToRGB: 1-channel batches; a ``Grayscale(3)`` makes three equal channels
+    where the CPU pipeline makes them (when its ``channels`` says so), the later steps on those."""
+    device = _batches(ss.open(grays).map(image=pipe, device="cpu", cpu_share=1.0))
+    cpu = _batches(ss.open(grays).map(image=pipe))
+    for a, b in zip(device, cpu):
+        assert a["image"].shape == b["image"].shape and a["image"].dtype == b["image"].dtype
+        np.testing.assert_array_equal(a["image"], b["image"])
+    geometry = DeviceStage(ss.open(grays), "image", [op for op in pipe if not isinstance(op, (PixelOp, Normalize, ToCHW))])
+    got = DeviceStage(ss.open(grays), "image", pipe)([3, 1, 4, 1, 5], 8, 1).numpy()
+    np.testing.assert_array_equal(got, _cpu_pixel_path(pipe, geometry([3, 1, 4, 1, 5], 8, 1).numpy(), [3, 1, 4, 1, 5], 8, 1))
+
+
 def test_process_workers_carry_the_steps_to_the_finisher(jpegs):
     mapped = ss.open(jpegs).map(image=RECIPE, device="cpu", cpu_share=0.5)
     single = _batches(mapped)
@@ -403,14 +453,21 @@ def _cpu_pixel_path(pipe: list, geometry: np.ndarray, indices: list[int], seed: 
     (n, H, W, C) ``geometry``: each sample's steps (NumPy executor), the formats, then the erasing."""
     pipeline = Pipeline(pipe)
     draws = Draws(seed, epoch, indices)
-    n, height, width, channels = geometry.shape
+    n, height, width, _ = geometry.shape
     program = pipeline.pixel_program(draws, [height] * n, [width] * n)
-    shape, dtype = pipeline.output(channels, height, width)
-    out = np.empty((n, *shape), dtype)
+    out = None
     for i in range(n):
-        pixels = ps.run(geometry[i].copy(), program[i])
+        pixels, start = geometry[i].copy(), 0
+        for _, op in pipeline.pixel:  # op by op, as Pipeline._run_pixel: an op may set the channel count
+            pixels = ps.run(np.ascontiguousarray(pixels), program[i, start : start + op.steps])
+            start += op.steps
+            if op.channels == 3 and pixels.shape[2] == 1:
+                pixels = np.repeat(pixels, 3, axis=2)
+        if out is None:
+            shape, dtype = pipeline.output(pixels.shape[2], height, width)
+            out = np.empty((n, *shape), dtype)
         if pipeline.normalize is not None:
-            scale, offset = pipeline.normalize.coefficients(channels)
+            scale, offset = pipeline.normalize.coefficients(pixels.shape[2])
             pixels = (pixels.astype(np.float32) * scale + offset).astype(dtype)
         out[i] = pixels.transpose(2, 0, 1) if pipeline.chw else pixels
     for op, boxes in pipeline.erase_boxes(draws, [height] * n, [width] * n):
@@ -485,6 +542,16 @@ def test_the_host_side_compiles_the_cpu_pipelines_steps_and_boxes(jpegs):
         np.testing.assert_array_equal(row.erase, batch.erase[:, k])
     plain = HostReader(ss.open(jpegs), "image", RECIPE[:2]).read(indices, 21, 2)
     assert plain.steps.shape == (4, 0, ps.WORDS) and plain.erase.shape == (0, 4, 4)
+
+
+def test_a_step_the_output_cannot_take_names_the_sample_and_field(jpegs):
+    pipe = [ops.CenterCrop(6), ops.GaussianBlur(15)]
+    with pytest.raises(
+        ps.StepError, match=r"sample 7, field 'image': pixel step 0 \(BLUR\) of image 0 of the batch: a 15x15 blur kernel"
+    ):
+        DeviceStage(ss.open(jpegs), "image", pipe)([7, 2], 0, 0)
+    with pytest.raises(ps.StepError, match=r"sample 0, field 'image': pixel step 0 \(BLUR\)"):
+        next(iter(ss.DataLoader(ss.open(jpegs).map(image=pipe, device="cpu"), batch_size=4)))
 
 
 def test_a_one_channel_grayscale_is_refused_by_the_device_stage(jpegs):

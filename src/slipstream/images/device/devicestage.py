@@ -34,6 +34,7 @@ import torch
 
 from ...core.errors import CorruptFileError
 from ..imageops import Op
+from ..kernels.pixel_steps import StepError
 from ..pipeline import Pipeline
 from .batchpixels import resample, resize_crops
 from .decode import SampleDecodeError, decode_batch
@@ -106,7 +107,10 @@ class DeviceStage:
         if not pipeline.pixel and not pipeline.erasing:
             return resize_crops(images, batch.boxes, batch.size, batch.flips, mean, std, self.dtype, self.layout, "CHW", self.filter)
         values = resample(images, batch.boxes, batch.size, batch.flips, "CHW", self.filter)
-        return finish(values, batch.steps, batch.erase, [op for _, op in pipeline.erasing], mean, std, self.dtype, self.layout)
+        try:
+            return finish(values, pipeline, batch.steps, batch.erase, self.dtype, self.layout)
+        except StepError as exc:
+            raise StepError(f"sample {batch.indices[getattr(exc, 'sample', 0)]}, field {self.field!r}: {exc}") from exc
 
     def __call__(self, indices: Sequence[int] | np.ndarray, seed: int, epoch: int) -> torch.Tensor:
         """Samples ``indices`` of ``epoch`` under ``seed`` as one batch tensor on the device."""

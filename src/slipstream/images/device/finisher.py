@@ -14,7 +14,9 @@ memory until the consumer's queued work is done. Elsewhere both are plain calls.
 waits, in this thread, for the side stream's earlier work before each nvJPEG call: torchvision's
 decoder writes from its own stream into memory allocated on ours.)
 
-Errors: bytes that do not decode raise ``CorruptFileError`` naming the file, sample and field;
+Errors: bytes that do not decode raise ``CorruptFileError`` naming the file, sample and field; a
+pixel step the output cannot take (a blur kernel wider than it) ``pixel_steps.StepError`` naming
+the sample and field;
 rows of different channel counts or output sizes (possible across the chunks different workers
 read) ``ValueError`` naming the samples and field; a field that is not a list of rows (a
 ``collate=`` that changed it) ``TypeError``.
@@ -30,6 +32,7 @@ import numpy as np
 import torch
 
 from ...core.errors import CorruptFileError
+from ..kernels.pixel_steps import StepError
 from .batchpixels import finalize, resample
 from .decode import SampleDecodeError, decode_batch, nvjpeg_available
 from .hostfield import StagedImage
@@ -110,14 +113,17 @@ class DeviceFinisher:
             values = torch.empty((len(rows), channels, *size), dtype=torch.float32, device=device)
             for positions, part in parts:
                 values[torch.tensor(positions, device=device)] = part
-        normalize = pipeline.normalize
-        mean, std = (normalize.mean, normalize.std) if normalize else (None, None)
         dtype, layout = self.view.dtypes[name], self.view.layouts[name]
         if not pipeline.pixel and not pipeline.erasing:
+            normalize = pipeline.normalize
+            mean, std = (normalize.mean, normalize.std) if normalize else (None, None)
             return finalize(values, mean, std, dtype, layout)
         steps = np.stack([row.steps for row in rows])
         boxes = np.stack([row.erase for row in rows], axis=1)
-        return finish(values, steps, boxes, [op for _, op in pipeline.erasing], mean, std, dtype, layout)
+        try:
+            return finish(values, pipeline, steps, boxes, dtype, layout)
+        except StepError as exc:  # a step the output cannot take (a blur kernel wider than it): name the sample
+            raise StepError(f"sample {rows[getattr(exc, 'sample', 0)].index}, field {name!r}: {exc}") from exc
 
     def _finish_fields(self, batch: Any) -> Any:
         if not isinstance(batch, Mapping):

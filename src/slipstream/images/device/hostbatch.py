@@ -74,7 +74,7 @@ def _pipeline(ops: Any) -> Pipeline:
     pipeline = ops if isinstance(ops, Pipeline) else Pipeline(list(ops))
     if pipeline.tail:
         raise ValueError("the device stage runs the built-in ops only (crop/resize, flip, Normalize, ToCHW, ToRGB, Decode), not custom ops")
-    if pipeline.out_channels == 1:
+    if any(op.channels == 1 for _, op in pipeline.pixel):
         raise ValueError(
             "the device stage keeps the batch's channel count, so it does not run ops.Grayscale(num_output_channels=1): "
             "use ops.Grayscale(3) (three equal channels), or map the field without device= to run it on the CPU"

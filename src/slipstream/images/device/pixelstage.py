@@ -1,9 +1,10 @@
 """The device stage after its geometry: the pixel ops' steps, the formats, then the erasing.
 
-``finish(values, steps, erase, erasing, mean, std, dtype, layout)`` is the CPU pipeline's order
+``finish(values, pipeline, steps, boxes, dtype, layout)`` is the CPU pipeline's order
 (``Pipeline._run_pixel``) on a batch: ``values`` (float32 (n, C, H, W) holding the geometry's uint8
 values: ``batchpixels.resample``'s output, or rows resampled on the CPU) become uint8, run their
-samples' ``steps`` (``pixelsteps.run_steps``), are normalized, cast and laid out
+samples' ``steps`` (``pixelsteps.run_steps``; op by op where an op sets the channel count, as the
+CPU pipeline goes), are normalized, cast and laid out
 (``batchpixels.finalize``), and then each ``RandomErasing`` placed after the formats erases its
 boxes in the formatted batch (``erase``), with its value cast to the batch's dtype as the CPU path
 casts it (NumPy's cast for uint8, float16 and float32; torch's for bfloat16, which NumPy lacks).
@@ -23,6 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..kernels.pixel_steps import WORDS
 from .batchpixels import finalize
 from .pixelsteps import run_steps, upload
 
@@ -84,27 +86,47 @@ def erase(out: torch.Tensor, boxes: Any, values: Sequence[float], layout: str) -
     return out
 
 
-def finish(
-    values: torch.Tensor,
-    steps: Any,
-    boxes: Any,
-    erasing: Sequence[Any],
-    mean: Sequence[float] | None,
-    std: Sequence[float] | None,
-    dtype: Any,
-    layout: str,
-) -> torch.Tensor:
-    """The batch after its geometry (module doc): ``values`` float32 (n, C, H, W) of uint8 values;
-    ``steps`` float64 (n, S, WORDS) on the host (S may be 0); ``boxes`` int64 (E, n, 4), the boxes
-    of the E ops ``erasing`` (``RandomErasing``, in order); ``mean``, ``std``, ``dtype``, ``layout``:
-    ``finalize``'s."""
-    steps = np.asarray(steps, np.float64)
-    if steps.ndim == 3 and steps.shape[1]:
-        values = run_steps(values.to(torch.uint8), steps).to(torch.float32)
+def _run_ops(pixels: torch.Tensor, pixel_ops: Sequence[Any], steps: np.ndarray) -> torch.Tensor:
+    """``steps`` on uint8 NCHW ``pixels``, op by op where an op sets the channel count
+    (``PixelOp.channels``: a 1-channel batch becomes three equal channels at a ``Grayscale(3)``,
+    as the CPU pipeline repeats it), in one ``run_steps`` between such ops."""
+    start = end = 0
+    for op in pixel_ops:
+        end += op.steps
+        channels = op.channels
+        if channels is None:
+            continue
+        if end > start:
+            pixels = run_steps(pixels, steps[:, start:end])
+        start = end
+        if channels == 3 and pixels.shape[1] == 1:
+            pixels = pixels.expand(-1, 3, -1, -1).contiguous()
+        elif channels == 1 and pixels.shape[1] == 3:
+            pixels = pixels[:, :1].contiguous()
+    if steps.shape[1] > start:
+        pixels = run_steps(pixels, steps[:, start:])
+    return pixels
+
+
+def finish(values: torch.Tensor, pipeline: Any, steps: Any, boxes: Any, dtype: Any, layout: str) -> torch.Tensor:
+    """The batch after its geometry (module doc): ``values`` float32 (n, C, H, W) of uint8 values
+    through ``pipeline``'s (an ``images.pipeline.Pipeline``) pixel ops, formats and erasing:
+    ``steps`` float64 (n, S, WORDS) on the host, its pixel ops' steps (S may be 0); ``boxes`` int64
+    (E, n, 4), the boxes of its E ``RandomErasing`` after the formats, in order; ``dtype`` and
+    ``layout``: ``finalize``'s (its ``Normalize`` gives the mean and std)."""
+    steps = np.asarray(steps, np.float64).reshape(len(values), -1, WORDS)
+    if steps.shape[1] != sum(op.steps for _, op in pipeline.pixel):
+        raise ValueError(
+            f"the pipeline's pixel ops take {sum(op.steps for _, op in pipeline.pixel)} steps a sample, got {steps.shape[1]}"
+        )
+    if steps.shape[1]:
+        values = _run_ops(values.to(torch.uint8), [op for _, op in pipeline.pixel], steps).to(torch.float32)
+    normalize = pipeline.normalize
+    mean, std = (normalize.mean, normalize.std) if normalize is not None else (None, None)
     out = finalize(values, mean, std, dtype, layout)
     boxes = np.asarray(boxes, np.int64).reshape(-1, len(values), 4)
-    if len(boxes) != len(erasing):
-        raise ValueError(f"{len(erasing)} RandomErasing op(s) but boxes for {len(boxes)}")
-    for op, op_boxes in zip(erasing, boxes):
+    if len(boxes) != len(pipeline.erasing):
+        raise ValueError(f"the pipeline has {len(pipeline.erasing)} RandomErasing after its formats, got boxes for {len(boxes)}")
+    for (_, op), op_boxes in zip(pipeline.erasing, boxes):
         erase(out, op_boxes, op.values, layout)
     return out

@@ -35,10 +35,12 @@ ops' compiled programs and torchvision's fixture cases). On CUDA the same operat
 reasons for equality hold there too (IEEE float32/float64, no contraction across separate
 kernels), but no CUDA machine has checked it yet (the test file's CUDA-only test does).
 
-Errors: everything a step needs is checked on the host before any pixel is touched (unlike the
-NumPy executor, which may have applied earlier steps): an unknown opcode, a blur kernel wider than
-the image's reflect padding allows, an odd quarter turn of a non-square image, negative posterize
-bits raise ``ValueError`` naming the step position, the sample and the opcode.
+Errors: every step is checked on the host before any pixel is touched (the NumPy executor may
+have applied earlier steps when it refuses one), with the NumPy executor's rules: a word that is
+not finite, an unknown opcode, a blur kernel wider than the image's reflect padding allows, an odd
+quarter turn of a non-square image, negative posterize bits raise ``pixel_steps.StepError`` (a
+``ValueError``) naming the step position, the image's position in the batch and the opcode (its
+``sample`` attribute is that position); integer parameters are truncated toward zero, as there.
 """
 
 from __future__ import annotations
@@ -401,35 +403,39 @@ _OPS: dict[int, Callable[[torch.Tensor, _Group], torch.Tensor]] = {
 # ------------------------------------------------------------------------------- the plan
 
 
-def _where(position: int, sample: int, code: int) -> str:
-    name = ps.NAMES[code] if 0 <= code < len(ps.NAMES) else str(code)
-    return f"pixel step {position} ({name}) of sample {sample}"
+def _refused(steps: np.ndarray, sample: int, position: int, why: str) -> ps.StepError:
+    """``pixel_steps.StepError`` for step ``position`` of image ``sample``, which it names (and
+    keeps as ``sample``, the image's position in the batch, for the caller to name the dataset's)."""
+    word = steps[sample, position, 0]
+    code = int(word) if np.isfinite(word) else -1
+    name = ps.NAMES[code] if 0 <= code < len(ps.NAMES) else f"{float(word):g}"
+    error = ps.StepError(f"pixel step {position} ({name}) of image {sample} of the batch: {why}")
+    error.sample = sample  # type: ignore[attr-defined]
+    return error
 
 
 def _check(steps: np.ndarray, codes: np.ndarray, height: int, width: int) -> None:
-    """Every step's opcode and parameters, before any work (module doc, Errors)."""
+    """Every step's words, opcode and parameters, before any work (module doc, Errors)."""
+    finite = np.isfinite(steps)
+    if not finite.all():
+        i, s, column = (int(v) for v in np.argwhere(~finite)[0])
+        raise _refused(steps, i, s, f"step words must be finite numbers, got {steps[i, s, column]} in column {column}")
     bad = ~np.isin(codes, np.arange(len(ps.NAMES)))
     if bad.any():
         i, s = (int(v) for v in np.argwhere(bad)[0])
-        raise ValueError(
-            f"{_where(s, i, int(codes[i, s]))}: unknown opcode {float(steps[i, s, 0]):g} (expected 0..{len(ps.NAMES) - 1})"
-        )
+        raise _refused(steps, i, s, f"unknown opcode {int(codes[i, s])} (expected 0..{len(ps.NAMES) - 1})")
     for i, s in np.argwhere(codes == ps.BLUR).tolist():
         kx, ky = int(steps[i, s, 1]), int(steps[i, s, 2])
         if kx // 2 >= width or ky // 2 >= height:
-            raise ValueError(
-                f"{_where(s, i, ps.BLUR)}: a {kx}x{ky} blur kernel needs an image wider than {kx // 2} and taller than {ky // 2} "
-                f"pixels (reflect padding), got {height}x{width}"
-            )
+            why = f"a {kx}x{ky} blur kernel needs an image wider than {kx // 2} and taller than {ky // 2} pixels (reflect padding), got {height}x{width}"
+            raise _refused(steps, i, s, why)
     if height != width:
         for i, s in np.argwhere(codes == ps.ROT90).tolist():
             if int(steps[i, s, 1]) % 4 % 2:
-                raise ValueError(
-                    f"{_where(s, i, ps.ROT90)}: a quarter turn keeps the size of square images only, got {height}x{width}"
-                )
+                raise _refused(steps, i, s, f"a quarter turn keeps the size of square images only, got {height}x{width}")
     for i, s in np.argwhere(codes == ps.POSTERIZE).tolist():
-        if not np.isfinite(steps[i, s, 1]) or int(steps[i, s, 1]) < 0:
-            raise ValueError(f"{_where(s, i, ps.POSTERIZE)}: bits must be 0..8, got {float(steps[i, s, 1]):g}")
+        if int(steps[i, s, 1]) < 0:
+            raise _refused(steps, i, s, f"posterize keeps 0..8 bits, got {int(steps[i, s, 1])}")
 
 
 def _split(code: int, steps: np.ndarray, samples: np.ndarray, position: int) -> list[np.ndarray]:
@@ -468,7 +474,7 @@ def run_steps(images: torch.Tensor, steps: Any) -> torch.Tensor:
     if n == 0 or steps.shape[1] == 0:
         return images
     with np.errstate(invalid="ignore"):
-        codes = np.where(np.isfinite(steps[:, :, 0]), np.trunc(steps[:, :, 0]), -1).astype(np.int64)
+        codes = np.where(np.isfinite(steps[:, :, 0]), np.trunc(steps[:, :, 0]), -1).astype(np.int64)  # int(): toward zero
     _check(steps, codes, height, width)
     plan: list[tuple[int, int, np.ndarray]] = []
     for position in range(steps.shape[1]):
