@@ -370,7 +370,7 @@ def test_ranks_draw_differently():
 # -- torch: the same ops on tensors (the device stage's path) and the drop-in ----------------------------
 
 
-@pytest.mark.parametrize("dtype", ["uint8", "float32"])
+@pytest.mark.parametrize("dtype", ["uint8", "float32", "float16"])  # float16: half products and sums rounded from float32, as torch's
 @pytest.mark.parametrize(
     "op",
     [MixUp(alpha=0.7, num_classes=K), CutMix(num_classes=K, layout="CHW"), MixUpOrCutMix(num_classes=K, label_smoothing=0.1)],

@@ -407,3 +407,67 @@ def test_a_recipe_gives_the_same_batches_with_any_workers_and_backend(workers, b
 
 def test_a_recipe_resumes_exactly():
     assert assert_resumes_exactly(lambda: _recipe_loader(), epochs=2) > 4
+
+
+def test_erasing_after_a_custom_op_that_returns_channels_first_erases_one_box_on_every_channel():
+    src = DATA["img_b"]
+    op = ops.RandomErasing(p=1.0, value=7, ratio=(0.5, 2.0))
+    pipe = Pipeline([ops.Apply(lambda x: np.ascontiguousarray(x.transpose(2, 0, 1)).astype(np.float32)), op])
+    out = pipe.run(ImageSource.of(src), draws=Draws(0, 0, [3]))
+    chw = src.transpose(2, 0, 1).astype(np.float32)
+    changed = (out != chw).any(axis=0)
+    assert out.shape == chw.shape and changed.any()
+    rows, cols = np.flatnonzero(changed.any(axis=1)), np.flatnonzero(changed.any(axis=0))
+    box = (slice(rows[0], rows[-1] + 1), slice(cols[0], cols[-1] + 1))
+    assert (out[:, box[0], box[1]] == 7).all()  # one rectangle, every channel
+
+
+def test_changing_an_ops_settings_between_epochs_takes_effect():
+    src = DATA["img_a"]
+    op = ops.RandomErasing(p=1.0, value=0)
+    pipe = Pipeline([op])
+    draws = Draws(0, 0, [1])
+    before = pipe.run(ImageSource.of(src), draws=draws)
+    op.value = 200
+    after = pipe.run(ImageSource.of(src), draws=draws)
+    assert (after[before != src] == 200).all()
+    rotation = ops.RandomRotation((30, 30), fill=None)
+    rotated = Pipeline([rotation])
+    dark = rotated.run(ImageSource.of(src), draws=draws)
+    rotation.fill = 255
+    light = rotated.run(ImageSource.of(src), draws=draws)
+    assert (light[dark != light] == 255).all() and (dark != light).any()
+    augment = ops.RandAugment(1, 9)
+    grown = Pipeline([augment])
+    augment.num_ops = 3
+    assert grown.pixel_program(Draws(0, 0, np.arange(4)), np.full(4, 37), np.full(4, 53)).shape == (4, 3, ps.WORDS)
+
+
+def test_grayscale_with_three_outputs_repeats_a_one_channel_image_as_torchvision():
+    gray = DATA["img_gray"]
+    out = Pipeline([ops.Grayscale(3)]).run(ImageSource.of(gray), draws=Draws(0, 0, [0]))
+    np.testing.assert_array_equal(out, np.repeat(gray, 3, axis=2))
+
+
+def test_pixel_ops_may_follow_tochw_and_geometry_may_not_follow_erasing():
+    pipe = Pipeline([ops.ToCHW(), ops.CenterCrop(16), ops.ColorJitter(0.4), ops.Normalize((0.5,), (0.5,)), ops.RandomErasing()])
+    assert pipe.run(ImageSource.of(DATA["img_a"]), draws=Draws(0, 0, [0])).shape == (3, 16, 16)
+    with pytest.raises(ValueError, match="comes after ops.RandomErasing"):
+        Pipeline([ops.Normalize((0.5,), (0.5,)), ops.RandomErasing(), ops.RandomHorizontalFlip()])
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: ops.RandomRotation(float("nan")), "degrees must be finite"),
+        (lambda: ops.RandomAffine(0, scale=(1, float("inf"))), "scale must be finite"),
+        (lambda: ops.GaussianBlur(3, (0.1, float("inf"))), "sigma must be"),
+        (lambda: ops.ColorJitter(brightness=float("inf")), "brightness must be finite"),
+        (lambda: ops.RandomErasing(ratio=(1, float("inf"))), "ratio must be finite"),
+        (lambda: ops.RandomRotation(10, fill=300), r"fill must be None, or 1 or 3 numbers in 0..255"),
+        (lambda: Pipeline([ops.RandomErasing(value=300)]), r"erases uint8 pixels here: value must be in 0..255"),
+    ],
+)
+def test_settings_that_cannot_apply_are_refused_when_the_op_or_pipeline_is_made(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()

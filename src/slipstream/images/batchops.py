@@ -286,10 +286,17 @@ def _mixup_images(images: Any, lam: float) -> Any:
         kind = np.float32
     else:
         raise TypeError(f"MixUp: images must be float or integer, got {images.dtype}")
-    a, b = kind(1.0 - lam), kind(lam)
     out = np.empty_like(images)
     if not len(images):
         return out
+    if images.dtype == np.float16:  # torch computes half products and sums in float32, rounding each to half
+        a32, b32 = np.float32(1.0 - lam), np.float32(lam)
+        for i in range(len(images)):
+            first = (images[i - 1].astype(np.float32) * a32).astype(np.float16)
+            second = (images[i].astype(np.float32) * b32).astype(np.float16)
+            out[i] = (first.astype(np.float32) + second.astype(np.float32)).astype(np.float16)
+        return out
+    a, b = kind(1.0 - lam), kind(lam)
     first, second = np.empty(images.shape[1:], kind), np.empty(images.shape[1:], kind)
     integer = images.dtype.kind != "f"
     if integer:

@@ -210,7 +210,7 @@ def run_task(pipeline: Pipeline, table: ImageTable, draws: Draws, target: np.nda
     handled = np.zeros(n, bool)
     compiled_steps = not pipeline.pixel or getattr(region_decoder(), "PIXEL_TASKS", False)
     if (
-        target is not None and region_decoder() is not None and not pipeline.tail and compiled_steps and pipeline.out_channels is None
+        target is not None and region_decoder() is not None and not pipeline.tail and compiled_steps and pipeline.out_channels != 1
         and target.shape[:1] == (n,) and target.flags.c_contiguous
     ):  # fmt: skip
         handled = _compiled(pipeline, table, draws, target, one)

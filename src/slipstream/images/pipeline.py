@@ -226,11 +226,6 @@ class Pipeline:
             raise ValueError("a pipeline takes at most one Normalize and one ToCHW before its custom ops")
         self.filter = next((op.interpolation for _, op in reversed(self.geometry) if hasattr(op, "interpolation")), "bilinear")
         self.pixel, self.erasing = _pixel_stages(head, self.streams)
-        self.pixel_streams = tuple((stream, op.draws) for stream, op in self.pixel if op.draws)
-        self.erasing_streams = tuple((stream, op.draws) for stream, op in self.erasing)
-        self.out_channels = next(
-            (op.channels for _, op in reversed(self.pixel) if op.channels is not None), None
-        )  # Grayscale(1)'s
         self.ops = ops
         _compiled.warn_if_missing()  # once per process, when the compiled image core is missing
 
@@ -248,6 +243,20 @@ class Pipeline:
             op.place(windows, u[:, column : column + op.draws])
             column += op.draws
         return windows
+
+    @property
+    def pixel_streams(self) -> tuple[tuple[int, int], ...]:
+        """(stream, draws) of the pixel ops that draw (read as the ops are now: they may change between epochs)."""
+        return tuple((stream, op.draws) for stream, op in self.pixel if op.draws)
+
+    @property
+    def erasing_streams(self) -> tuple[tuple[int, int], ...]:
+        return tuple((stream, op.draws) for stream, op in self.erasing)
+
+    @property
+    def out_channels(self) -> int | None:
+        """The channel count a ``Grayscale`` among the pixel ops gives (None: the decoded image's)."""
+        return next((op.channels for _, op in reversed(self.pixel) if op.channels is not None), None)
 
     def pixel_program(self, draws: Draws, heights: Any, widths: Any) -> np.ndarray:
         """The pixel ops' steps ((n, steps, ``pixel_steps.WORDS``) float64) of the samples of
@@ -334,8 +343,7 @@ class Pipeline:
         for _, op in self.pixel:  # op by op: Grayscale(1) changes the channel count between them
             pixels = run_steps(pixels, program[start : start + op.steps])
             start += op.steps
-            if op.channels == 1 and pixels.shape[2] != 1:
-                pixels = np.ascontiguousarray(pixels[:, :, :1])
+            pixels = _to_channels(pixels, op.channels)
         shape, dtype = self.output(pixels.shape[2], window.out_h, window.out_w)
         target = (
             out if out is not None and not self.tail and out.shape == shape and out.dtype == dtype else np.empty(shape, dtype)
@@ -360,28 +368,39 @@ def run_steps(image: np.ndarray, steps: np.ndarray) -> np.ndarray:
 
 
 def _pixel_stages(head: list[Op], streams: list[int]) -> tuple[list[tuple[int, PixelOp]], list[tuple[int, RandomErasing]]]:
-    """The pixel ops before the format ops and the ``RandomErasing`` after them, as (stream, op);
-    ``ValueError`` for an order the fused stages cannot run."""
+    """The pixel ops that run on uint8 pixels and the ``RandomErasing`` after ``Normalize`` (on
+    its output), as (stream, op); ``ValueError`` for an order the fused stages cannot run. (``ToCHW``
+    only sets the output layout: pixel ops may come before or after it.)"""
     pixel: list[tuple[int, PixelOp]] = []
     erasing: list[tuple[int, RandomErasing]] = []
-    formatted = None
+    normalize = None
     for k, op in enumerate(head):
-        if isinstance(op, (Normalize, ToCHW)):
-            formatted = formatted or op
-        elif isinstance(op, RandomErasing) and formatted is not None:
+        if isinstance(op, Normalize):
+            normalize = normalize or op
+        elif isinstance(op, RandomErasing) and normalize is not None:
             erasing.append((streams[k], op))
         elif isinstance(op, PixelOp):
-            if formatted is not None:
-                raise ValueError(
-                    f"{op!r} works on uint8 pixels: put it before {formatted!r} (only ops.RandomErasing may follow ops.Normalize and ops.ToCHW)"
-                )
+            if normalize is not None:
+                raise ValueError(f"{op!r} works on uint8 pixels: put it before {normalize!r} (only ops.RandomErasing may follow ops.Normalize)")
+            if isinstance(op, RandomErasing):
+                op.check_uint8()
             pixel.append((streams[k], op))
-        elif isinstance(op, Geometry) and pixel:
+        elif isinstance(op, Geometry) and (pixel or erasing):
             raise ValueError(
-                f"{op!r} comes after {pixel[0][1]!r}: crops, resizes and flips come before the pixel ops (they are fused into the decode); "
-                "move it before them, or run the later geometry in an ops.Apply"
+                f"{op!r} comes after {(pixel or erasing)[0][1]!r}: crops, resizes and flips come before the pixel ops (they are fused into the "
+                "decode); move it before them, or run the later geometry in an ops.Apply"
             )
     return pixel, erasing
+
+
+def _to_channels(pixels: np.ndarray, channels: int | None) -> np.ndarray:
+    """uint8 (H, W, C) pixels with ``channels`` (None: as they are): the first channel of equal
+    ones, or one repeated three times."""
+    if channels == 1 and pixels.shape[2] != 1:
+        return np.ascontiguousarray(pixels[:, :, :1])
+    if channels == 3 and pixels.shape[2] == 1:
+        return np.repeat(pixels, 3, axis=2)
+    return pixels
 
 
 def numpy_dtype(normalize: Normalize) -> np.dtype:
@@ -403,12 +422,15 @@ def _format(image: np.ndarray, normalize: Normalize | None, chw: bool) -> np.nda
 def _step(op: Op, image: Any, draws: Draws, stream: int, chw: bool = False) -> Any:
     """One op after the fused stages, in NumPy (an op that draws draws from ``stream``; ``chw``:
     a ``ToCHW`` came before it)."""
-    if isinstance(op, RandomErasing) and not (isinstance(image, np.ndarray) and image.dtype == np.uint8 and not chw):
-        array = np.array(image)  # a normalized (or channels-first) output: erased in its own units
+    if isinstance(op, RandomErasing) and not (isinstance(image, np.ndarray) and image.dtype == np.uint8 and image.ndim == 3 and image.shape[2] in (1, 3) and not chw):
+        # any other image (normalized, channels first, a tensor): erased in its own units and layout,
+        # channels first after ops.ToCHW or when only axis 0 holds 1 or 3 entries
+        array = image.clone() if hasattr(image, "clone") else np.array(image)
         if array.ndim != 3:
-            raise TypeError(f"{op!r} after a custom op needs an (H, W, C) or (C, H, W) image, got shape {array.shape}")
-        height, width = array.shape[1:] if chw else array.shape[:2]
-        op.erase([array], op.boxes(draws.uniforms(stream, op.draws), [height], [width]), chw)
+            raise TypeError(f"{op!r} after a custom op needs an (H, W, C) or (C, H, W) image, got shape {tuple(array.shape)}")
+        first = chw or (array.shape[0] in (1, 3) and array.shape[2] not in (1, 3))
+        height, width = array.shape[1:] if first else array.shape[:2]
+        op.erase([array], op.boxes(draws.uniforms(stream, op.draws), [height], [width]), first)
         return array
     if isinstance(op, PixelOp):
         array = np.ascontiguousarray(np.asarray(image))
@@ -419,7 +441,7 @@ def _step(op: Op, image: Any, draws: Draws, stream: int, chw: bool = False) -> A
         array = array.copy()
         steps = op.program(draws.uniforms(stream, op.draws), np.array([array.shape[0]]), np.array([array.shape[1]]))[0]
         array = run_steps(array, steps)
-        return np.ascontiguousarray(array[:, :, :1]) if op.channels == 1 else array
+        return _to_channels(array, op.channels)
     if isinstance(op, Apply):
         result = op.fn(image)
         return image if result is None else result  # an in-place op may return nothing

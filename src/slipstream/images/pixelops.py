@@ -86,6 +86,14 @@ def _probability(p: float, name: str) -> float:
     return float(p)
 
 
+def _finite(op: str, **settings: Any) -> None:
+    """``ValueError`` naming the first setting that holds a number that is not finite."""
+    for name, value in settings.items():
+        values = [value] if isinstance(value, Real) else list(value) if isinstance(value, Sequence) else []
+        if not all(isinstance(v, Real) and math.isfinite(v) for v in values):
+            raise ValueError(f"{op}: {name} must be finite numbers, got {value!r}")
+
+
 def _interpolation(name: str, op: str) -> str:
     if name not in _INTERPOLATIONS:
         raise ValueError(f"{op}: interpolation must be 'nearest' or 'bilinear', got {name!r}")
@@ -97,8 +105,8 @@ def _fill(fill: Any, op: str) -> tuple[float, float, float] | None:
     if fill is None:
         return None
     values = [fill] if isinstance(fill, Real) else list(fill)
-    if len(values) not in (1, 3) or not all(isinstance(v, Real) and math.isfinite(v) for v in values):
-        raise ValueError(f"{op}: fill must be None, a number or 1 or 3 numbers, got {fill!r}")
+    if len(values) not in (1, 3) or not all(isinstance(v, Real) and 0 <= v <= 255 for v in values):
+        raise ValueError(f"{op}: fill must be None, or 1 or 3 numbers in 0..255 (uint8 pixels), got {fill!r}")
     values = [float(v) for v in values] * (3 if len(values) == 1 else 1)
     return values[0], values[1], values[2]
 
@@ -193,14 +201,14 @@ class _Policy(PixelOp):
             raise ValueError(f"{name}: num_magnitude_bins must be an int >= 2, got {num_magnitude_bins!r}")
         self.num_magnitude_bins = num_magnitude_bins
         self.interpolation = _interpolation(interpolation, name)
+        _fill(fill, name)
         self.fill = fill
-        self._fill = _fill(fill, name)
 
     def _table(self, op: str, height: int, width: int) -> np.ndarray:
         return _policy_table(op, self._wide, self.num_magnitude_bins, height, width)
 
     def _step(self, row: np.ndarray, op: str, magnitude: float, height: int, width: int) -> None:
-        _policy_step(row, op, magnitude, height, width, self.interpolation, self._fill)
+        _policy_step(row, op, magnitude, height, width, self.interpolation, _fill(self.fill, type(self).__name__))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -322,6 +330,7 @@ class TrivialAugmentWide(_Policy):
 def _jitter_range(value: Any, name: str, center: float, bound: tuple[float, float]) -> tuple[float, float] | None:
     """torchvision's ``ColorJitter._check_input``: a number v gives [center - v, center + v]
     (clipped at 0 for the factors), a pair is used as given; [center, center] is None (no op)."""
+    _finite("ColorJitter", **{name: value if isinstance(value, (Real, Sequence)) else ()})
     if isinstance(value, Real):
         if value < 0:
             raise ValueError(f"ColorJitter: {name} must be a non-negative number or a (min, max) pair, got {value!r}")
@@ -445,7 +454,7 @@ class RandomAdjustSharpness(_RandomStep):
 
     def __init__(self, sharpness_factor: float, p: float = 0.5):
         super().__init__(p)
-        if not isinstance(sharpness_factor, Real) or sharpness_factor < 0:
+        if not isinstance(sharpness_factor, Real) or not 0 <= sharpness_factor < float("inf"):
             raise ValueError(f"RandomAdjustSharpness: sharpness_factor must be >= 0, got {sharpness_factor!r}")
         self.sharpness_factor = float(sharpness_factor)
 
@@ -466,8 +475,9 @@ class RandomGrayscale(_RandomStep):
 
 class Grayscale(PixelOp):
     """torchvision's ``Grayscale(num_output_channels=1)``: the truncated luma, as 1 channel or 3
-    equal ones. A 1-channel output runs on the per-sample path (the compiled task decodes to the
-    batch's channel count, and libjpeg's gray is not this luma)."""
+    equal ones (a 1-channel image is kept, or repeated for 3). A 1-channel output runs on the
+    per-sample path (the compiled task decodes to the batch's channel count, and libjpeg's gray is
+    not this luma)."""
 
     def __init__(self, num_output_channels: int = 1):
         if num_output_channels not in (1, 3):
@@ -476,7 +486,7 @@ class Grayscale(PixelOp):
 
     @property
     def channels(self) -> int | None:  # type: ignore[override]
-        return 1 if self.num_output_channels == 1 else None
+        return self.num_output_channels
 
     def program(self, u: np.ndarray, heights: np.ndarray, widths: np.ndarray) -> np.ndarray:
         rows = _rows(len(u), 1)
@@ -496,7 +506,7 @@ class GaussianBlur(PixelOp):
         if len(sizes) != 2 or not all(isinstance(k, int) and k > 0 and k % 2 == 1 for k in sizes):
             raise ValueError(f"GaussianBlur: kernel_size must be an odd positive int or two of them, got {kernel_size!r}")
         spans = (sigma, sigma) if isinstance(sigma, Real) else tuple(sigma)
-        if len(spans) != 2 or not all(isinstance(s, Real) for s in spans) or not 0 < spans[0] <= spans[1]:
+        if len(spans) != 2 or not all(isinstance(s, Real) and math.isfinite(s) for s in spans) or not 0 < spans[0] <= spans[1]:
             raise ValueError(f"GaussianBlur: sigma must be a positive number or an increasing positive (min, max), got {sigma!r}")
         self.kernel_size = (int(sizes[0]), int(sizes[1]))
         self.sigma = (float(spans[0]), float(spans[1]))
@@ -532,6 +542,7 @@ class RandomRotation(PixelOp):
             span = (float(degrees[0]), float(degrees[1]))
         else:
             raise ValueError(f"RandomRotation: degrees must be a number or an increasing (min, max), got {degrees!r}")
+        _finite("RandomRotation", degrees=span, center=center if center is not None else ())
         if expand:
             raise ValueError(
                 "RandomRotation: expand=True changes the image size, which a batch cannot hold; crop or resize after it in an ops.Apply instead"
@@ -542,14 +553,15 @@ class RandomRotation(PixelOp):
         self.interpolation = _interpolation(interpolation, "RandomRotation")
         self.expand = False
         self.center = None if center is None else (float(center[0]), float(center[1]))
+        _fill(fill, "RandomRotation")
         self.fill = fill
-        self._fill = _fill(fill, "RandomRotation")
 
     def program(self, u: np.ndarray, heights: np.ndarray, widths: np.ndarray) -> np.ndarray:
         rows = _rows(len(u), 1)
+        fill = _fill(self.fill, "RandomRotation")
         angles = self.degrees[0] + (self.degrees[1] - self.degrees[0]) * u[:, 0]
         for i, (angle, height, width) in enumerate(zip(angles.tolist(), heights.tolist(), widths.tolist())):
-            _rotate_row(rows[i, 0], angle, height, width, self.interpolation, self._fill, self.center)
+            _rotate_row(rows[i, 0], angle, height, width, self.interpolation, fill, self.center)
         return rows
 
 
@@ -586,6 +598,14 @@ class RandomAffine(PixelOp):
         fill: Any = 0,
         center: Sequence[float] | None = None,
     ):
+        _finite(
+            "RandomAffine",
+            degrees=degrees,
+            translate=translate or (),
+            scale=scale or (),
+            shear=shear if shear is not None else (),
+            center=center or (),
+        )
         self.degrees = _span(degrees, "degrees", "RandomAffine")
         if translate is not None and (len(translate) != 2 or not all(isinstance(t, Real) and 0 <= t <= 1 for t in translate)):
             raise ValueError(f"RandomAffine: translate must be None or (fx, fy) fractions in [0, 1], got {translate!r}")
@@ -605,11 +625,12 @@ class RandomAffine(PixelOp):
             raise ValueError(f"RandomAffine: center must be None or (x, y) in pixels, got {center!r}")
         self.center = None if center is None else (float(center[0]), float(center[1]))
         self.interpolation = _interpolation(interpolation, "RandomAffine")
+        _fill(fill, "RandomAffine")
         self.fill = fill
-        self._fill = _fill(fill, "RandomAffine")
 
     def program(self, u: np.ndarray, heights: np.ndarray, widths: np.ndarray) -> np.ndarray:
         rows = _rows(len(u), 1)
+        fill = _fill(self.fill, "RandomAffine")
         lo, hi = self.degrees
         for i, (draw, height, width) in enumerate(zip(u.tolist(), heights.tolist(), widths.tolist())):
             angle = lo + (hi - lo) * draw[0]
@@ -626,7 +647,7 @@ class RandomAffine(PixelOp):
             matrix = inverse_affine_matrix(
                 height, width, angle=angle, translate=(tx, ty), scale=zoom, shear=(sx, sy), center=center
             )
-            _affine_row(rows[i, 0], matrix, self.interpolation, self._fill)
+            _affine_row(rows[i, 0], matrix, self.interpolation, fill)
         return rows
 
 
@@ -660,12 +681,29 @@ class RandomErasing(PixelOp):
         values = [value] if isinstance(value, Real) else list(value)
         if len(values) not in (1, 3) or not all(isinstance(v, Real) and math.isfinite(v) for v in values):
             raise ValueError(f"RandomErasing: value must be a number or 1 or 3 numbers, got {value!r}")
+        _finite("RandomErasing", scale=scale, ratio=ratio)
         self.scale = (float(scale[0]), float(scale[1]))
         self.ratio = (float(ratio[0]), float(ratio[1]))
         self.value = value
-        self.values = tuple(float(v) for v in values) * (3 if len(values) == 1 else 1)
-        reach = max(abs(math.log(self.ratio[0])), abs(math.log(self.ratio[1])))
-        self._halvings = max(0, math.ceil(math.log2(reach * 16))) if reach > 0 else 0
+
+    def _values(self) -> tuple[float, float, float]:
+        """``value`` as three per-channel numbers (checked)."""
+        values = [self.value] if isinstance(self.value, Real) else list(self.value)
+        if (
+            isinstance(self.value, str)
+            or len(values) not in (1, 3)
+            or not all(isinstance(v, Real) and math.isfinite(v) for v in values)
+        ):
+            raise ValueError(f"RandomErasing: value must be a number or 1 or 3 finite numbers, got {self.value!r}")
+        values = [float(v) for v in values] * (3 if len(values) == 1 else 1)
+        return values[0], values[1], values[2]
+
+    def check_uint8(self) -> None:
+        """``ValueError`` unless ``value`` fits uint8 pixels (what it erases before ``Normalize``)."""
+        if not all(0 <= v <= 255 for v in self._values()):
+            raise ValueError(
+                f"{self!r} erases uint8 pixels here: value must be in 0..255, got {self.value!r} (after ops.Normalize it is in output units)"
+            )
 
     def boxes(self, u: np.ndarray, heights: np.ndarray, widths: np.ndarray) -> np.ndarray:
         """(n, 4) int64 (top, left, height, width) of each sample's rectangle; height -1 where
@@ -675,7 +713,9 @@ class RandomErasing(PixelOp):
         area = (heights * widths).astype(np.float64)[:, None]
         target = area * (self.scale[0] + (self.scale[1] - self.scale[0]) * u[:, 1 : 1 + _ERASE_ATTEMPTS])
         log_lo, log_hi = math.log(self.ratio[0]), math.log(self.ratio[1])
-        aspect = _exp(log_lo + (log_hi - log_lo) * u[:, 1 + _ERASE_ATTEMPTS : 1 + 2 * _ERASE_ATTEMPTS], self._halvings)
+        reach = max(abs(log_lo), abs(log_hi))
+        halvings = max(0, math.ceil(math.log2(reach * 16))) if reach > 0 else 0
+        aspect = _exp(log_lo + (log_hi - log_lo) * u[:, 1 + _ERASE_ATTEMPTS : 1 + 2 * _ERASE_ATTEMPTS], halvings)
         h = np.rint(np.sqrt(target * aspect))
         w = np.rint(np.sqrt(target / aspect))
         fits = (h < heights[:, None]) & (w < widths[:, None])
@@ -688,30 +728,38 @@ class RandomErasing(PixelOp):
         return np.where(erased[:, None], np.stack([top, left, h, w], axis=1), np.array([0, 0, -1, 0]))
 
     def program(self, u: np.ndarray, heights: np.ndarray, widths: np.ndarray) -> np.ndarray:
-        if not all(0 <= v <= 255 for v in self.values):
-            raise ValueError(
-                f"RandomErasing before Normalize erases uint8 pixels: value must be in 0..255, got {self.value!r} (after ops.Normalize it is in output units)"
-            )
+        self.check_uint8()
         rows = _rows(len(u), 1)
         boxes = self.boxes(u, heights, widths)
         erased = boxes[:, 2] >= 0
         rows[erased, 0, 0] = ps.ERASE
         rows[erased, 0, 1:5] = boxes[erased]
-        rows[erased, 0, 5:8] = np.trunc(self.values)
+        rows[erased, 0, 5:8] = np.trunc(self._values())
         return rows
 
+    @property
+    def values(self) -> tuple[float, float, float]:
+        """``value`` as three per-channel numbers."""
+        return self._values()
+
     def erase(self, outputs: Any, boxes: np.ndarray, chw: bool) -> None:
-        """Erase each output (an (n, H, W, C) or (n, C, H, W) array, or a list of such samples) in
-        its box, with ``value`` cast to the outputs' dtype."""
+        """Erase each output (an (n, H, W, C) or (n, C, H, W) array, or a list of such samples, NumPy
+        arrays or torch tensors) in its box, in place, with ``value`` cast to the outputs' dtype
+        (uint8 outputs: ``value`` must be in 0..255)."""
+        values = self._values()
         for i in np.flatnonzero(boxes[:, 2] >= 0).tolist():
             top, left, height, width = boxes[i].tolist()
             out = outputs[i]
             channels = out.shape[0] if chw else out.shape[-1]
-            values = np.asarray(self.values if channels == 3 else self.values[:1], np.float64)
-            if out.dtype == np.uint8 and not all(0 <= v <= 255 for v in values):
-                raise ValueError(f"RandomErasing of uint8 outputs: value must be in 0..255, got {self.value!r}")
-            values = values.astype(out.dtype)
+            fill = values if channels == 3 else values[:1]
+            if str(out.dtype).endswith("uint8"):
+                self.check_uint8()
+            fill = np.asarray(fill, np.float64).astype(np.dtype(str(out.dtype).replace("torch.", "")))
+            if not isinstance(out, np.ndarray):  # a torch tensor
+                import torch
+
+                fill = torch.from_numpy(fill).to(out.device)
             if chw:
-                out[:, top : top + height, left : left + width] = values[:, None, None]
+                out[:, top : top + height, left : left + width] = fill[:, None, None]
             else:
-                out[top : top + height, left : left + width] = values
+                out[top : top + height, left : left + width] = fill
