@@ -7,8 +7,9 @@ the stored shape, and the window the CPU pipeline draws for it: ``Pipeline.windo
 sizes with ``Draws(seed, epoch, indices)``, the draws ``ss.open(p).map(field=ops)`` uses when a
 loader reads samples ``indices`` of ``epoch`` under ``seed``; with pixel ops, the steps
 (``Pipeline.pixel_program``) and the boxes of each ``RandomErasing`` after the formats
-(``Pipeline.erase_boxes``) the CPU pipeline compiles from the same draws for the output size. The windows are in source pixels: the
-device decodes every image at full size (no DCT downscale, as ``ops.Decode(exact=True)``).
+(``Pipeline.erase_boxes``) that the CPU pipeline compiles from the same draws for the output
+size. The windows are in source pixels: the device decodes every image at full size (no DCT
+downscale, as ``ops.Decode(exact=True)``).
 
 Errors name the sample: a stored shape its header disagrees with raises ``CorruptFileError`` (as
 the CPU path does when it decodes those bytes), and so does a header that declares more pixels
@@ -45,8 +46,9 @@ class HostBatch:
     (out_h, out_w); also ``stored`` int64 (n, 3), the stored shapes, and ``colorspaces``, each
     JPEG's colour space as libjpeg names it ("YCbCr", "Gray", "RGB", "CMYK", "YCCK"; None for the
     other codecs), from the one header parse. The pixel ops': ``steps`` float64 (n, S,
-``pixel_steps.WORDS``) (S may be 0) and ``erase`` int64 (E, n, 4), the boxes (top, left, height,
-width; height -1: not erased) of the pipeline's E ``RandomErasing`` after its formats, in order."""
+    ``pixel_steps.WORDS``) (S may be 0) and ``erase`` int64 (E, n, 4), the boxes (top, left,
+    height, width; height -1: not erased) of the pipeline's E ``RandomErasing`` after its formats
+    (``Pipeline.erasing``), in order."""
 
     __slots__ = ("boxes", "codecs", "colorspaces", "data", "erase", "flips", "indices", "shapes", "size", "steps", "stored")
 
@@ -76,7 +78,7 @@ def _pipeline(ops: Any) -> Pipeline:
         raise ValueError("the device stage runs the built-in ops only (crop/resize, flip, Normalize, ToCHW, ToRGB, Decode), not custom ops")
     if any(op.channels == 1 for _, op in pipeline.pixel):
         raise ValueError(
-            "the device stage keeps the batch's channel count, so it does not run ops.Grayscale(num_output_channels=1): "
+            "the device stage does not run ops.Grayscale(num_output_channels=1) (a batch of one channel out of three): "
             "use ops.Grayscale(3) (three equal channels), or map the field without device= to run it on the CPU"
         )
     return pipeline
