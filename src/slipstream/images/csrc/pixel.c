@@ -650,82 +650,127 @@ nearest_row_body(const grid *g, const float *xs, float ys, int width, int height
 DISPATCHED(nearest_row, (const grid *g, const float *xs, float ys, int width, int height, float *ix, float *iy, int32_t *index),
            (g, xs, ys, width, height, ix, iy, index))
 
-/* bilinear, first pass: each output pixel's top-left tap (x0, y0, as ints; any value when outside) and
-   the four taps' weights, zero for a tap outside the image, and their sum of the taps inside (mask) */
+/* bilinear, first pass: each output pixel's top-left tap (x0, y0 as ints; -2 when no tap is inside that way),
+   and planes of its four taps' weights (nw, ne, sw, se) and of their sum over the taps inside (the mask) */
 INLINE void
-bilinear_taps_body(const grid *g, const float *xs, float ys, int width, int height, float *ix, float *iy, int32_t *x0s,
-                   int32_t *y0s, float *w)
+bilinear_taps_body(const grid *g, const float *restrict xs, float ys, int width, int height, int32_t *restrict x0s,
+                   int32_t *restrict y0s, float *restrict w00, float *restrict w01, float *restrict w10, float *restrict w11,
+                   float *restrict wm)
 {
     int x;
     float fw = (float)width, fh = (float)height;
-    grid_row_body(g, xs, ys, width, ix, iy);
     for (x = 0; x < width; x++) {
-        float x0 = floor_any(ix[x]), y0 = floor_any(iy[x]);
-        float wx = ix[x] - x0;
+        float gx = (xs[x] * g->a0 + ys * g->a1) + g->a2;  /* the grid of grid_row_body, inline */
+        float gy = (xs[x] * g->b0 + ys * g->b1) + g->b2;
+        float ixx = ((gx + 1.0f) * g->fw - 1.0f) / 2.0f;
+        float iyy = ((gy + 1.0f) * g->fh - 1.0f) / 2.0f;
+        float x0 = floor_any(ixx), y0 = floor_any(iyy);
+        float wx = ixx - x0;
         float ex = 1.0f - wx;
-        float ny = iy[x] - y0;
+        float ny = iyy - y0;
         float sy = 1.0f - ny;
         float x1 = x0 + 1.0f, y1 = y0 + 1.0f;
-        int in_x0 = (x0 >= 0.0f) & (x0 < fw), in_x1 = (x1 >= 0.0f) & (x1 < fw);
-        int in_y0 = (y0 >= 0.0f) & (y0 < fh), in_y1 = (y1 >= 0.0f) & (y1 < fh);
-        float w00 = sy * ex, w01 = sy * wx, w10 = ny * ex, w11 = ny * wx;
-        float mask = 0.0f;
-        mask += (in_y0 & in_x0) ? w00 : 0.0f;
-        mask += (in_y0 & in_x1) ? w01 : 0.0f;
-        mask += (in_y1 & in_x0) ? w10 : 0.0f;
-        mask += (in_y1 & in_x1) ? w11 : 0.0f;
-        /* in range for the int conversion when any tap is inside; clamped to -2 otherwise (no tap is read) */
-        x0s[x] = (int32_t)((x0 >= -1.0f) & (x0 < fw) ? x0 : -2.0f);
-        y0s[x] = (int32_t)((y0 >= -1.0f) & (y0 < fh) ? y0 : -2.0f);
-        w[5 * x] = w00, w[5 * x + 1] = w01, w[5 * x + 2] = w10, w[5 * x + 3] = w11, w[5 * x + 4] = mask;
+        float a = sy * ex, b = sy * wx, c = ny * ex, d = ny * wx;
+        /* each weight where its tap is inside, else 0: one compare per select (boolean arithmetic does not vectorize) */
+        float ia = x0 >= 0.0f ? a : 0.0f, ib = x1 >= 0.0f ? b : 0.0f, ic = x0 >= 0.0f ? c : 0.0f, id = x1 >= 0.0f ? d : 0.0f;
+        float mask = 0.0f, tx, ty;
+        ia = x0 < fw ? ia : 0.0f, ib = x1 < fw ? ib : 0.0f, ic = x0 < fw ? ic : 0.0f, id = x1 < fw ? id : 0.0f;
+        ia = y0 >= 0.0f ? ia : 0.0f, ib = y0 >= 0.0f ? ib : 0.0f, ic = y1 >= 0.0f ? ic : 0.0f, id = y1 >= 0.0f ? id : 0.0f;
+        ia = y0 < fh ? ia : 0.0f, ib = y0 < fh ? ib : 0.0f, ic = y1 < fh ? ic : 0.0f, id = y1 < fh ? id : 0.0f;
+        mask += ia;
+        mask += ib;
+        mask += ic;
+        mask += id;
+        tx = x0 >= -1.0f ? x0 : -2.0f;  /* in range for the conversion, -2 when no tap is inside that way */
+        tx = x0 < fw ? tx : -2.0f;
+        ty = y0 >= -1.0f ? y0 : -2.0f;
+        ty = y0 < fh ? ty : -2.0f;
+        x0s[x] = (int32_t)tx;
+        y0s[x] = (int32_t)ty;
+        w00[x] = a, w01[x] = b, w10[x] = c, w11[x] = d, wm[x] = mask;
     }
 }
 DISPATCHED(bilinear_taps,
-           (const grid *g, const float *xs, float ys, int width, int height, float *ix, float *iy, int32_t *x0s,
-            int32_t *y0s, float *w),
-           (g, xs, ys, width, height, ix, iy, x0s, y0s, w))
+           (const grid *g, const float *restrict xs, float ys, int width, int height, int32_t *restrict x0s,
+            int32_t *restrict y0s, float *restrict w00, float *restrict w01, float *restrict w10, float *restrict w11,
+            float *restrict wm),
+           (g, xs, ys, width, height, x0s, y0s, w00, w01, w10, w11, wm))
 
-/* bilinear, second pass: out = sum of tap * weight in the order nw, ne, sw, se (0 for a tap outside), then
-   (out - fill) * mask + fill when filled; rounded */
+/* bilinear, second pass: planes of each tap's values, vals[(t * C + c) * width + x] (0 for a tap outside) */
 static void
-bilinear_row(const uint8_t *src, int width, int height, int channels, int filled, const float *fill, const int32_t *x0s,
-             const int32_t *y0s, const float *w, uint8_t *out)
+bilinear_gather(const uint8_t *src, int width, int height, int channels, const int32_t *x0s, const int32_t *y0s,
+                float *vals)
 {
     static const uint8_t zeros[3] = {0, 0, 0};
-    size_t C = (size_t)channels;
+    size_t C = (size_t)channels, W = (size_t)width;
     int x, c, t;
-    for (x = 0; x < width; x++, out += C) {
+    for (x = 0; x < width; x++) {
         int x0 = x0s[x], y0 = y0s[x];
-        const float *wt = w + 5 * x;
         const uint8_t *px[4];
-        float acc[3] = {0.0f, 0.0f, 0.0f};
-        for (t = 0; t < 4; t++) {
-            int xx = x0 + (t & 1), yy = y0 + (t >> 1);
-            int ok = x0 != -2 && y0 != -2 && xx >= 0 && xx < width && yy >= 0 && yy < height;
-            px[t] = ok ? src + ((size_t)yy * (size_t)width + (size_t)xx) * C : zeros;
+        if (x0 >= 0 && x0 < width - 1 && y0 >= 0 && y0 < height - 1) {  /* every tap inside */
+            px[0] = src + ((size_t)y0 * W + (size_t)x0) * C;
+            px[1] = px[0] + C;
+            px[2] = px[0] + W * C;
+            px[3] = px[2] + C;
+        } else {
+            for (t = 0; t < 4; t++) {
+                int xx = x0 + (t & 1), yy = y0 + (t >> 1);
+                int ok = x0 != -2 && y0 != -2 && xx >= 0 && xx < width && yy >= 0 && yy < height;
+                px[t] = ok ? src + ((size_t)yy * W + (size_t)xx) * C : zeros;
+            }
         }
-        for (c = 0; c < channels; c++) {
-            float a = acc[c];
+        if (channels == 3) {
+            for (t = 0; t < 4; t++) {
+                vals[(size_t)(3 * t) * W + (size_t)x] = (float)px[t][0];
+                vals[(size_t)(3 * t + 1) * W + (size_t)x] = (float)px[t][1];
+                vals[(size_t)(3 * t + 2) * W + (size_t)x] = (float)px[t][2];
+            }
+        } else {
             for (t = 0; t < 4; t++)
-                a += (float)px[t][c] * wt[t];
-            acc[c] = filled ? (a - fill[c]) * wt[4] + fill[c] : a;
-            out[c] = round8(acc[c]);
+                for (c = 0; c < channels; c++)
+                    vals[((size_t)t * C + (size_t)c) * W + (size_t)x] = (float)px[t][c];
         }
     }
 }
+
+/* bilinear, third pass: channel c's plane of sum(tap * weight) in the order nw, ne, sw, se, then
+   (out - fill) * mask + fill when filled, rounded */
+INLINE void
+bilinear_mix_body(const float *restrict vals, const float *restrict w, int width, int channels, int c, int filled, float fill,
+                  uint8_t *restrict res)
+{
+    size_t W = (size_t)width, C = (size_t)channels;
+    const float *v0 = vals + (size_t)c * W, *v1 = vals + (C + (size_t)c) * W, *v2 = vals + (2 * C + (size_t)c) * W;
+    const float *v3 = vals + (3 * C + (size_t)c) * W;
+    int x;
+    for (x = 0; x < width; x++) {
+        float a = 0.0f;
+        a += v0[x] * w[x];
+        a += v1[x] * w[W + x];
+        a += v2[x] * w[2 * W + x];
+        a += v3[x] * w[3 * W + x];
+        a = filled ? (a - fill) * w[4 * W + x] + fill : a;
+        res[x] = round8(a);
+    }
+}
+DISPATCHED(bilinear_mix,
+           (const float *restrict vals, const float *restrict w, int width, int channels, int c, int filled, float fill,
+            uint8_t *restrict res),
+           (vals, w, width, channels, c, filled, fill, res))
 
 static int
 affine(uint8_t *image, int height, int width, int channels, const double *p, ss_scratch *scratch)
 {
     size_t row = (size_t)width * (size_t)channels, plane = row * (size_t)height, at = 0;
-    size_t o_src, o_xs, o_ix, o_iy, o_index, o_x0s, o_w;
+    size_t o_src, o_xs, o_ix, o_iy, o_index, o_x0s, o_w, o_vals, o_res;
     float m[6], half_w = (float)(0.5 * width), half_h = (float)(0.5 * height), fill[3];
     int bilinear = p[6] != 0, filled = p[7] != 0, x, y, c;
     grid g;
     char *block;
     uint8_t *src;
-    float *xs, *ix, *iy, *w;
+    float *xs, *ix, *iy, *w, *vals;
     int32_t *index, *x0s;
+    uint8_t *res;
     for (c = 0; c < 6; c++)
         m[c] = (float)p[c];
     for (c = 0; c < channels; c++)
@@ -740,6 +785,8 @@ affine(uint8_t *image, int height, int width, int channels, const double *p, ss_
     o_index = at, at += up64((size_t)width * sizeof(int32_t));
     o_x0s = at, at += up64((size_t)width * sizeof(int32_t));
     o_w = at, at += up64((size_t)width * 5 * sizeof(float));
+    o_vals = at, at += up64((size_t)width * 4 * (size_t)channels * sizeof(float));
+    o_res = at, at += up64((size_t)width * (size_t)channels);
     block = (char *)need(scratch, at);
     if (block == NULL)
         return -2;
@@ -750,6 +797,8 @@ affine(uint8_t *image, int height, int width, int channels, const double *p, ss_
     index = (int32_t *)(block + o_index);
     x0s = (int32_t *)(block + o_x0s);
     w = (float *)(block + o_w);
+    vals = (float *)(block + o_vals);
+    res = (uint8_t *)(block + o_res);
     memcpy(src, image, plane);
     for (x = 0; x < width; x++)
         xs[x] = (float)((double)x - (double)(width - 1) * 0.5);
@@ -776,8 +825,15 @@ affine(uint8_t *image, int height, int width, int channels, const double *p, ss_
         return 0;
     }
     for (y = 0; y < height; y++) {
-        bilinear_taps(&g, xs, (float)((double)y - (double)(height - 1) * 0.5), width, height, ix, iy, x0s, index, w);
-        bilinear_row(src, width, height, channels, filled, fill, x0s, index, w, image + (size_t)y * row);
+        uint8_t *out = image + (size_t)y * row;
+        bilinear_taps(&g, xs, (float)((double)y - (double)(height - 1) * 0.5), width, height, x0s, index, w, w + width,
+                      w + 2 * (size_t)width, w + 3 * (size_t)width, w + 4 * (size_t)width);
+        bilinear_gather(src, width, height, channels, x0s, index, vals);
+        for (c = 0; c < channels; c++)
+            bilinear_mix(vals, w, width, channels, c, filled, fill[c], res + (size_t)c * (size_t)width);
+        for (x = 0; x < width; x++)
+            for (c = 0; c < channels; c++)
+                out[(size_t)x * (size_t)channels + (size_t)c] = res[(size_t)c * (size_t)width + (size_t)x];
     }
     return 0;
 }
