@@ -754,11 +754,12 @@ class RandomErasing(PixelOp):
             fill = values if channels == 3 else values[:1]
             if str(out.dtype).endswith("uint8"):
                 self.check_uint8()
-            fill = np.asarray(fill, np.float64).astype(np.dtype(str(out.dtype).replace("torch.", "")))
-            if not isinstance(out, np.ndarray):  # a torch tensor
+            if isinstance(out, np.ndarray):
+                fill = np.asarray(fill, np.float64).astype(out.dtype)
+            else:  # a torch tensor (bfloat16 included: torch's cast)
                 import torch
 
-                fill = torch.from_numpy(fill).to(out.device)
+                fill = torch.tensor(fill, dtype=torch.float64).to(device=out.device, dtype=out.dtype)
             if chw:
                 out[:, top : top + height, left : left + width] = fill[:, None, None]
             else:

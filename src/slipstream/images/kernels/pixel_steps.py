@@ -30,7 +30,8 @@ Opcodes and their parameters (columns 1..):
 13    AFFINE        m0..m5 (torchvision's inverse matrix), interpolation (0 nearest, 1 bilinear),
                     fill flag (0: zeros outside), fill per channel (3 values)
 14    ROT90         k (counter-clockwise quarter turns, torch.rot90's; k odd needs H == W)
-15    ERASE         top, left, height, width, value per channel (3 values, 0..255)
+15    ERASE         top, left, height, width (top and left >= 0: smaller ones count from the end),
+                    value per channel (3 values, 0..255)
 ====  ============  ==========================================================================
 
 A step whose parameters cannot apply (a word that is not finite, a blur kernel wider than the
