@@ -471,3 +471,45 @@ def test_pixel_ops_may_follow_tochw_and_geometry_may_not_follow_erasing():
 def test_settings_that_cannot_apply_are_refused_when_the_op_or_pipeline_is_made(make, message):
     with pytest.raises(ValueError, match=message):
         make()
+
+
+def test_random_apply_applies_its_ops_with_probability_p_and_as_they_would_alone():
+    src = DATA["img_a"]
+    jitter = ops.ColorJitter(0.4, 0.4, 0.4, 0.1)
+    op = ops.RandomApply([jitter, ops.RandomInvert(p=1.0)], p=0.8)
+    n = 400
+    u = Draws(2, 0, np.arange(n)).uniforms(0, op.draws)
+    rows = op.program(u, np.full(n, 37), np.full(n, 53))
+    applied = u[:, 0] < 0.8
+    assert (rows[~applied] == 0).all() and (rows[applied, :, 0] != 0).any(axis=1).all()
+    alone = jitter.program(u[:, 1 : 1 + jitter.draws], np.full(n, 37), np.full(n, 53))
+    np.testing.assert_array_equal(rows[applied, :4], alone[applied])
+    assert (rows[applied, 4, 0] == ps.INVERT).all()
+    out = _outputs(op, src, 200, seed=3)
+    unchanged = (out == src[None]).reshape(200, -1).all(axis=1).mean()
+    assert 0.1 < unchanged < 0.3  # 1 - p, give or take the draws
+
+
+def test_random_choice_picks_each_op_by_its_weight():
+    op = ops.RandomChoice([ops.RandomInvert(p=1.0), ops.RandomEqualize(p=1.0), ops.GaussianBlur(3)], p=[2, 1, 1])
+    n = 4000
+    rows = op.program(Draws(4, 0, np.arange(n)).uniforms(0, op.draws), np.full(n, 16), np.full(n, 16))
+    codes = rows[:, 0, 0]
+    assert (codes == ps.INVERT).mean() == pytest.approx(0.5, abs=0.03)
+    assert (codes == ps.EQUALIZE).mean() == pytest.approx(0.25, abs=0.03)
+    assert (codes == ps.BLUR).mean() == pytest.approx(0.25, abs=0.03)
+    with pytest.raises(ValueError, match="changes the channel count"):
+        ops.RandomApply([ops.Grayscale()])
+    with pytest.raises(ValueError, match="one non-negative weight per transform"):
+        ops.RandomChoice([ops.RandomInvert()], p=[1, 2])
+
+
+def test_a_simclr_style_recipe_runs_in_a_loader_and_resumes_exactly():
+    rng = np.random.default_rng(1)
+    data = [{"image": rng.integers(0, 256, (40, 48, 3), dtype=np.uint8)} for _ in range(8)]
+    view = [
+        ops.RandomResizedCrop(24, scale=(0.2, 1.0)), ops.RandomHorizontalFlip(),
+        ops.RandomApply([ops.ColorJitter(0.4, 0.4, 0.4, 0.1)], p=0.8), ops.RandomGrayscale(0.2),
+        ops.RandomApply([ops.GaussianBlur(3)], p=0.5), ops.ToCHW(),
+    ]  # fmt: skip
+    assert assert_resumes_exactly(lambda: ss.DataLoader(ss.mapfields(data, image=view), 4, shuffle=True, seed=1), epochs=2) > 2

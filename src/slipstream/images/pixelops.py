@@ -45,8 +45,10 @@ __all__ = [
     "PixelOp",
     "RandAugment",
     "RandomAffine",
+    "RandomApply",
     "RandomAdjustSharpness",
     "RandomAutocontrast",
+    "RandomChoice",
     "RandomEqualize",
     "RandomErasing",
     "RandomGrayscale",
@@ -648,6 +650,83 @@ class RandomAffine(PixelOp):
                 height, width, angle=angle, translate=(tx, ty), scale=zoom, shear=(sx, sy), center=center
             )
             _affine_row(rows[i, 0], matrix, self.interpolation, fill)
+        return rows
+
+
+# ------------------------------------------------------------------------------------------ containers
+
+
+def _inner(transforms: Any, op: str) -> list[PixelOp]:
+    if not isinstance(transforms, (list, tuple)) or not transforms or not all(isinstance(t, PixelOp) for t in transforms):
+        raise ValueError(
+            f"{op}: transforms must be a non-empty list of pixel ops (ColorJitter, GaussianBlur, ...), got {transforms!r}"
+        )
+    for t in transforms:
+        if t.channels is not None:
+            raise ValueError(
+                f"{op}: {t!r} changes the channel count, which cannot depend on a draw; use ops.RandomGrayscale(p) instead"
+            )
+    return list(transforms)
+
+
+class RandomApply(PixelOp):
+    """torchvision's ``RandomApply(transforms, p=0.5)``: with probability ``p`` the pixel ops
+    ``transforms`` in order, else none of them (SimCLR's ``RandomApply([ColorJitter(...)], p=0.8)``).
+    Each inner op draws from its own columns, whether it is applied or not."""
+
+    def __init__(self, transforms: Sequence[PixelOp], p: float = 0.5):
+        self.transforms = _inner(transforms, "RandomApply")
+        self.p = _probability(p, "RandomApply")
+
+    @property
+    def draws(self) -> int:  # the choice, then each op's
+        return 1 + sum(t.draws for t in self.transforms)
+
+    @property
+    def steps(self) -> int:
+        return sum(t.steps for t in self.transforms)
+
+    def program(self, u: np.ndarray, heights: np.ndarray, widths: np.ndarray) -> np.ndarray:
+        parts, column = [], 1
+        for t in self.transforms:
+            parts.append(t.program(u[:, column : column + t.draws], heights, widths))
+            column += t.draws
+        rows = np.concatenate(parts, axis=1)
+        rows[u[:, 0] >= self.p] = 0.0  # not applied: every step NONE
+        return rows
+
+
+class RandomChoice(PixelOp):
+    """torchvision's ``RandomChoice(transforms, p=None)``: one of the pixel ops ``transforms``,
+    chosen with probabilities ``p`` (default: equal; they are normalized to sum to 1)."""
+
+    def __init__(self, transforms: Sequence[PixelOp], p: Sequence[float] | None = None):
+        self.transforms = _inner(transforms, "RandomChoice")
+        if p is not None and (
+            len(p) != len(self.transforms) or not all(isinstance(v, Real) and 0 <= v < float("inf") for v in p) or sum(p) <= 0
+        ):
+            raise ValueError(f"RandomChoice: p must be None or one non-negative weight per transform, not all 0, got {p!r}")
+        self.p = None if p is None else [float(v) for v in p]
+
+    @property
+    def draws(self) -> int:  # the choice, then each op's
+        return 1 + sum(t.draws for t in self.transforms)
+
+    @property
+    def steps(self) -> int:
+        return max(t.steps for t in self.transforms)
+
+    def program(self, u: np.ndarray, heights: np.ndarray, widths: np.ndarray) -> np.ndarray:
+        weights = np.ones(len(self.transforms)) if self.p is None else np.asarray(self.p)
+        edges = np.cumsum(weights) / weights.sum()
+        chosen = np.minimum(np.searchsorted(edges, u[:, 0], side="right"), len(self.transforms) - 1)
+        rows = _rows(len(u), self.steps)
+        column = 1
+        for k, t in enumerate(self.transforms):
+            picked = chosen == k
+            if picked.any():
+                rows[picked, : t.steps] = t.program(u[picked, column : column + t.draws], heights[picked], widths[picked])
+            column += t.draws
         return rows
 
 
