@@ -43,6 +43,17 @@ Pipeline everywhere: RandomResizedCrop(224) (scale (0.08, 1), ratio (3/4, 4/3)),
     ``drop_last=False``. FFCV runs in a child process of that Python, which waits between its
     epochs, so its epochs take turns with the others like any run here.
 
+(6) the training recipe (DeiT-style), as the goal names it: ``RandomResizedCrop(224)``, flip,
+    ``RandAugment(2, 9)`` (torchvision's default NEAREST), ``ColorJitter(0.4)`` (torchvision's
+    meaning: brightness), ``Normalize`` (ImageNet's, float32), CHW, ``RandomErasing(0.25)`` after
+    it, and ``MixUpOrCutMix(0.8, 1.0)`` on each batch (soft labels); (7) the same with torch's
+    DataLoader (2 workers) and torchvision v2 on PIL images in torchvision's reference order, MixUp
+    or CutMix in its collate_fn (the reference train.py's ``RandomChoice``), in a child process of
+    its own venv (``SLIPSTREAM_TORCHVISION_PYTHON`` or /opt/tv-venv/bin/python: torch 2.14.1 and
+    torchvision 0.29.1, which do not import beside this venv's torch); (6h, 7h) the heavier
+    variant: BILINEAR RandAugment (torchvision's reference scripts') and three-factor
+    ``ColorJitter(0.4, 0.4, 0.4)`` (timm's color_jitter=0.4). Goals: (6) >= 3x (7) and >= 0.6x (3).
+
 Measuring: every figure is one whole epoch; one warm-up epoch per run (FFCV's includes its JIT
 compile), then the runs take turns (the order rotates every repeat); figures are medians over
 repeats, ratios the medians of per-repeat ratios of runs measured back to back. "1st batch" is
@@ -66,7 +77,10 @@ used while it measured (from /proc): the machine is shared, and that load widens
 Run:  python benchmarks/bench_images.py [--quick] [--repeats N] [--images N] [--cache DIR]
                                         [--set default|imagenet|both] [--cases decode,torch,ss,...]
                                         [--ffcv-python PATH] [--no-ffcv] [--rebuild] [--profile]
-(``--cases`` keeps only the named loaders: decode, torch, ss, ssS, ssF, ffcv, ffcvS; ss always.)
+(``--cases`` keeps only the named loaders: decode, torch, ss, ssS, ssF, ffcv, ffcvS, recipe, tvrecipe,
+heavy, tvheavy; ss always.) The torchvision venv: ``python3.11 -m venv /opt/tv-venv &&
+/opt/tv-venv/bin/pip install torch==2.14.1 torchvision==0.29.1 numpy pillow`` (a CUDA build, 5.5 GB;
+it runs on the CPU).
 Making the 2,000 files takes about 20 s and packing them 4 s more, once (FFCV's conversion about
 20 s more, once). The full run then takes about 3 minutes on two cores; ``--quick`` (the first
 640 images, 2 repeats, no FFCV smart run) under a minute. ``--profile`` adds a cProfile of the
@@ -390,18 +404,25 @@ def check_batch(loader: Any) -> str:
 
 
 # -- (6), (7) the training recipe -------------------------------------------------------------------
-def recipe_pipeline() -> list[Any]:
-    """The DeiT-style recipe's per-image part (torchvision's reference recipe with ColorJitter too)."""
+RECIPES = {  # name -> (RandAugment's interpolation, ColorJitter's arguments)
+    "recipe": ("nearest", (0.4,)),  # as the goal names it: RandAugment(2, 9) (torchvision's default NEAREST), ColorJitter(0.4) (brightness)
+    "heavy": ("bilinear", (0.4, 0.4, 0.4)),  # torchvision's reference interpolation, and timm's color_jitter=0.4 (three factors)
+}
+
+
+def recipe_pipeline(kind: str = "recipe") -> list[Any]:
+    """The DeiT-style recipe's per-image part (torchvision's reference recipe with a ColorJitter)."""
+    interpolation, jitter = RECIPES[kind]
     return [
-        ops.RandomResizedCrop(CROP), ops.RandomHorizontalFlip(), ops.RandAugment(2, 9, interpolation="bilinear"),
-        ops.ColorJitter(0.4, 0.4, 0.4), ops.Normalize(MEAN, STD), ops.ToCHW(), ops.RandomErasing(0.25),
+        ops.RandomResizedCrop(CROP), ops.RandomHorizontalFlip(), ops.RandAugment(2, 9, interpolation=interpolation),
+        ops.ColorJitter(*jitter), ops.Normalize(MEAN, STD), ops.ToCHW(), ops.RandomErasing(0.25),
     ]  # fmt: skip
 
 
-def recipe_loader(path: Path, workers: int = WORKERS) -> Any:
+def recipe_loader(path: Path, workers: int = WORKERS, kind: str = "recipe") -> Any:
     from slipstream.images.batchops import MixUpOrCutMix
 
-    mapped = ss.open(path).map(image=recipe_pipeline())
+    mapped = ss.open(path).map(image=recipe_pipeline(kind))
     return ss.DataLoader(mapped, batch_size=BATCH, shuffle=True, seed=SEED, workers=workers, batch_ops=[MixUpOrCutMix(num_classes=CLASSES)])
 
 
@@ -448,19 +469,23 @@ def tv_worker() -> int:
         return 1
     ch.set_num_threads(1)
     bilinear = v2.InterpolationMode.BILINEAR
-    transform = v2.Compose([  # references/classification/presets.py's order, on PIL images until PILToTensor
-        v2.RandomResizedCrop(CROP, interpolation=bilinear, antialias=True), v2.RandomHorizontalFlip(),
-        v2.RandAugment(2, 9, interpolation=bilinear), v2.ColorJitter(0.4, 0.4, 0.4), v2.PILToTensor(),
-        v2.ToDtype(ch.float32, scale=True), v2.Normalize(MEAN, STD), v2.RandomErasing(0.25),
-    ])  # fmt: skip
+
+    def transform_of(kind: str) -> Any:  # references/classification/presets.py's order, on PIL images until PILToTensor
+        interpolation, jitter = RECIPES[kind]
+        return v2.Compose([
+            v2.RandomResizedCrop(CROP, interpolation=bilinear, antialias=True), v2.RandomHorizontalFlip(),
+            v2.RandAugment(2, 9, interpolation=v2.InterpolationMode(interpolation)), v2.ColorJitter(*jitter), v2.PILToTensor(),
+            v2.ToDtype(ch.float32, scale=True), v2.Normalize(MEAN, STD), v2.RandomErasing(0.25),
+        ])  # fmt: skip
+
     mix = v2.RandomChoice([v2.MixUp(alpha=0.8, num_classes=CLASSES), v2.CutMix(alpha=1.0, num_classes=CLASSES)])
 
     def collate(batch: list) -> Any:  # in the worker, as the reference train.py does
         return mix(*default_collate(batch))
 
     class Files(ch.utils.data.Dataset):
-        def __init__(self, samples):
-            self.samples = samples
+        def __init__(self, samples, transform):
+            self.samples, self.transform = samples, transform
 
         def __len__(self):
             return len(self.samples)
@@ -468,13 +493,16 @@ def tv_worker() -> int:
         def __getitem__(self, i):
             path, label = self.samples[i]
             with open(path, "rb") as f:
-                return transform(PILImage.open(f).convert("RGB")), label
+                return self.transform(PILImage.open(f).convert("RGB")), label
 
     samples = [tuple(s) for s in job["samples"]]
     try:
-        loader = DataLoader(Files(samples), batch_size=BATCH, shuffle=True, num_workers=WORKERS, persistent_workers=True,
-                            collate_fn=collate, generator=ch.Generator().manual_seed(SEED))  # fmt: skip
-        images, labels = next(iter(loader))
+        loaders = {
+            kind: DataLoader(Files(samples, transform_of(kind)), batch_size=BATCH, shuffle=True, num_workers=WORKERS,
+                             persistent_workers=True, collate_fn=collate, generator=ch.Generator().manual_seed(SEED))
+            for kind in job["modes"]
+        }  # fmt: skip
+        images, labels = next(iter(loaders[job["modes"][0]]))
         layout = f"{str(images.dtype).replace('torch.', '')} {tuple(images.shape)}, labels {tuple(labels.shape)}"
     except Exception as exc:  # noqa: BLE001
         answer({"error": f"torchvision recipe failed: {type(exc).__name__}: {exc}"})
@@ -486,7 +514,7 @@ def tv_worker() -> int:
             break
         try:
             t0 = time.perf_counter()
-            it = iter(loader)
+            it = iter(loaders[request["run"]])
             images, _ = next(it)
             t1 = time.perf_counter()
             count = len(images)
@@ -756,7 +784,7 @@ def mb(nbytes: int) -> str:
     return f"{nbytes / 1e6:.0f} MB"
 
 
-CASES = ("decode", "torch", "ss", "ssS", "ssF", "ffcv", "ffcvS", "recipe", "tvrecipe")
+CASES = ("decode", "torch", "ss", "ssS", "ssF", "ffcv", "ffcvS", "recipe", "tvrecipe", "heavy", "tvheavy")
 LABELS = {
     "decode": "(1) libjpeg-turbo full decode, 1 thread [ceiling]",
     "torch": "(2) torch DataLoader + PIL (torchvision's ops)",
@@ -767,6 +795,8 @@ LABELS = {
     "ffcvS": "(5s) FFCV 1.0.2, write_mode='smart'",
     "recipe": "(6) slipstream, DeiT-style recipe",
     "tvrecipe": "(7) torch DataLoader + torchvision v2 recipe",
+    "heavy": "(6h) slipstream, recipe: bilinear RA, 3-factor jitter",
+    "tvheavy": "(7h) torchvision v2, the same",
 }
 
 
@@ -798,12 +828,13 @@ class Bench:
         elif python is not None:
             self.why_not = "FFCV not among --cases"
         self.tv, self.tv_why_not = None, ""
-        if "tvrecipe" in cases:
+        tv_modes = [kind for kind, case in (("recipe", "tvrecipe"), ("heavy", "tvheavy")) if case in cases]
+        if tv_modes:
             python, self.tv_why_not = tv_python()
             if python is not None:
                 print(f"starting the torchvision recipe for the {image_set.name} set with {python} ...", flush=True)
                 try:
-                    self.tv = FfcvClient(python, cache, [(str(p), int(label)) for p, label in self.samples], [], flag=TV_WORKER)
+                    self.tv = FfcvClient(python, cache, [(str(p), int(label)) for p, label in self.samples], tv_modes, flag=TV_WORKER)
                 except Exception as exc:  # noqa: BLE001
                     self.tv_why_not = str(exc)
         loaders = {
@@ -820,12 +851,13 @@ class Bench:
             )
             self.layouts["torch"] = check_batch(torch_loader)
             runs["torch"] = torch_epoch(torch_loader)
-        if "recipe" in cases:
-            loaders["recipe"] = recipe_loader(self.packed["jpeg"][0])
-            self.layouts["recipe"] = check_recipe_batch(loaders["recipe"])
+        for kind in RECIPES:
+            if kind in cases:
+                loaders[kind] = recipe_loader(self.packed["jpeg"][0], kind=kind)
+                self.layouts[kind] = check_recipe_batch(loaders[kind])
         runs.update({key: slipstream_epoch(loader) for key, loader in loaders.items()})
-        if self.tv is not None:
-            runs["tvrecipe"] = self.tv.epoch("recipe")
+        for kind in tv_modes if self.tv is not None else []:
+            runs["tv" + kind] = self.tv.epoch(kind)
         if self.client is not None:
             runs["ffcv"] = self.client.epoch("jpg")
             if "smart" in self.client.hello["sizes"]:
@@ -887,11 +919,11 @@ def report(bench: Bench, results: dict[str, list[tuple]], verdicts: Verdicts, pr
             firsts = {} if key == "decode" else {"1st batch ms": [1e3 * r[2] for r in results[key]]}
             rows.append((label, {"img/s": rates(results[key]), "CPU ms/img": cpu_ms[key], **firsts}))
     table(rows, [("img/s", ".0f"), ("CPU ms/img", ".2f"), ("1st batch ms", ".0f")], corner="loader (one epoch)")
-    if "recipe" in layouts:
-        print(f"  recipe batches: slipstream {layouts['recipe']}" + (f"; torchvision {bench.tv.hello['layout']}" if bench.tv is not None else ""))
-    if "tvrecipe" in bench.runs or bench.tv_why_not:
-        if bench.tv is None:
-            print(f"  (7) {bench.tv_why_not}")
+    recipe = next((layouts[kind] for kind in RECIPES if kind in layouts), None)
+    if recipe is not None:
+        print(f"  recipe batches: slipstream {recipe}" + (f"; torchvision {bench.tv.hello['layout']}" if bench.tv is not None else ""))
+    if bench.tv is None and bench.tv_why_not:
+        print(f"  (7) {bench.tv_why_not}")
     if client is None:
         print(f"  (5) {bench.why_not}")
     elif "ffcvS" not in results:
@@ -917,6 +949,8 @@ def report(bench: Bench, results: dict[str, list[tuple]], verdicts: Verdicts, pr
     check("(3) slipstream jpeg / (1) 1-thread decode", "ss", "decode", None)
     check("(6) recipe / (7) torchvision recipe", "recipe", "tvrecipe", 3.0)
     check("(6) recipe / (3) crop+flip only", "recipe", "ss", 0.6)
+    check("(6h) heavy recipe / (7h) torchvision", "heavy", "tvheavy", None)
+    check("(6h) heavy recipe / (3) crop+flip only", "heavy", "ss", None)
     print("  CPU per image (all processes of the run; less sensitive to other load than img/s):")
     check("(2) torch / (3) slipstream jpeg", "torch", "ss", None, cpu_ms)
     check("(5) FFCV jpg / (3) slipstream jpeg", "ffcv", "ss", None, cpu_ms)

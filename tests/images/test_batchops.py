@@ -520,3 +520,15 @@ def test_the_torch_drop_in_keys_the_draws_by_torchs_process_rank(monkeypatch):
     by_rank = ss.DataLoader(Images(), 4, seed=1, rank=1, world_size=2, batch_ops=ops)
     a, b = next(iter(core)), next(iter(by_rank))
     np.testing.assert_array_equal(a["label"][a["label"] > 0].max(), b["label"][b["label"] > 0].max())  # rank 1's lambda
+
+
+def test_a_loader_reuses_the_batch_ops_outputs_its_consumer_dropped_and_never_one_it_holds():
+    data = [{"image": np.full((3, 8, 8), i, np.float32), "label": i % 4} for i in range(64)]
+    loader = ss.DataLoader(data, 8, seed=0, batch_ops=[MixUp(num_classes=4)])
+    addresses = {b["image"].__array_interface__["data"][0] for b in loader}
+    assert len(addresses) < len(loader)  # dropped outputs come back
+    kept = list(loader)
+    assert len({b["image"].__array_interface__["data"][0] for b in kept}) == len(kept)  # held ones never do
+    again = list(loader)
+    for a, b in zip(kept, again):
+        np.testing.assert_array_equal(a["image"], b["image"])

@@ -32,10 +32,11 @@ def checked_ops(ops: Any) -> tuple[Any, ...]:
     return check_batch_ops(ops)
 
 
-def apply_batch_ops(ops: Sequence[Any], batch: Any, seed: int, epoch: int, index: int, rank: int = 0) -> Any:
-    """``batch`` (batch ``index`` of ``epoch`` on ``rank``) through ``ops`` in order."""
+def apply_batch_ops(ops: Sequence[Any], batch: Any, seed: int, epoch: int, index: int, rank: int = 0, buffers: Any = None) -> Any:
+    """``batch`` (batch ``index`` of ``epoch`` on ``rank``) through ``ops`` in order (NumPy outputs
+    in ``buffers``, an ``images.batchops.OutputBuffers``, when given)."""
     for position, op in enumerate(ops):
-        batch = op(batch, seed=seed, epoch=epoch, index=index, rank=rank, position=position)
+        batch = op(batch, seed=seed, epoch=epoch, index=index, rank=rank, position=position, buffers=buffers)
     return batch
 
 
@@ -47,7 +48,10 @@ class BatchOpsFinisher:
     tagged = True
 
     def __init__(self, ops: Sequence[Any], seed: int, epoch: int, rank: int, inner: Any = None):
+        from ..images.batchops import OutputBuffers
+
         self.ops, self.seed, self.epoch, self.rank, self.inner = tuple(ops), seed, epoch, rank, inner
+        self.buffers = OutputBuffers()
         if inner is not None:
             try:
                 takes_then = "then" in inspect.signature(inner.finish).parameters
@@ -67,7 +71,7 @@ class BatchOpsFinisher:
         index = int(tag)
 
         def run(value: Any) -> Any:
-            return apply_batch_ops(self.ops, value, self.seed, self.epoch, index, self.rank)
+            return apply_batch_ops(self.ops, value, self.seed, self.epoch, index, self.rank, self.buffers)
 
         if self.inner is None:
             return run(batch)
