@@ -529,6 +529,8 @@ def test_a_loader_reuses_the_batch_ops_outputs_its_consumer_dropped_and_never_on
     assert len(addresses) < len(loader)  # dropped outputs come back
     kept = list(loader)
     assert len({b["image"].__array_interface__["data"][0] for b in kept}) == len(kept)  # held ones never do
-    again = list(loader)
+    fresh = ss.DataLoader(data, 8, seed=0, batch_ops=[MixUp(num_classes=4)])
+    list(fresh)
+    again = list(fresh)  # epoch 1 again: the kept batches were not overwritten since
     for a, b in zip(kept, again):
         np.testing.assert_array_equal(a["image"], b["image"])
