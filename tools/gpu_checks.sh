@@ -4,7 +4,8 @@
 #   run(command="bash tools/gpu_checks.sh", carry=[".gpu"], timeout_s=560)
 # It installs slipstream from the carried cp312 wheel, as a user would ('slipstream[files,qoi]' with
 # --no-index --find-links .gpu/whl), runs the CUDA-only tests (they skip without CUDA elsewhere) against that install, then
-# benchmarks/bench_gpu.py, writing $OUT/tests.log, $OUT/gpu.log and $OUT/gpu.json.
+# the device stage's pixel ops (bench_device_pixelops.py) and benchmarks/bench_gpu.py, writing $OUT/tests.log,
+# $OUT/pixelops.log, $OUT/gpu.log and $OUT/gpu.json.
 #
 # Where it installs: a venv of its own in /tmp/ss-venv whose site-packages come first, with the machine's
 # python3's site-packages added behind them (a .pth that calls site.addsitedir, so their own .pth files
@@ -37,5 +38,7 @@ print("slipstream", slipstream.__version__, "from", slipstream.__file__)
 print("roijpeg", p._roi_status, "| numpy", numpy.__version__, "| torch", torch.__version__, "| cuda", torch.cuda.is_available(), "| torchvision", vision)
 PY
 timeout 150 python3 -m pytest -q -p no:cacheprovider -k "cuda or nvjpeg" tests/images/device/test_gpu_stage.py tests/images/device/test_gpu_decode.py \
-    tests/images/device/test_gpu_device.py tests/images/device/test_gpu_mapped.py tests/torch/test_torch_dropin.py -rs 2>&1 | tee -a "$OUT/tests.log"
-timeout 420 python3 benchmarks/bench_gpu.py --json "$OUT/gpu.json" --budget-s 330 2>&1 | tee "$OUT/gpu.log"
+    tests/images/device/test_gpu_device.py tests/images/device/test_gpu_mapped.py tests/torch/test_torch_dropin.py \
+    tests/images/device/test_device_pixelops.py tests/images/test_batchops.py -rs 2>&1 | tee -a "$OUT/tests.log"
+timeout 60 python3 benchmarks/bench_device_pixelops.py --repeats 3 --torch-threads 8 2>&1 | tee "$OUT/pixelops.log"
+timeout 390 python3 benchmarks/bench_gpu.py --json "$OUT/gpu.json" --budget-s 300 2>&1 | tee "$OUT/gpu.log"
