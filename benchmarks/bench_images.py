@@ -1036,8 +1036,8 @@ def main(argv: list[str] | None = None) -> int:
     if others is not None:
         noisy = "  NOISY: other load shared the CPUs, expect wide ranges" if others > 0.2 else ""
         print(f"\n  other processes used {others:.2f} of {os.cpu_count()} CPUs while this ran{noisy}")
-    if len(benches) > 1:
-        key = "(3) slipstream jpeg / (5) FFCV jpg"
+    key = "(3) slipstream jpeg / (5) FFCV jpg"
+    if len(benches) > 1 and any(key in r for r in ratios.values()):
         print("  slipstream / FFCV (img/s, medians of paired ratios): "
               + ", ".join(f"{name} {r[key]:.2f}x" for name, r in ratios.items() if key in r))
     for bench in benches:
