@@ -436,6 +436,40 @@ def check_recipe_batch(loader: Any) -> str:
     return f"{shapes[1]} {shapes[0]}, labels {shapes[2]}"
 
 
+def child_protocol() -> tuple[Any, dict[str, Any]]:
+    """A child loader's side of the protocol: its reply function (one JSON line each on the
+    process's original stdout; whatever the libraries print goes to stderr) and the job it was sent."""
+    reply = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+
+    def answer(message: dict[str, Any]) -> None:
+        reply.write(json.dumps(message) + "\n")
+        reply.flush()
+
+    return answer, json.loads(sys.stdin.readline())
+
+
+def serve_epochs(answer: Any, loaders: dict[str, Any], name: str) -> None:
+    """Run one epoch of ``loaders[request["run"]]`` per request line until "quit", replying with
+    the samples, seconds and the first batch's seconds."""
+    for line in sys.stdin:
+        request = json.loads(line)
+        if "quit" in request:
+            break
+        try:
+            t0 = time.perf_counter()
+            it = iter(loaders[request["run"]])
+            images, _ = next(it)
+            t1 = time.perf_counter()
+            count = len(images)
+            for images, _ in it:
+                count += len(images)
+            answer({"n": count, "seconds": time.perf_counter() - t0, "first": t1 - t0})
+        except Exception as exc:  # noqa: BLE001
+            answer({"error": f"{name} epoch failed: {type(exc).__name__}: {exc}"})
+
+
 def tv_python() -> tuple[Path | None, str]:
     """The Python with torchvision v2 for the recipe's baseline, and why there is none."""
     choice = os.environ.get("SLIPSTREAM_TORCHVISION_PYTHON")
@@ -449,15 +483,7 @@ def tv_python() -> tuple[Path | None, str]:
 def tv_worker() -> int:
     """The torchvision child (its own venv, no slipstream): torch's DataLoader with torchvision v2's
     reference recipe, one epoch per request (the FFCV child's protocol)."""
-    reply = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-
-    def answer(message: dict[str, Any]) -> None:
-        reply.write(json.dumps(message) + "\n")
-        reply.flush()
-
-    job = json.loads(sys.stdin.readline())
+    answer, job = child_protocol()
     try:
         import torch as ch
         import torchvision
@@ -508,21 +534,7 @@ def tv_worker() -> int:
         answer({"error": f"torchvision recipe failed: {type(exc).__name__}: {exc}"})
         return 1
     answer({"torch": ch.__version__, "torchvision": torchvision.__version__, "sizes": {}, "converted": {}, "layout": layout})
-    for line in sys.stdin:
-        request = json.loads(line)
-        if "quit" in request:
-            break
-        try:
-            t0 = time.perf_counter()
-            it = iter(loaders[request["run"]])
-            images, _ = next(it)
-            t1 = time.perf_counter()
-            count = len(images)
-            for images, _ in it:
-                count += len(images)
-            answer({"n": count, "seconds": time.perf_counter() - t0, "first": t1 - t0})
-        except Exception as exc:  # noqa: BLE001
-            answer({"error": f"torchvision epoch failed: {type(exc).__name__}: {exc}"})
+    serve_epochs(answer, loaders, "torchvision")
     return 0
 
 
@@ -592,15 +604,7 @@ def ffcv_python(arg: str | None) -> tuple[Path | None, str]:
 
 def ffcv_worker() -> int:
     """The FFCV child process (run by FFCV's venv): one JSON request per stdin line, one JSON reply per stdout line."""
-    reply = os.fdopen(os.dup(1), "w")  # the protocol's own stdout; whatever FFCV prints goes to stderr
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-
-    def answer(message: dict[str, Any]) -> None:
-        reply.write(json.dumps(message) + "\n")
-        reply.flush()
-
-    job = json.loads(sys.stdin.readline())
+    answer, job = child_protocol()
     try:
         from importlib.metadata import version
 
@@ -661,22 +665,7 @@ def ffcv_worker() -> int:
         return 1
     answer({"ffcv": version("ffcv"), "numpy": version("numpy"), "opencv": version("opencv-python"),
             "converted": converted, "sizes": sizes, "layout": layout})
-    for line in sys.stdin:
-        request = json.loads(line)
-        if "quit" in request:
-            break
-        try:
-            loader = loaders[request["run"]]
-            t0 = time.perf_counter()
-            it = iter(loader)
-            images, _ = next(it)
-            t1 = time.perf_counter()
-            count = len(images)
-            for images, _ in it:
-                count += len(images)
-            answer({"n": count, "seconds": time.perf_counter() - t0, "first": t1 - t0})
-        except Exception as exc:  # noqa: BLE001
-            answer({"error": f"FFCV epoch failed: {type(exc).__name__}: {exc}"})
+    serve_epochs(answer, loaders, "FFCV")
     return 0
 
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 from helpers import assert_resumes_exactly, assert_same, snapshot
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tv2cases import DATA
 
 import slipstream as ss
 from slipstream import ops
@@ -22,7 +22,6 @@ from slipstream.images import pixelops
 from slipstream.images.kernels import pixel_steps as ps
 from slipstream.images.pipeline import ImageSource, Pipeline, run_steps
 
-DATA = np.load(Path(__file__).parent / "data" / "torchvision_v2.npz")
 DISTS = {d["name"]: d for d in json.loads(str(DATA["dist_meta"]))}
 _INTERP = {"nearest": "nearest", "bilinear": "bilinear"}
 

@@ -6,9 +6,6 @@ erasing on the device stage's own geometry output when the device decodes and re
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -17,6 +14,7 @@ torch = pytest.importorskip("torch")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from packed import photo_like  # noqa: E402
+from tv2cases import CASES, DATA, case_steps  # noqa: E402
 
 import slipstream as ss  # noqa: E402
 from slipstream import fields as F  # noqa: E402
@@ -30,8 +28,6 @@ from slipstream.images.kernels import pixel_steps as ps  # noqa: E402
 from slipstream.images.pipeline import Pipeline  # noqa: E402
 from slipstream.images.pixelops import PixelOp, inverse_affine_matrix  # noqa: E402
 
-DATA = np.load(Path(__file__).parents[1] / "data" / "torchvision_v2.npz")
-CASES = json.loads(str(DATA["cases"]))
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 
@@ -177,48 +173,10 @@ def test_the_policies_and_jitter_programs_give_the_numpy_executors_bits():
 
 # ------------------------------------------------------------------------------- torchvision's cases
 
-_SIMPLE = {
-    "adjust_brightness": (ps.BRIGHTNESS, "factor"),
-    "adjust_contrast": (ps.CONTRAST, "factor"),
-    "adjust_saturation": (ps.SATURATION, "factor"),
-    "adjust_hue": (ps.HUE, "hue_factor"),
-    "adjust_sharpness": (ps.SHARPNESS, "factor"),
-    "posterize": (ps.POSTERIZE, "bits"),
-    "solarize": (ps.SOLARIZE, "threshold"),
-    "autocontrast": (ps.AUTOCONTRAST, None),
-    "equalize": (ps.EQUALIZE, None),
-    "invert": (ps.INVERT, None),
-}
-
-
 def _case_row(case: dict) -> np.ndarray:
     """The step of a fixture case's torchvision call (a NONE row for its copying fast path)."""
-    row = np.zeros(ps.WORDS)
-    fn, p = case["fn"], case["params"]
-    if fn in _SIMPLE:
-        code, key = _SIMPLE[fn]
-        row[0] = code
-        if key is not None:
-            row[1] = p[key]
-    elif fn == "rgb_to_grayscale":
-        row[0] = ps.GRAYSCALE
-    elif fn == "gaussian_blur":
-        row[0:5] = [ps.BLUR, *p["kernel_size"], *p["sigma"]]
-    elif fn == "erase":
-        row[0:8] = [ps.ERASE, p["i"], p["j"], p["h"], p["w"], *np.trunc(np.resize(np.asarray(p["v"], np.float64), 3))]
-    elif fn in ("rotate", "shear", "translate", "affine"):
-        fast = p.get("fast_path")
-        if fast == "clone":
-            return row
-        if fast:
-            row[0:2] = [ps.ROT90, int(fast[-1])]
-        else:
-            fill = p["fill"]
-            values = np.resize(np.asarray(fill if fill is not None else [0], np.float64), 3)
-            row[0:12] = [ps.AFFINE, *p["matrix"], p["interpolation"] == "bilinear", fill is not None, *values]
-    else:
-        raise AssertionError(f"no step for {fn}")
-    return row
+    steps = case_steps(case)
+    return steps[0] if len(steps) else np.zeros(ps.WORDS)
 
 
 @pytest.mark.parametrize("image", sorted({case["image"] for case in CASES}))

@@ -6,7 +6,6 @@ random programs (the same pixels, or the same ValueError)."""
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 from pathlib import Path
@@ -16,57 +15,16 @@ import pytest
 from helpers import run_python
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tv2cases import CASES, DATA, case_steps
 
 from slipstream.images import compiled as _compiled
 from slipstream.images.kernels import pixel_steps as ps
 from slipstream.images.pixelops import inverse_affine_matrix
 
-DATA = np.load(Path(__file__).parents[1] / "data" / "torchvision_v2.npz")
-CASES = json.loads(str(DATA["cases"]))
-
-_SIMPLE = {
-    "adjust_brightness": (ps.BRIGHTNESS, "factor"),
-    "adjust_contrast": (ps.CONTRAST, "factor"),
-    "adjust_saturation": (ps.SATURATION, "factor"),
-    "adjust_hue": (ps.HUE, "hue_factor"),
-    "adjust_sharpness": (ps.SHARPNESS, "factor"),
-    "posterize": (ps.POSTERIZE, "bits"),
-    "solarize": (ps.SOLARIZE, "threshold"),
-    "autocontrast": (ps.AUTOCONTRAST, None),
-    "equalize": (ps.EQUALIZE, None),
-    "invert": (ps.INVERT, None),
-}
-
 
 def steps_of(case: dict, image: np.ndarray) -> np.ndarray:
     """The steps that the case's torchvision call corresponds to."""
-    row = np.zeros(ps.WORDS)
-    fn, p = case["fn"], case["params"]
-    if fn in _SIMPLE:
-        code, key = _SIMPLE[fn]
-        row[0] = code
-        if key is not None:
-            row[1] = p[key]
-    elif fn == "rgb_to_grayscale":
-        row[0] = ps.GRAYSCALE
-    elif fn == "gaussian_blur":
-        row[0:5] = [ps.BLUR, *p["kernel_size"], *p["sigma"]]
-    elif fn == "erase":
-        value = np.resize(np.asarray(p["v"], np.float64), 3)
-        row[0:8] = [ps.ERASE, p["i"], p["j"], p["h"], p["w"], *np.trunc(value)]
-    elif fn in ("rotate", "shear", "translate", "affine"):
-        fast = p.get("fast_path")
-        if fast == "clone":
-            return np.zeros((0, ps.WORDS))
-        if fast:
-            row[0:2] = [ps.ROT90, int(fast[-1])]
-        else:
-            fill = p["fill"]
-            values = np.resize(np.asarray(fill if fill is not None else [0], np.float64), 3)
-            row[0:12] = [ps.AFFINE, *p["matrix"], p["interpolation"] == "bilinear", fill is not None, *values]
-    else:
-        raise AssertionError(f"no steps for {fn}")
-    return row[None]
+    return case_steps(case)
 
 
 def tolerance(case: dict) -> int:
