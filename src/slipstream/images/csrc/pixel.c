@@ -408,13 +408,110 @@ sharpness(uint8_t *image, int height, int width, int channels, double factor, ss
 
 /* ------------------------------------------------------------------ per-channel tables */
 
+/* Steps that map each value through a 256-entry table per channel (BRIGHTNESS, CONTRAST, POSTERIZE,
+   SOLARIZE, AUTOCONTRAST, EQUALIZE, INVERT) are not applied one by one: their tables are composed
+   into `pending` (value v of channel c becomes t[c][v]), applied in one pass before the next step
+   that needs the pixels themselves, or handed to the caller at the end (ss_pixel_steps_table). A
+   step whose table depends on the image (AUTOCONTRAST's min and max, EQUALIZE's histogram) reads
+   the image as it would be with the pending tables applied (the stored values' histogram mapped
+   through them); CONTRAST's mean needs whole pixels, so the pending tables are applied first. */
+typedef struct {
+    uint8_t t[3][256];
+    int on;      /* 0: nothing pending (t unset) */
+    int shared;  /* every channel's table the same (t[0]) */
+} pending;
+
+/* `pending` followed by one table for every channel */
 static void
-autocontrast(uint8_t *image, size_t pixels, int channels)
+pend_shared(pending *q, const uint8_t lut[256])
+{
+    int c, v;
+    if (!q->on) {
+        memcpy(q->t[0], lut, 256);
+        q->on = 1;
+        q->shared = 1;
+    } else {
+        for (v = 0; v < 256; v++)
+            q->t[0][v] = lut[q->t[0][v]];
+        if (!q->shared)
+            for (c = 1; c < 3; c++)
+                for (v = 0; v < 256; v++)
+                    q->t[c][v] = lut[q->t[c][v]];
+    }
+    if (q->shared) {
+        memcpy(q->t[1], q->t[0], 256);
+        memcpy(q->t[2], q->t[0], 256);
+    }
+}
+
+/* `pending` followed by a table per channel */
+static void
+pend_each(pending *q, const uint8_t lut[3][256], int channels)
+{
+    int c, v;
+    if (!q->on) {
+        memcpy(q->t, lut, sizeof(q->t));
+        q->on = 1;
+    } else {
+        for (c = 0; c < 3; c++)
+            for (v = 0; v < 256; v++)
+                q->t[c][v] = lut[c][q->t[c][v]];
+    }
+    q->shared = channels == 1 || (memcmp(q->t[0], q->t[1], 256) == 0 && memcmp(q->t[0], q->t[2], 256) == 0);
+}
+
+/* the pending tables applied to the image (nothing pending afterwards) */
+static void
+flush(uint8_t *image, size_t pixels, int channels, pending *q)
+{
+    if (!q->on)
+        return;
+    apply_lut(image, pixels, channels, (const uint8_t(*)[256])q->t, q->shared);
+    q->on = 0;
+}
+
+/* each channel's histogram of the image as it is with the pending tables applied */
+static void
+histograms(const uint8_t *image, size_t pixels, int channels, const pending *q, int64_t hist[3][256])
+{
+    uint32_t raw[3][256];
+    size_t i;
+    int c, v;
+    memset(raw, 0, sizeof(raw));
+    if (channels == 1) {
+        for (i = 0; i < pixels; i++)
+            raw[0][image[i]]++;
+    } else {
+        for (i = 0; i < 3 * pixels; i += 3) {
+            raw[0][image[i]]++;
+            raw[1][image[i + 1]]++;
+            raw[2][image[i + 2]]++;
+        }
+    }
+    memset(hist, 0, 3 * 256 * sizeof(int64_t));
+    for (c = 0; c < channels; c++)
+        for (v = 0; v < 256; v++)
+            hist[c][q->on ? q->t[c][v] : v] += raw[c][v];
+}
+
+static void
+autocontrast(const uint8_t *image, size_t pixels, int channels, pending *q)
 {
     uint8_t lut[3][256], lo[3] = {255, 255, 255}, hi[3] = {0, 0, 0};
     int c, v;
     size_t i;
-    if (channels == 1) {
+    if (q->on) {
+        int64_t hist[3][256];
+        histograms(image, pixels, channels, q, hist);
+        for (c = 0; c < channels; c++) {
+            for (v = 0; v < 256 && hist[c][v] == 0; v++)
+                ;
+            lo[c] = (uint8_t)v;
+            for (v = 255; v > 0 && hist[c][v] == 0; v--)
+                ;
+            hi[c] = (uint8_t)v;
+        }
+    } else if (channels == 1) {
         for (i = 0; i < pixels; i++) {
             lo[0] = image[i] < lo[0] ? image[i] : lo[0];
             hi[0] = image[i] > hi[0] ? image[i] : hi[0];
@@ -426,47 +523,43 @@ autocontrast(uint8_t *image, size_t pixels, int channels)
                 hi[c] = image[i + c] > hi[c] ? image[i + c] : hi[c];
             }
     }
-    for (c = 0; c < channels; c++) {
-        {
-            float flo = (float)lo[c], fhi = (float)hi[c];
-            int flat = fhi == flo;
-            float scale = flat ? 1.0f : (fhi - flo) * (float)(1.0 / 255);
-            float base = flat ? 0.0f : flo;
-            for (v = 0; v < 256; v++)
-                lut[c][v] = trunc8(((float)v - base) / scale);
-        }
+    for (c = 0; c < 3; c++) {
+        float flo = (float)lo[c], fhi = (float)hi[c];
+        int flat = fhi == flo;
+        float scale = flat ? 1.0f : (fhi - flo) * (float)(1.0 / 255);
+        float base = flat ? 0.0f : flo;
+        for (v = 0; v < 256; v++)
+            lut[c][v] = trunc8(((float)v - base) / scale);
     }
-    apply_lut(image, pixels, channels, (const uint8_t(*)[256])lut, 0);
+    pend_each(q, (const uint8_t(*)[256])lut, channels);
 }
 
 static void
-equalize(uint8_t *image, size_t pixels, int channels)
+equalize(const uint8_t *image, size_t pixels, int channels, pending *q)
 {
     uint8_t lut[3][256];
+    int64_t hist[3][256];
     int c, v;
-    for (c = 0; c < channels; c++) {
-        int64_t hist[256], cum = 0, last, step;
-        size_t i;
-        memset(hist, 0, sizeof(hist));
-        for (i = (size_t)c; i < pixels * (size_t)channels; i += (size_t)channels)
-            hist[image[i]]++;
-        for (last = 255; last > 0 && hist[last] == 0; last--)
+    histograms(image, pixels, channels, q, hist);
+    for (c = 0; c < 3; c++) {
+        int64_t cum = 0, last, step;
+        for (last = 255; last > 0 && hist[c][last] == 0; last--)
             ;
-        step = ((int64_t)pixels - hist[last]) / 255;
-        if (step == 0) {
+        step = ((int64_t)pixels - hist[c][last]) / 255;
+        if (c >= channels || step == 0) {
             for (v = 0; v < 256; v++)
                 lut[c][v] = (uint8_t)v;
             continue;
         }
         lut[c][0] = 0;
         for (v = 1; v < 256; v++) {
-            int64_t q;
-            cum += hist[v - 1];
-            q = (cum + step / 2) / step;
-            lut[c][v] = (uint8_t)(q < 255 ? q : 255);
+            int64_t quotient;
+            cum += hist[c][v - 1];
+            quotient = (cum + step / 2) / step;
+            lut[c][v] = (uint8_t)(quotient < 255 ? quotient : 255);
         }
     }
-    apply_lut(image, pixels, channels, (const uint8_t(*)[256])lut, 0);
+    pend_each(q, (const uint8_t(*)[256])lut, channels);
 }
 
 /* ------------------------------------------------------------------ blur */
@@ -928,9 +1021,10 @@ where_of(char *where, size_t size, int number, double code)
         snprintf(where, size, "pixel step %d (%.0f)", number, code);
 }
 
-int
-ss_pixel_steps(uint8_t *image, int height, int width, int channels, const double *steps, int count,
-               ss_scratch *scratch, char *msg, size_t msg_size)
+/* The steps run on `image`, their table steps' composed tables left in `q` (see `pending`). */
+static int
+run_steps(uint8_t *image, int height, int width, int channels, const double *steps, int count, ss_scratch *scratch,
+          char *msg, size_t msg_size, pending *q)
 {
     size_t pixels = (size_t)height * (size_t)width;
     char where[420];
@@ -954,6 +1048,9 @@ ss_pixel_steps(uint8_t *image, int height, int width, int channels, const double
             snprintf(msg, msg_size, "%s: unknown opcode %.0f (expected 0..%d)", where, code, CODES - 1);
             return -1;
         }
+        if (code != NONE && code != BRIGHTNESS && code != CONTRAST && code != POSTERIZE && code != SOLARIZE &&
+            code != AUTOCONTRAST && code != EQUALIZE && code != INVERT)
+            flush(image, pixels, channels, q);  /* a step that reads the pixels themselves */
         switch ((int)code) {
         case NONE:
             break;
@@ -961,12 +1058,13 @@ ss_pixel_steps(uint8_t *image, int height, int width, int channels, const double
             float f = (float)p[0];
             for (v = 0; v < 256; v++)
                 lut[0][v] = trunc8((float)v * f);
-            apply_lut(image, pixels, channels, (const uint8_t(*)[256])lut, 1);
+            pend_shared(q, lut[0]);
             break;
         }
         case CONTRAST: {
             float f = (float)p[0], alpha = (float)(1.0 - p[0]), mean;
             int64_t total = 0;
+            flush(image, pixels, channels, q);  /* the mean of whole pixels */
             if (channels == 3) {
                 total = gray_sum(image, pixels);
             } else {
@@ -977,7 +1075,7 @@ ss_pixel_steps(uint8_t *image, int height, int width, int channels, const double
             mean = (float)((double)total / (double)pixels);
             for (v = 0; v < 256; v++)
                 lut[0][v] = trunc8(fused((float)v * f, alpha, mean));
-            apply_lut(image, pixels, channels, (const uint8_t(*)[256])lut, 1);
+            pend_shared(q, lut[0]);
             break;
         }
         case SATURATION:
@@ -994,7 +1092,6 @@ ss_pixel_steps(uint8_t *image, int height, int width, int channels, const double
         case POSTERIZE: {
             double bits = trunc(p[0]);
             uint8_t mask;
-            size_t i, n = pixels * (size_t)channels;
             if (bits < 0) {
                 snprintf(msg, msg_size, "%s: posterize keeps 0..8 bits, got %.0f", where, bits);
                 return -1;
@@ -1002,29 +1099,29 @@ ss_pixel_steps(uint8_t *image, int height, int width, int channels, const double
             if (bits >= 8)
                 break;
             mask = (uint8_t)((((1u << (int)bits) - 1u) << (8 - (int)bits)) & 0xFFu);
-            for (i = 0; i < n; i++)
-                image[i] &= mask;
+            for (v = 0; v < 256; v++)
+                lut[0][v] = (uint8_t)(v & mask);
+            pend_shared(q, lut[0]);
             break;
         }
         case SOLARIZE: {
             float threshold = (float)p[0];
             for (v = 0; v < 256; v++)
                 lut[0][v] = (float)v >= threshold ? (uint8_t)(255 - v) : (uint8_t)v;
-            apply_lut(image, pixels, channels, (const uint8_t(*)[256])lut, 1);
+            pend_shared(q, lut[0]);
             break;
         }
         case AUTOCONTRAST:
-            autocontrast(image, pixels, channels);
+            autocontrast(image, pixels, channels, q);
             break;
         case EQUALIZE:
-            equalize(image, pixels, channels);
+            equalize(image, pixels, channels, q);
             break;
-        case INVERT: {
-            size_t i, n = pixels * (size_t)channels;
-            for (i = 0; i < n; i++)
-                image[i] = (uint8_t)(255 - image[i]);
+        case INVERT:
+            for (v = 0; v < 256; v++)
+                lut[0][v] = (uint8_t)(255 - v);
+            pend_shared(q, lut[0]);
             break;
-        }
         case GRAYSCALE:
             if (channels == 3)
                 grayscale(image, pixels);
@@ -1066,4 +1163,31 @@ ss_pixel_steps(uint8_t *image, int height, int width, int channels, const double
     if (rc == -2)
         snprintf(msg, msg_size, "out of memory");
     return rc;
+}
+
+int
+ss_pixel_steps(uint8_t *image, int height, int width, int channels, const double *steps, int count,
+               ss_scratch *scratch, char *msg, size_t msg_size)
+{
+    pending q;
+    int rc;
+    q.on = 0;
+    rc = run_steps(image, height, width, channels, steps, count, scratch, msg, msg_size, &q);
+    if (rc == 0)
+        flush(image, (size_t)height * (size_t)width, channels, &q);
+    return rc;
+}
+
+int
+ss_pixel_steps_table(uint8_t *image, int height, int width, int channels, const double *steps, int count,
+                     ss_scratch *scratch, char *msg, size_t msg_size, uint8_t table[3][256])
+{
+    pending q;
+    int rc;
+    q.on = 0;
+    rc = run_steps(image, height, width, channels, steps, count, scratch, msg, msg_size, &q);
+    if (rc != 0 || !q.on)
+        return rc;
+    memcpy(table, q.t, sizeof(q.t));
+    return 1;
 }

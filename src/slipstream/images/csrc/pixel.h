@@ -17,6 +17,19 @@
  *
  * `scratch` is grown as needed and kept by the caller from one call to the
  * next (no allocation per pixel, none per call once it is large enough).
+ * Steps that map each value through a table per channel (BRIGHTNESS,
+ * CONTRAST, POSTERIZE, SOLARIZE, AUTOCONTRAST, EQUALIZE, INVERT) are
+ * composed and applied in one pass per run of them (the same bits: a
+ * statistic a table depends on is that of the image with the earlier tables
+ * applied).
+ *
+ * ss_pixel_steps_table() runs the same steps but leaves the tables of the
+ * program's trailing run of table steps to the caller: it returns 1 with
+ * `table` (C x 256 bytes, C 3; rows past `channels` unused) set when the
+ * program's output is table[c][image[..., c]] (the caller applies it while
+ * it writes the pixels out), 0 when `image` is the output itself, and -1 or
+ * -2 as ss_pixel_steps.
+ *
  * No Python, no globals: safe to run in many threads without the GIL.
  */
 #ifndef SLIPSTREAM_PIXEL_H
@@ -31,5 +44,8 @@ enum { SS_PIXEL_WORDS = 12 };
 
 int ss_pixel_steps(uint8_t *image, int height, int width, int channels, const double *steps, int count,
                    ss_scratch *scratch, char *msg, size_t msg_size);
+
+int ss_pixel_steps_table(uint8_t *image, int height, int width, int channels, const double *steps, int count,
+                         ss_scratch *scratch, char *msg, size_t msg_size, uint8_t table[3][256]);
 
 #endif

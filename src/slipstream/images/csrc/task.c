@@ -200,37 +200,101 @@ to_chw(const uint8_t *src, size_t plane, int channels, uint8_t *dst)
             dst[(size_t)c * plane + i] = src[i * (size_t)channels + (size_t)c];
 }
 
-/* Sample i's window resampled into this thread's uint8 HWC image, its pixel steps, then its row. Returns 0,
-   or -1 with task->msg set (a step that cannot apply, or out of memory). */
+/* uint8 HWC `src` (plane pixels) into the uint8 row `dst`, HWC or CHW, each value v of channel c
+   as table[c][v] */
+static void
+table_u8(const uint8_t *src, size_t plane, int channels, int chw, const uint8_t table[3][256], uint8_t *dst)
+{
+    size_t i;
+    if (channels == 1) {
+        for (i = 0; i < plane; i++)
+            dst[i] = table[0][src[i]];
+    } else if (chw) {
+        uint8_t *d0 = dst, *d1 = dst + plane, *d2 = dst + 2 * plane;
+        for (i = 0; i < plane; i++, src += 3) {
+            d0[i] = table[0][src[0]];
+            d1[i] = table[1][src[1]];
+            d2[i] = table[2][src[2]];
+        }
+    } else {
+        for (i = 0; i < plane; i++, src += 3, dst += 3) {
+            dst[0] = table[0][src[0]];
+            dst[1] = table[1][src[1]];
+            dst[2] = table[2][src[2]];
+        }
+    }
+}
+
+/* uint8 HWC `src` (plane pixels) into a float32 or float16 (bits) CHW row through `t` (C x 256 values) */
+#define CHW_WRITE(T)                                                                        \
+    static void chw_write_##T(const uint8_t *src, size_t plane, int channels, const T *t, T *o) \
+    {                                                                                       \
+        size_t i;                                                                           \
+        if (channels == 1) {                                                                \
+            for (i = 0; i < plane; i++)                                                     \
+                o[i] = t[src[i]];                                                           \
+            return;                                                                         \
+        }                                                                                   \
+        for (i = 0; i < plane; i++, src += 3) {                                             \
+            o[i] = t[src[0]];                                                               \
+            o[plane + i] = t[256 + src[1]];                                                 \
+            o[2 * plane + i] = t[512 + src[2]];                                             \
+        }                                                                                   \
+    }
+CHW_WRITE(float)
+CHW_WRITE(uint16_t)
+
+/* Sample i's window resampled into this thread's uint8 HWC image, its pixel steps, then its row (the
+   steps' trailing table steps applied as it is written: uint8 through their tables, float through the
+   normalized values of their values). Returns 0, or -1 with task->msg set (a step that cannot apply,
+   or out of memory). */
 static int
 with_steps(ss_task *task, int i, thread_scratch *scratch, const uint8_t *pixels, int height, int width, const float *e,
            uint8_t *row, size_t res_bytes)
 {
     size_t plane = (size_t)task->out_h * (size_t)task->out_w;
-    uint8_t *image, *laid;
-    int rc;
+    uint8_t *image, table[3][256];
+    float lut32[3 * 256];
+    uint16_t lut16[3 * 256];
+    const void *lut = task->lut;
+    int rc, c, v, channels = task->channels;
     if (reserve(&scratch->pixels, res_bytes) != 0)
         return stop_at(task, 0, "out of memory"), -1;
     image = (uint8_t *)scratch->pixels.block;
-    if (ss_resample(pixels, height, width, task->channels, (size_t)width * (size_t)task->channels, e, task->out_h,
-                    task->out_w, task->box_filter, task->flips[i], 0, image, &scratch->work) != 0)
+    if (ss_resample(pixels, height, width, channels, (size_t)width * (size_t)channels, e, task->out_h, task->out_w,
+                    task->box_filter, task->flips[i], 0, image, &scratch->work) != 0)
         return stop_at(task, 0, "out of memory"), -1;
-    rc = ss_pixel_steps(image, task->out_h, task->out_w, task->channels,
-                        task->steps + (size_t)i * (size_t)task->n_steps * SS_PIXEL_WORDS, task->n_steps,
-                        &scratch->pixel_work, task->msg, sizeof(task->msg));
-    if (rc != 0)
+    rc = ss_pixel_steps_table(image, task->out_h, task->out_w, channels,
+                              task->steps + (size_t)i * (size_t)task->n_steps * SS_PIXEL_WORDS, task->n_steps,
+                              &scratch->pixel_work, task->msg, sizeof(task->msg), table);
+    if (rc < 0)
         return -1;
-    if (!task->chw) {
-        if (task->dtype == SS_U8)
+    if (task->dtype == SS_U8) {
+        if (rc == 1)
+            table_u8(image, plane, channels, task->chw, (const uint8_t(*)[256])table, row);
+        else if (!task->chw)
             memcpy(row, image, res_bytes);
         else
-            ss_write(image, res_bytes, task->channels, 0, plane, task->dtype, task->lut, row);
+            to_chw(image, plane, channels, row);
         return 0;
     }
-    laid = task->dtype == SS_U8 ? row : (uint8_t *)scratch->result.block;
-    to_chw(image, plane, task->channels, laid);
-    if (task->dtype != SS_U8)
-        ss_write(laid, res_bytes, task->channels, 1, plane, task->dtype, task->lut, row);
+    if (rc == 1) {  /* the normalized value of each value's value through the tables */
+        if (task->dtype == SS_F32)
+            for (c = 0; c < channels; c++)
+                for (v = 0; v < 256; v++)
+                    lut32[c * 256 + v] = ((const float *)task->lut)[c * 256 + table[c][v]];
+        else
+            for (c = 0; c < channels; c++)
+                for (v = 0; v < 256; v++)
+                    lut16[c * 256 + v] = ((const uint16_t *)task->lut)[c * 256 + table[c][v]];
+        lut = task->dtype == SS_F32 ? (const void *)lut32 : (const void *)lut16;
+    }
+    if (!task->chw)
+        ss_write(image, res_bytes, channels, 0, plane, task->dtype, lut, row);
+    else if (task->dtype == SS_F32)
+        chw_write_float(image, plane, channels, (const float *)lut, (float *)row);
+    else
+        chw_write_uint16_t(image, plane, channels, (const uint16_t *)lut, (uint16_t *)row);
     return 0;
 }
 
