@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 import slipstream as ss
 from slipstream.core.draws import Draws
+from slipstream.images import batchops
 from slipstream.images.batchops import CutMix, MixUp, MixUpOrCutMix, batch_uniforms
 from slipstream.images.beta import BETA_DRAWS, GAMMA_DRAWS, beta_from_uniforms
 from slipstream.loading.batchfinish import apply_batch_ops
@@ -370,7 +371,9 @@ def test_ranks_draw_differently():
 # -- torch: the same ops on tensors (the device stage's path) and the drop-in ----------------------------
 
 
-@pytest.mark.parametrize("dtype", ["uint8", "float32", "float16"])  # float16: half products and sums rounded from float32, as torch's
+@pytest.mark.parametrize(
+    "dtype", ["uint8", "float32", "float16"]
+)  # float16: half products and sums rounded from float32, as torch's
 @pytest.mark.parametrize(
     "op",
     [MixUp(alpha=0.7, num_classes=K), CutMix(num_classes=K, layout="CHW"), MixUpOrCutMix(num_classes=K, label_smoothing=0.1)],
@@ -534,3 +537,73 @@ def test_a_loader_reuses_the_batch_ops_outputs_its_consumer_dropped_and_never_on
     again = list(fresh)  # epoch 1 again: the kept batches were not overwritten since
     for a, b in zip(kept, again):
         np.testing.assert_array_equal(a["image"], b["image"])
+
+
+def _mixup_inputs(dtype: str, shape: tuple[int, ...], seed: int) -> np.ndarray:
+    """Values of every kind the dtype holds: for floats small, large, subnormal, signed zeros, infinities, NaNs."""
+    rng = np.random.default_rng(seed)
+    if dtype == "uint8":
+        return rng.integers(0, 256, shape, dtype=np.uint8)
+    kind = np.dtype(dtype)
+    with np.errstate(over="ignore"):
+        x = (rng.standard_normal(shape) * 10.0 ** rng.integers(-8, 6, shape)).astype(kind)
+    flat = x.reshape(-1)
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, np.finfo(kind).tiny / 4, np.finfo(kind).max, 255.5], kind)
+    picks = rng.integers(0, flat.size, max(1, flat.size // 8))
+    flat[picks] = specials[rng.integers(0, len(specials), len(picks))]
+    return x
+
+
+@pytest.mark.skipif(batchops._mix is None, reason="the _roijpeg extension (with mixup) is not built")
+@pytest.mark.parametrize("dtype", ["float32", "float16", "uint8"])
+@pytest.mark.parametrize("shape", [(1, 5, 7, 3), (2, 3, 4, 5), (2,), (3, 1), (7, 3, 13, 11), (5, 17, 9, 1), (64, 1000)])
+def test_the_compiled_mixup_gives_the_numpy_codes_bits(dtype, shape, monkeypatch):
+    images = _mixup_inputs(dtype, shape, seed=len(shape) * 100 + shape[0])
+    lams = [0.0, 1.0, 0.5, 0.25, float(np.float32(1 / 3)), *np.random.default_rng(shape[0]).random(5).astype(np.float32).tolist()]
+    compiled = [batchops._mixup_images(images, lam) for lam in lams]
+    monkeypatch.setattr(batchops, "_mix", None)
+    for lam, got in zip(lams, compiled):
+        with np.errstate(all="ignore"):  # (inf * 0, overflow)
+            expected = batchops._mixup_images(images, lam)
+        assert got.dtype == expected.dtype and got.shape == expected.shape
+        assert got.tobytes() == expected.tobytes(), (
+            f"lam {lam}: {int((got.view(np.uint8) != expected.view(np.uint8)).sum())} bytes differ"
+        )
+
+
+@pytest.mark.skipif(batchops._mix is None, reason="the _roijpeg extension (with mixup) is not built")
+def test_the_compiled_mixup_rounds_float16_ties_and_nans_and_uint8_ties_as_numpy(monkeypatch):
+    every_half = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16).reshape(2, -1)  # NaN payloads too
+    ties = np.arange(256, dtype=np.uint8)[None, :].repeat(2, axis=0)
+    ties[1] = ties[1][::-1]
+    nans = np.array([[0x7FC00001, 0x7F800003, 0xFFC00000, 1], [0x7FC00002, 0xFF800005, 0x7FC00000, 0x7F800007]], np.uint32)
+    cases = (
+        [(every_half, lam) for lam in (0.5, 0.3, 1 / 7, 1e-4)]
+        + [(nans.view(np.float32), 0.5)]
+        + [(ties, lam) for lam in (0.5, 0.25, 0.125, 0.375)]
+    )
+    compiled = [batchops._mixup_images(images, lam) for images, lam in cases]
+    monkeypatch.setattr(batchops, "_mix", None)
+    for (images, lam), got in zip(cases, compiled):
+        with np.errstate(all="ignore"):
+            expected = batchops._mixup_images(images, lam)
+        assert got.tobytes() == expected.tobytes(), f"{images.dtype}, lam {lam}"
+
+
+@pytest.mark.skipif(batchops._mix is None, reason="the _roijpeg extension (with mixup) is not built")
+def test_the_compiled_mixup_refuses_what_it_cannot_take_and_the_numpy_code_takes_the_rest():
+    images = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    with pytest.raises(ValueError, match=r"lam must be in \[0, 1\], got 1.5"):
+        batchops._mix(images, np.empty_like(images), 1.5)
+    with pytest.raises(TypeError, match="out must have the images' dtype"):
+        batchops._mix(images, np.empty(images.shape, np.float16), 0.5)
+    with pytest.raises(ValueError, match="out must have the images' shape"):
+        batchops._mix(images, np.empty((2, 3, 5), np.float32), 0.5)
+    with pytest.raises(ValueError, match="out overlaps images"):
+        batchops._mix(images, images, 0.5)
+    strided = np.arange(48, dtype=np.float32).reshape(2, 3, 8)[:, :, ::2]  # the NumPy code: the same formula
+    np.testing.assert_array_equal(
+        batchops._mixup_images(strided, 0.25), np.roll(strided, 1, 0) * np.float32(0.75) + strided * np.float32(0.25)
+    )
+    wide = np.arange(12, dtype=np.float64).reshape(3, 4)
+    assert batchops._mixup_images(wide, 1.0).tobytes() == wide.tobytes()

@@ -19,6 +19,7 @@
 #include "csrc/task.h"
 #include "csrc/codec.h"
 #include "csrc/pixel.h"
+#include "csrc/mixup.h"
 
 /* ---------------------------------------------------------------- Python */
 
@@ -1096,12 +1097,91 @@ done:
     Py_RETURN_NONE;
 }
 
+
+PyDoc_STRVAR(mixup_doc,
+"mixup(images, out, lam) -> None\n"
+"\n"
+"MixUp of a batch into `out`: out[i] = images[i - 1] * (1 - lam) + images[i] * lam\n"
+"(sample 0 with the last), bit for bit as images/batchops.py's NumPy code for\n"
+"uint8 (the float32 sum rounded half to even, clipped), float32 and float16\n"
+"images, without the GIL. `images` is a C-contiguous uint8, float32 or float16\n"
+"array with the batch on its first axis, `out` a writable C-contiguous array of\n"
+"the same shape and dtype that does not overlap it, lam a number in [0, 1].");
+
+static PyObject *
+mixup(PyObject *self, PyObject *args)
+{
+    PyObject *images_obj, *out_obj;
+    Py_buffer images = {0}, out = {0};
+    double lam;
+    char kind;
+    int d, dtype;
+    size_t count, per;
+
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOd:mixup", &images_obj, &out_obj, &lam))
+        return NULL;
+    if (!(lam >= 0.0 && lam <= 1.0)) {
+        PyErr_Format(PyExc_ValueError, "lam must be in [0, 1], got %R", PyTuple_GET_ITEM(args, 2));
+        return NULL;
+    }
+    if (get_view(images_obj, &images, "images", "a uint8, float32 or float16 array") != 0)
+        return NULL;
+    if (get_view(out_obj, &out, "out", "a uint8, float32 or float16 array") != 0)
+        goto fail;
+    kind = buffer_kind(&images);
+    if (kind == 0) {
+        PyErr_Format(PyExc_TypeError, "images must be uint8, float32 or float16, got format '%s'",
+                     images.format == NULL ? "B" : images.format);
+        goto fail;
+    }
+    if (buffer_kind(&out) != kind) {
+        PyErr_Format(PyExc_TypeError, "out must have the images' dtype (format '%s'), got format '%s'",
+                     images.format == NULL ? "B" : images.format, out.format == NULL ? "B" : out.format);
+        goto fail;
+    }
+    if (images.ndim < 1 || out.ndim != images.ndim) {
+        PyErr_Format(PyExc_ValueError, "images must have a batch axis and out the images' shape, got %d and %d dimensions",
+                     images.ndim, out.ndim);
+        goto fail;
+    }
+    for (d = 0; d < images.ndim; d++)
+        if (images.shape[d] != out.shape[d]) {
+            PyErr_Format(PyExc_ValueError, "out must have the images' shape, got %zd instead of %zd on axis %d", out.shape[d],
+                         images.shape[d], d);
+            goto fail;
+        }
+    if (!PyBuffer_IsContiguous(&images, 'C')) {
+        PyErr_SetString(PyExc_ValueError, "images must be C-contiguous, got a strided array (numpy.ascontiguousarray copies it)");
+        goto fail;
+    }
+    if (check_out_buffer(&out, &images, "images") != 0)
+        goto fail;
+    count = (size_t)images.shape[0];
+    per = count ? (size_t)(images.len / images.itemsize) / count : 0;
+    dtype = kind == 'B' ? SS_U8 : kind == 'f' ? SS_F32 : SS_F16;
+    if (count && per) {
+        Py_BEGIN_ALLOW_THREADS
+        ss_mixup(images.buf, out.buf, count, per, dtype, lam);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&images);
+    PyBuffer_Release(&out);
+    Py_RETURN_NONE;
+
+fail:
+    PyBuffer_Release(&images);
+    PyBuffer_Release(&out);
+    return NULL;
+}
+
 static PyMethodDef roi_methods[] = {
     {"decode_jpeg", (PyCFunction)(void (*)(void))decode_jpeg, METH_VARARGS | METH_KEYWORDS, decode_jpeg_doc},
     {"encode_jpeg", (PyCFunction)(void (*)(void))encode_jpeg, METH_VARARGS | METH_KEYWORDS, encode_jpeg_doc},
     {"place", place, METH_VARARGS, place_doc},
     {"run_task", (PyCFunction)(void (*)(void))run_task, METH_VARARGS | METH_KEYWORDS, run_task_doc},
     {"pixel_steps", pixel_steps, METH_VARARGS, pixel_steps_doc},
+    {"mixup", mixup, METH_VARARGS, mixup_doc},
     {"resample", (PyCFunction)(void (*)(void))resample, METH_VARARGS | METH_KEYWORDS, resample_doc},
     {"decode_region", (PyCFunction)(void (*)(void))decode_region,
      METH_VARARGS | METH_KEYWORDS, decode_region_doc},
