@@ -539,6 +539,25 @@ def test_a_loader_reuses_the_batch_ops_outputs_its_consumer_dropped_and_never_on
         np.testing.assert_array_equal(a["image"], b["image"])
 
 
+def test_a_loader_reuses_the_batch_ops_outputs_from_one_epoch_to_the_next(monkeypatch):
+    made: list[int] = []
+    empty_like = batchops.OutputBuffers.empty_like
+
+    def counting(self: batchops.OutputBuffers, a: np.ndarray) -> np.ndarray:
+        held = [id(b) for b in self._free.get((tuple(a.shape), a.dtype.str), [])]
+        out = empty_like(self, a)
+        made.append(id(out) not in held)
+        return out
+
+    monkeypatch.setattr(batchops.OutputBuffers, "empty_like", counting)
+    data = [{"image": np.full((3, 8, 8), i, np.float32), "label": i % 4} for i in range(64)]
+    loader = ss.DataLoader(data, 8, seed=0, batch_ops=[MixUp(num_classes=4)])
+    for epoch in range(3):
+        made.clear()
+        assert sum(b["image"].shape[0] for b in loader) == 64
+        assert len(made) == 8 and (epoch == 0 or not any(made)), f"epoch {epoch}: new buffers {made}"
+
+
 def _mixup_inputs(dtype: str, shape: tuple[int, ...], seed: int) -> np.ndarray:
     """Values of every kind the dtype holds: for floats small, large, subnormal, signed zeros, infinities, NaNs."""
     rng = np.random.default_rng(seed)

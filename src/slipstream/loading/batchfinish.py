@@ -43,15 +43,16 @@ def apply_batch_ops(ops: Sequence[Any], batch: Any, seed: int, epoch: int, index
 class BatchOpsFinisher:
     """A ``loading.finishing`` finisher that applies ``ops`` to each batch after ``inner`` (the
     data's own finisher, or None). It takes ``(tag, batch)`` items (``tagged``): the tag is the
-    batch's number in the epoch."""
+    batch's number in the epoch. ``buffers``: the ``OutputBuffers`` to reuse (a loader's, from one
+    epoch to the next; default new ones)."""
 
     tagged = True
 
-    def __init__(self, ops: Sequence[Any], seed: int, epoch: int, rank: int, inner: Any = None):
+    def __init__(self, ops: Sequence[Any], seed: int, epoch: int, rank: int, inner: Any = None, buffers: Any = None):
         from ..images.batchops import OutputBuffers
 
         self.ops, self.seed, self.epoch, self.rank, self.inner = tuple(ops), seed, epoch, rank, inner
-        self.buffers = OutputBuffers()
+        self.buffers = OutputBuffers() if buffers is None else buffers
         if inner is not None:
             try:
                 takes_then = "then" in inspect.signature(inner.finish).parameters

@@ -180,6 +180,7 @@ class DataLoader:
         if unknown:
             raise TypeError(unknown_arguments(unknown))
         self._batch_ops = checked_ops(batch_ops)
+        self._batch_buffers: Any = None  # the batch ops' output buffers (OutputBuffers), kept from one epoch to the next
         self.draw_rank: int | None = None  # the rank batch_ops' draws are keyed by (None: rank); see batch_ops
         self._n = numobs(data)
         self._options = check_options(
@@ -283,7 +284,8 @@ class DataLoader:
             finisher = finisher_of(o.data)  # may raise (no CUDA...): before anything changes too
             if self._batch_ops:
                 rank = o.rank if self.draw_rank is None else self.draw_rank
-                finisher = BatchOpsFinisher(self._batch_ops, seed, start.epoch, rank, finisher)
+                finisher = BatchOpsFinisher(self._batch_ops, seed, start.epoch, rank, finisher, self._batch_buffers)
+                self._batch_buffers = finisher.buffers
             hinted = self._first.handover(start, seed, self._n)  # (batches hinted before iter(), for this start)
             total = len(batches) if isinstance(batches, list) else None
             ahead = o.prefetch + (0 if finisher is None else o.finish_ahead)  # no batch beyond has begun reading
