@@ -145,3 +145,18 @@ def test_a_trailing_run_of_table_steps_folded_into_the_write_gives_the_per_sampl
     monkeypatch.setattr(_pipeline, "_roi", None)  # whole JPEG decodes, per sample
     monkeypatch.setattr(_pipeline, "run_steps", _numpy_steps)  # and the NumPy executor
     _assert_bits(_epochs(ds, pipeline, 0), compiled, f"{tail}, {dtype}, chw {chw}, {channels} channels")
+
+
+@pytest.mark.skipif(_roijpeg is None, reason="the _roijpeg extension is not built")
+def test_autocontrast_finds_each_channels_extremes_wherever_they_are():
+    rng = np.random.default_rng(8)
+    steps = np.zeros((1, ps.WORDS))
+    steps[0, 0] = ps.AUTOCONTRAST
+    for trial in range(600):
+        height, width = (int(v) for v in rng.integers(1, 40, 2))
+        low = int(rng.integers(0, 200))
+        image = rng.integers(low, low + int(rng.integers(1, 56)), (height, width, 3), dtype=np.uint8)
+        image[rng.integers(0, height), rng.integers(0, width), rng.integers(0, 3)] = rng.integers(0, 256)  # one outlier
+        got = image.copy()
+        _roijpeg.pixel_steps(got, steps)
+        assert got.tobytes() == ps.run(image.copy(), steps).tobytes(), f"trial {trial}: {height}x{width}"

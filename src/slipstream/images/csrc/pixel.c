@@ -494,6 +494,33 @@ histograms(const uint8_t *image, size_t pixels, int channels, const pending *q, 
             hist[c][q->on ? q->t[c][v] : v] += raw[c][v];
 }
 
+/* each channel's min and max of 3-channel pixels: 48-byte blocks (16 pixels; value j of a block is
+   channel j % 3) reduced lane by lane, then the lanes and the last pixels */
+INLINE void
+min_max3_body(const uint8_t *image, size_t pixels, uint8_t lo[3], uint8_t hi[3])
+{
+    uint8_t low[48], high[48];
+    size_t i, n = 3 * pixels, blocks = n / 48 * 48;
+    int j;
+    memset(low, 255, sizeof(low));
+    memset(high, 0, sizeof(high));
+    for (i = 0; i < blocks; i += 48)
+        for (j = 0; j < 48; j++) {
+            uint8_t v = image[i + (size_t)j];
+            low[j] = v < low[j] ? v : low[j];
+            high[j] = v > high[j] ? v : high[j];
+        }
+    for (j = 0; j < 48; j++) {
+        lo[j % 3] = low[j] < lo[j % 3] ? low[j] : lo[j % 3];
+        hi[j % 3] = high[j] > hi[j % 3] ? high[j] : hi[j % 3];
+    }
+    for (i = blocks; i < n; i++) {
+        lo[i % 3] = image[i] < lo[i % 3] ? image[i] : lo[i % 3];
+        hi[i % 3] = image[i] > hi[i % 3] ? image[i] : hi[i % 3];
+    }
+}
+DISPATCHED(min_max3, (const uint8_t *image, size_t pixels, uint8_t *lo, uint8_t *hi), (image, pixels, lo, hi))
+
 static void
 autocontrast(const uint8_t *image, size_t pixels, int channels, pending *q)
 {
@@ -517,11 +544,7 @@ autocontrast(const uint8_t *image, size_t pixels, int channels, pending *q)
             hi[0] = image[i] > hi[0] ? image[i] : hi[0];
         }
     } else {
-        for (i = 0; i < 3 * pixels; i += 3)
-            for (c = 0; c < 3; c++) {
-                lo[c] = image[i + c] < lo[c] ? image[i + c] : lo[c];
-                hi[c] = image[i + c] > hi[c] ? image[i + c] : hi[c];
-            }
+        min_max3(image, pixels, lo, hi);
     }
     for (c = 0; c < 3; c++) {
         float flo = (float)lo[c], fhi = (float)hi[c];

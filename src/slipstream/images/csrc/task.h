@@ -8,7 +8,9 @@
  * (ss_write). With pixel steps (n_steps > 0: the pixel ops' programs, see
  * pixel.h) the sample is resampled into a per-thread uint8 HWC image, its
  * steps run on it, and it is then written into its row (laid out, and
- * normalized through `lut`). Every window, scale, decode region and step is
+ * normalized through `lut`); the tables of the program's trailing run of
+ * table steps (ss_pixel_steps_table) are applied in that same write, composed
+ * with `lut` for float outputs. Every window, scale, decode region and step is
  * computed by the caller (images/imagetasks.py), so this code only executes them.
  *
  * It stops at the first sample it does not handle, and returns its position
