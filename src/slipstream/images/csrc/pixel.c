@@ -130,22 +130,46 @@ up64(size_t n)
 
 /* ------------------------------------------------------------------ tables */
 
-/* p[i] = lut[c][p[i]] (c the channel of element i; `shared`: one table for every channel) */
+/* 8 bytes at p through the tables t0..t7 (byte k through tk), read and written as one word each */
+#define LOOKUP8(p, t0, t1, t2, t3, t4, t5, t6, t7)                                                                 \
+    do {                                                                                                           \
+        uint64_t w_, o_;                                                                                           \
+        memcpy(&w_, (p), 8);                                                                                       \
+        o_ = (uint64_t)(t0)[w_ & 255] | (uint64_t)(t1)[(w_ >> 8) & 255] << 8 | (uint64_t)(t2)[(w_ >> 16) & 255] << 16 | \
+             (uint64_t)(t3)[(w_ >> 24) & 255] << 24 | (uint64_t)(t4)[(w_ >> 32) & 255] << 32 |                      \
+             (uint64_t)(t5)[(w_ >> 40) & 255] << 40 | (uint64_t)(t6)[(w_ >> 48) & 255] << 48 |                      \
+             (uint64_t)(t7)[w_ >> 56] << 56;                                                                       \
+        memcpy((p), &o_, 8);                                                                                       \
+    } while (0)
+
+/* p[i] = lut[c][p[i]] (c the channel of element i; `shared`: one table for every channel); a word of
+   8 values at a time (fewer loads and stores than one value at a time; little-endian byte order) */
 static void
 apply_lut(uint8_t *p, size_t pixels, int channels, const uint8_t lut[3][256], int shared)
 {
-    size_t i;
+    size_t i = 0, n = pixels * (size_t)channels;
+    const uint8_t *a = lut[0], *b = lut[1], *c = lut[2];
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     if (channels == 1 || shared) {
-        const uint8_t *t = lut[0];
-        size_t n = pixels * (size_t)channels;
-        for (i = 0; i < n; i++)
-            p[i] = t[p[i]];
+        for (; i + 8 <= n; i += 8)
+            LOOKUP8(p + i, a, a, a, a, a, a, a, a);
+    } else {
+        for (; i + 24 <= n; i += 24) {  /* 8 pixels: value k of the block is channel k % 3 */
+            LOOKUP8(p + i, a, b, c, a, b, c, a, b);
+            LOOKUP8(p + i + 8, c, a, b, c, a, b, c, a);
+            LOOKUP8(p + i + 16, b, c, a, b, c, a, b, c);
+        }
+    }
+#endif
+    if (channels == 1 || shared) {
+        for (; i < n; i++)
+            p[i] = a[p[i]];
         return;
     }
-    for (i = 0; i < pixels; i++, p += 3) {
-        p[0] = lut[0][p[0]];
-        p[1] = lut[1][p[1]];
-        p[2] = lut[2][p[2]];
+    for (; i < n; i += 3) {  /* (i a multiple of 3: the pixels left) */
+        p[i] = a[p[i]];
+        p[i + 1] = b[p[i + 1]];
+        p[i + 2] = c[p[i + 2]];
     }
 }
 
