@@ -918,7 +918,7 @@ affine(uint8_t *image, int height, int width, int channels, const double *p, ss_
     g.a0 = m[0] / half_w, g.a1 = m[1] / half_w, g.a2 = m[2] / half_w;
     g.b0 = m[3] / half_h, g.b1 = m[4] / half_h, g.b2 = m[5] / half_h;
     g.fw = (float)width, g.fh = (float)height;
-    o_src = at, at += up64(plane);
+    o_src = at, at += up64(plane + 1);  /* (+1: a pixel read as 4 bytes) */
     o_xs = at, at += up64((size_t)width * sizeof(float));
     o_ix = at, at += up64((size_t)width * sizeof(float));
     o_iy = at, at += up64((size_t)width * sizeof(float));
@@ -943,7 +943,7 @@ affine(uint8_t *image, int height, int width, int channels, const double *p, ss_
     for (x = 0; x < width; x++)
         xs[x] = (float)((double)x - (double)(width - 1) * 0.5);
     if (!bilinear) {
-        uint8_t outside[3] = {0, 0, 0};
+        uint8_t outside[4] = {0, 0, 0, 0};
         if (filled)
             for (c = 0; c < channels; c++)
                 outside[c] = round8(fill[c]);
@@ -951,7 +951,11 @@ affine(uint8_t *image, int height, int width, int channels, const double *p, ss_
             uint8_t *out = image + (size_t)y * row;
             nearest_row(&g, xs, (float)((double)y - (double)(height - 1) * 0.5), width, height, ix, iy, index);
             if (channels == 3) {
-                for (x = 0; x < width; x++, out += 3) {
+                for (x = 0; x < width - 1; x++, out += 3) {  /* a pixel as 4 bytes, the 4th the next one's (written next) */
+                    const uint8_t *px = index[x] >= 0 ? src + (size_t)index[x] * 3 : outside;
+                    memcpy(out, px, 4);
+                }
+                {
                     const uint8_t *px = index[x] >= 0 ? src + (size_t)index[x] * 3 : outside;
                     out[0] = px[0];
                     out[1] = px[1];
