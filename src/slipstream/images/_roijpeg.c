@@ -220,7 +220,8 @@ run_task(PyObject *self, PyObject *args, PyObject *kwargs)
         PyErr_SetString(PyExc_ValueError, "run_task: channels must be 1 or 3");
         goto done;
     }
-    if (task.out_h < 1 || task.out_w < 1 || task.dtype < 0 || task.dtype > 2 || start < 0 || start > n) {
+    if (task.out_h < 1 || task.out_w < 1 || task.out_h > (1 << 28) || task.out_w > (1 << 28) || task.dtype < 0 || task.dtype > 2 ||
+        start < 0 || start > n) {  /* (sides bounded as the resampler's: the row size below cannot overflow) */
         PyErr_SetString(PyExc_ValueError, "run_task: bad output size, dtype or start");
         goto done;
     }

@@ -163,7 +163,7 @@ class BatchOp:
             u = batch_uniforms(seed, epoch, index, rank, position, self.draws)
         return self.apply(batch, self.params(u, self._shape(batch)), buffers)
 
-    def _fields(self, batch: Any) -> tuple[Any, Any]:
+    def _images_and_labels(self, batch: Any) -> tuple[Any, Any]:
         image, label = self.image, self.label
         if isinstance(batch, dict):
             if isinstance(image, int) or isinstance(label, int):
@@ -188,7 +188,7 @@ class BatchOp:
         )
 
     def _shape(self, batch: Any) -> tuple[int, ...]:
-        images, labels = self._fields(batch)
+        images, labels = self._images_and_labels(batch)
         if not (isinstance(images, np.ndarray) or _is_torch(images)):
             raise TypeError(
                 f"{type(self).__name__}: the images must be a NumPy array or a torch tensor, got {type(images).__name__}"
@@ -217,7 +217,7 @@ class BatchOp:
     def apply(self, batch: Any, params: dict[str, Any], buffers: OutputBuffers | None = None) -> Any:
         """``batch`` with its images and labels mixed as ``params`` say (a new container; the
         input's arrays are left as they are; NumPy images go into ``buffers`` when given)."""
-        images, labels = self._fields(batch)
+        images, labels = self._images_and_labels(batch)
         targets = self._targets(labels, int(images.shape[0]))
         kind, lam = params["kind"], params["lam"]
         empty = np.empty_like if buffers is None else buffers.empty_like

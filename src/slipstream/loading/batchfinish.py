@@ -20,15 +20,15 @@ import inspect
 from collections.abc import Sequence
 from typing import Any
 
+from ..images.batchops import OutputBuffers, check_batch_ops
+
 __all__ = ["BatchOpsFinisher", "apply_batch_ops", "checked_ops"]
 
 
 def checked_ops(ops: Any) -> tuple[Any, ...]:
-    """``batch_ops=`` checked (``images.batchops.check_batch_ops``, imported only when some are given)."""
+    """``batch_ops=`` checked (``images.batchops.check_batch_ops``)."""
     if ops is None or (isinstance(ops, (list, tuple)) and not ops):
         return ()
-    from ..images.batchops import check_batch_ops
-
     return check_batch_ops(ops)
 
 
@@ -49,8 +49,6 @@ class BatchOpsFinisher:
     tagged = True
 
     def __init__(self, ops: Sequence[Any], seed: int, epoch: int, rank: int, inner: Any = None, buffers: Any = None):
-        from ..images.batchops import OutputBuffers
-
         self.ops, self.seed, self.epoch, self.rank, self.inner = tuple(ops), seed, epoch, rank, inner
         self.buffers = OutputBuffers() if buffers is None else buffers
         if inner is not None:

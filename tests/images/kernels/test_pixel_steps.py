@@ -223,6 +223,8 @@ def test_random_programs_give_the_same_bits_or_the_same_error_in_c_and_numpy(pro
         ([ps.POSTERIZE, -1], (2, 2, 3), r"^pixel step 0 \(POSTERIZE\): posterize keeps 0\.\.8 bits, got -1$"),
         ([ps.BRIGHTNESS, float("nan")], (2, 2, 3), r"^pixel step 0: step words must be finite numbers, got nan in column 1$"),
         ([ps.SOLARIZE, float("-inf")], (2, 2, 3), r"^pixel step 0: step words must be finite numbers, got -inf in column 1$"),
+        ([ps.HUE, 1e39], (1, 1, 3), r"^pixel step 0 \(HUE\): the hue shift must be within float32's range, got 1e\+39$"),
+        ([ps.HUE, -1e39], (1, 1, 1), r"^pixel step 0 \(HUE\): the hue shift must be within float32's range, got -1e\+39$"),
     ],
 )
 def test_refused_steps_raise_the_same_message_in_c_and_numpy(row, shape, message):

@@ -1134,6 +1134,10 @@ run_steps(uint8_t *image, int height, int width, int channels, const double *ste
                 saturation(image, pixels, (float)p[0], (float)(1.0 - p[0]));
             break;
         case HUE:
+            if (!isfinite((float)p[0])) {  /* a shift past float32's range: its NaN sectors have no defined pixel */
+                snprintf(msg, msg_size, "%s: the hue shift must be within float32's range, got %g", where, p[0]);
+                return -1;
+            }
             if (channels == 3)
                 hue(image, pixels, (float)p[0]);
             break;

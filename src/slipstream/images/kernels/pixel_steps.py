@@ -34,10 +34,11 @@ Opcodes and their parameters (columns 1..):
                     value per channel (3 values, 0..255)
 ====  ============  ==========================================================================
 
-A step whose parameters cannot apply (a word that is not finite, a blur kernel wider than the
-image allows, an odd ROT90 of a non-square image, negative POSTERIZE bits, an unknown opcode)
-raises ``StepError`` (a ``ValueError``) naming the step; the image may then be partly modified. Integer parameters
-(opcode, kernel sizes, bits, quarter turns, the erased box) are truncated toward zero.
+A step whose parameters cannot apply (a word that is not finite, a hue shift past float32's
+range, a blur kernel wider than the image allows, an odd ROT90 of a non-square image, negative
+POSTERIZE bits, an unknown opcode) raises ``StepError`` (a ``ValueError``) naming the step; the
+image may then be partly modified. Integer parameters (opcode, kernel sizes, bits, quarter turns,
+the erased box) are truncated toward zero.
 """
 
 from __future__ import annotations
@@ -327,6 +328,10 @@ def run(image: np.ndarray, steps: np.ndarray) -> np.ndarray:
         elif code == SATURATION:
             current = _saturation(current, float(p[0]))
         elif code == HUE:
+            with np.errstate(over="ignore"):
+                shift32 = np.float32(p[0])
+            if not np.isfinite(shift32):
+                raise StepError(f"{where}: the hue shift must be within float32's range, got {float(p[0]):g}")
             current = _hue(current, float(p[0]))
         elif code == SHARPNESS:
             current = _sharpness(current, float(p[0]))
