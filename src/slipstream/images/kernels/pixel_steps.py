@@ -31,7 +31,7 @@ Opcodes and their parameters (columns 1..):
                     fill flag (0: zeros outside), fill per channel (3 values)
 14    ROT90         k (counter-clockwise quarter turns, torch.rot90's; k odd needs H == W)
 15    ERASE         top, left, height, width (top and left >= 0: smaller ones count from the end),
-                    value per channel (3 values, 0..255)
+                    value per channel (3 values in 0..255; the executors may differ outside it)
 ====  ============  ==========================================================================
 
 A step whose parameters cannot apply (a word that is not finite, a hue shift past float32's
