@@ -10,24 +10,7 @@
 #pragma GCC optimize("no-trapping-math")  /* (selects for the compares: no value changes) */
 #endif
 
-#define INLINE static inline __attribute__((always_inline))
-
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__APPLE__)
-/* static void name PARAMS: name##_body compiled twice, the AVX2 copy run where ss_resample_avx2() says the CPU has it */
-#define DISPATCHED(name, PARAMS, ARGS)                                                   \
-    __attribute__((target("avx2"))) static void name##_avx2 PARAMS { name##_body ARGS; } \
-    static void name##_base PARAMS { name##_body ARGS; }                                  \
-    static void name PARAMS                                                               \
-    {                                                                                     \
-        if (ss_resample_avx2())                                                           \
-            name##_avx2 ARGS;                                                             \
-        else                                                                              \
-            name##_base ARGS;                                                             \
-    }
-#else
-#define DISPATCHED(name, PARAMS, ARGS) \
-    static void name PARAMS { name##_body ARGS; }
-#endif
+#include "dispatch.h"
 
 #define TWO23 8388608.0f
 

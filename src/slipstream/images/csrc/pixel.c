@@ -26,24 +26,7 @@
 #pragma GCC optimize("no-trapping-math")
 #endif
 
-#define INLINE static inline __attribute__((always_inline))
-
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__APPLE__)
-/* static void name PARAMS: name##_body compiled twice, the AVX2 copy run where ss_resample_avx2() says the CPU has it */
-#define DISPATCHED(name, PARAMS, ARGS)                                           \
-    __attribute__((target("avx2"))) static void name##_avx2 PARAMS { name##_body ARGS; } \
-    static void name##_base PARAMS { name##_body ARGS; }                          \
-    static void name PARAMS                                                       \
-    {                                                                             \
-        if (ss_resample_avx2())                                                   \
-            name##_avx2 ARGS;                                                     \
-        else                                                                      \
-            name##_base ARGS;                                                     \
-    }
-#else
-#define DISPATCHED(name, PARAMS, ARGS) \
-    static void name PARAMS { name##_body ARGS; }
-#endif
+#include "dispatch.h"
 
 enum {
     NONE, BRIGHTNESS, CONTRAST, SATURATION, HUE, SHARPNESS, POSTERIZE, SOLARIZE, AUTOCONTRAST, EQUALIZE, INVERT,
