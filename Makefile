@@ -109,7 +109,8 @@ demo: $(VENV)/.torch
 test: $(VENV)/.test $(VENV)/.torch $(VENV)/.photos $(VENV)/.jax $(VENV)/.hf $(VENV)/.ray $(VENV)/.trainers
 	$(PY) -m pytest -q --durations=20
 	# the fallbacks on their own: NumPy pixel kernels and whole-image JPEG decoding (no _roijpeg)
-	SLIPSTREAM_NO_ROIJPEG=1 $(PY) -m pytest -q tests/images/test_kernels.py tests/images/test_mapfields.py tests/images/test_imagetasks.py
+	SLIPSTREAM_NO_ROIJPEG=1 $(PY) -m pytest -q tests/images/test_kernels.py tests/images/test_mapfields.py tests/images/test_imagetasks.py \
+		tests/images/test_pixelops.py tests/images/test_pixel_tasks.py tests/images/test_batchops.py
 	# ... and the token kernels' NumPy references (packing plans, row gathers, mixtures)
 	SLIPSTREAM_NO_SEQCORE=1 $(PY) -m pytest -q tests/sequences/test_pack.py tests/sequences/test_pack_plan.py tests/sequences/test_pack_edges.py tests/sequences/test_pack_outputs.py tests/sequences/test_mix.py tests/sequences/test_mix_exact.py tests/sequences/test_mix_schedule.py
 

@@ -552,10 +552,11 @@ def test_a_loader_reuses_the_batch_ops_outputs_from_one_epoch_to_the_next(monkey
     monkeypatch.setattr(batchops.OutputBuffers, "empty_like", counting)
     data = [{"image": np.full((3, 8, 8), i, np.float32), "label": i % 4} for i in range(64)]
     loader = ss.DataLoader(data, 8, seed=0, batch_ops=[MixUp(num_classes=4)])
-    for epoch in range(3):
-        made.clear()
+    for _ in range(5):
         assert sum(b["image"].shape[0] for b in loader) == 64
-        assert len(made) == 8 and (epoch == 0 or not any(made)), f"epoch {epoch}: new buffers {made}"
+    # 40 batches mixed; fresh arrays only while the pool grows to the batches in flight at once
+    # (how many that is depends on the threads' timing), never more than the pool keeps
+    assert len(made) == 40 and sum(made) <= batchops.OutputBuffers()._keep, f"new buffers {made}"
 
 
 def _mixup_inputs(dtype: str, shape: tuple[int, ...], seed: int) -> np.ndarray:

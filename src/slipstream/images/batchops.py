@@ -289,7 +289,7 @@ class OutputBuffers:
     each batch allocates nothing in steady state (a fresh large array costs page faults: about
     0.1 ms per 224x224x3 float32 image)."""
 
-    def __init__(self, keep: int = 4):
+    def __init__(self, keep: int = 8):
         self._free: dict[tuple[tuple[int, ...], str], list[np.ndarray]] = {}
         self._keep = keep
         self._lock = threading.Lock()
