@@ -26,6 +26,7 @@ from .images.imageops import (  # noqa: F401 - Geometry, Window, WindowError, Wi
     Windows,
 )
 from .images.pixelops import (  # noqa: F401 - PixelOp: public, outside __all__
+    AutoAugment,
     ColorJitter,
     GaussianBlur,
     Grayscale,
@@ -48,6 +49,7 @@ from .images.pixelops import (  # noqa: F401 - PixelOp: public, outside __all__
 
 __all__ = [
     "Apply",
+    "AutoAugment",
     "CenterCrop",
     "ColorJitter",
     "CutMix",

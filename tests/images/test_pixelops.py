@@ -41,6 +41,7 @@ OURS = {
     "gaussianblur_5_0.1-2.0": lambda: ops.GaussianBlur(5, sigma=(0.1, 2.0)),
     "randomrotation_30_nearest": lambda: ops.RandomRotation(30),
     "randomaffine_15_0.1_0.8-1.2_10_nearest": lambda: ops.RandomAffine(15, (0.1, 0.1), (0.8, 1.2), 10),
+    "autoaugment_imagenet_nearest": lambda: ops.AutoAugment(),
 }
 
 
@@ -312,6 +313,7 @@ def test_rand_augment_chooses_every_op_evenly():
         (lambda: ops.RandomPosterize(9), r"bits must be an int in \[0, 8\]"),
         (lambda: ops.RandomInvert(p=2), r"p must be a probability in \[0, 1\]"),
         (lambda: ops.Grayscale(2), "num_output_channels must be 1 or 3"),
+        (lambda: ops.AutoAugment("cifar10"), "policy must be 'imagenet'"),
         (lambda: ops.RandomAffine(10, translate=(1.5, 0)), r"translate must be None or \(fx, fy\) fractions"),
         (lambda: ops.RandomAffine(10, shear=(1, 2, 3)), "shear must be None, a number, or 2 or 4 numbers"),
     ],

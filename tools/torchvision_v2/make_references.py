@@ -267,6 +267,7 @@ DISTS = [
     ("randomgrayscale_p0.1", "v2.RandomGrayscale(p=0.1)", ("img_a",), lambda: v2.RandomGrayscale(p=0.1)),
     ("gaussianblur_5_0.1-2.0", "v2.GaussianBlur(5, sigma=(0.1, 2.0))", ("img_a",), lambda: v2.GaussianBlur(5, sigma=(0.1, 2.0))),
     ("randomrotation_30_nearest", "v2.RandomRotation(30)", ("img_a", "img_b"), lambda: v2.RandomRotation(30)),
+    ("autoaugment_imagenet_nearest", "v2.AutoAugment()", ("img_a", "img_b"), lambda: v2.AutoAugment()),
     ("randomaffine_15_0.1_0.8-1.2_10_nearest", "v2.RandomAffine(15, (0.1, 0.1), (0.8, 1.2), 10)", ("img_b",),
      lambda: v2.RandomAffine(15, (0.1, 0.1), (0.8, 1.2), 10)),
 ]  # fmt: skip

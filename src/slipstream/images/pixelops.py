@@ -1,6 +1,6 @@
 """Pixel ops: colour, tone, blur, rotation and erasing, with torchvision v2's definitions.
 
-``ops.RandAugment(2, 9)``, ``ops.TrivialAugmentWide()``, ``ops.ColorJitter(0.4, 0.4, 0.4)``,
+``ops.RandAugment(2, 9)``, ``ops.TrivialAugmentWide()``, ``ops.AutoAugment()``, ``ops.ColorJitter(0.4, 0.4, 0.4)``,
 ``ops.RandomErasing(0.25)``... take the same arguments as their torchvision v2 namesakes and draw
 their parameters the same way (the same ranges, magnitude tables, probabilities and op choices),
 so a recipe translates one to one. In a pipeline they come after the crops, resizes and flips
@@ -39,6 +39,7 @@ from .imageops import Op, _exp
 from .kernels import pixel_steps as ps
 
 __all__ = [
+    "AutoAugment",
     "ColorJitter",
     "GaussianBlur",
     "Grayscale",
@@ -259,8 +260,62 @@ def _policy_step(row: np.ndarray, op: str, magnitude: float, height: int, width:
         row[0], row[1] = ps.SOLARIZE, 255 * magnitude
     elif op == "AutoContrast":
         row[0] = ps.AUTOCONTRAST
+    elif op == "Invert":
+        row[0] = ps.INVERT
     else:
         row[0] = ps.EQUALIZE
+
+
+# AutoAugment's ImageNet policy (Cubuk et al. 2019, as torchvision has it): 25 pairs of (op, probability, magnitude bin)
+_IMAGENET_POLICY = (
+    (("Posterize", 0.4, 8), ("Rotate", 0.6, 9)), (("Solarize", 0.6, 5), ("AutoContrast", 0.6, None)),
+    (("Equalize", 0.8, None), ("Equalize", 0.6, None)), (("Posterize", 0.6, 7), ("Posterize", 0.6, 6)),
+    (("Equalize", 0.4, None), ("Solarize", 0.2, 4)), (("Equalize", 0.4, None), ("Rotate", 0.8, 8)),
+    (("Solarize", 0.6, 3), ("Equalize", 0.6, None)), (("Posterize", 0.8, 5), ("Equalize", 1.0, None)),
+    (("Rotate", 0.2, 3), ("Solarize", 0.6, 8)), (("Equalize", 0.6, None), ("Posterize", 0.4, 6)),
+    (("Rotate", 0.8, 8), ("Color", 0.4, 0)), (("Rotate", 0.4, 9), ("Equalize", 0.6, None)),
+    (("Equalize", 0.0, None), ("Equalize", 0.8, None)), (("Invert", 0.6, None), ("Equalize", 1.0, None)),
+    (("Color", 0.6, 4), ("Contrast", 1.0, 8)), (("Rotate", 0.8, 8), ("Color", 1.0, 2)),
+    (("Color", 0.8, 8), ("Solarize", 0.8, 7)), (("Sharpness", 0.4, 7), ("Invert", 0.6, None)),
+    (("ShearX", 0.6, 5), ("Equalize", 1.0, None)), (("Color", 0.4, 0), ("Equalize", 0.6, None)),
+    (("Equalize", 0.4, None), ("Solarize", 0.2, 4)), (("Solarize", 0.6, 5), ("AutoContrast", 0.6, None)),
+    (("Invert", 0.6, None), ("Equalize", 1.0, None)), (("Color", 0.6, 4), ("Contrast", 1.0, 8)),
+    (("Equalize", 0.8, None), ("Equalize", 0.6, None)),
+)  # fmt: skip
+
+
+class AutoAugment(_Policy):
+    """torchvision's ``AutoAugment(policy=IMAGENET, interpolation=NEAREST, fill=None)``: one of the
+    ImageNet policy's 25 sub-policies, each two ops applied with their own probabilities at fixed
+    magnitude bins of 10 (RandAugment's ranges), the sign of a signed op drawn. ``policy`` must be
+    "imagenet" (the CIFAR-10 and SVHN policies are not provided)."""
+
+    draws = 5  # the sub-policy, then per op: applied?, the sign
+    steps = 2
+    num_magnitude_bins = 10  # (AutoAugment's own, not an argument)
+
+    def __init__(self, policy: str = "imagenet", interpolation: str = "nearest", fill: Any = None):
+        name = getattr(policy, "value", policy)
+        if str(name).lower() != "imagenet":
+            raise ValueError(
+                f"AutoAugment: policy must be 'imagenet' (the CIFAR-10 and SVHN policies are not provided), got {policy!r}"
+            )
+        super().__init__(10, interpolation, fill)
+        del self.num_magnitude_bins  # (the class's: not an argument here)
+        self.policy = "imagenet"
+
+    def program(self, u: np.ndarray, heights: np.ndarray, widths: np.ndarray) -> np.ndarray:
+        rows = _rows(len(u), 2)
+        count = len(_IMAGENET_POLICY)
+        for i, (draw, height, width) in enumerate(zip(u.tolist(), heights.tolist(), widths.tolist())):
+            for k, (op, probability, bin_) in enumerate(_IMAGENET_POLICY[min(int(draw[0] * count), count - 1)]):
+                if not draw[1 + 2 * k] <= probability:
+                    continue
+                magnitude = 0.0 if bin_ is None else float(self._table(op, height, width)[bin_])
+                if op in _SIGNED and draw[2 + 2 * k] <= 0.5:
+                    magnitude = -magnitude
+                self._step(rows[i, k], op, magnitude, height, width)
+        return rows
 
 
 class RandAugment(_Policy):
