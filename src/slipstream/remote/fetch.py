@@ -222,6 +222,8 @@ class Fetcher:
         self._pid = os.getpid()
         self._lock = threading.Lock()
         self._inflight: dict[str, Future] = {}
+        self._writing = 0  # pages handed to their reader and still being written to the cache
+        self._written = threading.Condition(self._lock)
         self._queued = 0  # read-ahead downloads waiting for a thread
         self._memory: OrderedDict[str, bytes] = OrderedDict()  # the most recent downloads, checked
         self._pool: _DaemonPool | None = None
@@ -348,10 +350,18 @@ class Fetcher:
                         self._memory[key] = data
                         while len(self._memory) > self.keep:
                             self._memory.popitem(last=False)
-                    future.set_result(data)  # (the reader goes on while the page is written, under the claim)
-                    handed = True
-                    if not self.cache.put(key, data):
-                        self._count("uncached")
+                    with self._lock:
+                        self._writing += 1
+                    try:
+                        future.set_result(data)  # (the reader goes on while the page is written, under the claim)
+                        handed = True
+                        if not self.cache.put(key, data):
+                            self._count("uncached")
+                    finally:
+                        with self._lock:
+                            self._writing -= 1
+                            if not self._writing:
+                                self._written.notify_all()
             if not handed:
                 future.set_result(data)
                 handed = True
@@ -502,10 +512,12 @@ class Fetcher:
         download); ``hit_rate`` = hits / reads. Downloads: ``downloads`` (read-ahead ones too),
         ``requests`` (GETs sent, each retry one more), ``retries``, ``bytes``, ``uncached`` (pages
         the cache could not take), ``dropped_hints``, ``waited`` (for another process's download of
-        the page, to share it); ``cache_bytes`` on disk now; ``rejected``
+        the page, to share it); ``cache_bytes`` on disk once the pages already handed to their
+        readers are written (waiting up to the fetch budget for those writes); ``rejected``
         (cached pages whose seal failed, downloaded again: ``remote.cache``)."""
         self._here()
         with self._lock:
+            self._written.wait_for(lambda: not self._writing, timeout=self.budget)
             out: dict[str, Any] = dict(self._stats)
         out["hit_rate"] = out["hits"] / out["reads"] if out["reads"] else None
         out["cache_bytes"] = self.cache.usage()
