@@ -396,11 +396,8 @@ def _mix_labels(targets: Any, lam: float) -> Any:
     return out
 
 
-class MixUp(BatchOp):
-    """MixUp (Zhang et al. 2018) with torchvision v2's semantics (module doc): every batch is mixed
-    with lambda ~ Beta(alpha, alpha). ``num_classes`` is needed for integer labels."""
-
-    draws = BETA_DRAWS
+class _OneAlpha(BatchOp):
+    """A batch op with one Beta(alpha, alpha) for its lambda (MixUp's, CutMix's)."""
 
     def __init__(
         self, alpha: float = 1.0, num_classes: int | None = None, label_smoothing: float = 0.0,
@@ -408,6 +405,13 @@ class MixUp(BatchOp):
     ):  # fmt: skip
         super().__init__(num_classes, label_smoothing, image, label, layout)
         self.alpha = _check_alpha("alpha", alpha)
+
+
+class MixUp(_OneAlpha):
+    """MixUp (Zhang et al. 2018) with torchvision v2's semantics (module doc): every batch is mixed
+    with lambda ~ Beta(alpha, alpha). ``num_classes`` is needed for integer labels."""
+
+    draws = BETA_DRAWS
 
     def params(self, u: np.ndarray, shape: tuple[int, ...]) -> dict[str, Any]:
         return {"kind": "mixup", "lam": _lam(u[:BETA_DRAWS], self.alpha)}
@@ -416,18 +420,11 @@ class MixUp(BatchOp):
         return f"MixUp(alpha={self.alpha}, num_classes={self.num_classes}, label_smoothing={self.label_smoothing})"
 
 
-class CutMix(BatchOp):
+class CutMix(_OneAlpha):
     """CutMix (Yun et al. 2019) with torchvision v2's box and area-corrected lambda (module doc).
     Works on any dtype (a copy). ``layout``: "auto", "HWC" or "CHW"."""
 
     draws = BETA_DRAWS + 2
-
-    def __init__(
-        self, alpha: float = 1.0, num_classes: int | None = None, label_smoothing: float = 0.0,
-        image: str | int = "image", label: str | int = "label", layout: str = "auto",
-    ):  # fmt: skip
-        super().__init__(num_classes, label_smoothing, image, label, layout)
-        self.alpha = _check_alpha("alpha", alpha)
 
     def params(self, u: np.ndarray, shape: tuple[int, ...]) -> dict[str, Any]:
         height, width, layout = self._hw(shape)
